@@ -1,0 +1,29 @@
+# Lua side: busted specs (tool contract, schema subset, tools) and luacheck.
+# The specs load the JSON module cljson.so from its build directory, so build the
+# cljson target before running ctest.
+find_program(CL_LUA54 NAMES lua5.4)
+find_program(CL_BUSTED NAMES busted)
+find_program(CL_LUACHECK NAMES luacheck)
+
+if(CL_LUA54 AND CL_BUSTED)
+  # busted's shebang says plain `lua`; run it with lua5.4 explicitly.
+  add_test(NAME lua_busted
+           COMMAND ${CL_LUA54} ${CL_BUSTED} --output=plainTerminal
+                   "--lpath=${CMAKE_SOURCE_DIR}/lua/?.lua;${CMAKE_SOURCE_DIR}/tools/?.lua;${CMAKE_SOURCE_DIR}/tests/spec/?.lua"
+                   "--cpath=$<TARGET_FILE_DIR:cljson>/?.so"
+                   ${CMAKE_SOURCE_DIR}/tests/spec
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua_busted PROPERTIES TIMEOUT 120 LABELS lua)
+else()
+  message(WARNING "lua5.4 or busted not found: the busted specs are not registered")
+endif()
+
+if(CL_LUACHECK)
+  add_test(NAME lua_luacheck
+           COMMAND ${CL_LUACHECK} --config ${CMAKE_SOURCE_DIR}/.luacheckrc --no-color
+                   lua tools tests/spec
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(lua_luacheck PROPERTIES TIMEOUT 120 LABELS lua)
+else()
+  message(WARNING "luacheck not found: the Lua lint test is not registered")
+endif()

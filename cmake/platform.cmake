@@ -1,0 +1,10 @@
+# Platform simulator (tests/platform/): Node 20, built-in modules only.
+find_program(NODE_EXECUTABLE NAMES node nodejs)
+if(NODE_EXECUTABLE)
+  add_test(NAME platform_simulator
+           COMMAND ${NODE_EXECUTABLE} --test ${CMAKE_SOURCE_DIR}/tests/platform/
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(platform_simulator PROPERTIES TIMEOUT 60 LABELS "platform")
+else()
+  message(WARNING "node not found: the platform simulator tests are not registered")
+endif()

@@ -1,0 +1,374 @@
+-- contract: validates a tool table (SPEC §10) and builds its tools/list entry.
+-- One source of truth for the server loader, --check-tools and the busted specs.
+local schema = require "schema"
+local catalog = require "catalog"
+
+local M = {}
+
+local has_cljson, cljson = pcall(require, "cljson")
+if not has_cljson then
+    cljson = nil
+end
+
+M.kinds = { read = true, execute = true }
+M.surfaces = { mcp = true, compact = true, rest = true, ptc = true }
+
+local GROUPS = {}
+for _, g in ipairs(catalog.groups) do
+    GROUPS[g] = true
+end
+
+local ANNOTATIONS = {
+    readOnlyHint = true, destructiveHint = true, idempotentHint = true, openWorldHint = true,
+}
+
+-- key -> checker(value, tool, add_error); nil value means "absent"
+local KEYS = {}
+
+local function is_array_of_strings(v)
+    if type(v) ~= "table" then
+        return false
+    end
+    local n = 0
+    for _ in pairs(v) do
+        n = n + 1
+    end
+    for i = 1, n do
+        if type(v[i]) ~= "string" then
+            return false
+        end
+    end
+    return true
+end
+
+local function check_locale_text(v, key, add)
+    if type(v) ~= "table" then
+        return add(key .. " must be a table {[\"zh-CN\"]=..., [\"en-US\"]=...}")
+    end
+    for _, lang in ipairs(catalog.languages) do
+        if type(v[lang]) ~= "string" or v[lang] == "" then
+            add(key .. " is missing the " .. lang .. " text")
+        end
+    end
+    for k in pairs(v) do
+        local known = false
+        for _, lang in ipairs(catalog.languages) do
+            known = known or k == lang
+        end
+        if not known then
+            add(key .. " has an unsupported language " .. tostring(k))
+        end
+    end
+end
+
+KEYS.name = function(v, _, add, file_name)
+    if type(v) ~= "string" or not v:match("^[a-z][a-z0-9_]*$") or #v > 64 then
+        return add("name must be a lower-case identifier ([a-z][a-z0-9_]*, at most 64)")
+    end
+    if file_name ~= nil and v ~= file_name then
+        add("name '" .. v .. "' differs from the file name '" .. tostring(file_name) .. "'")
+    end
+end
+
+KEYS.version = function(v, _, add)
+    if type(v) ~= "string" or not (v:match("^%d+%.%d+%.%d+$") or
+            v:match("^%d+%.%d+%.%d+[%-+][%w%.%-+]+$")) then
+        add("version must be a semantic version such as \"1.0.0\"")
+    end
+end
+
+KEYS.kind = function(v, _, add)
+    if not M.kinds[v] then
+        add("kind must be \"read\" or \"execute\"")
+    end
+end
+
+KEYS.title = function(v, _, add)
+    check_locale_text(v, "title", add)
+end
+
+KEYS.description = function(v, _, add)
+    check_locale_text(v, "description", add)
+end
+
+KEYS.group = function(v, _, add)
+    if not GROUPS[v] then
+        add("group must be one of " .. table.concat(catalog.groups, ", "))
+    end
+end
+
+KEYS.order = function(v, _, add)
+    if math.type(v) ~= "integer" or v < 1 then
+        add("order must be a positive integer")
+    end
+end
+
+KEYS.surfaces = function(v, _, add)
+    if not is_array_of_strings(v) or #v == 0 then
+        return add("surfaces must be a non-empty array of mcp, compact, rest, ptc")
+    end
+    local seen = {}
+    for _, s in ipairs(v) do
+        if not M.surfaces[s] then
+            add("surfaces has an unknown surface " .. s)
+        elseif seen[s] then
+            add("surfaces lists " .. s .. " twice")
+        end
+        seen[s] = true
+    end
+end
+
+KEYS.rest_alias = function(v, tool, add)
+    if v == nil then
+        return
+    end
+    if type(v) ~= "string" or not v:match("^[a-z][a-z0-9_%-]*$") then
+        return add("rest_alias must be a path segment ([a-z][a-z0-9_-]*)")
+    end
+    local rest = false
+    for _, s in ipairs(type(tool.surfaces) == "table" and tool.surfaces or {}) do
+        rest = rest or s == "rest"
+    end
+    if not rest then
+        add("rest_alias needs \"rest\" among the surfaces")
+    end
+end
+
+KEYS.gate = function(v, _, add)
+    if v ~= nil and (type(v) ~= "string" or not v:match("^[A-Z][A-Z0-9_]*$")) then
+        add("gate must be a feature switch name such as EXECUTE_SKILL_ENABLED")
+    end
+end
+
+KEYS.formats = function(v, _, add)
+    if v == nil then
+        return
+    end
+    local ok = is_array_of_strings(v) and ((#v == 1 and v[1] == "json") or
+        (#v == 2 and ((v[1] == "json" and v[2] == "toon") or (v[1] == "toon" and v[2] == "json"))))
+    if not ok then
+        add("formats must be {\"json\", \"toon\"} or {\"json\"}")
+    end
+end
+
+KEYS.upstream = function(v, _, add)
+    if v ~= nil and (type(v) ~= "string" or not v:match("^[a-z][a-z0-9_]*$")) then
+        add("upstream must be a configured upstream name such as \"ontology_query\"")
+    end
+end
+
+local function check_schema_key(key, v, add, required)
+    if v == nil then
+        if required then
+            add(key .. " is required")
+        end
+        return
+    end
+    local ok, errs = schema.check_schema(v)
+    if not ok then
+        for _, e in ipairs(errs) do
+            add(key .. e)
+        end
+        return
+    end
+    if v.type ~= "object" then
+        add(key .. ": type must be \"object\"")
+    end
+end
+
+KEYS.input_schema = function(v, _, add)
+    check_schema_key("input_schema", v, add, true)
+    if type(v) == "table" and type(v.properties) == "table" then
+        -- the core owns these two arguments and adds them itself
+        for _, owned in ipairs({ "bkn_context", "response_format" }) do
+            if v.properties[owned] ~= nil then
+                add("input_schema must not declare " .. owned .. " (the core adds it)")
+            end
+        end
+    end
+end
+
+KEYS.output_schema = function(v, _, add)
+    check_schema_key("output_schema", v, add, false)
+end
+
+KEYS.annotations = function(v, tool, add)
+    if v == nil then
+        return
+    end
+    if type(v) ~= "table" then
+        return add("annotations must be a table")
+    end
+    for k, x in pairs(v) do
+        if not ANNOTATIONS[k] then
+            add("annotations has an unknown hint " .. tostring(k))
+        elseif type(x) ~= "boolean" then
+            add("annotations." .. k .. " must be a boolean")
+        end
+    end
+    if v.readOnlyHint == true and tool.kind == "execute" then
+        add("annotations.readOnlyHint contradicts kind \"execute\"")
+    end
+    if v.readOnlyHint == false and tool.kind == "read" then
+        add("annotations.readOnlyHint contradicts kind \"read\"")
+    end
+end
+
+local function optional_function(key)
+    return function(v, _, add)
+        if v ~= nil and type(v) ~= "function" then
+            add(key .. " must be a function")
+        end
+    end
+end
+
+KEYS.handle = function(v, _, add)
+    if type(v) ~= "function" then
+        add("handle must be a function (args, ctx)")
+    end
+end
+KEYS.shape_request = optional_function("shape_request")
+KEYS.trim_response = optional_function("trim_response")
+KEYS.render = optional_function("render")
+
+local REQUIRED = {
+    "name", "version", "kind", "title", "description", "group", "order", "surfaces",
+    "input_schema", "handle",
+}
+
+-- Checks in a fixed order so the error list is stable.
+local ORDER = {
+    "name", "version", "kind", "title", "description", "group", "order", "surfaces",
+    "rest_alias", "gate", "formats", "upstream", "input_schema", "output_schema",
+    "annotations", "handle", "shape_request", "trim_response", "render",
+}
+
+local function copy_array(t)
+    local out = {}
+    for i, v in ipairs(t) do
+        out[i] = v
+    end
+    return out
+end
+
+-- contract.check(tool, name) -> normalized tool | nil, errors (array of strings)
+-- The returned table is a new one; the tool's own table is not modified.
+function M.check(tool, file_name)
+    local errors = {}
+    local function add(msg)
+        errors[#errors + 1] = msg
+    end
+    if type(tool) ~= "table" then
+        return nil, { "a tool file must return a table, got " .. type(tool) }
+    end
+    local unknown = {}
+    for k in pairs(tool) do
+        if type(k) ~= "string" or KEYS[k] == nil then
+            unknown[#unknown + 1] = tostring(k)
+        end
+    end
+    table.sort(unknown)
+    for _, k in ipairs(unknown) do
+        add("unknown key '" .. k .. "'")
+    end
+    for _, k in ipairs(REQUIRED) do
+        if tool[k] == nil and k ~= "input_schema" then
+            add(k .. " is required")
+        end
+    end
+    for _, k in ipairs(ORDER) do
+        if tool[k] ~= nil or k == "input_schema" then
+            KEYS[k](tool[k], tool, add, file_name)
+        end
+    end
+    if #errors > 0 then
+        return nil, errors
+    end
+    local out = {}
+    for k, v in pairs(tool) do
+        out[k] = v
+    end
+    out.surfaces = copy_array(tool.surfaces)
+    out.formats = tool.formats and copy_array(tool.formats) or { "json" }
+    local ann = {}
+    -- defaults first, the tool's own hints win
+    if tool.kind == "read" then
+        ann.readOnlyHint = true
+        ann.idempotentHint = true
+        ann.openWorldHint = false
+    else
+        ann.readOnlyHint = false
+    end
+    for k, v in pairs(tool.annotations or {}) do
+        ann[k] = v
+    end
+    out.annotations = ann
+    return out
+end
+
+-- contract.check_set(tools) -> true | nil, errors: rules across tools (unique
+-- names, orders and REST names). tools: array of normalized tools.
+function M.check_set(tools)
+    local errors = {}
+    local names, orders, rest = {}, {}, {}
+    for _, t in ipairs(tools) do
+        if names[t.name] then
+            errors[#errors + 1] = t.name .. ": the name is used twice"
+        end
+        names[t.name] = true
+        if t.order then
+            if orders[t.order] then
+                errors[#errors + 1] = t.name .. ": order " .. t.order .. " is also used by " ..
+                    orders[t.order]
+            end
+            orders[t.order] = t.name
+        end
+    end
+    for _, t in ipairs(tools) do
+        if t.rest_alias then
+            if names[t.rest_alias] or rest[t.rest_alias] then
+                errors[#errors + 1] = t.name .. ": rest_alias " .. t.rest_alias ..
+                    " collides with another tool"
+            end
+            rest[t.rest_alias] = true
+        end
+    end
+    if #errors > 0 then
+        return nil, errors
+    end
+    return true
+end
+
+-- contract.list_entry(tool, lang) -> the tools/list entry (SPEC §5, §9.4) with
+-- every localized text resolved for lang. tool: a normalized tool.
+function M.list_entry(tool, lang)
+    if lang ~= "zh-CN" and lang ~= "en-US" then
+        lang = catalog.default_language
+    end
+    local meta = {
+        ["openbkn.ai/group"] = tool.group,
+        ["openbkn.ai/group_title"] = catalog.group_title(tool.group, lang),
+        ["openbkn.ai/order"] = tool.order,
+    }
+    local ann = {}
+    for k, v in pairs(tool.annotations or {}) do
+        ann[k] = v
+    end
+    local entry = {
+        name = tool.name,
+        title = tool.title[lang],
+        description = tool.description[lang],
+        inputSchema = schema.localize(tool.input_schema, lang),
+        annotations = ann,
+        _meta = meta,
+    }
+    if tool.output_schema then
+        entry.outputSchema = schema.localize(tool.output_schema, lang)
+    end
+    if cljson then
+        setmetatable(entry.annotations, cljson.object_mt)
+    end
+    return entry
+end
+
+return M

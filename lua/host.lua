@@ -1,0 +1,194 @@
+-- host: the bridge between the C core (src/tools.c, src/call.c) and the tools of
+-- one generation. Loaded once per generation, inside the sandbox like any module.
+--
+-- C calls: register(file_name, value) while loading, check_set() once every file
+-- is in, info(name) / list_entry(name, lang) to precompute tools/list, invoke(name,
+-- args, ctx, query) as the body of each call's coroutine, error_text(status, lang)
+-- for the envelopes C builds itself (raised tools, budget kills).
+local contract = require "contract"
+local schema = require "schema"
+local catalog = require "catalog"
+local cljson = require "cljson"
+
+local M = {}
+
+-- name -> normalized tool; per generation (this module is loaded once per state)
+local tools = {}
+local order = {}
+
+-- register(file_name, value) -> normalized tool | nil, errors (array of strings)
+function M.register(file_name, value)
+    if type(value) ~= "table" then
+        return nil, { "a tool file must return a table, got " .. type(value) }
+    end
+    local tool, errs = contract.check(value, file_name)
+    if not tool then
+        return nil, errs
+    end
+    tools[file_name] = tool
+    order[#order + 1] = tool
+    return tool
+end
+
+-- check_set() -> true | nil, errors: rules across tools (unique orders, aliases)
+function M.check_set()
+    return contract.check_set(order)
+end
+
+-- info(name) -> flat fields the C side copies into tools_info
+function M.info(name)
+    local t = tools[name]
+    local surfaces, toon = {}, false
+    for _, s in ipairs(t.surfaces or {}) do
+        surfaces[#surfaces + 1] = s
+    end
+    for _, f in ipairs(t.formats or {}) do
+        if f == "toon" then
+            toon = true
+        end
+    end
+    return {
+        name = t.name, version = t.version, kind = t.kind, group = t.group,
+        order = t.order, gate = t.gate, rest_alias = t.rest_alias,
+        surfaces = surfaces, toon = toon,
+    }
+end
+
+function M.list_entry(name, lang)
+    return contract.list_entry(tools[name], lang)
+end
+
+local FALLBACK = {
+    [400] = { ["zh-CN"] = { "参数无效", "请按工具的输入模式修正参数后重试。" },
+              ["en-US"] = { "Invalid parameters", "Fix the arguments to match the tool's input schema and retry." } },
+    [500] = { ["zh-CN"] = { "内部错误", "请稍后重试；如持续出现，请联系管理员并提供事件编号。" },
+              ["en-US"] = { "Internal server error",
+                            "Retry later; if it persists, contact an administrator with the incident id." } },
+}
+
+-- error_text(status_or_code, lang) -> description, solution (never nil)
+function M.error_text(key, lang)
+    local ok, d, s = pcall(catalog.error_text, key, lang)
+    if ok and type(d) == "string" and type(s) == "string" then
+        return d, s
+    end
+    local status = type(key) == "number" and key < 500 and 400 or 500
+    local f = FALLBACK[status][lang] or FALLBACK[status]["en-US"]
+    return f[1], f[2]
+end
+
+-- an ordered object (the envelope fields in the documented order)
+local function envelope()
+    return cljson.decode('{"code":"","description":"","solution":"","link":"","details":null}')
+end
+
+local function invalid_arguments(errs, lang)
+    local e = envelope()
+    e.code = "Public.BadRequest"
+    e.description, e.solution = M.error_text(400, lang)
+    local details = cljson.array()
+    for i, x in ipairs(errs or {}) do
+        local d = cljson.decode('{"path":"","message":""}')
+        if type(x) == "table" then
+            d.path, d.message = tostring(x.path or ""), tostring(x.message or "")
+        else
+            d.path, d.message = "", tostring(x)
+        end
+        details[i] = d
+    end
+    e.details = details
+    return e
+end
+
+-- The error a tool returned with `nil, err` -> status, body (table or raw text), code
+local function tool_error(err, lang)
+    if type(err) == "string" then
+        err = { code = "tool_error", details = err }
+    elseif type(err) ~= "table" then
+        error("handle returned nil without an error table", 0)
+    end
+    local code = err.code
+    local status = math.tointeger(err.status)
+    if status == nil or status < 400 or status > 599 then
+        status = (type(code) == "string" and code:sub(1, 9) == "upstream_") and 502 or 500
+    end
+    local error_code = type(code) == "string" and code or "tool_error"
+    if type(err.raw) == "string" and cljson.pdecode(err.raw) ~= nil then
+        return status, err.raw, error_code -- downstream body passed through untouched
+    end
+    local e = envelope()
+    local d, s = M.error_text(status, lang)
+    e.code = type(code) == "string" and code or "Public." .. catalog.status_name(status)
+    e.description = type(err.description) == "string" and err.description or d
+    e.solution = type(err.solution) == "string" and err.solution or s
+    e.link = type(err.link) == "string" and err.link or ""
+    if err.details ~= nil then
+        e.details = err.details
+    elseif type(err.raw) == "string" then
+        e.details = err.raw:sub(1, 2048) -- not JSON: keep it readable, bounded
+    elseif type(err.message) == "string" then
+        e.details = err.message
+    else
+        e.details = cljson.null
+    end
+    for k, v in pairs(err) do -- extra top-level fields (permission_guidance, ...)
+        if e[k] == nil and k ~= "status" and k ~= "raw" and k ~= "message" then
+            e[k] = v
+        end
+    end
+    return status, e, error_code
+end
+
+local function is_object(v)
+    if type(v) ~= "table" then
+        return false
+    end
+    local mt = getmetatable(v)
+    if mt == cljson.array_mt or mt == cljson.number_mt then
+        return false
+    end
+    return mt == cljson.object_mt or next(v) == nil or rawlen(v) == 0
+end
+
+-- invoke(name, args, ctx, query) -> status, body, error_code
+-- Runs as the call's coroutine; a raise propagates to C (incident, traceback logged).
+function M.invoke(name, args, ctx, query)
+    local tool = tools[name]
+    if not tool then
+        error("unknown tool '" .. tostring(name) .. "'", 0)
+    end
+    local lang = ctx.lang
+    if args == nil then
+        args = cljson.object()
+    end
+    local props = type(tool.input_schema) == "table" and tool.input_schema.properties
+    if type(query) == "table" and schema.coerce_query then
+        for k, v in pairs(schema.coerce_query(tool.input_schema, query)) do
+            if args[k] == nil then
+                args[k] = v
+            end
+        end
+    end
+    if type(props) == "table" and props.kn_id ~= nil and args.kn_id == nil
+        and type(ctx.kn_id_header) == "string" and ctx.kn_id_header ~= "" then
+        args.kn_id = ctx.kn_id_header
+    end
+    if tool.input_schema then
+        local v, errs = schema.validate(tool.input_schema, args)
+        if v == nil then
+            return 400, invalid_arguments(errs, lang), "invalid_arguments"
+        end
+        args = v
+    end
+    local res, err = tool.handle(args, ctx)
+    if res == nil then
+        return tool_error(err, lang)
+    end
+    if not is_object(res) then
+        error("tool '" .. name .. "' returned a " .. type(res) ..
+            " that is not a JSON object (return a table, or nil, err)", 0)
+    end
+    return 200, res, nil
+end
+
+return M

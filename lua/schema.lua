@@ -1,0 +1,892 @@
+-- schema: the JSON Schema subset the core enforces (SPEC §10).
+--
+-- One small, exact subset: what a tool declares is what the model is told and
+-- what the core checks before handle() runs. Any keyword outside the subset is a
+-- load error, so a schema can never promise something that is not enforced.
+--
+-- Values follow the cljson model: objects carry cljson.object_mt, arrays
+-- cljson.array_mt, null is cljson.null, big numbers are boxed (cljson.number_mt).
+-- Plain Lua tables are accepted too: a sequence is an array, anything else an
+-- object, and an empty plain table may be either.
+local M = {}
+
+local has_cljson, cljson = pcall(require, "cljson")
+if not has_cljson then
+    cljson = nil
+end
+
+M.languages = { "zh-CN", "en-US" }
+
+local TYPES = {
+    object = true, array = true, string = true, integer = true,
+    number = true, boolean = true, null = true,
+}
+
+-- keyword -> kind of value it takes (checked in check_node)
+local KEYWORDS = {
+    type = "type", properties = "schemamap", required = "strings",
+    additionalProperties = "boolschema", items = "schema", enum = "array",
+    const = "any", minimum = "number", maximum = "number",
+    exclusiveMinimum = "number", exclusiveMaximum = "number",
+    minLength = "count", maxLength = "count", minItems = "count", maxItems = "count",
+    uniqueItems = "boolean", anyOf = "schemas", oneOf = "schemas", ["$ref"] = "ref",
+    ["$defs"] = "defs", default = "any", description = "text", title = "text",
+    examples = "array", format = "string",
+}
+
+----------------------------------------------------------------------------
+-- value model helpers
+
+local function is_null(v)
+    return cljson ~= nil and v == cljson.null
+end
+
+local function is_boxed(v)
+    return cljson ~= nil and type(v) == "table" and getmetatable(v) == cljson.number_mt
+end
+
+-- A plain table is a sequence when its keys are exactly 1..n.
+local function is_sequence(t)
+    local n = 0
+    for k in pairs(t) do
+        if math.type(k) ~= "integer" or k < 1 then
+            return false
+        end
+        n = n + 1
+    end
+    for i = 1, n do
+        if t[i] == nil then
+            return false
+        end
+    end
+    return true
+end
+
+-- "array", "object", "both" (empty plain table) or nil (not a container)
+local function container_kind(v)
+    if type(v) ~= "table" or is_boxed(v) then
+        return nil
+    end
+    local mt = getmetatable(v)
+    if cljson ~= nil and mt == cljson.array_mt then
+        return "array"
+    end
+    if cljson ~= nil and mt == cljson.object_mt then
+        return "object"
+    end
+    if mt ~= nil then
+        return nil
+    end
+    if next(v) == nil then
+        return "both"
+    end
+    return is_sequence(v) and "array" or "object"
+end
+
+local function boxed_text(v)
+    return tostring(v)
+end
+
+local function boxed_is_integer(v)
+    return boxed_text(v):match("^%-?%d+$") ~= nil
+end
+
+-- Numeric value for comparisons; boxed numbers are approximated, which is
+-- exact enough for range checks (they only exist beyond int64 or double precision).
+local function num_value(v)
+    if is_boxed(v) then
+        return tonumber(boxed_text(v))
+    end
+    return v
+end
+
+local function is_number(v)
+    return type(v) == "number" or is_boxed(v)
+end
+
+local function is_integer(v)
+    if math.type(v) == "integer" then
+        return true
+    end
+    if math.type(v) == "float" then
+        return v == v and v ~= math.huge and v ~= -math.huge and v == math.floor(v)
+    end
+    return is_boxed(v) and boxed_is_integer(v)
+end
+
+local function has_type(v, t)
+    if t == "null" then
+        return is_null(v)
+    elseif t == "boolean" then
+        return type(v) == "boolean"
+    elseif t == "string" then
+        return type(v) == "string"
+    elseif t == "integer" then
+        return is_integer(v)
+    elseif t == "number" then
+        return is_number(v)
+    elseif t == "array" then
+        local k = container_kind(v)
+        return k == "array" or k == "both"
+    elseif t == "object" then
+        local k = container_kind(v)
+        return k == "object" or k == "both"
+    end
+    return false
+end
+
+local function type_name(v)
+    if is_null(v) then
+        return "null"
+    elseif is_boxed(v) then
+        return "number"
+    elseif type(v) == "table" then
+        local k = container_kind(v)
+        if k == "both" then
+            return "empty table"
+        end
+        return k or "table"
+    end
+    return math.type(v) or type(v)
+end
+
+-- Deep equality in the JSON sense (1 == 1.0, boxed numbers by value).
+local function json_equal(a, b)
+    if is_number(a) and is_number(b) then
+        if is_boxed(a) and is_boxed(b) then
+            return boxed_text(a) == boxed_text(b) or num_value(a) == num_value(b)
+        end
+        return num_value(a) == num_value(b)
+    end
+    local ka, kb = container_kind(a), container_kind(b)
+    if ka == nil or kb == nil then
+        return a == b
+    end
+    if ka ~= "both" and kb ~= "both" and ka ~= kb then
+        return false
+    end
+    for k, v in pairs(a) do
+        if b[k] == nil or not json_equal(v, b[k]) then
+            return false
+        end
+    end
+    for k in pairs(b) do
+        if a[k] == nil then
+            return false
+        end
+    end
+    return true
+end
+M.equal = json_equal
+
+-- Deep copy keeping metatables (array/object marks); boxed numbers and null are
+-- immutable and shared.
+local function deep_copy(v)
+    if type(v) ~= "table" or is_boxed(v) then
+        return v
+    end
+    local out = {}
+    for k, x in pairs(v) do
+        out[k] = deep_copy(x)
+    end
+    return setmetatable(out, getmetatable(v))
+end
+M.copy = deep_copy
+
+----------------------------------------------------------------------------
+-- paths
+
+local function ptr_escape(s)
+    return (tostring(s):gsub("~", "~0"):gsub("/", "~1"))
+end
+
+local function join(path, key)
+    if path == "/" then
+        path = ""
+    end
+    return path .. "/" .. ptr_escape(key)
+end
+
+----------------------------------------------------------------------------
+-- check_schema
+
+local function is_plain(t)
+    return type(t) == "table" and (getmetatable(t) == nil or container_kind(t) ~= nil)
+end
+
+local function check_text(v)
+    if type(v) == "string" then
+        return true
+    end
+    if type(v) ~= "table" then
+        return false
+    end
+    for k, s in pairs(v) do
+        if type(k) ~= "string" or type(s) ~= "string" then
+            return false
+        end
+        local known = false
+        for _, l in ipairs(M.languages) do
+            known = known or l == k
+        end
+        if not known then
+            return false
+        end
+    end
+    for _, l in ipairs(M.languages) do
+        if type(v[l]) ~= "string" or v[l] == "" then
+            return false
+        end
+    end
+    return true
+end
+
+local check_node
+
+local function check_value(ctx, path, kw, kind, v)
+    local function bad(msg)
+        ctx.errors[#ctx.errors + 1] = path .. ": '" .. kw .. "' " .. msg
+    end
+    if kind == "type" then
+        local list = type(v) == "string" and { v } or v
+        if type(list) ~= "table" or not is_sequence(list) or #list == 0 then
+            return bad("must be a type name or a non-empty array of type names")
+        end
+        for _, t in ipairs(list) do
+            if not TYPES[t] then
+                bad("has unknown type " .. tostring(t))
+            end
+        end
+    elseif kind == "schemamap" or kind == "defs" then
+        if not is_plain(v) or container_kind(v) == "array" then
+            return bad("must be a table of name = schema")
+        end
+        for name, sub in pairs(v) do
+            if type(name) ~= "string" then
+                bad("has a non-string name")
+            else
+                check_node(ctx, join(join(path, kw), name), sub)
+            end
+        end
+    elseif kind == "strings" then
+        if type(v) ~= "table" or not is_sequence(v) then
+            return bad("must be an array of strings")
+        end
+        local seen = {}
+        for _, s in ipairs(v) do
+            if type(s) ~= "string" then
+                bad("must be an array of strings")
+            elseif seen[s] then
+                bad("names " .. s .. " twice")
+            end
+            seen[s] = true
+        end
+    elseif kind == "boolschema" then
+        if type(v) ~= "boolean" then
+            check_node(ctx, join(path, kw), v)
+        end
+    elseif kind == "schema" then
+        check_node(ctx, join(path, kw), v)
+    elseif kind == "schemas" then
+        if type(v) ~= "table" or not is_sequence(v) or #v == 0 then
+            return bad("must be a non-empty array of schemas")
+        end
+        for i, sub in ipairs(v) do
+            check_node(ctx, join(join(path, kw), i - 1), sub)
+        end
+    elseif kind == "array" then
+        local k = container_kind(v)
+        if k ~= "array" and k ~= "both" then
+            return bad("must be an array")
+        end
+        if kw == "enum" and #v == 0 then
+            bad("must not be empty")
+        end
+    elseif kind == "number" then
+        if not is_number(v) then
+            bad("must be a number")
+        end
+    elseif kind == "count" then
+        if math.type(v) ~= "integer" or v < 0 then
+            bad("must be a non-negative integer")
+        end
+    elseif kind == "boolean" then
+        if type(v) ~= "boolean" then
+            bad("must be a boolean")
+        end
+    elseif kind == "string" then
+        if type(v) ~= "string" then
+            bad("must be a string")
+        end
+    elseif kind == "text" then
+        if not check_text(v) then
+            bad("must be a string or a table with non-empty zh-CN and en-US strings")
+        end
+    elseif kind == "ref" then
+        local name = type(v) == "string" and v:match("^#/%$defs/([%w_%-]+)$")
+        if not name then
+            return bad("must look like #/$defs/<name>")
+        end
+        if ctx.defs[name] == nil then
+            bad("points at an undefined definition " .. name)
+        end
+        ctx.refs[#ctx.refs + 1] = { path = path, name = name }
+    end
+end
+
+check_node = function(ctx, path, s)
+    if type(s) ~= "table" or (getmetatable(s) ~= nil and container_kind(s) ~= "object"
+            and container_kind(s) ~= "both") then
+        ctx.errors[#ctx.errors + 1] = path .. ": schema must be a table"
+        return
+    end
+    local names = {}
+    for kw in pairs(s) do
+        names[#names + 1] = tostring(kw)
+    end
+    table.sort(names)
+    for _, kw in ipairs(names) do
+        local kind = KEYWORDS[kw]
+        if kind == nil then
+            ctx.errors[#ctx.errors + 1] = path .. ": unknown keyword '" .. kw .. "'"
+        elseif kind == "defs" and path ~= "/" then
+            ctx.errors[#ctx.errors + 1] = path .. ": '$defs' is allowed only at the root"
+        else
+            check_value(ctx, path, kw, kind, s[kw])
+        end
+    end
+    if type(s.required) == "table" and type(s.properties) == "table" then
+        for _, r in ipairs(s.required) do
+            if type(r) == "string" and s.properties[r] == nil then
+                ctx.errors[#ctx.errors + 1] = path .. ": required property '" .. r ..
+                    "' is not declared in properties"
+            end
+        end
+    end
+    ctx.nodes[#ctx.nodes + 1] = { path = path, node = s }
+end
+
+-- A definition that can reach itself through $ref/anyOf/oneOf alone would make
+-- validation loop without consuming any data.
+local function find_ref_cycles(ctx)
+    local function walk(node, name, seen)
+        if type(node) ~= "table" then
+            return false
+        end
+        if type(node["$ref"]) == "string" then
+            local target = node["$ref"]:match("^#/%$defs/([%w_%-]+)$")
+            if target == name then
+                return true
+            end
+            if target and not seen[target] and ctx.defs[target] ~= nil then
+                seen[target] = true
+                if walk(ctx.defs[target], name, seen) then
+                    return true
+                end
+            end
+        end
+        for _, kw in ipairs({ "anyOf", "oneOf" }) do
+            if type(node[kw]) == "table" then
+                for _, sub in ipairs(node[kw]) do
+                    if walk(sub, name, seen) then
+                        return true
+                    end
+                end
+            end
+        end
+        return false
+    end
+    for name, def in pairs(ctx.defs) do
+        if walk(def, name, {}) then
+            ctx.errors[#ctx.errors + 1] = "/$defs/" .. name ..
+                ": refers to itself without descending into properties or items"
+        end
+    end
+end
+
+-- schema.check_schema(s) -> true | nil, errors (array of "path: message")
+function M.check_schema(s)
+    local ctx = { errors = {}, refs = {}, nodes = {}, defs = {} }
+    if type(s) == "table" and type(s["$defs"]) == "table" then
+        ctx.defs = s["$defs"]
+    end
+    check_node(ctx, "/", s)
+    if #ctx.errors == 0 then
+        find_ref_cycles(ctx)
+    end
+    if #ctx.errors == 0 then
+        -- A default or example that fails its own schema would be a broken promise.
+        for _, n in ipairs(ctx.nodes) do
+            if n.node.default ~= nil then
+                local _, errs = M.validate_node(s, n.node, n.node.default)
+                if errs then
+                    ctx.errors[#ctx.errors + 1] = n.path .. ": default is invalid (" ..
+                        errs[1].path .. ": " .. errs[1].message .. ")"
+                end
+            end
+            if n.node.const ~= nil then
+                local _, errs = M.validate_node(s, n.node, n.node.const)
+                if errs then
+                    ctx.errors[#ctx.errors + 1] = n.path .. ": const is invalid (" ..
+                        errs[1].path .. ": " .. errs[1].message .. ")"
+                end
+            end
+        end
+    end
+    if #ctx.errors > 0 then
+        return nil, ctx.errors
+    end
+    return true
+end
+
+----------------------------------------------------------------------------
+-- validate
+
+local function describe(v)
+    if type(v) == "string" then
+        return string.format("%q", v)
+    end
+    if is_null(v) then
+        return "null"
+    end
+    return tostring(v)
+end
+
+local validate
+
+-- Returns the (possibly new) value; errors are appended to st.errors.
+local function validate_object(st, s, v, path)
+    local out = v
+    local function set(k, x)
+        if out == v then
+            -- copy on first change so the caller's table stays untouched
+            out = setmetatable({}, getmetatable(v))
+            for kk, vv in pairs(v) do
+                out[kk] = vv
+            end
+        end
+        out[k] = x
+    end
+    local props = s.properties or {}
+    if s.required then
+        for _, name in ipairs(s.required) do
+            if v[name] == nil and (props[name] == nil or props[name].default == nil) then
+                st.errors[#st.errors + 1] = { path = join(path, name), message = "is required" }
+            end
+        end
+    end
+    local keys = {}
+    for k in pairs(v) do
+        keys[#keys + 1] = k
+    end
+    table.sort(keys, function(a, b)
+        return tostring(a) < tostring(b)
+    end)
+    for _, k in ipairs(keys) do
+        local sub = type(k) == "string" and props[k] or nil
+        if type(k) ~= "string" then
+            st.errors[#st.errors + 1] = { path = path, message = "has a non-string key" }
+        elseif sub ~= nil then
+            local nv = validate(st, sub, v[k], join(path, k))
+            if nv ~= v[k] then
+                set(k, nv)
+            end
+        elseif s.additionalProperties == false then
+            st.errors[#st.errors + 1] = { path = join(path, k), message = "is not allowed" }
+        elseif type(s.additionalProperties) == "table" then
+            local nv = validate(st, s.additionalProperties, v[k], join(path, k))
+            if nv ~= v[k] then
+                set(k, nv)
+            end
+        end
+    end
+    local names = {}
+    for name in pairs(props) do
+        names[#names + 1] = name
+    end
+    table.sort(names)
+    for _, name in ipairs(names) do
+        if v[name] == nil and props[name].default ~= nil then
+            set(name, deep_copy(props[name].default))
+        end
+    end
+    return out
+end
+
+local function validate_array(st, s, v, path)
+    local out = v
+    local n = #v
+    if s.minItems and n < s.minItems then
+        st.errors[#st.errors + 1] = { path = path, message = "must have at least " ..
+            s.minItems .. " items" }
+    end
+    if s.maxItems and n > s.maxItems then
+        st.errors[#st.errors + 1] = { path = path, message = "must have at most " ..
+            s.maxItems .. " items" }
+    end
+    if s.items then
+        for i = 1, n do
+            local nv = validate(st, s.items, v[i], join(path, i - 1))
+            if nv ~= v[i] then
+                if out == v then
+                    out = setmetatable({}, getmetatable(v))
+                    for j = 1, n do
+                        out[j] = v[j]
+                    end
+                end
+                out[i] = nv
+            end
+        end
+    end
+    if s.uniqueItems then
+        for i = 1, n do
+            for j = i + 1, n do
+                if json_equal(v[i], v[j]) then
+                    st.errors[#st.errors + 1] = { path = path, message = "items " .. (i - 1) ..
+                        " and " .. (j - 1) .. " are equal; items must be unique" }
+                    return out
+                end
+            end
+        end
+    end
+    return out
+end
+
+-- An empty plain table is an array when the schema can only mean an array.
+local function wants_array(s)
+    local t = s.type
+    if t == nil then
+        return s.items ~= nil and s.properties == nil
+    end
+    if type(t) == "string" then
+        t = { t }
+    end
+    local arr, obj = false, false
+    for _, x in ipairs(t) do
+        arr = arr or x == "array"
+        obj = obj or x == "object"
+    end
+    return arr and not obj
+end
+
+local function try(st, s, v, path)
+    local sub = { errors = {}, root = st.root, depth = st.depth }
+    local out = validate(sub, s, v, path)
+    return #sub.errors == 0, out, sub.errors
+end
+
+validate = function(st, s, v, path)
+    st.depth = st.depth + 1
+    if st.depth > 200 then
+        st.errors[#st.errors + 1] = { path = path, message = "is nested too deeply" }
+        st.depth = st.depth - 1
+        return v
+    end
+    local out = v
+    if s["$ref"] then
+        local name = s["$ref"]:match("^#/%$defs/(.+)$")
+        out = validate(st, st.root["$defs"][name], out, path)
+    end
+    local types = s.type
+    if type(types) == "string" then
+        types = { types }
+    end
+    if types then
+        local ok = false
+        for _, t in ipairs(types) do
+            if has_type(out, t) then
+                ok = true
+                -- integer-valued floats become Lua integers for the tool
+                if t == "integer" and math.type(out) == "float" then
+                    out = math.tointeger(out) or out
+                end
+                break
+            end
+        end
+        if not ok then
+            st.errors[#st.errors + 1] = { path = path, message = "must be of type " ..
+                table.concat(types, " or ") .. ", got " .. type_name(out) }
+            st.depth = st.depth - 1
+            return v
+        end
+    end
+    if s.enum then
+        local found = false
+        for _, e in ipairs(s.enum) do
+            if json_equal(out, e) then
+                found = true
+                break
+            end
+        end
+        if not found then
+            local list = {}
+            for _, e in ipairs(s.enum) do
+                list[#list + 1] = describe(e)
+            end
+            st.errors[#st.errors + 1] = { path = path, message = "must be one of " ..
+                table.concat(list, ", ") }
+        end
+    end
+    if s.const ~= nil and not json_equal(out, s.const) then
+        st.errors[#st.errors + 1] = { path = path, message = "must be " .. describe(s.const) }
+    end
+    if is_number(out) then
+        local x = num_value(out)
+        if s.minimum and x < num_value(s.minimum) then
+            st.errors[#st.errors + 1] = { path = path, message = "must be >= " ..
+                tostring(s.minimum) }
+        end
+        if s.maximum and x > num_value(s.maximum) then
+            st.errors[#st.errors + 1] = { path = path, message = "must be <= " ..
+                tostring(s.maximum) }
+        end
+        if s.exclusiveMinimum and x <= num_value(s.exclusiveMinimum) then
+            st.errors[#st.errors + 1] = { path = path, message = "must be > " ..
+                tostring(s.exclusiveMinimum) }
+        end
+        if s.exclusiveMaximum and x >= num_value(s.exclusiveMaximum) then
+            st.errors[#st.errors + 1] = { path = path, message = "must be < " ..
+                tostring(s.exclusiveMaximum) }
+        end
+    elseif type(out) == "string" then
+        local len = utf8.len(out) or #out
+        if s.minLength and len < s.minLength then
+            st.errors[#st.errors + 1] = { path = path, message = "must be at least " ..
+                s.minLength .. " characters long" }
+        end
+        if s.maxLength and len > s.maxLength then
+            st.errors[#st.errors + 1] = { path = path, message = "must be at most " ..
+                s.maxLength .. " characters long" }
+        end
+    else
+        local k = container_kind(out)
+        -- An empty plain table takes the shape the schema asks for.
+        local as_array = k == "array" or (k == "both" and wants_array(s))
+        if as_array then
+            if k == "both" and cljson then
+                out = setmetatable({}, cljson.array_mt)
+            end
+            out = validate_array(st, s, out, path)
+        elseif k == "object" or k == "both" then
+            out = validate_object(st, s, out, path)
+        end
+    end
+    if s.anyOf then
+        local matched = false
+        local best
+        for _, alt in ipairs(s.anyOf) do
+            local ok, nv, errs = try(st, alt, out, path)
+            if ok then
+                out = nv
+                matched = true
+                break
+            end
+            if best == nil or #errs < #best then
+                best = errs
+            end
+        end
+        if not matched then
+            st.errors[#st.errors + 1] = { path = path, message =
+                "must match one of the allowed forms (closest: " .. best[1].path .. " " ..
+                best[1].message .. ")" }
+        end
+    end
+    if s.oneOf then
+        local count, first = 0, nil
+        local best
+        for _, alt in ipairs(s.oneOf) do
+            local ok, nv, errs = try(st, alt, out, path)
+            if ok then
+                count = count + 1
+                first = first or nv
+            elseif best == nil or #errs < #best then
+                best = errs
+            end
+        end
+        if count == 1 then
+            out = first
+        elseif count == 0 then
+            st.errors[#st.errors + 1] = { path = path, message =
+                "must match exactly one of the allowed forms (closest: " .. best[1].path ..
+                " " .. best[1].message .. ")" }
+        else
+            st.errors[#st.errors + 1] = { path = path, message =
+                "matches more than one of the allowed forms; it must match exactly one" }
+        end
+    end
+    st.depth = st.depth - 1
+    return out
+end
+
+-- Validates value against node, a part of root (for $ref resolution).
+function M.validate_node(root, node, value)
+    local st = { errors = {}, root = root, depth = 0 }
+    local out = validate(st, node, value, "/")
+    if #st.errors > 0 then
+        return nil, st.errors
+    end
+    return out
+end
+
+-- schema.validate(s, value) -> value_with_defaults | nil, errors ({path=, message=})
+-- The input is never mutated: changed tables are copied (copy on write).
+function M.validate(s, value)
+    if value == nil then
+        value = {}
+    end
+    return M.validate_node(s, s, value)
+end
+
+----------------------------------------------------------------------------
+-- coerce_query: REST query-string values (strings) -> typed values
+
+local function coerce_one(types, text)
+    for _, t in ipairs(types) do
+        if t == "boolean" then
+            if text == "true" then
+                return true
+            elseif text == "false" then
+                return false
+            end
+        elseif t == "integer" then
+            if text:match("^%-?%d+$") then
+                local n = math.tointeger(tonumber(text))
+                -- beyond int64: keep the text, validation then reports the type
+                if n and tostring(n) == text:gsub("^(%-?)0+(%d)", "%1%2") then
+                    return n
+                end
+            end
+        elseif t == "number" then
+            local n = tonumber(text)
+            if n and text:match("^%s*[%-%d]") and n == n and n ~= math.huge and n ~= -math.huge then
+                return n
+            end
+        elseif t == "string" then
+            return text
+        elseif t == "null" and text == "null" then
+            return cljson and cljson.null or nil
+        end
+    end
+    return text
+end
+
+-- schema.coerce_query(s, query) -> table: known top-level properties converted
+-- by their declared type; unknown names dropped.
+function M.coerce_query(s, query)
+    local out = {}
+    local props = type(s) == "table" and s.properties or nil
+    if type(query) ~= "table" or type(props) ~= "table" then
+        return out
+    end
+    for name, v in pairs(query) do
+        local p = props[name]
+        if p and p["$ref"] and s["$defs"] then
+            p = s["$defs"][p["$ref"]:match("^#/%$defs/(.+)$")] or p
+        end
+        if p and type(v) == "string" then
+            local types = p.type
+            if type(types) == "string" then
+                types = { types }
+            end
+            if types then
+                out[name] = coerce_one(types, v)
+            else
+                out[name] = v
+            end
+        elseif p and type(v) == "table" then
+            -- a repeated parameter: coerce each element by the items' type
+            local items = p.items or {}
+            local types = type(items.type) == "string" and { items.type } or items.type
+            local arr = {}
+            for i, x in ipairs(v) do
+                if types and type(x) == "string" then
+                    arr[i] = coerce_one(types, x)
+                else
+                    arr[i] = x
+                end
+            end
+            out[name] = cljson and setmetatable(arr, cljson.array_mt) or arr
+        end
+    end
+    return out
+end
+
+----------------------------------------------------------------------------
+-- localize: a copy of a schema with description/title resolved for lang
+
+local function pick_text(v, lang)
+    if type(v) == "table" then
+        return v[lang] or v["zh-CN"] or v["en-US"]
+    end
+    return v
+end
+
+local function mark_array(t)
+    if cljson and type(t) == "table" and getmetatable(t) == nil then
+        return setmetatable(t, cljson.array_mt)
+    end
+    return t
+end
+
+local localize
+
+local function declares_array(s)
+    local t = s.type
+    if t == "array" then
+        return true
+    end
+    if type(t) == "table" then
+        for _, x in ipairs(t) do
+            if x == "array" then
+                return true
+            end
+        end
+    end
+    return false
+end
+
+localize = function(s, lang)
+    if type(s) ~= "table" then
+        return s
+    end
+    local out = {}
+    for kw, v in pairs(s) do
+        if kw == "description" or kw == "title" then
+            out[kw] = pick_text(v, lang)
+        elseif kw == "properties" or kw == "$defs" then
+            local m = {}
+            for name, sub in pairs(v) do
+                m[name] = localize(sub, lang)
+            end
+            out[kw] = cljson and setmetatable(m, cljson.object_mt) or m
+        elseif kw == "items" or kw == "additionalProperties" then
+            out[kw] = localize(v, lang)
+        elseif kw == "anyOf" or kw == "oneOf" then
+            local a = {}
+            for i, sub in ipairs(v) do
+                a[i] = localize(sub, lang)
+            end
+            out[kw] = mark_array(a)
+        elseif kw == "required" or kw == "enum" or kw == "examples" then
+            out[kw] = mark_array(deep_copy(v))
+        elseif kw == "type" and type(v) == "table" then
+            out[kw] = mark_array(deep_copy(v))
+        elseif (kw == "default" or kw == "const") and type(v) == "table"
+                and next(v) == nil and declares_array(s) then
+            out[kw] = mark_array({})
+        else
+            out[kw] = deep_copy(v)
+        end
+    end
+    return out
+end
+
+-- schema.localize(s, lang) -> a new schema table; s is not modified.
+function M.localize(s, lang)
+    return localize(s, lang)
+end
+
+M.is_null = is_null
+M.container_kind = container_kind
+
+return M

@@ -1,0 +1,54 @@
+# Shared by scripts/test and scripts/demo: dependencies and builds. Safe to run twice.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export ROOT
+
+# Debian packages the build, the tests and the demo need.
+APT_PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev lua5.4 liblua5.4-dev
+  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check nodejs npm ca-certificates"
+
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+install_deps() {
+  missing=""
+  for p in $APT_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+  if [ -n "$missing" ]; then
+    echo "==> installing Debian packages:$missing"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
+}
+
+# The external checks (MCP SDK, conformance suite, TOON) live next to the project:
+# ../shared/checks, else /work/shared/checks, else CL_CHECKS_DIR.
+find_checks() {
+  for d in "${CL_CHECKS_DIR:-}" "$ROOT/../shared/checks" /work/shared/checks; do
+    if [ -n "$d" ] && [ -f "$d/setup.sh" ]; then (cd "$d" && pwd); return 0; fi
+  done
+  return 1
+}
+
+install_checks() {
+  if CHECKS=$(find_checks); then
+    export CL_CHECKS_DIR="$CHECKS"
+    if [ ! -f "$ROOT/build/ext/node_modules/@modelcontextprotocol/sdk/package.json" ] ||
+       [ ! -f "$ROOT/build/ext/node_modules/@modelcontextprotocol/conformance/package.json" ]; then
+      echo "==> installing the external checks (npm)"
+      sh "$CHECKS/setup.sh" "$ROOT/build/ext" >/dev/null
+    else
+      cp "$CHECKS"/*.mjs "$ROOT/build/ext/"
+    fi
+  else
+    echo "!! external checks not found (set CL_CHECKS_DIR); those tests will be skipped" >&2
+  fi
+}
+
+build_one() { # dir, extra cmake args...
+  dir=$1; shift
+  cmake -S "$ROOT" -B "$ROOT/$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$ROOT/$dir" -j"$(nproc)"
+}

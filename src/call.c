@@ -1,0 +1,978 @@
+/* call: one tool call as a coroutine. See call.h and docs/tools-host.md. */
+#include "call.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <lauxlib.h>
+
+#include "json_lua.h"
+#include "lvm.h"
+#include "util.h"
+
+enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
+
+typedef struct ctx_ud {
+    struct call *c; /* NULL once the call ended: ctx is dead */
+} ctx_ud;
+
+struct call {
+    tools_gen *gen;
+    lvm *vm;
+    lua_State *L;
+    lua_State *co;
+    int co_ref;
+    int ud_ref;
+    ctx_ud *ud;
+    const tools_info *info;
+    const tools_config *cfg;
+    const json_value *args; /* only during call_start */
+    principal who;
+    int has_who;
+    char *request_id;
+    char *traceparent;
+    char *kn_id_header;
+    char *surface;
+    lang_id lang;
+    int64_t deadline_ms;
+    call_done_fn done;
+    void *done_arg;
+    lvm_budget budget;
+    int phase;
+    struct event *ev;
+    fetch_req *freq;
+    int64_t fetch_t0;
+    const fetch_response *resp; /* only while the response is being pushed */
+    /* result */
+    int status;
+    int is_error;
+    buf body;
+    char *error_code;
+    char incident[24];
+    int64_t lua_ms;
+    int64_t upstream_ms;
+    int upstream_calls;
+};
+
+static size_t g_inflight;
+
+static const char *const LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
+
+size_t call_inflight(void)
+{
+    return g_inflight;
+}
+
+static void log_line(const call *c, const char *level, const char *msg, const char *k1,
+                     const char *v1, const char *k2, const char *v2)
+{
+    buf b = BUF_INIT;
+    buf_printf(&b, "{\"ts\":%lld,\"level\":", (long long)now_wall_ms());
+    json_write_string(&b, level, strlen(level));
+    buf_puts(&b, ",\"request_id\":");
+    json_write_string(&b, c->request_id, strlen(c->request_id));
+    buf_puts(&b, ",\"tool\":");
+    json_write_string(&b, c->info->name, strlen(c->info->name));
+    buf_printf(&b, ",\"generation\":%u,\"msg\":", tools_gen_id(c->gen));
+    json_write_string(&b, msg, strlen(msg));
+    if (k1 && v1) {
+        buf_printf(&b, ",\"%s\":", k1);
+        json_write_string(&b, v1, strlen(v1));
+    }
+    if (k2 && v2) {
+        buf_printf(&b, ",\"%s\":", k2);
+        json_write_string(&b, v2, strlen(v2));
+    }
+    buf_puts(&b, "}\n");
+    fwrite(b.data, 1, b.len, stderr);
+    buf_free(&b);
+}
+
+/* ---- ctx ---- */
+
+static call *ctx_call(lua_State *L)
+{
+    ctx_ud *u = lua_touserdata(L, lua_upvalueindex(1));
+    if (!u || !u->c)
+        luaL_error(L, "ctx used after the call ended");
+    return u->c;
+}
+
+static int ctx_now_ms(lua_State *L)
+{
+    ctx_call(L);
+    lua_pushinteger(L, (lua_Integer)now_wall_ms());
+    return 1;
+}
+
+static int ctx_log(lua_State *L)
+{
+    call *c = ctx_call(L);
+    const char *level = luaL_checkstring(L, 1);
+    const char *msg = luaL_checkstring(L, 2);
+    if (strcmp(level, "debug") && strcmp(level, "info") && strcmp(level, "warn") &&
+        strcmp(level, "error"))
+        return luaL_argerror(L, 1, "level must be debug, info, warn or error");
+    log_line(c, level, msg, NULL, NULL, NULL, NULL);
+    return 0;
+}
+
+static const char *const RESERVED_HEADERS[] = {
+    "authorization",   "host",           "x-account-id",
+    "x-account-type",  "x-tenant-id",    "x-business-domain",
+    "bkn-request-id",  "x-request-id",   "traceparent",
+    "accept-language", "content-length", "transfer-encoding",
+    "connection",      "cookie",         NULL};
+
+static int header_reserved(const char *name)
+{
+    int i;
+    for (i = 0; RESERVED_HEADERS[i]; i++)
+        if (str_ieq(name, RESERVED_HEADERS[i]))
+            return 1;
+    return 0;
+}
+
+static int valid_header_name(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s)))
+            return 0;
+    return 1;
+}
+
+static int valid_header_value(const char *s, size_t len)
+{
+    size_t i;
+    for (i = 0; i < len; i++)
+        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
+            return 0;
+    return 1;
+}
+
+/* Path: starts with "/", only RFC 3986 path characters, no "." / ".." segments
+ * (also percent-encoded), no query or fragment (use query=). */
+static const char *check_path(const char *p)
+{
+    const char *seg;
+    if (p[0] != '/')
+        return "path must start with '/'";
+    for (seg = p; *seg;) {
+        const char *end = strchr(seg + 1, '/');
+        size_t n = end ? (size_t)(end - seg - 1) : strlen(seg + 1);
+        const char *s = seg + 1;
+        if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+            return "path must not contain '.' or '..' segments";
+        if ((n == 3 && strncasecmp(s, "%2e", 3) == 0) ||
+            (n == 4 && (strncasecmp(s, ".%2e", 4) == 0 || strncasecmp(s, "%2e.", 4) == 0)) ||
+            (n == 6 && strncasecmp(s, "%2e%2e", 6) == 0))
+            return "path must not contain encoded '.' or '..' segments";
+        if (!end)
+            break;
+        seg = end;
+    }
+    for (; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (!(isalnum(ch) || strchr("-._~!$&'()*+,;=:@/%", ch)))
+            return "path contains a character that must be percent-encoded (or use query=)";
+        if (ch == '%' && !(isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])))
+            return "path contains an invalid percent-encoding";
+    }
+    return NULL;
+}
+
+static void pct_encode(buf *b, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i;
+    for (i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            buf_putc(b, (char)ch);
+        } else {
+            buf_putc(b, '%');
+            buf_putc(b, hex[ch >> 4]);
+            buf_putc(b, hex[ch & 15]);
+        }
+    }
+}
+
+/* One query scalar (string, number, boolean, boxed cljson number) as text, or raises. */
+static void query_scalar(lua_State *L, int idx, const char *key, buf *b)
+{
+    size_t len;
+    const char *s;
+    idx = lua_absindex(L, idx);
+    switch (lua_type(L, idx)) {
+    case LUA_TSTRING:
+        s = lua_tolstring(L, idx, &len);
+        pct_encode(b, s, len);
+        return;
+    case LUA_TNUMBER:
+    case LUA_TBOOLEAN:
+        s = luaL_tolstring(L, idx, &len);
+        pct_encode(b, s, len);
+        lua_pop(L, 1);
+        return;
+    case LUA_TTABLE:
+        if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
+            lua_pop(L, 1);
+            s = luaL_tolstring(L, idx, &len);
+            pct_encode(b, s, len);
+            lua_pop(L, 1);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    luaL_error(L,
+               "ctx.http: query value of '%s' must be a string, number, boolean or an "
+               "array of those",
+               key);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Appends "?k=v&..." for the query table at idx to url; keys sorted so URLs are
+ * stable; arrays repeat the key. Raises on bad values (url is GC-owned). */
+static void build_query(lua_State *L, int idx, buf *url)
+{
+    size_t n = 0, i;
+    const char **keys;
+    int first = 1, list;
+    idx = lua_absindex(L, idx);
+    lua_newtable(L);
+    list = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "ctx.http: query keys must be strings");
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, list, (lua_Integer)++n);
+    }
+    /* the strings stay alive in `list` while the pointers are used */
+    keys = lua_newuserdatauv(L, (n ? n : 1) * sizeof *keys, 0);
+    for (i = 0; i < n; i++) {
+        lua_rawgeti(L, list, (lua_Integer)i + 1);
+        keys[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    if (n)
+        qsort(keys, n, sizeof *keys, cmp_str);
+    for (i = 0; i < n; i++) {
+        const char *k = keys[i];
+        lua_getfield(L, idx, k);
+        list = lua_type(L, -1) == LUA_TTABLE;
+        if (list && luaL_getmetafield(L, -1, "__tostring") != LUA_TNIL) {
+            lua_pop(L, 1);
+            list = 0; /* a boxed number */
+        }
+        if (list) {
+            lua_Integer j, m = (lua_Integer)lua_rawlen(L, -1);
+            for (j = 1; j <= m; j++) {
+                buf_putc(url, first ? '?' : '&');
+                first = 0;
+                pct_encode(url, k, strlen(k));
+                buf_putc(url, '=');
+                lua_rawgeti(L, -1, j);
+                query_scalar(L, -1, k, url);
+                lua_pop(L, 1);
+            }
+        } else {
+            buf_putc(url, first ? '?' : '&');
+            first = 0;
+            pct_encode(url, k, strlen(k));
+            buf_putc(url, '=');
+            query_scalar(L, -1, k, url);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+}
+
+static int hexok(const char *s, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+/* Child traceparent: the inbound trace id and flags with a fresh span id. */
+static void make_traceparent(const char *in, char out[56])
+{
+    unsigned char span[8], trace[16];
+    char span_hex[17], trace_hex[33];
+    random_bytes(span, sizeof span);
+    hex_encode(span, sizeof span, span_hex);
+    if (in && strlen(in) == 55 && in[2] == '-' && in[35] == '-' && in[52] == '-' && hexok(in, 2) &&
+        hexok(in + 3, 32) && hexok(in + 53, 2) && strncmp(in, "ff", 2) != 0) {
+        snprintf(out, 56, "00-%.32s-%s-%.2s", in + 3, span_hex, in + 53);
+        return;
+    }
+    random_bytes(trace, sizeof trace);
+    hex_encode(trace, sizeof trace, trace_hex);
+    snprintf(out, 56, "00-%s-%s-01", trace_hex, span_hex);
+}
+
+static void on_fetch(const fetch_response *r, void *arg);
+
+typedef struct hdrs {
+    fetch_header h[64];
+    size_t n;
+} hdrs;
+
+static void hdr_add(lua_State *L, hdrs *H, const char *name, const char *value)
+{
+    if (H->n == sizeof H->h / sizeof H->h[0])
+        luaL_error(L, "ctx.http: too many headers");
+    H->h[H->n].name = name;
+    H->h[H->n].value = value;
+    H->n++;
+}
+
+/* A buf owned by Lua (freed by __gc), so raising never leaks it. */
+static buf *push_gcbuf(lua_State *L)
+{
+    buf *b = lua_newuserdatauv(L, sizeof(buf), 0);
+    memset(b, 0, sizeof *b);
+    luaL_setmetatable(L, "cl.gcbuf");
+    return b;
+}
+
+static int gcbuf_gc(lua_State *L)
+{
+    buf_free(lua_touserdata(L, 1));
+    return 0;
+}
+
+/* ctx.http{upstream=, method=, path=, query=, headers=, json= | body=, timeout_ms=}
+ * -> response table | nil, err table. Yields until the fetch completes. */
+static int ctx_http(lua_State *L)
+{
+    call *c = ctx_call(L);
+    const tools_upstream *up = NULL;
+    const char *upname, *method, *path, *perr, *ferr = NULL;
+    char traceparent[56];
+    char jerr[256];
+    hdrs H;
+    fetch_request req;
+    buf *url, *body;
+    size_t i;
+    long timeout;
+    int has_json, has_body;
+
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (L != c->co)
+        return luaL_error(L, "ctx.http must be called from the tool's own coroutine (not from "
+                             "a coroutine the tool created)");
+    if (!c->cfg->fetch)
+        return luaL_error(L, "ctx.http: no upstream client (offline check)");
+    lua_settop(L, 1);
+    lua_getfield(L, 1, "upstream"); /* 2 */
+    upname = lua_tostring(L, 2);
+    if (!upname)
+        return luaL_error(L, "ctx.http: upstream (a configured upstream name) is required");
+    for (i = 0; i < c->cfg->n_upstreams; i++)
+        if (strcmp(c->cfg->upstreams[i].name, upname) == 0)
+            up = &c->cfg->upstreams[i];
+    if (!up)
+        return luaL_error(L, "ctx.http: unknown upstream '%s'", upname);
+    lua_getfield(L, 1, "method"); /* 3 */
+    method = lua_isnil(L, 3) ? "GET" : lua_tostring(L, 3);
+    if (!method || (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "PUT") &&
+                    strcmp(method, "PATCH") && strcmp(method, "DELETE") && strcmp(method, "HEAD")))
+        return luaL_error(L, "ctx.http: method must be GET, POST, PUT, PATCH, DELETE or HEAD");
+    lua_getfield(L, 1, "path"); /* 4 */
+    path = lua_tostring(L, 4);
+    if (!path)
+        return luaL_error(L, "ctx.http: path is required");
+    if ((perr = check_path(path)) != NULL)
+        return luaL_error(L, "ctx.http: %s", perr);
+    url = push_gcbuf(L);  /* 5 */
+    body = push_gcbuf(L); /* 6 */
+    buf_puts(url, up->base_url);
+    buf_puts(url, path);
+    lua_getfield(L, 1, "query"); /* 7 */
+    if (lua_istable(L, 7))
+        build_query(L, 7, url);
+    else if (!lua_isnil(L, 7))
+        return luaL_error(L, "ctx.http: query must be a table");
+
+    H.n = 0;
+    lua_getfield(L, 1, "headers"); /* 8: kept on the stack, so its strings stay alive */
+    if (lua_istable(L, 8)) {
+        lua_pushnil(L);
+        while (lua_next(L, 8)) {
+            size_t vlen;
+            const char *name, *value;
+            if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+                return luaL_error(L, "ctx.http: header names and values must be strings");
+            name = lua_tostring(L, -2);
+            value = lua_tolstring(L, -1, &vlen);
+            if (!valid_header_name(name) || !valid_header_value(value, vlen))
+                return luaL_error(L, "ctx.http: invalid header '%s'", name);
+            if (header_reserved(name))
+                return luaL_error(L,
+                                  "ctx.http: header '%s' is set by the core and cannot be "
+                                  "given by a tool",
+                                  name);
+            hdr_add(L, &H, name, value);
+            lua_pop(L, 1);
+        }
+    } else if (!lua_isnil(L, 8)) {
+        return luaL_error(L, "ctx.http: headers must be a table");
+    }
+    if (c->has_who) {
+        hdr_add(L, &H, "x-account-id", c->who.account_id);
+        hdr_add(L, &H, "x-account-type", c->who.account_type);
+        if (c->who.tenant_id[0])
+            hdr_add(L, &H, "x-tenant-id", c->who.tenant_id);
+        if (c->who.business_domain[0])
+            hdr_add(L, &H, "x-business-domain", c->who.business_domain);
+    }
+    hdr_add(L, &H, "bkn-request-id", c->request_id);
+    hdr_add(L, &H, "x-request-id", c->request_id);
+    make_traceparent(c->traceparent, traceparent);
+    hdr_add(L, &H, "traceparent", traceparent);
+    hdr_add(L, &H, "accept-language", LANG_TAGS[c->lang]);
+
+    lua_getfield(L, 1, "json"); /* 9 */
+    lua_getfield(L, 1, "body"); /* 10 */
+    has_json = !lua_isnil(L, 9);
+    has_body = !lua_isnil(L, 10);
+    if (has_json && has_body)
+        return luaL_error(L, "ctx.http: give json= or body=, not both");
+    if (has_json) {
+        if (cljson_encode(L, 9, body, 0, jerr, sizeof jerr) != 0)
+            return luaL_error(L, "ctx.http: json: %s", jerr);
+        hdr_add(L, &H, "content-type", "application/json");
+    } else if (has_body) {
+        size_t blen;
+        const char *b;
+        if (lua_type(L, 10) != LUA_TSTRING)
+            return luaL_error(L, "ctx.http: body must be a string");
+        b = lua_tolstring(L, 10, &blen);
+        buf_append(body, b, blen);
+    }
+    lua_getfield(L, 1, "timeout_ms"); /* 11 */
+    timeout = up->timeout_ms;
+    if (!lua_isnil(L, 11)) {
+        lua_Integer t = lua_isinteger(L, 11) ? lua_tointeger(L, 11) : 0;
+        if (t <= 0)
+            return luaL_error(L, "ctx.http: timeout_ms must be a positive integer");
+        if (timeout <= 0 || t < timeout)
+            timeout = (long)t;
+    }
+    if (c->deadline_ms > 0) {
+        int64_t left = c->deadline_ms - now_mono_ms();
+        if (left < 1)
+            left = 1;
+        if (timeout <= 0 || left < timeout)
+            timeout = (long)left;
+    }
+    if (!lua_checkstack(L, 4)) /* room for the values the completion pushes */
+        return luaL_error(L, "ctx.http: stack overflow");
+
+    memset(&req, 0, sizeof req);
+    req.method = method;
+    req.url = url->data;
+    req.headers = H.h;
+    req.n_headers = H.n;
+    req.body = (has_json || has_body) ? (body->data ? body->data : "") : NULL;
+    req.body_len = body->len;
+    req.timeout_ms = timeout;
+    req.max_response = c->cfg->max_response_bytes;
+    c->fetch_t0 = now_mono_ms();
+    c->freq = fetch_start(c->cfg->fetch, &req, on_fetch, c, &ferr);
+    if (!c->freq)
+        return luaL_error(L, "ctx.http: %s", ferr ? ferr : "cannot start the request");
+    c->upstream_calls++;
+    c->phase = PHASE_WAITING;
+    lua_settop(L, 0);
+    return lua_yield(L, 0);
+}
+
+/* response:json() -> value | nil, err (cljson.pdecode of the body) */
+static int resp_json(lua_State *L)
+{
+    lvm_require(L, "cljson");
+    lua_getfield(L, -1, "pdecode");
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_call(L, 1, 2);
+    return 2;
+}
+
+static const char *transport_code(fetch_result r)
+{
+    switch (r) {
+    case FETCH_TIMEOUT:
+        return "upstream_timeout";
+    case FETCH_CONNECT:
+        return "upstream_unreachable";
+    case FETCH_TOO_LARGE:
+        return "upstream_response_too_large";
+    default:
+        return "upstream_error";
+    }
+}
+
+/* Pushes the completion values on the main thread: res | nil, err. */
+static int push_response_p(lua_State *L)
+{
+    call *c = lua_touserdata(L, 1);
+    const fetch_response *r = c->resp;
+    size_t i;
+    lua_settop(L, 0);
+    if (r->result != FETCH_OK) {
+        lua_pushnil(L);
+        lua_createtable(L, 0, 2);
+        lua_pushstring(L, transport_code(r->result));
+        lua_setfield(L, -2, "code");
+        lua_pushstring(L, r->error ? r->error : "transport error");
+        lua_setfield(L, -2, "message");
+        return 2;
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, r->status);
+    lua_setfield(L, -2, "status");
+    lua_createtable(L, 0, (int)r->n_headers);
+    for (i = 0; i < r->n_headers; i++) {
+        /* repeated headers are joined with ", " (RFC 9110 field combination) */
+        if (lua_getfield(L, -1, r->headers[i].name) == LUA_TSTRING) {
+            lua_pushliteral(L, ", ");
+            lua_pushstring(L, r->headers[i].value);
+            lua_concat(L, 3);
+        } else {
+            lua_pop(L, 1);
+            lua_pushstring(L, r->headers[i].value);
+        }
+        lua_setfield(L, -2, r->headers[i].name);
+    }
+    lua_setfield(L, -2, "headers");
+    lua_pushlstring(L, r->body ? r->body : "", r->body ? r->body_len : 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "body");
+    lua_pushcclosure(L, resp_json, 1);
+    lua_setfield(L, -2, "json");
+    return 1;
+}
+
+/* ---- results ---- */
+
+static void set_error_code(call *c, const char *code)
+{
+    free(c->error_code);
+    c->error_code = code ? xstrdup(code) : NULL;
+}
+
+typedef struct text_args {
+    call *c;
+    int status;
+    char *desc;
+    char *sol;
+} text_args;
+
+static int error_text_p(lua_State *L)
+{
+    text_args *a = lua_touserdata(L, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(a->c->gen));
+    lua_getfield(L, -1, "error_text");
+    lua_pushinteger(L, a->status);
+    lua_pushstring(L, LANG_TAGS[a->c->lang]);
+    lua_call(L, 2, 2);
+    if (lua_isstring(L, -2) && lua_isstring(L, -1)) {
+        a->desc = xstrdup(lua_tostring(L, -2));
+        a->sol = xstrdup(lua_tostring(L, -1));
+    }
+    return 0;
+}
+
+/* The 500 envelope of a raised tool or a budget kill; the traceback goes to the log
+ * only, the caller sees the incident id. */
+static void fail_incident(call *c, const char *error_code, const char *msg, const char *tb)
+{
+    unsigned char rnd[8];
+    text_args ta = {c, 500, NULL, NULL};
+    random_bytes(rnd, sizeof rnd);
+    memcpy(c->incident, "inc_", 4);
+    hex_encode(rnd, sizeof rnd, c->incident + 4);
+    log_line(c, "error", msg, "incident_id", c->incident, "traceback", tb);
+    lvm_cpcall(c->L, error_text_p, &ta, NULL);
+    c->status = 500;
+    c->is_error = 1;
+    set_error_code(c, error_code);
+    buf_reset(&c->body);
+    buf_puts(&c->body, "{\"code\":\"Public.InternalServerError\",\"description\":");
+    if (ta.desc)
+        json_write_string(&c->body, ta.desc, strlen(ta.desc));
+    else
+        buf_puts(&c->body, c->lang == LANG_ZH_CN ? "\"内部错误\"" : "\"Internal server error\"");
+    buf_puts(&c->body, ",\"solution\":");
+    if (ta.sol)
+        json_write_string(&c->body, ta.sol, strlen(ta.sol));
+    else
+        buf_puts(&c->body, c->lang == LANG_ZH_CN
+                               ? "\"请稍后重试；如持续出现，请联系管理员并提供事件编号。\""
+                               : "\"Retry later; if it persists, contact an administrator with "
+                                 "the incident id.\"");
+    buf_printf(&c->body, ",\"link\":\"\",\"details\":\"incident %s\",\"incident_id\":\"%s\"}",
+               c->incident, c->incident);
+    free(ta.desc);
+    free(ta.sol);
+}
+
+typedef struct tb_args {
+    call *c;
+    char *msg;
+    char *tb;
+} tb_args;
+
+static int traceback_p(lua_State *L)
+{
+    tb_args *a = lua_touserdata(L, 1);
+    lua_State *co = a->c->co;
+    const char *m = lua_type(co, -1) == LUA_TSTRING ? lua_tostring(co, -1) : NULL;
+    if (!m)
+        m = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(co, -1));
+    a->msg = xstrdup(m);
+    luaL_traceback(L, co, NULL, 0);
+    a->tb = xstrdup(lua_tostring(L, -1));
+    return 0;
+}
+
+/* host.invoke returned (status, body, error_code) on the coroutine: encode the body. */
+static int collect_p(lua_State *L)
+{
+    call *c = lua_touserdata(L, lua_gettop(L));
+    char err[256];
+    int n = lua_gettop(L) - 1;
+    if (n < 2)
+        return luaL_error(L, "host.invoke returned %d values", n);
+    c->status = lua_isinteger(L, 1) ? (int)lua_tointeger(L, 1) : 500;
+    set_error_code(c, lua_isstring(L, 3) ? lua_tostring(L, 3) : NULL);
+    c->is_error = c->status != 200 || c->error_code != NULL;
+    buf_reset(&c->body);
+    if (lua_type(L, 2) == LUA_TSTRING) {
+        size_t len;
+        const char *s = lua_tolstring(L, 2, &len);
+        buf_append(&c->body, s, len);
+    } else if (cljson_encode(L, 2, &c->body, 0, err, sizeof err) != 0) {
+        return luaL_error(L, "the tool's result cannot be encoded as JSON: %s", err);
+    }
+    return 0;
+}
+
+static void finish(call *c);
+
+static void step(call *c, int nargs)
+{
+    int nres = 0, status;
+    int64_t t0 = now_mono_ms();
+    c->phase = PHASE_RUNNING;
+    lvm_set_budget(c->vm, &c->budget);
+    status = lua_resume(c->co, c->L, nargs, &nres);
+    if (status == LUA_ERRMEM && !c->budget.killed)
+        c->budget.killed = LVM_KILL_MEM;
+    lvm_set_budget(c->vm, NULL);
+    c->lua_ms += now_mono_ms() - t0;
+
+    if (status == LUA_YIELD && c->freq && !c->budget.killed) {
+        lua_pop(c->co, nres);
+        return; /* waiting for the fetch; on_fetch resumes */
+    }
+    if (c->budget.killed) {
+        int mem = c->budget.killed == LVM_KILL_MEM;
+        if (c->freq) {
+            fetch_cancel(c->freq);
+            c->freq = NULL;
+        }
+        fail_incident(c, mem ? "memory_limit_exceeded" : "instruction_budget_exceeded",
+                      mem ? "tool stopped: memory limit exceeded"
+                          : "tool stopped: instruction budget exceeded",
+                      NULL);
+    } else if (status == LUA_YIELD) {
+        lua_pop(c->co, nres);
+        fail_incident(c, "tool_raised",
+                      "tool yielded outside ctx.http (coroutine.yield in the tool's own "
+                      "coroutine)",
+                      NULL);
+    } else if (status != LUA_OK) {
+        tb_args ta = {c, NULL, NULL};
+        lvm_cpcall(c->L, traceback_p, &ta, NULL);
+        fail_incident(c, "tool_raised", ta.msg ? ta.msg : "tool raised", ta.tb);
+        free(ta.msg);
+        free(ta.tb);
+    } else {
+        char *err = NULL;
+        /* collect_p runs on the finished coroutine, results as its arguments */
+        if (!lua_checkstack(c->co, 3)) {
+            fail_incident(c, "tool_raised", "no stack space for the result", NULL);
+        } else {
+            lua_pushlightuserdata(c->co, c);
+            lua_pushcfunction(c->co, collect_p);
+            lua_insert(c->co, 1);
+            lvm_set_budget(c->vm, &c->budget);
+            if (lua_pcall(c->co, nres + 1, 0, 0) != LUA_OK) {
+                const char *m = lua_tostring(c->co, -1);
+                err = xstrdup(m ? m : "result encoding failed");
+            }
+            lvm_set_budget(c->vm, NULL);
+            if (err) {
+                fail_incident(
+                    c, c->budget.killed == LVM_KILL_MEM ? "memory_limit_exceeded" : "tool_raised",
+                    err, NULL);
+                free(err);
+            }
+        }
+    }
+    finish(c);
+}
+
+static void on_fetch(const fetch_response *r, void *arg)
+{
+    call *c = arg;
+    char *err = NULL;
+    c->freq = NULL;
+    c->upstream_ms += r->elapsed_ms ? r->elapsed_ms : now_mono_ms() - c->fetch_t0;
+    c->resp = r;
+    /* Build the values on the main thread (protected), then move them over. */
+    lvm_set_budget(c->vm, &c->budget);
+    {
+        lua_State *L = c->L;
+        int top = lua_gettop(L);
+        int rc;
+        lua_pushcfunction(L, push_response_p);
+        lua_pushlightuserdata(L, c);
+        rc = lua_pcall(L, 1, LUA_MULTRET, 0);
+        c->resp = NULL;
+        if (rc != LUA_OK) {
+            const char *m = lua_tostring(L, -1);
+            err = xstrdup(m ? m : "cannot build the response");
+            if (rc == LUA_ERRMEM && !c->budget.killed)
+                c->budget.killed = LVM_KILL_MEM;
+            lua_settop(L, top);
+            lvm_set_budget(c->vm, NULL);
+            if (c->budget.killed)
+                fail_incident(c, "memory_limit_exceeded", "tool stopped: memory limit exceeded",
+                              NULL);
+            else
+                fail_incident(c, "tool_raised", err, NULL);
+            free(err);
+            finish(c);
+            return;
+        }
+        lvm_set_budget(c->vm, NULL);
+        {
+            int n = lua_gettop(L) - top;
+            lua_xmove(L, c->co, n); /* ctx.http reserved the stack room */
+            step(c, n);
+        }
+    }
+}
+
+/* ---- lifecycle ---- */
+
+static void cleanup(call *c)
+{
+    if (c->ud)
+        c->ud->c = NULL; /* ctx is dead from now on */
+    if (c->ev) {
+        event_free(c->ev);
+        c->ev = NULL;
+    }
+    if (c->freq) {
+        fetch_cancel(c->freq);
+        c->freq = NULL;
+    }
+    if (c->L) {
+        luaL_unref(c->L, LUA_REGISTRYINDEX, c->co_ref);
+        luaL_unref(c->L, LUA_REGISTRYINDEX, c->ud_ref);
+    }
+    tools_gen_release(c->gen); /* may close the state: nothing Lua after this */
+    buf_free(&c->body);
+    free(c->error_code);
+    free(c->request_id);
+    free(c->traceparent);
+    free(c->kn_id_header);
+    free(c->surface);
+    free(c);
+    g_inflight--;
+}
+
+static void finish(call *c)
+{
+    call_result res;
+    c->phase = PHASE_DONE;
+    if (c->ud)
+        c->ud->c = NULL;
+    memset(&res, 0, sizeof res);
+    res.is_error = c->is_error;
+    res.status = c->status;
+    if (!c->body.data)
+        buf_puts(&c->body, "{}");
+    res.body = c->body.data;
+    res.body_len = c->body.len;
+    res.incident_id = c->incident[0] ? c->incident : NULL;
+    res.error_code = c->error_code;
+    res.lua_ms = c->lua_ms;
+    res.upstream_ms = c->upstream_ms;
+    res.upstream_calls = c->upstream_calls;
+    if (c->done)
+        c->done(&res, c->done_arg);
+    cleanup(c);
+}
+
+static void on_start(evutil_socket_t fd, short what, void *arg)
+{
+    call *c = arg;
+    (void)fd;
+    (void)what;
+    event_free(c->ev);
+    c->ev = NULL;
+    if (c->co)
+        step(c, 4);
+    else
+        finish(c); /* setup failed: the envelope is already in c->body */
+}
+
+/* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
+static int setup_p(lua_State *L)
+{
+    call *c = lua_touserdata(L, 1);
+    int ctx;
+    c->co = lua_newthread(L);
+    c->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (luaL_newmetatable(L, "cl.gcbuf")) {
+        lua_pushcfunction(L, gcbuf_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+
+    lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
+    lua_getfield(L, -1, "invoke");
+    lua_remove(L, -2);
+    lua_pushstring(L, c->info->name);
+    if (c->args)
+        cljson_push(L, c->args);
+    else
+        lua_pushnil(L); /* host.invoke makes an empty object */
+
+    lua_createtable(L, 0, 10);
+    ctx = lua_gettop(L);
+    {
+        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud), 0);
+        u->c = NULL;
+        lua_pushvalue(L, -1);
+        c->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        u->c = c;
+        c->ud = u; /* anchored: safe to keep the pointer */
+    }
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, ctx_http, 1);
+    lua_setfield(L, ctx, "http");
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, ctx_log, 1);
+    lua_setfield(L, ctx, "log");
+    lua_pushcclosure(L, ctx_now_ms, 1);
+    lua_setfield(L, ctx, "now_ms");
+    lua_pushstring(L, LANG_TAGS[c->lang]);
+    lua_setfield(L, ctx, "lang");
+    lua_pushstring(L, c->request_id);
+    lua_setfield(L, ctx, "request_id");
+    lua_pushstring(L, c->surface);
+    lua_setfield(L, ctx, "surface");
+    if (c->kn_id_header) {
+        lua_pushstring(L, c->kn_id_header);
+        lua_setfield(L, ctx, "kn_id_header");
+    }
+    lua_pushinteger(L, (lua_Integer)tools_gen_id(c->gen));
+    lua_setfield(L, ctx, "generation");
+    lua_pushinteger(L, (lua_Integer)c->deadline_ms);
+    lua_setfield(L, ctx, "deadline_ms");
+    lua_createtable(L, 0, 2);
+    if (c->has_who) {
+        lua_pushstring(L, c->who.account_id);
+        lua_setfield(L, -2, "account_id");
+        lua_pushstring(L, c->who.account_type);
+        lua_setfield(L, -2, "account_type");
+    }
+    lua_setfield(L, ctx, "principal");
+    lua_pushnil(L); /* REST query (not passed by call_start yet) */
+    lua_xmove(L, c->co, 5);
+    return 0;
+}
+
+call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
+                 const call_env *env, call_done_fn done, void *arg)
+{
+    call *c = xcalloc(1, sizeof *c);
+    const tools_config *cfg = tools_gen_config(gen);
+    char *err = NULL;
+
+    g_inflight++;
+    tools_gen_ref(gen);
+    c->gen = gen;
+    c->vm = tools_gen_vm(gen);
+    c->L = lvm_state(c->vm);
+    c->co_ref = LUA_NOREF;
+    c->ud_ref = LUA_NOREF;
+    c->cfg = cfg;
+    c->info = info;
+    c->done = done;
+    c->done_arg = arg;
+    c->phase = PHASE_STARTING;
+    c->status = 200;
+    if (env && env->who) {
+        c->who = *env->who;
+        c->has_who = 1;
+    }
+    c->request_id = xstrdup(env && env->request_id ? env->request_id : "");
+    c->traceparent = env && env->traceparent ? xstrdup(env->traceparent) : NULL;
+    c->kn_id_header =
+        env && env->kn_id_header && env->kn_id_header[0] ? xstrdup(env->kn_id_header) : NULL;
+    c->surface = xstrdup(env && env->surface ? env->surface : "");
+    c->lang = env && env->lang >= 0 && env->lang < LANG_COUNT ? env->lang : LANG_ZH_CN;
+    c->deadline_ms = env ? env->deadline_ms : 0;
+    c->budget.instr_limit = cfg->instr_budget;
+    c->budget.mem_limit = cfg->mem_cap_bytes;
+
+    c->args = args;
+    lvm_set_budget(c->vm, &c->budget);
+    if (lvm_cpcall(c->L, setup_p, c, &err) != 0) {
+        lvm_budget b = c->budget;
+        lvm_set_budget(c->vm, NULL);
+        if (c->co_ref != LUA_NOREF) {
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->co_ref);
+            c->co_ref = LUA_NOREF;
+        }
+        c->co = NULL;
+        fail_incident(c, b.killed == LVM_KILL_MEM ? "memory_limit_exceeded" : "tool_raised",
+                      err ? err : "call setup failed", NULL);
+        free(err);
+    }
+    lvm_set_budget(c->vm, NULL);
+    c->args = NULL;
+    /* done always runs later from the loop, never inside call_start */
+    c->ev = event_new(cfg->base, -1, 0, on_start, c);
+    event_active(c->ev, EV_TIMEOUT, 1);
+    return c;
+}
+
+void call_cancel(call *c)
+{
+    if (!c || c->phase == PHASE_DONE)
+        return;
+    cleanup(c);
+}

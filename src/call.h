@@ -1,0 +1,57 @@
+/* call: one tool call on a generation: a Lua coroutine running
+ * host.invoke(tool, args, ctx). The core validates and defaults the arguments in
+ * Lua (schema.lua) before handle runs; ctx.http starts a fetch and yields; the
+ * fetch completion resumes the coroutine from the event loop (cosocket model).
+ *
+ * The call holds a reference on its generation until it ends. */
+#ifndef CL_CALL_H
+#define CL_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+#include "principal.h"
+#include "tools.h"
+
+typedef struct call_env {
+    const principal *who;    /* copied */
+    const char *request_id;  /* bkn-request-id, copied */
+    const char *traceparent; /* W3C traceparent of the inbound request, copied; child
+                                span ids are made per outbound call */
+    lang_id lang;            /* request language */
+    const char *kn_id_header; /* X-Kn-ID of the request, or NULL; copied */
+    const char *surface;     /* "mcp" | "compact" | "rest" | "ptc", copied */
+    int64_t deadline_ms;     /* now_mono_ms() based; 0 = none */
+} call_env;
+
+typedef struct call_result {
+    int is_error;     /* 1 when the tool returned nil, err, raised, or args were invalid */
+    int status;       /* REST status: 200 on success, else the error's status */
+    const char *body; /* JSON text: the result object, or the error object */
+    size_t body_len;
+    const char *incident_id; /* set when the tool raised (traceback logged), else NULL */
+    const char *error_code;  /* "invalid_arguments", "tool_raised", ... or NULL */
+    int64_t lua_ms;          /* time spent running Lua */
+    int64_t upstream_ms;     /* summed ctx.http wall time */
+    int upstream_calls;
+} call_result;
+
+/* The result and its strings are valid only during the callback. */
+typedef void (*call_done_fn)(const call_result *res, void *arg);
+
+typedef struct call call;
+
+/* Starts tool `info->name` of generation gen with args (borrowed; NULL = {}).
+ * done runs exactly once, always later from the event loop (never inside
+ * call_start), unless call_cancel is called first. Never returns NULL. */
+call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
+                 const call_env *env, call_done_fn done, void *arg);
+/* Cancels a running call (client gone): in-flight fetches are cancelled, ctx is
+ * marked dead, the coroutine is dropped; done is not called. */
+void call_cancel(call *c);
+
+/* Calls in flight (all generations). */
+size_t call_inflight(void);
+
+#endif

@@ -1,0 +1,89 @@
+/* fetch: asynchronous HTTP client, one libcurl multi handle driven by the libevent
+ * loop (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION -> events). Nothing blocks the loop.
+ *
+ * Every outbound call of the process (upstreams, introspection, Trace Core) goes
+ * through one fetch_ctx. Connections are reused (keep-alive pool of the multi
+ * handle). Each request has its own total timeout and response-size cap.
+ *
+ * Callbacks are never invoked from inside a curl callback nor from inside
+ * fetch_start: completions are collected after curl_multi_socket_action returns and
+ * delivered from the event loop, so a callback may start new requests or cancel
+ * others freely.
+ *
+ * Ownership: fetch_start copies everything it needs from the request; the response
+ * passed to the callback (and all its strings) is owned by fetch and valid only
+ * during the callback. */
+#ifndef CL_FETCH_H
+#define CL_FETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+typedef struct fetch_ctx fetch_ctx;
+typedef struct fetch_req fetch_req; /* an in-flight request */
+
+typedef struct fetch_header {
+    const char *name;
+    const char *value;
+} fetch_header;
+
+typedef struct fetch_request {
+    const char *method; /* "GET", "POST", ... */
+    const char *url;    /* absolute http(s) URL */
+    const fetch_header *headers;
+    size_t n_headers;
+    const char *body; /* may be NULL */
+    size_t body_len;
+    long timeout_ms;       /* total; 0 = ctx default */
+    size_t max_response;   /* body bytes; 0 = ctx default */
+} fetch_request;
+
+typedef enum {
+    FETCH_OK = 0,       /* got an HTTP response (any status) */
+    FETCH_TIMEOUT,      /* timeout_ms elapsed */
+    FETCH_CONNECT,      /* could not connect / DNS / refused */
+    FETCH_TOO_LARGE,    /* response body exceeded max_response */
+    FETCH_ERROR         /* other transport error */
+} fetch_result;
+
+typedef struct fetch_response {
+    fetch_result result;
+    const char *error; /* human text when result != FETCH_OK, else NULL */
+    long status;       /* HTTP status when FETCH_OK */
+    const fetch_header *headers; /* response headers, names lower-cased */
+    size_t n_headers;
+    const char *body; /* NUL-terminated for convenience; may contain NULs */
+    size_t body_len;
+    int64_t elapsed_ms;
+} fetch_response;
+
+typedef void (*fetch_cb)(const fetch_response *resp, void *arg);
+
+typedef struct fetch_config {
+    long default_timeout_ms;     /* 0 -> 10000 */
+    size_t default_max_response; /* 0 -> 16 MiB */
+    long max_host_connections;   /* 0 -> 64 */
+} fetch_config;
+
+/* Returns NULL and sets *err (static text) on failure. */
+fetch_ctx *fetch_new(struct event_base *base, const fetch_config *cfg, const char **err);
+/* Cancels every in-flight request (their callbacks are not called) and frees. */
+void fetch_free(fetch_ctx *ctx);
+
+/* Starts a request; the callback runs exactly once later unless the request is
+ * cancelled first. Returns NULL only on invalid arguments (err set). */
+fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
+                       const char **err);
+/* Cancels an in-flight request; its callback will not be called. Safe to call
+ * from any callback. */
+void fetch_cancel(fetch_req *r);
+
+/* Number of in-flight requests (for metrics and tests). */
+size_t fetch_inflight(const fetch_ctx *ctx);
+
+/* Looks up a response header (name case-insensitive); NULL if absent. */
+const char *fetch_response_header(const fetch_response *resp, const char *name);
+
+#endif

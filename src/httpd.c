@@ -1,0 +1,740 @@
+/* httpd: listeners, limits, request ids, routing, authentication step, replies
+ * and the access log. Route handlers live in mcp.c and rest.c. */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "server.h"
+
+static const char *LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
+
+const char *lang_tag(lang_id l)
+{
+    return LANG_TAGS[l < LANG_COUNT ? l : 0];
+}
+
+/* Picks the supported language with the highest q-value; ties keep header order. */
+lang_id lang_from_accept(const char *h, lang_id dflt)
+{
+    if (!h || !*h)
+        return dflt;
+    lang_id best = dflt;
+    double best_q = 0.0;
+    const char *p = h;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *tag = p;
+        while (*p && *p != ';' && *p != ',' && *p != ' ')
+            p++;
+        size_t tlen = (size_t)(p - tag);
+        double q = 1.0;
+        while (*p && *p != ',') {
+            if (*p == ';') {
+                p++;
+                while (*p == ' ')
+                    p++;
+                if ((p[0] == 'q' || p[0] == 'Q') && p[1] == '=')
+                    q = strtod(p + 2, NULL);
+            } else {
+                p++;
+            }
+        }
+        int cand = -1;
+        if (tlen >= 2 && (tag[0] == 'z' || tag[0] == 'Z') && (tag[1] == 'h' || tag[1] == 'H') &&
+            (tlen == 2 || tag[2] == '-' || tag[2] == '_'))
+            cand = LANG_ZH_CN;
+        else if (tlen >= 2 && (tag[0] == 'e' || tag[0] == 'E') && (tag[1] == 'n' || tag[1] == 'N') &&
+                 (tlen == 2 || tag[2] == '-' || tag[2] == '_'))
+            cand = LANG_EN_US;
+        if (cand >= 0 && q > best_q) {
+            best_q = q;
+            best = (lang_id)cand;
+        }
+    }
+    return best;
+}
+
+int app_gate_enabled(app *a, const char *gate)
+{
+    if (!gate || !*gate)
+        return 1;
+    if (strcmp(gate, "EXECUTE_SKILL_ENABLED") == 0)
+        return conf_bool(a->cfg, "execute_skill_enabled");
+    const char *v = getenv(gate); /* other switches: the environment, off unless truthy */
+    return v && (str_ieq(v, "true") || !strcmp(v, "1"));
+}
+
+/* ---- request id and traceparent ---- */
+
+static int valid_request_id(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n < 12 || n > 132 || strncmp(s, "req_", 4) != 0)
+        return 0;
+    for (size_t i = 4; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (!(isalnum(ch) || ch == '_' || ch == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static void new_request_id(char *out, size_t outlen)
+{
+    unsigned char r[16];
+    char hex[33];
+    random_bytes(r, sizeof r);
+    r[6] = (r[6] & 0x0f) | 0x40;
+    r[8] = (r[8] & 0x3f) | 0x80;
+    hex_encode(r, sizeof r, hex);
+    snprintf(out, outlen, "req_%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16,
+             hex + 20);
+}
+
+static int valid_traceparent(const char *s)
+{
+    if (!s || strlen(s) != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-')
+        return 0;
+    for (int i = 0; i < 55; i++) {
+        if (i == 2 || i == 35 || i == 52)
+            continue;
+        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+            return 0;
+    }
+    return strncmp(s + 3, "00000000000000000000000000000000", 32) != 0;
+}
+
+/* ---- replies ---- */
+
+const char *req_header(req_ctx *c, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(c->req), name);
+}
+
+void req_add_header(req_ctx *c, const char *name, const char *value)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(c->req), name, value);
+}
+
+const char *req_body(req_ctx *c, size_t *len)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+    *len = evbuffer_get_length(in);
+    if (*len == 0)
+        return "";
+    return (const char *)evbuffer_pullup(in, -1);
+}
+
+static void access_log(req_ctx *c, size_t bytes_out)
+{
+    if (!conf_bool(c->app->cfg, "access_log"))
+        return;
+    buf b = BUF_INIT;
+    int64_t dur = now_mono_ms() - c->t0;
+    buf_printf(&b, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"request\",\"request_id\":",
+               (long long)now_wall_ms());
+    json_write_string(&b, c->request_id, strlen(c->request_id));
+    buf_puts(&b, ",\"method\":");
+    json_write_string(&b, c->method, strlen(c->method));
+    buf_puts(&b, ",\"path\":");
+    json_write_string(&b, c->path, strlen(c->path));
+    buf_printf(&b, ",\"status\":%d", c->status);
+    if (c->authed)
+        buf_printf(&b, ",\"principal\":\"%.16s\"", c->who.key);
+    if (c->surface[0])
+        buf_printf(&b, ",\"surface\":\"%s\"", c->surface);
+    if (c->tool[0]) {
+        buf_puts(&b, ",\"tool\":");
+        json_write_string(&b, c->tool, strlen(c->tool));
+    }
+    if (c->gen)
+        buf_printf(&b, ",\"generation\":%u", tools_gen_id(c->gen));
+    if (c->outcome)
+        buf_printf(&b, ",\"outcome\":\"%s\"", c->outcome);
+    buf_printf(&b, ",\"duration_ms\":%lld,\"lua_ms\":%lld,\"upstream_ms\":%lld,\"bytes_out\":%zu}\n",
+               (long long)dur, (long long)c->lua_ms, (long long)c->upstream_ms, bytes_out);
+    fputs(b.data, stderr);
+    buf_free(&b);
+}
+
+static void ctx_free(req_ctx *c)
+{
+    if (c->auth)
+        auth_cancel(c->auth);
+    if (c->call)
+        call_cancel(c->call);
+    if (c->gen)
+        tools_gen_release(c->gen);
+    json_free(c->msg);
+    buf_free(&c->rpc_id);
+    free(c);
+}
+
+static void on_conn_close(struct evhttp_connection *evcon, void *arg);
+
+static void async_end(req_ctx *c)
+{
+    if (c->on_close_set) {
+        struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+        if (evcon)
+            evhttp_connection_set_closecb(evcon, NULL, NULL);
+        c->on_close_set = 0;
+        c->app->inflight--;
+    }
+}
+
+void req_async_begin(req_ctx *c)
+{
+    if (c->on_close_set)
+        return;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+    if (evcon) {
+        evhttp_connection_set_closecb(evcon, on_conn_close, c);
+        c->on_close_set = 1;
+        c->app->inflight++;
+    }
+}
+
+/* The client went away while we were working: stop the work. If libevent
+ * orphaned the request (evcon == NULL) we still own it and free it by "replying". */
+static void on_conn_close(struct evhttp_connection *evcon, void *arg)
+{
+    req_ctx *c = arg;
+    (void)evcon;
+    c->on_close_set = 0;
+    c->app->inflight--;
+    c->status = 499;
+    c->outcome = "client_closed";
+    access_log(c, 0);
+    if (evhttp_request_get_connection(c->req) == NULL)
+        evhttp_send_reply(c->req, 499, "Client Closed", NULL);
+    ctx_free(c);
+}
+
+void req_reply(req_ctx *c, int status, const char *content_type, const char *body, size_t len)
+{
+    async_end(c);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+    evhttp_add_header(h, "bkn-request-id", c->request_id);
+    if (!evhttp_find_header(h, "Cache-Control"))
+        evhttp_add_header(h, "Cache-Control", "no-store");
+    if (content_type)
+        evhttp_add_header(h, "Content-Type", content_type);
+    struct evbuffer *out = evbuffer_new();
+    if (len)
+        evbuffer_add(out, body, len);
+    c->status = status;
+    const char *reason = status == 200   ? "OK"
+                         : status == 202 ? "Accepted"
+                         : status == 400 ? "Bad Request"
+                         : status == 401 ? "Unauthorized"
+                         : status == 403 ? "Forbidden"
+                         : status == 404 ? "Not Found"
+                         : status == 405 ? "Method Not Allowed"
+                         : status == 406 ? "Not Acceptable"
+                         : status == 409 ? "Conflict"
+                         : status == 413 ? "Payload Too Large"
+                         : status == 415 ? "Unsupported Media Type"
+                         : status == 500 ? "Internal Server Error"
+                         : status == 502 ? "Bad Gateway"
+                         : status == 503 ? "Service Unavailable"
+                                         : "Status";
+    evhttp_send_reply(c->req, status, reason, out);
+    evbuffer_free(out);
+    access_log(c, len);
+    ctx_free(c);
+}
+
+void req_reply_json(req_ctx *c, int status, const char *json)
+{
+    req_reply(c, status, "application/json; charset=utf-8", json, strlen(json));
+}
+
+/* Localized texts of the REST service error envelope (downstream.md §1.0). */
+static void status_texts(int status, lang_id lang, const char **name, const char **desc,
+                         const char **sol)
+{
+    int en = lang == LANG_EN_US;
+    const char *contact = en ? "Contact administrator" : "请联系管理员";
+    *sol = contact;
+    switch (status) {
+    case 400:
+        *name = "BadRequest";
+        *desc = en ? "Invalid parameters" : "参数错误";
+        *sol = en ? "Please check if the parameters are correct" : "请检查参数是否正确";
+        break;
+    case 401:
+        *name = "Unauthorized";
+        *desc = en ? "Authentication failed" : "认证失败";
+        break;
+    case 403:
+        *name = "Forbidden";
+        *desc = en ? "Permission denied" : "权限错误";
+        break;
+    case 404:
+        *name = "NotFound";
+        *desc = en ? "Resource not found" : "对象不存在";
+        break;
+    case 405:
+        *name = "MethodNotAllowed";
+        *desc = en ? "Method not allowed" : "请求方法不允许";
+        *sol = en ? "Use a method this route accepts" : "请使用该路由支持的请求方法";
+        break;
+    case 406:
+        *name = "NotAcceptable";
+        *desc = en ? "Not acceptable" : "无法满足 Accept 要求";
+        *sol = en ? "Accept application/json and text/event-stream"
+                  : "请在 Accept 中同时声明 application/json 与 text/event-stream";
+        break;
+    case 413:
+        *name = "RequestEntityTooLarge";
+        *desc = en ? "Request too large" : "请求体过大";
+        *sol = en ? "Send a smaller request" : "请减小请求体";
+        break;
+    case 415:
+        *name = "UnsupportedMediaType";
+        *desc = en ? "Unsupported content type" : "不支持的内容类型";
+        *sol = en ? "Send Content-Type: application/json" : "请使用 Content-Type: application/json";
+        break;
+    case 502:
+        *name = "BadGateway";
+        *desc = en ? "Upstream service unavailable" : "依赖服务不可用";
+        *sol = en ? "Check whether the upstream service is reachable" : "请检查依赖服务是否可用";
+        break;
+    case 503:
+        *name = "ServiceUnavailable";
+        *desc = en ? "Service unavailable" : "服务不可用";
+        *sol = en ? "Retry later" : "请稍后重试";
+        break;
+    default:
+        *name = "InternalServerError";
+        *desc = en ? "Internal server error" : "内部错误";
+        break;
+    }
+}
+
+void req_reply_error(req_ctx *c, int status, const char *code, const char *details)
+{
+    const char *name, *desc, *sol;
+    status_texts(status, c->lang, &name, &desc, &sol);
+    buf b = BUF_INIT;
+    char codebuf[64];
+    if (!code) {
+        snprintf(codebuf, sizeof codebuf, "Public.%s", name);
+        code = codebuf;
+    }
+    buf_puts(&b, "{\"code\":");
+    json_write_string(&b, code, strlen(code));
+    buf_puts(&b, ",\"description\":");
+    json_write_string(&b, desc, strlen(desc));
+    buf_puts(&b, ",\"solution\":");
+    json_write_string(&b, sol, strlen(sol));
+    buf_puts(&b, ",\"link\":\"\",\"details\":");
+    json_write_string(&b, details ? details : "", details ? strlen(details) : 0);
+    buf_putc(&b, '}');
+    req_add_header(c, "Content-Language", lang_tag(c->lang));
+    req_reply(c, status, "application/json; charset=utf-8", b.data, b.len);
+    buf_free(&b);
+}
+
+/* ---- authentication ---- */
+
+static void reply_unauthorized(req_ctx *c, const char *details)
+{
+    buf h = BUF_INIT;
+    buf_puts(&h, "Bearer realm=\"context-loader\", error=\"invalid_token\"");
+    const char *meta = conf_str(c->app->cfg, "oauth.resource_metadata_url");
+    if (*meta)
+        buf_printf(&h, ", resource_metadata=\"%s\"", meta);
+    req_add_header(c, "WWW-Authenticate", h.data);
+    buf_free(&h);
+    req_reply_error(c, 401, NULL, details);
+}
+
+static void dispatch(req_ctx *c)
+{
+    if (c->kind == ROUTE_MCP)
+        mcp_handle(c);
+    else
+        rest_handle(c);
+}
+
+static void on_auth(auth_status st, const principal *who, const char *detail, void *arg)
+{
+    req_ctx *c = arg;
+    c->auth = NULL;
+    if (st == AUTH_OK) {
+        c->who = *who;
+        c->authed = 1;
+        dispatch(c);
+    } else if (st == AUTH_INVALID) {
+        reply_unauthorized(c, detail ? detail : "token is invalid");
+    } else {
+        req_add_header(c, "Retry-After", "1");
+        req_reply_error(c, 503, "Public.ServiceUnavailable.AuthUnavailable",
+                        detail ? detail : "token introspection is unavailable");
+    }
+}
+
+static void authenticate(req_ctx *c)
+{
+    const char *h = req_header(c, "Authorization");
+    if (!h)
+        h = req_header(c, "X-Authorization");
+    if (!h || !*h) {
+        reply_unauthorized(c, "missing bearer token");
+        return;
+    }
+    const char *tok = h;
+    if (str_istartswith(h, "Bearer "))
+        tok = h + 7;
+    while (*tok == ' ')
+        tok++;
+    req_async_begin(c);
+    c->auth = auth_check(c->app->auth, tok, strlen(tok), on_auth, c);
+}
+
+/* ---- routing ---- */
+
+static int host_is_loopback(const char *host)
+{
+    if (!host)
+        return 0;
+    char name[256];
+    snprintf(name, sizeof name, "%s", host);
+    char *colon = NULL;
+    if (name[0] == '[') {
+        char *end = strchr(name, ']');
+        if (!end)
+            return 0;
+        end[1] = '\0';
+    } else if ((colon = strrchr(name, ':')) != NULL) {
+        *colon = '\0';
+    }
+    return str_ieq(name, "localhost") || !strcmp(name, "127.0.0.1") || !strcmp(name, "[::1]");
+}
+
+/* Origin allow-list (config) plus loopback origins; DNS-rebinding guard on Host
+ * when the listener is a loopback address (MCP transport security). */
+static int origin_allowed(req_ctx *c)
+{
+    if (c->app->listen_loopback && !host_is_loopback(req_header(c, "Host")))
+        return 0;
+    const char *origin = req_header(c, "Origin");
+    if (!origin || !*origin || !strcmp(origin, "null"))
+        return origin == NULL;
+    const char *list = conf_str(c->app->cfg, "allowed_origins");
+    size_t olen = strlen(origin);
+    for (const char *p = list; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',')
+            e++;
+        size_t n = (size_t)(e - p);
+        while (n && p[n - 1] == ' ')
+            n--;
+        if (n && ((n == 1 && *p == '*') || (n == olen && strncasecmp(p, origin, n) == 0)))
+            return 1;
+        p = e;
+    }
+    const char *hostpart = strstr(origin, "://");
+    return hostpart && host_is_loopback(hostpart + 3);
+}
+
+static void health(req_ctx *c, int ready)
+{
+    if (!ready) {
+        req_reply_json(c, 200, "{\"status\":\"alive\"}");
+        return;
+    }
+    buf b = BUF_INIT;
+    tools_gen *g = tools_host_acquire(c->app->tools);
+    int ok = g != NULL && !c->app->draining;
+    buf_printf(&b, "{\"status\":\"%s\",\"generation\":%u,\"tools\":%zu,\"upstreams\":{",
+               ok ? "ready" : (c->app->draining ? "draining" : "not_ready"), g ? tools_gen_id(g) : 0,
+               g ? tools_gen_count(g) : 0);
+    for (size_t i = 0; i < c->app->n_upstreams; i++)
+        buf_printf(&b, "%s\"%s\":%s", i ? "," : "", c->app->upstreams[i].name,
+                   *c->app->upstreams[i].base_url ? "true" : "false");
+    buf_puts(&b, "}}");
+    if (g)
+        tools_gen_release(g);
+    req_reply(c, ok ? 200 : 503, "application/json; charset=utf-8", b.data, b.len);
+    buf_free(&b);
+}
+
+static void not_found(req_ctx *c)
+{
+    req_reply_error(c, 404, NULL, "no such route");
+}
+
+static void gencb(struct evhttp_request *req, void *arg)
+{
+    app *a = arg;
+    req_ctx *c = xcalloc(1, sizeof *c);
+    c->app = a;
+    c->req = req;
+    c->t0 = now_mono_ms();
+    a->requests_total++;
+    switch (evhttp_request_get_command(req)) {
+    case EVHTTP_REQ_GET: snprintf(c->method, sizeof c->method, "GET"); break;
+    case EVHTTP_REQ_POST: snprintf(c->method, sizeof c->method, "POST"); break;
+    case EVHTTP_REQ_DELETE: snprintf(c->method, sizeof c->method, "DELETE"); break;
+    case EVHTTP_REQ_PUT: snprintf(c->method, sizeof c->method, "PUT"); break;
+    case EVHTTP_REQ_HEAD: snprintf(c->method, sizeof c->method, "HEAD"); break;
+    case EVHTTP_REQ_OPTIONS: snprintf(c->method, sizeof c->method, "OPTIONS"); break;
+    case EVHTTP_REQ_PATCH: snprintf(c->method, sizeof c->method, "PATCH"); break;
+    default: snprintf(c->method, sizeof c->method, "OTHER"); break;
+    }
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    snprintf(c->path, sizeof c->path, "%s", path && *path ? path : "/");
+
+    const char *rid = req_header(c, "bkn-request-id");
+    if (!valid_request_id(rid))
+        rid = req_header(c, "x-request-id");
+    if (valid_request_id(rid))
+        snprintf(c->request_id, sizeof c->request_id, "%s", rid);
+    else
+        new_request_id(c->request_id, sizeof c->request_id);
+    const char *tp = req_header(c, "traceparent");
+    if (valid_traceparent(tp))
+        snprintf(c->traceparent, sizeof c->traceparent, "%s", tp);
+    c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
+
+    if (!strcmp(c->path, "/health/alive") || !strcmp(c->path, "/health/ready")) {
+        health(c, c->path[8] == 'r');
+        return;
+    }
+    size_t plen = strlen(a->prefix);
+    if (strncmp(c->path, a->prefix, plen) != 0 || (c->path[plen] != '/' && c->path[plen])) {
+        not_found(c);
+        return;
+    }
+    const char *rest = c->path + plen;
+    if (!strcmp(rest, "/mcp") || !strcmp(rest, "/mcp/")) {
+        c->kind = ROUTE_MCP;
+        snprintf(c->surface, sizeof c->surface, "mcp");
+        if (strcmp(c->method, "POST") && strcmp(c->method, "GET") && strcmp(c->method, "DELETE")) {
+            req_add_header(c, "Allow", "GET, POST, DELETE");
+            req_reply_error(c, 405, NULL, "use POST, GET or DELETE on the MCP endpoint");
+            return;
+        }
+        if (!origin_allowed(c)) {
+            req_reply_error(c, 403, "Public.Forbidden.OriginRejected",
+                            "Origin or Host header not allowed (DNS rebinding protection)");
+            return;
+        }
+    } else if (!strncmp(rest, "/kn/", 4) && rest[4]) {
+        c->kind = ROUTE_REST;
+        snprintf(c->surface, sizeof c->surface, "rest");
+        snprintf(c->tool, sizeof c->tool, "%s", rest + 4);
+        /* A tool that is absent, gated off or not on REST is an unknown path. */
+        tools_gen *g = tools_host_acquire(a->tools);
+        const tools_info *ti = g ? tools_gen_find_rest(g, c->tool) : NULL;
+        int visible = ti && (ti->surfaces & SURFACE_REST) && app_gate_enabled(a, ti->gate);
+        if (g)
+            tools_gen_release(g);
+        if (!visible) {
+            c->tool[0] = '\0';
+            not_found(c);
+            return;
+        }
+        if (strcmp(c->method, "POST")) {
+            req_add_header(c, "Allow", "POST");
+            req_reply_error(c, 405, NULL, "use POST on /kn routes");
+            return;
+        }
+    } else {
+        not_found(c);
+        return;
+    }
+    if (a->draining) {
+        req_add_header(c, "Retry-After", "1");
+        req_add_header(c, "Connection", "close");
+        req_reply_error(c, 503, "Public.ServiceUnavailable.ShuttingDown", "server is shutting down");
+        return;
+    }
+    authenticate(c);
+}
+
+static int bind_listener(app *a, struct evhttp *http, const char *addr, struct evhttp_bound_socket **out,
+                         char *err, size_t errlen)
+{
+    char host[256];
+    snprintf(host, sizeof host, "%s", addr);
+    char *colon = strrchr(host, ':');
+    if (!colon) {
+        snprintf(err, errlen, "listen address '%s' is not host:port", addr);
+        return -1;
+    }
+    *colon = '\0';
+    int port = atoi(colon + 1);
+    const char *h = host;
+    if (h[0] == '[') { /* [::1] */
+        h++;
+        char *e = strchr(host, ']');
+        if (e)
+            *e = '\0';
+    }
+    struct evhttp_bound_socket *s = evhttp_bind_socket_with_handle(http, h, (ev_uint16_t)port);
+    if (!s) {
+        snprintf(err, errlen, "cannot listen on %s", addr);
+        return -1;
+    }
+    if (out)
+        *out = s;
+    (void)a;
+    return 0;
+}
+
+static void print_bound(struct evhttp_bound_socket *s, const char *what)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(s), (struct sockaddr *)&ss, &len) < 0)
+        return;
+    char host[64] = "?";
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof host);
+        port = ntohs(sin->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
+        port = ntohs(sin6->sin6_port);
+    }
+    fprintf(stderr,
+            "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"listening\",\"listener\":\"%s\","
+            "\"addr\":\"%s\",\"port\":%d}\n",
+            (long long)now_wall_ms(), what, host, port);
+}
+
+static int is_loopback_bound(struct evhttp_bound_socket *s)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(s), (struct sockaddr *)&ss, &len) < 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+    return 0;
+}
+
+static void admin_gencb(struct evhttp_request *req, void *arg)
+{
+    app *a = arg;
+    req_ctx *c = xcalloc(1, sizeof *c);
+    c->app = a;
+    c->req = req;
+    c->t0 = now_mono_ms();
+    snprintf(c->method, sizeof c->method, "%s",
+             evhttp_request_get_command(req) == EVHTTP_REQ_POST ? "POST" : "GET");
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    snprintf(c->path, sizeof c->path, "%s", path && *path ? path : "/");
+    new_request_id(c->request_id, sizeof c->request_id);
+    c->lang = a->default_lang;
+    if (!strcmp(c->path, "/health/alive") || !strcmp(c->path, "/health/ready")) {
+        health(c, c->path[8] == 'r');
+        return;
+    }
+    if (!strcmp(c->path, "/admin/reload") && !strcmp(c->method, "POST")) {
+        char *report = NULL;
+        int rc = tools_host_reload(a->tools, conf_str(a->cfg, "tools_dir"), &report);
+        buf b = BUF_INIT;
+        buf_printf(&b, "{\"ok\":%s,\"report\":", rc == 0 ? "true" : "false");
+        json_write_string(&b, report ? report : "", report ? strlen(report) : 0);
+        buf_puts(&b, "}");
+        fprintf(stderr, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",\"report\":%s}\n",
+                (long long)now_wall_ms(), rc == 0 ? "info" : "error", strchr(b.data, ':') + 0);
+        req_reply(c, rc == 0 ? 200 : 422, "application/json; charset=utf-8", b.data, b.len);
+        buf_free(&b);
+        free(report);
+        return;
+    }
+    not_found(c);
+}
+
+int httpd_start(app *a, char *err, size_t errlen)
+{
+    a->http = evhttp_new(a->base);
+    if (!a->http) {
+        snprintf(err, errlen, "evhttp_new failed");
+        return -1;
+    }
+    evhttp_set_max_headers_size(a->http, conf_int(a->cfg, "limits.max_header_bytes"));
+    evhttp_set_max_body_size(a->http, conf_int(a->cfg, "limits.max_body_bytes"));
+    evhttp_set_timeout(a->http, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
+    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD |
+                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+    evhttp_set_default_content_type(a->http, "application/json; charset=utf-8");
+    evhttp_set_gencb(a->http, gencb, a);
+    if (bind_listener(a, a->http, conf_str(a->cfg, "listen"), &a->listener, err, errlen) < 0)
+        return -1;
+    a->listen_loopback = is_loopback_bound(a->listener);
+    print_bound(a->listener, "public");
+
+    const char *admin = conf_str(a->cfg, "admin_listen");
+    if (*admin) {
+        a->admin_http = evhttp_new(a->base);
+        evhttp_set_timeout(a->admin_http, 30);
+        evhttp_set_max_body_size(a->admin_http, 65536);
+        evhttp_set_gencb(a->admin_http, admin_gencb, a);
+        struct evhttp_bound_socket *s = NULL;
+        if (bind_listener(a, a->admin_http, admin, &s, err, errlen) < 0)
+            return -1;
+        print_bound(s, "admin");
+    }
+    return 0;
+}
+
+void httpd_stop_accepting(app *a)
+{
+    if (a->listener) {
+        evhttp_del_accept_socket(a->http, a->listener);
+        a->listener = NULL;
+    }
+}
+
+void httpd_free(app *a)
+{
+    if (a->http)
+        evhttp_free(a->http);
+    if (a->admin_http)
+        evhttp_free(a->admin_http);
+    a->http = a->admin_http = NULL;
+}
+
+void req_detach(req_ctx *c, int status)
+{
+    async_end(c);
+    c->status = status;
+    access_log(c, 0);
+    ctx_free(c);
+}
+
+void req_call_env(req_ctx *c, call_env *env)
+{
+    memset(env, 0, sizeof *env);
+    env->who = &c->who;
+    env->request_id = c->request_id;
+    env->traceparent = c->traceparent[0] ? c->traceparent : NULL;
+    env->lang = c->lang;
+    env->kn_id_header = req_header(c, "X-Kn-ID");
+    env->surface = c->surface;
+    env->deadline_ms = 0;
+}

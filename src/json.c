@@ -1,0 +1,1174 @@
+/* json: the exact JSON codec (see json.h and docs/json.md). */
+#include "json.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSON_DEFAULT_DEPTH 512
+/* Recursion guard: the parser and writers recurse once per nesting level. */
+#define JSON_HARD_DEPTH 10000
+
+typedef struct json_member {
+    char *key; /* NUL-terminated copy; klen may be shorter than strlen if it holds \0 */
+    size_t klen;
+    json_value *val;
+} json_member;
+
+struct json_value {
+    json_type type;
+    union {
+        int64_t i;
+        double d;
+        struct {
+            char *s; /* NUL-terminated */
+            size_t len;
+        } str;
+        struct {
+            json_value **v;
+            size_t n, cap;
+        } arr;
+        struct {
+            json_member *m;
+            size_t n, cap;
+        } obj;
+    } u;
+};
+
+/* ------------------------------------------------------------------ values */
+
+static json_value *new_value(json_type t)
+{
+    json_value *v = xcalloc(1, sizeof *v);
+    v->type = t;
+    return v;
+}
+
+void json_free(json_value *v)
+{
+    if (!v)
+        return;
+    switch (v->type) {
+    case JSON_STRING:
+    case JSON_NUMTEXT:
+        free(v->u.str.s);
+        break;
+    case JSON_ARRAY:
+        for (size_t i = 0; i < v->u.arr.n; i++)
+            json_free(v->u.arr.v[i]);
+        free(v->u.arr.v);
+        break;
+    case JSON_OBJECT:
+        for (size_t i = 0; i < v->u.obj.n; i++) {
+            free(v->u.obj.m[i].key);
+            json_free(v->u.obj.m[i].val);
+        }
+        free(v->u.obj.m);
+        break;
+    default:
+        break;
+    }
+    free(v);
+}
+
+json_value *json_clone(const json_value *v)
+{
+    if (!v)
+        return NULL;
+    json_value *c = new_value(v->type);
+    switch (v->type) {
+    case JSON_INT:
+        c->u.i = v->u.i;
+        break;
+    case JSON_DOUBLE:
+        c->u.d = v->u.d;
+        break;
+    case JSON_STRING:
+    case JSON_NUMTEXT:
+        c->u.str.s = xstrndup(v->u.str.s, v->u.str.len);
+        c->u.str.len = v->u.str.len;
+        break;
+    case JSON_ARRAY:
+        c->u.arr.n = c->u.arr.cap = v->u.arr.n;
+        c->u.arr.v = xmalloc(v->u.arr.n * sizeof(json_value *));
+        for (size_t i = 0; i < v->u.arr.n; i++)
+            c->u.arr.v[i] = json_clone(v->u.arr.v[i]);
+        break;
+    case JSON_OBJECT:
+        c->u.obj.n = c->u.obj.cap = v->u.obj.n;
+        c->u.obj.m = xmalloc(v->u.obj.n * sizeof(json_member));
+        for (size_t i = 0; i < v->u.obj.n; i++) {
+            const json_member *m = &v->u.obj.m[i];
+            c->u.obj.m[i].key = xstrndup(m->key, m->klen);
+            c->u.obj.m[i].klen = m->klen;
+            c->u.obj.m[i].val = json_clone(m->val);
+        }
+        break;
+    default:
+        break;
+    }
+    return c;
+}
+
+json_type json_typeof(const json_value *v)
+{
+    return v ? v->type : JSON_NULL;
+}
+
+int64_t json_get_int(const json_value *v)
+{
+    if (!v)
+        return 0;
+    if (v->type == JSON_INT)
+        return v->u.i;
+    if (v->type == JSON_DOUBLE) {
+        /* Saturate instead of invoking UB on out-of-range casts. */
+        if (!(v->u.d > -9223372036854775808.0))
+            return isnan(v->u.d) ? 0 : INT64_MIN;
+        if (!(v->u.d < 9223372036854775808.0))
+            return INT64_MAX;
+        return (int64_t)v->u.d;
+    }
+    return 0;
+}
+
+double json_get_double(const json_value *v)
+{
+    if (!v)
+        return 0;
+    switch (v->type) {
+    case JSON_INT:
+        return (double)v->u.i;
+    case JSON_DOUBLE:
+        return v->u.d;
+    case JSON_NUMTEXT:
+        return strtod(v->u.str.s, NULL);
+    default:
+        return 0;
+    }
+}
+
+const char *json_get_str(const json_value *v, size_t *len)
+{
+    if (!v || (v->type != JSON_STRING && v->type != JSON_NUMTEXT))
+        return NULL;
+    if (len)
+        *len = v->u.str.len;
+    return v->u.str.s;
+}
+
+size_t json_count(const json_value *v)
+{
+    if (!v)
+        return 0;
+    if (v->type == JSON_ARRAY)
+        return v->u.arr.n;
+    if (v->type == JSON_OBJECT)
+        return v->u.obj.n;
+    return 0;
+}
+
+const json_value *json_at(const json_value *arr, size_t i)
+{
+    if (!arr || arr->type != JSON_ARRAY || i >= arr->u.arr.n)
+        return NULL;
+    return arr->u.arr.v[i];
+}
+
+const char *json_key_at(const json_value *obj, size_t i, size_t *klen)
+{
+    if (!obj || obj->type != JSON_OBJECT || i >= obj->u.obj.n)
+        return NULL;
+    if (klen)
+        *klen = obj->u.obj.m[i].klen;
+    return obj->u.obj.m[i].key;
+}
+
+const json_value *json_val_at(const json_value *obj, size_t i)
+{
+    if (!obj || obj->type != JSON_OBJECT || i >= obj->u.obj.n)
+        return NULL;
+    return obj->u.obj.m[i].val;
+}
+
+/* Index of the last member named key (last wins, like most parsers), or -1. */
+static ptrdiff_t find_member(const json_value *obj, const char *key, size_t klen)
+{
+    for (size_t i = obj->u.obj.n; i-- > 0;) {
+        const json_member *m = &obj->u.obj.m[i];
+        if (m->klen == klen && memcmp(m->key, key, klen) == 0)
+            return (ptrdiff_t)i;
+    }
+    return -1;
+}
+
+const json_value *json_get(const json_value *obj, const char *key)
+{
+    if (!obj || obj->type != JSON_OBJECT || !key)
+        return NULL;
+    ptrdiff_t i = find_member(obj, key, strlen(key));
+    return i < 0 ? NULL : obj->u.obj.m[i].val;
+}
+
+const char *json_get_string(const json_value *obj, const char *key)
+{
+    const json_value *v = json_get(obj, key);
+    return v && v->type == JSON_STRING ? v->u.str.s : NULL;
+}
+
+json_value *json_new_null(void)
+{
+    return new_value(JSON_NULL);
+}
+
+json_value *json_new_bool(int b)
+{
+    return new_value(b ? JSON_TRUE : JSON_FALSE);
+}
+
+json_value *json_new_int(int64_t i)
+{
+    json_value *v = new_value(JSON_INT);
+    v->u.i = i;
+    return v;
+}
+
+json_value *json_new_double(double d)
+{
+    json_value *v = new_value(JSON_DOUBLE);
+    v->u.d = d;
+    return v;
+}
+
+json_value *json_new_numtext(const char *text, size_t len)
+{
+    json_value *v = new_value(JSON_NUMTEXT);
+    v->u.str.s = xstrndup(text, len);
+    v->u.str.len = len;
+    return v;
+}
+
+json_value *json_new_str(const char *s, size_t len)
+{
+    json_value *v = new_value(JSON_STRING);
+    v->u.str.s = xstrndup(s, len);
+    v->u.str.len = len;
+    return v;
+}
+
+json_value *json_new_array(void)
+{
+    return new_value(JSON_ARRAY);
+}
+
+json_value *json_new_object(void)
+{
+    return new_value(JSON_OBJECT);
+}
+
+void json_push(json_value *arr, json_value *val)
+{
+    if (!arr || arr->type != JSON_ARRAY) {
+        json_free(val);
+        return;
+    }
+    if (arr->u.arr.n == arr->u.arr.cap) {
+        arr->u.arr.cap = arr->u.arr.cap ? arr->u.arr.cap * 2 : 4;
+        arr->u.arr.v = xrealloc(arr->u.arr.v, arr->u.arr.cap * sizeof(json_value *));
+    }
+    arr->u.arr.v[arr->u.arr.n++] = val;
+}
+
+void json_obj_append(json_value *obj, const char *key, size_t klen, json_value *val)
+{
+    if (!obj || obj->type != JSON_OBJECT) {
+        json_free(val);
+        return;
+    }
+    if (obj->u.obj.n == obj->u.obj.cap) {
+        obj->u.obj.cap = obj->u.obj.cap ? obj->u.obj.cap * 2 : 4;
+        obj->u.obj.m = xrealloc(obj->u.obj.m, obj->u.obj.cap * sizeof(json_member));
+    }
+    json_member *m = &obj->u.obj.m[obj->u.obj.n++];
+    m->key = xstrndup(key, klen);
+    m->klen = klen;
+    m->val = val;
+}
+
+void json_set(json_value *obj, const char *key, json_value *val)
+{
+    if (!obj || obj->type != JSON_OBJECT || !key) {
+        json_free(val);
+        return;
+    }
+    size_t klen = strlen(key);
+    ptrdiff_t i = find_member(obj, key, klen);
+    if (i >= 0) {
+        json_free(obj->u.obj.m[i].val);
+        obj->u.obj.m[i].val = val;
+        return;
+    }
+    json_obj_append(obj, key, klen, val);
+}
+
+int json_remove(json_value *obj, const char *key)
+{
+    if (!obj || obj->type != JSON_OBJECT || !key)
+        return 0;
+    size_t klen = strlen(key);
+    int found = 0;
+    ptrdiff_t i;
+    /* Removes every duplicate, so the key is really gone afterwards. */
+    while ((i = find_member(obj, key, klen)) >= 0) {
+        free(obj->u.obj.m[i].key);
+        json_free(obj->u.obj.m[i].val);
+        memmove(&obj->u.obj.m[i], &obj->u.obj.m[i + 1],
+                (obj->u.obj.n - (size_t)i - 1) * sizeof(json_member));
+        obj->u.obj.n--;
+        found = 1;
+    }
+    return found;
+}
+
+/* ------------------------------------------------------------------ UTF-8 */
+
+/* Checks one multi-byte sequence starting at p (p[0] >= 0x80). Returns its length,
+ * or -(k+1) where k is the index of the offending byte (RFC 3629 table: no
+ * overlongs, no UTF-16 surrogates, nothing above U+10FFFF, no truncation). */
+static int utf8_seq(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    int n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else {
+        return -1;
+    }
+    if (end - p < 2 || p[1] < lo || p[1] > hi)
+        return -2;
+    for (int k = 2; k < n; k++) {
+        if (end - p <= k || (p[k] & 0xC0) != 0x80)
+            return -(k + 1);
+    }
+    return n;
+}
+
+int json_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        int n = utf8_seq(p, end);
+        if (n < 0)
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ numbers */
+
+/* A decimal number reduced to its significant digits and a power of ten:
+ * value = (neg ? -1 : 1) * 0.DIGITS * 10^exp10; zero has ndig == 0. */
+typedef struct {
+    int neg;
+    int ndig; /* > 17 means "too many digits to be a double's shortest text" */
+    char dig[18];
+    int64_t exp10;
+} decnum;
+
+/* Normalizes a syntactically valid JSON number (or printf %g output):
+ * value = 0.D1D2..Dn * 10^exp10 with D1 and Dn non-zero. */
+static void dec_normalize(const char *s, size_t len, decnum *d)
+{
+    const char *p = s, *end = s + len;
+    d->neg = 0;
+    d->ndig = 0;
+    d->exp10 = 0;
+    if (p < end && (*p == '-' || *p == '+')) {
+        d->neg = *p == '-';
+        p++;
+    }
+    const char *mant = p;
+    int64_t nint = 0, k = 0, first = -1, last = -1;
+    int in_frac = 0;
+    for (; p < end; p++) {
+        if (*p == '.') {
+            in_frac = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9')
+            break;
+        if (!in_frac)
+            nint++;
+        if (*p != '0') {
+            if (first < 0)
+                first = k;
+            last = k;
+        }
+        k++;
+    }
+    const char *mant_end = p;
+    int64_t e = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        /* Saturate: such exponents are far outside any double anyway. */
+        for (; p < end && *p >= '0' && *p <= '9'; p++)
+            if (e < 1000000000000LL)
+                e = e * 10 + (*p - '0');
+        if (eneg)
+            e = -e;
+    }
+    if (first < 0)
+        return; /* zero */
+    int64_t n = last - first + 1;
+    if (n > 17) {
+        d->ndig = 18;
+    } else {
+        k = 0;
+        for (const char *q = mant; q < mant_end; q++) {
+            if (*q == '.')
+                continue;
+            if (k >= first && k <= last)
+                d->dig[d->ndig++] = *q;
+            k++;
+        }
+    }
+    d->exp10 = e + nint - first;
+}
+
+static int dec_equal(const decnum *a, const decnum *b)
+{
+    if (a->ndig != b->ndig || a->ndig > 17)
+        return 0;
+    if (a->ndig == 0)
+        return 1; /* zero; the sign lives in the double */
+    return a->neg == b->neg && a->exp10 == b->exp10 && memcmp(a->dig, b->dig, a->ndig) == 0;
+}
+
+/* Shortest of %.15g/%.16g/%.17g that reads back as d; returns its length. */
+static int double_text(double d, char out[40])
+{
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) {
+        n = snprintf(out, 40, "%.*g", prec, d);
+        if (strtod(out, NULL) == d)
+            break;
+    }
+    return n;
+}
+
+/* Decides DOUBLE vs NUMTEXT for a non-int64 number token (see docs/json.md). */
+static json_value *number_value(const char *tok, size_t len, int is_int_token)
+{
+    if (is_int_token)
+        return json_new_numtext(tok, len); /* integers beyond int64 keep their text */
+    decnum a;
+    dec_normalize(tok, len, &a);
+    if (a.ndig > 17)
+        return json_new_numtext(tok, len);
+    char tmp[64];
+    const char *ntok = tok;
+    char *heap = NULL;
+    if (len < sizeof tmp) {
+        memcpy(tmp, tok, len);
+        tmp[len] = '\0';
+        ntok = tmp;
+    } else {
+        heap = xstrndup(tok, len);
+        ntok = heap;
+    }
+    double d = strtod(ntok, NULL);
+    free(heap);
+    json_value *v = NULL;
+    if (!isfinite(d)) {
+        v = json_new_numtext(tok, len);
+    } else if (a.ndig == 0) {
+        v = json_new_double(d);
+    } else {
+        /* <= 15 significant digits inside the normal range always come back from
+         * %.15g as the same decimal (DBL_DIG), so skip the formatting there. */
+        int64_t mag = a.exp10; /* value in [10^(mag-1), 10^mag) */
+        if (a.ndig <= 15 && mag > -300 && mag < 300) {
+            v = json_new_double(d);
+        } else {
+            char out[40];
+            int n = double_text(d, out);
+            decnum b;
+            dec_normalize(out, (size_t)n, &b);
+            v = dec_equal(&a, &b) ? json_new_double(d) : json_new_numtext(tok, len);
+        }
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------ parser */
+
+typedef struct {
+    const unsigned char *start, *p, *end;
+    size_t max_depth;
+    char *err;
+    size_t errlen;
+    int failed;
+    buf scratch; /* unescaped string bytes */
+    /* Children of the containers being parsed; a container takes its slice when it
+     * closes, so arrays/objects are allocated exactly once. */
+    json_value **vs;
+    size_t vn, vcap;
+    json_member *ms;
+    size_t mn, mcap;
+} parser;
+
+static void fail(parser *ps, const unsigned char *at, const char *msg)
+{
+    if (ps->failed)
+        return;
+    ps->failed = 1;
+    if (ps->err && ps->errlen > 0)
+        snprintf(ps->err, ps->errlen, "%s at byte %zu", msg, (size_t)(at - ps->start));
+}
+
+static inline void skip_ws(parser *ps)
+{
+    const unsigned char *p = ps->p, *end = ps->end;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    ps->p = p;
+}
+
+static int hex4(const unsigned char *p, unsigned *out)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned c = p[i], d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return -1;
+        v = v * 16 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+static void put_utf8(buf *b, unsigned cp)
+{
+    char t[4];
+    size_t n;
+    if (cp < 0x80) {
+        t[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        t[0] = (char)(0xC0 | (cp >> 6));
+        t[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        t[0] = (char)(0xE0 | (cp >> 12));
+        t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        t[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        t[0] = (char)(0xF0 | (cp >> 18));
+        t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        t[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    buf_append(b, t, n);
+}
+
+/* Parses the string at ps->p (on '"'); returns a malloc'd NUL-terminated copy. */
+static char *parse_string(parser *ps, size_t *outlen)
+{
+    const unsigned char *p = ps->p + 1, *end = ps->end;
+    const unsigned char *run = p;
+    int escaped = 0;
+    for (;;) {
+        /* Fast scan over bytes that need no work. */
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
+            p++;
+        if (p >= end) {
+            fail(ps, p, "unterminated string");
+            return NULL;
+        }
+        unsigned c = *p;
+        if (c == '"')
+            break;
+        if (c < 0x20) {
+            fail(ps, p, "control character in string");
+            return NULL;
+        }
+        if (c >= 0x80) {
+            int n = utf8_seq(p, end);
+            if (n < 0) {
+                fail(ps, p + (-n - 1), "invalid UTF-8 in string");
+                return NULL;
+            }
+            p += n;
+            continue;
+        }
+        /* backslash */
+        if (!escaped) {
+            escaped = 1;
+            buf_reset(&ps->scratch);
+        }
+        buf_append(&ps->scratch, run, (size_t)(p - run));
+        const unsigned char *bs = p;
+        if (end - p < 2) {
+            fail(ps, end, "unterminated string");
+            return NULL;
+        }
+        char e = (char)p[1];
+        p += 2;
+        switch (e) {
+        case '"':
+            buf_putc(&ps->scratch, '"');
+            break;
+        case '\\':
+            buf_putc(&ps->scratch, '\\');
+            break;
+        case '/':
+            buf_putc(&ps->scratch, '/');
+            break;
+        case 'b':
+            buf_putc(&ps->scratch, '\b');
+            break;
+        case 'f':
+            buf_putc(&ps->scratch, '\f');
+            break;
+        case 'n':
+            buf_putc(&ps->scratch, '\n');
+            break;
+        case 'r':
+            buf_putc(&ps->scratch, '\r');
+            break;
+        case 't':
+            buf_putc(&ps->scratch, '\t');
+            break;
+        case 'u': {
+            unsigned cp;
+            if (end - p < 4 || hex4(p, &cp) < 0) {
+                fail(ps, bs, "invalid \\u escape");
+                return NULL;
+            }
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                fail(ps, bs, "lone low surrogate \\u escape");
+                return NULL;
+            }
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 ||
+                    lo < 0xDC00 || lo > 0xDFFF) {
+                    fail(ps, bs, "lone high surrogate \\u escape");
+                    return NULL;
+                }
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            put_utf8(&ps->scratch, cp);
+            break;
+        }
+        default:
+            fail(ps, bs, "invalid escape in string");
+            return NULL;
+        }
+        run = p;
+    }
+    char *s;
+    if (!escaped) {
+        *outlen = (size_t)(p - run);
+        s = xstrndup((const char *)run, *outlen);
+    } else {
+        buf_append(&ps->scratch, run, (size_t)(p - run));
+        *outlen = ps->scratch.len;
+        s = xstrndup(ps->scratch.data, ps->scratch.len);
+    }
+    ps->p = p + 1;
+    return s;
+}
+
+static json_value *parse_number(parser *ps)
+{
+    const unsigned char *s = ps->p, *p = ps->p, *end = ps->end;
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || *p < '0' || *p > '9') {
+        fail(ps, p, "invalid number");
+        return NULL;
+    }
+    const unsigned char *digits = p;
+    if (*p == '0') {
+        p++;
+        if (p < end && *p >= '0' && *p <= '9') {
+            fail(ps, p, "leading zero in number");
+            return NULL;
+        }
+    } else {
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    size_t nint = (size_t)(p - digits);
+    int is_int = 1;
+    if (p < end && *p == '.') {
+        is_int = 0;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            fail(ps, p, "expected digit after decimal point");
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_int = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9') {
+            fail(ps, p, "expected digit in exponent");
+            return NULL;
+        }
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    ps->p = p;
+    if (is_int && nint <= 19) {
+        uint64_t u = 0;
+        for (size_t i = 0; i < nint; i++)
+            u = u * 10 + (uint64_t)(digits[i] - '0'); /* 19 digits cannot wrap uint64 */
+        uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+        if (u <= lim) {
+            int64_t i = neg ? (int64_t)(0 - u) : (int64_t)u;
+            if (neg && u == (uint64_t)INT64_MAX + 1)
+                i = INT64_MIN;
+            return json_new_int(i);
+        }
+    }
+    return number_value((const char *)s, (size_t)(p - s), is_int);
+}
+
+static int match_lit(parser *ps, const char *lit, size_t n)
+{
+    const unsigned char *p = ps->p;
+    for (size_t i = 0; i < n; i++) {
+        if (p + i >= ps->end || p[i] != (unsigned char)lit[i]) {
+            fail(ps, p + i, "invalid literal");
+            return -1;
+        }
+    }
+    ps->p += n;
+    return 0;
+}
+
+static json_value *parse_value(parser *ps, size_t depth);
+
+static json_value *parse_array(parser *ps, size_t depth)
+{
+    size_t base = ps->vn;
+    ps->p++; /* '[' */
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == ']') {
+        ps->p++;
+        return json_new_array();
+    }
+    for (;;) {
+        json_value *v = parse_value(ps, depth);
+        if (!v)
+            return NULL;
+        if (ps->vn == ps->vcap) {
+            ps->vcap = ps->vcap ? ps->vcap * 2 : 64;
+            ps->vs = xrealloc(ps->vs, ps->vcap * sizeof(json_value *));
+        }
+        ps->vs[ps->vn++] = v;
+        skip_ws(ps);
+        if (ps->p >= ps->end) {
+            fail(ps, ps->p, "unterminated array");
+            return NULL;
+        }
+        if (*ps->p == ',') {
+            ps->p++;
+            continue;
+        }
+        if (*ps->p == ']') {
+            ps->p++;
+            break;
+        }
+        fail(ps, ps->p, "expected ',' or ']'");
+        return NULL;
+    }
+    json_value *a = json_new_array();
+    size_t n = ps->vn - base;
+    a->u.arr.v = xmalloc(n * sizeof(json_value *));
+    memcpy(a->u.arr.v, ps->vs + base, n * sizeof(json_value *));
+    a->u.arr.n = a->u.arr.cap = n;
+    ps->vn = base;
+    return a;
+}
+
+static json_value *parse_object(parser *ps, size_t depth)
+{
+    size_t base = ps->mn;
+    ps->p++; /* '{' */
+    skip_ws(ps);
+    if (ps->p < ps->end && *ps->p == '}') {
+        ps->p++;
+        return json_new_object();
+    }
+    for (;;) {
+        if (ps->p >= ps->end || *ps->p != '"') {
+            fail(ps, ps->p, ps->p >= ps->end ? "unterminated object" : "expected string key");
+            return NULL;
+        }
+        size_t klen;
+        char *key = parse_string(ps, &klen);
+        if (!key)
+            return NULL;
+        skip_ws(ps);
+        if (ps->p >= ps->end || *ps->p != ':') {
+            fail(ps, ps->p, "expected ':'");
+            free(key);
+            return NULL;
+        }
+        ps->p++;
+        json_value *v = parse_value(ps, depth);
+        if (!v) {
+            free(key);
+            return NULL;
+        }
+        if (ps->mn == ps->mcap) {
+            ps->mcap = ps->mcap ? ps->mcap * 2 : 64;
+            ps->ms = xrealloc(ps->ms, ps->mcap * sizeof(json_member));
+        }
+        ps->ms[ps->mn].key = key;
+        ps->ms[ps->mn].klen = klen;
+        ps->ms[ps->mn].val = v;
+        ps->mn++;
+        skip_ws(ps);
+        if (ps->p >= ps->end) {
+            fail(ps, ps->p, "unterminated object");
+            return NULL;
+        }
+        if (*ps->p == ',') {
+            ps->p++;
+            skip_ws(ps);
+            continue;
+        }
+        if (*ps->p == '}') {
+            ps->p++;
+            break;
+        }
+        fail(ps, ps->p, "expected ',' or '}'");
+        return NULL;
+    }
+    json_value *o = json_new_object();
+    size_t n = ps->mn - base;
+    o->u.obj.m = xmalloc(n * sizeof(json_member));
+    memcpy(o->u.obj.m, ps->ms + base, n * sizeof(json_member));
+    o->u.obj.n = o->u.obj.cap = n;
+    ps->mn = base;
+    return o;
+}
+
+static json_value *parse_value(parser *ps, size_t depth)
+{
+    skip_ws(ps);
+    if (ps->p >= ps->end) {
+        fail(ps, ps->p, "unexpected end of input");
+        return NULL;
+    }
+    switch (*ps->p) {
+    case '{':
+    case '[':
+        if (depth + 1 > ps->max_depth) {
+            fail(ps, ps->p, "nesting too deep");
+            return NULL;
+        }
+        return *ps->p == '{' ? parse_object(ps, depth + 1) : parse_array(ps, depth + 1);
+    case '"': {
+        size_t len;
+        char *s = parse_string(ps, &len);
+        if (!s)
+            return NULL;
+        json_value *v = new_value(JSON_STRING);
+        v->u.str.s = s;
+        v->u.str.len = len;
+        return v;
+    }
+    case 't':
+        return match_lit(ps, "true", 4) ? NULL : json_new_bool(1);
+    case 'f':
+        return match_lit(ps, "false", 5) ? NULL : json_new_bool(0);
+    case 'n':
+        return match_lit(ps, "null", 4) ? NULL : json_new_null();
+    default:
+        if (*ps->p == '-' || (*ps->p >= '0' && *ps->p <= '9'))
+            return parse_number(ps);
+        if (*ps->p == 0xEF && ps->p == ps->start)
+            fail(ps, ps->p, "byte order mark not allowed");
+        else
+            fail(ps, ps->p, "unexpected character");
+        return NULL;
+    }
+}
+
+json_value *json_parse(const char *text, size_t len, const json_limits *lim, char *err,
+                       size_t errlen)
+{
+    parser ps;
+    memset(&ps, 0, sizeof ps);
+    ps.start = ps.p = (const unsigned char *)text;
+    ps.end = ps.start + len;
+    ps.err = err;
+    ps.errlen = errlen;
+    ps.max_depth = lim && lim->max_depth ? lim->max_depth : JSON_DEFAULT_DEPTH;
+    if (ps.max_depth > JSON_HARD_DEPTH)
+        ps.max_depth = JSON_HARD_DEPTH;
+    if (err && errlen)
+        err[0] = '\0';
+    json_value *root = NULL;
+    if (lim && lim->max_size && len > lim->max_size) {
+        fail(&ps, ps.start + lim->max_size, "document exceeds size limit");
+        goto done;
+    }
+    if (!text) {
+        fail(&ps, ps.start, "no input");
+        goto done;
+    }
+    root = parse_value(&ps, 0);
+    if (!root)
+        goto done;
+    skip_ws(&ps);
+    if (ps.p < ps.end) {
+        fail(&ps, ps.p, "trailing characters after JSON value");
+        json_free(root);
+        root = NULL;
+    }
+done:
+    /* On failure the stacks still hold finished children of unfinished containers. */
+    for (size_t i = 0; i < ps.vn; i++)
+        json_free(ps.vs[i]);
+    for (size_t i = 0; i < ps.mn; i++) {
+        free(ps.ms[i].key);
+        json_free(ps.ms[i].val);
+    }
+    free(ps.vs);
+    free(ps.ms);
+    buf_free(&ps.scratch);
+    return root;
+}
+
+int json_number_valid(const char *s, size_t len)
+{
+    const char *p = s, *end = s + len;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end || *p < '0' || *p > '9')
+        return 0;
+    if (*p == '0')
+        p++;
+    else
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9')
+            return 0;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= end || *p < '0' || *p > '9')
+            return 0;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    }
+    return p == end;
+}
+
+/* ------------------------------------------------------------------ writer */
+
+void json_write_string(buf *out, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;
+    buf_reserve(out, len + 2);
+    buf_putc(out, '"');
+    for (; p < end; p++) {
+        unsigned c = *p;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        buf_append(out, run, (size_t)(p - run));
+        run = p + 1;
+        char esc[7] = {'\\', 0, 0, 0, 0, 0, 0};
+        size_t n = 2;
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        buf_append(out, esc, n);
+    }
+    buf_append(out, run, (size_t)(p - run));
+    buf_putc(out, '"');
+}
+
+void json_write_double(buf *out, double d)
+{
+    if (!isfinite(d)) {
+        buf_append(out, "null", 4);
+        return;
+    }
+    char t[40];
+    int n = double_text(d, t);
+    buf_append(out, t, (size_t)n);
+    if (!memchr(t, '.', (size_t)n) && !memchr(t, 'e', (size_t)n) && !memchr(t, 'n', (size_t)n))
+        buf_append(out, ".0", 2);
+}
+
+static void write_int(buf *out, int64_t i)
+{
+    char t[24];
+    char *p = t + sizeof t;
+    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (i < 0)
+        *--p = '-';
+    buf_append(out, p, (size_t)(t + sizeof t - p));
+}
+
+static int member_cmp(const void *a, const void *b)
+{
+    const json_member *x = *(const json_member *const *)a, *y = *(const json_member *const *)b;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(x->key, y->key, n);
+    if (c)
+        return c;
+    if (x->klen != y->klen)
+        return x->klen < y->klen ? -1 : 1;
+    /* Keep duplicates in their stored order so the output is deterministic. */
+    return x < y ? -1 : (x > y);
+}
+
+void json_write(buf *out, const json_value *v, int canonical)
+{
+    if (!v) {
+        buf_append(out, "null", 4);
+        return;
+    }
+    switch (v->type) {
+    case JSON_NULL:
+        buf_append(out, "null", 4);
+        break;
+    case JSON_FALSE:
+        buf_append(out, "false", 5);
+        break;
+    case JSON_TRUE:
+        buf_append(out, "true", 4);
+        break;
+    case JSON_INT:
+        write_int(out, v->u.i);
+        break;
+    case JSON_DOUBLE:
+        json_write_double(out, v->u.d);
+        break;
+    case JSON_NUMTEXT:
+        buf_append(out, v->u.str.s, v->u.str.len);
+        break;
+    case JSON_STRING:
+        json_write_string(out, v->u.str.s, v->u.str.len);
+        break;
+    case JSON_ARRAY:
+        buf_putc(out, '[');
+        for (size_t i = 0; i < v->u.arr.n; i++) {
+            if (i)
+                buf_putc(out, ',');
+            json_write(out, v->u.arr.v[i], canonical);
+        }
+        buf_putc(out, ']');
+        break;
+    case JSON_OBJECT: {
+        size_t n = v->u.obj.n;
+        const json_member **order = NULL;
+        if (canonical && n > 1) {
+            order = xmalloc(n * sizeof *order);
+            for (size_t i = 0; i < n; i++)
+                order[i] = &v->u.obj.m[i];
+            qsort(order, n, sizeof *order, member_cmp);
+        }
+        buf_putc(out, '{');
+        for (size_t i = 0; i < n; i++) {
+            const json_member *m = order ? order[i] : &v->u.obj.m[i];
+            if (i)
+                buf_putc(out, ',');
+            json_write_string(out, m->key, m->klen);
+            buf_putc(out, ':');
+            json_write(out, m->val, canonical);
+        }
+        buf_putc(out, '}');
+        free(order);
+        break;
+    }
+    }
+}

@@ -1,0 +1,718 @@
+/* lvm: one sandboxed lua_State. See lvm.h. */
+#include "lvm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "json_lua.h"
+#include "util.h"
+
+#define LVM_HOOK_EVERY 1000
+#define LVM_DEFAULT_CAP ((size_t)1 << 30)
+#define LVM_MAX_SOURCE ((size_t)4 << 20)
+
+struct lvm {
+    lua_State *L;
+    size_t total;
+    size_t cap;
+    lvm_budget *cur;
+};
+
+/* Registry keys (addresses are unique). */
+static const char KEY_GLOBALS = 'g';  /* allow-listed globals (real table) */
+static const char KEY_READONLY = 'r'; /* weak set of tables rawset must refuse */
+static const char KEY_PROXIES = 'p';  /* weak real -> proxy */
+static const char KEY_SOURCES = 's';  /* module name -> {text, chunkname} */
+static const char KEY_LOADED = 'l';   /* module name -> raw value */
+static const char KEY_LOADING = 'i';  /* sentinel for circular requires */
+
+static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    lvm *vm = ud;
+    size_t old = ptr ? osize : 0;
+    lvm_budget *b = vm->cur;
+    void *p;
+
+    if (nsize == 0) {
+        free(ptr);
+        vm->total -= old;
+        if (b)
+            b->mem_used = b->mem_used > old ? b->mem_used - old : 0;
+        return NULL;
+    }
+    if (nsize > old) {
+        size_t grow = nsize - old;
+        if (vm->total + grow > vm->cap)
+            return NULL;
+        /* Only refuse: Lua retries after an emergency GC, so the kill is recorded
+         * when LUA_ERRMEM actually surfaces (pcall wrappers, call.c). */
+        if (b && b->mem_limit && (b->killed == LVM_KILL_MEM || b->mem_used + grow > b->mem_limit))
+            return NULL;
+    }
+    p = realloc(ptr, nsize);
+    if (!p)
+        return NULL;
+    vm->total = vm->total - old + nsize;
+    if (b) {
+        if (nsize > old)
+            b->mem_used += nsize - old;
+        else
+            b->mem_used = b->mem_used > old - nsize ? b->mem_used - (old - nsize) : 0;
+    }
+    return p;
+}
+
+lvm *lvm_of(lua_State *L)
+{
+    void *ud = NULL;
+    lua_getallocf(L, &ud);
+    return ud;
+}
+
+lua_State *lvm_state(lvm *vm)
+{
+    return vm->L;
+}
+
+size_t lvm_mem_total(const lvm *vm)
+{
+    return vm->total;
+}
+
+void lvm_set_budget(lvm *vm, lvm_budget *b)
+{
+    vm->cur = b;
+}
+
+lvm_budget *lvm_budget_current(lvm *vm)
+{
+    return vm->cur;
+}
+
+static const char *kill_text(int killed)
+{
+    return killed == LVM_KILL_MEM ? "memory limit exceeded" : "instruction budget exceeded";
+}
+
+static void lvm_hook(lua_State *L, lua_Debug *ar)
+{
+    lvm_budget *b = lvm_of(L)->cur;
+    (void)ar;
+    if (!b)
+        return;
+    if (!b->killed && b->instr_limit > 0) {
+        b->instr_used += LVM_HOOK_EVERY;
+        if (b->instr_used > b->instr_limit)
+            b->killed = LVM_KILL_INSTR;
+    }
+    if (b->killed)
+        luaL_error(L, "%s", kill_text(b->killed)); /* sticky: raised at every tick */
+}
+
+/* Records a memory kill for the running budget when a protected region ended in
+ * LUA_ERRMEM, and says whether the error must be re-raised. */
+static int must_rethrow(lua_State *L, int status)
+{
+    lvm_budget *b = lvm_of(L)->cur;
+    if (!b)
+        return 0;
+    if (status == LUA_ERRMEM && !b->killed)
+        b->killed = LVM_KILL_MEM;
+    return b->killed != LVM_KILL_NONE;
+}
+
+int lvm_traceback(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (!msg)
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+typedef struct cp_args {
+    lua_CFunction f;
+    void *ud;
+} cp_args;
+
+static int cpcall_tramp(lua_State *L)
+{
+    cp_args *a = lua_touserdata(L, 1);
+    lua_CFunction f = a->f;
+    lua_settop(L, 0);
+    lua_pushlightuserdata(L, a->ud);
+    return f(L);
+}
+
+int lvm_cpcall(lua_State *L, lua_CFunction f, void *ud, char **err)
+{
+    cp_args a = {f, ud};
+    int top = lua_gettop(L);
+    int rc = 0;
+
+    if (err)
+        *err = NULL;
+    if (!lua_checkstack(L, 4)) {
+        if (err)
+            *err = xstrdup("Lua stack overflow");
+        return -1;
+    }
+    lua_pushcfunction(L, cpcall_tramp);
+    lua_pushlightuserdata(L, &a);
+    if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+        const char *m = lua_tostring(L, -1);
+        if (err)
+            *err = xstrdup(m ? m : "(error object is not a string)");
+        rc = -1;
+    }
+    lua_settop(L, top);
+    return rc;
+}
+
+/* ---- base library replacements ---- */
+
+static int finish_pcall(lua_State *L, int status, lua_KContext extra)
+{
+    if (status != LUA_OK && status != LUA_YIELD) {
+        if (must_rethrow(L, status))
+            return lua_error(L); /* error object is on top */
+        lua_pushboolean(L, 0);
+        lua_pushvalue(L, -2);
+        return 2;
+    }
+    return lua_gettop(L) - (int)extra;
+}
+
+static int sb_pcall(lua_State *L)
+{
+    int status;
+    luaL_checkany(L, 1);
+    lua_pushboolean(L, 1);
+    lua_insert(L, 1);
+    status = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, 0, finish_pcall);
+    return finish_pcall(L, status, 0);
+}
+
+static int sb_xpcall(lua_State *L)
+{
+    int status;
+    int n = lua_gettop(L);
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushboolean(L, 1);
+    lua_pushvalue(L, 1);
+    lua_rotate(L, 3, 2);
+    status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, 2, finish_pcall);
+    return finish_pcall(L, status, 2);
+}
+
+/* coroutine.resume / coroutine.close catch errors too: re-raise kills. */
+static int sb_cowrap_catch(lua_State *L)
+{
+    int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    if (lua_gettop(L) >= 2 && lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
+        const char *m = lua_tostring(L, 2);
+        int status = (m && strcmp(m, "not enough memory") == 0) ? LUA_ERRMEM : LUA_ERRRUN;
+        if (must_rethrow(L, status)) {
+            lua_pushvalue(L, 2);
+            return lua_error(L);
+        }
+    }
+    return lua_gettop(L);
+}
+
+static int is_readonly(lua_State *L, int idx)
+{
+    int r;
+    idx = lua_absindex(L, idx);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_READONLY);
+    lua_pushvalue(L, idx);
+    r = lua_rawget(L, -2) != LUA_TNIL;
+    lua_pop(L, 2);
+    return r;
+}
+
+static int sb_rawset(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checkany(L, 2);
+    luaL_checkany(L, 3);
+    if (is_readonly(L, 1))
+        return luaL_error(L, "attempt to modify a read-only table");
+    lua_settop(L, 3);
+    lua_rawset(L, 1);
+    return 1;
+}
+
+static int sb_setmetatable(lua_State *L)
+{
+    int t = lua_type(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+    if (is_readonly(L, 1))
+        return luaL_error(L, "cannot change the metatable of a read-only table");
+    if (t == LUA_TTABLE) {
+        if (lua_getfield(L, 2, "__gc") != LUA_TNIL)
+            return luaL_error(L, "__gc metamethods are not allowed in tools");
+        lua_pop(L, 1);
+    }
+    if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
+        return luaL_error(L, "cannot change a protected metatable");
+    lua_settop(L, 2);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+static void set_env_upvalue(lua_State *L, int fidx, int envidx)
+{
+    fidx = lua_absindex(L, fidx);
+    envidx = lua_absindex(L, envidx);
+    lua_pushvalue(L, envidx);
+    if (!lua_setupvalue(L, fidx, 1))
+        lua_pop(L, 1);
+}
+
+static int sb_load(lua_State *L)
+{
+    size_t len;
+    const char *s;
+    const char *chunkname = luaL_optstring(L, 2, "=(load)");
+    if (lua_type(L, 1) != LUA_TSTRING)
+        return luaL_error(L, "load: only text chunks given as strings are allowed");
+    if (lua_isnoneornil(L, 4))
+        return luaL_error(L, "load: an explicit env table (4th argument) is required");
+    luaL_checktype(L, 4, LUA_TTABLE);
+    s = lua_tolstring(L, 1, &len);
+    if (luaL_loadbufferx(L, s, len, chunkname, "t") != LUA_OK) {
+        luaL_pushfail(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    set_env_upvalue(L, -1, 4);
+    return 1;
+}
+
+static int sb_require(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    lvm_require(L, name);
+    if (lua_type(L, -1) == LUA_TTABLE)
+        lvm_push_proxy(L, -1);
+    return 1;
+}
+
+/* ---- proxies and environments ---- */
+
+static int ro_newindex(lua_State *L)
+{
+    return luaL_error(L, "attempt to modify a read-only table (field '%s')",
+                      lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
+}
+
+static int proxy_next(lua_State *L)
+{
+    /* upvalue 1: the real table; arguments: (proxy, key) */
+    lua_settop(L, 2);
+    if (lua_next(L, lua_upvalueindex(1)))
+        return 2;
+    lua_pushnil(L);
+    return 1;
+}
+
+static int proxy_pairs(lua_State *L)
+{
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushcclosure(L, proxy_next, 1);
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    return 3;
+}
+
+static int proxy_len(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)lua_rawlen(L, lua_upvalueindex(1)));
+    return 1;
+}
+
+static void mark_readonly(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_READONLY);
+    lua_pushvalue(L, idx);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+void lvm_push_proxy(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    if (is_readonly(L, idx)) { /* already a proxy (or an env) */
+        lua_pushvalue(L, idx);
+        return;
+    }
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_PROXIES);
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+        lua_remove(L, -2);
+        return;
+    }
+    lua_pop(L, 1);
+    lua_newtable(L);          /* proxy */
+    lua_createtable(L, 0, 5); /* its metatable */
+    lua_pushvalue(L, idx);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, ro_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pushvalue(L, idx);
+    lua_pushcclosure(L, proxy_pairs, 1);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushvalue(L, idx);
+    lua_pushcclosure(L, proxy_len, 1);
+    lua_setfield(L, -2, "__len");
+    lua_setmetatable(L, -2);
+    mark_readonly(L, -1);
+    lua_pushvalue(L, idx);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4); /* proxies[real] = proxy */
+    lua_remove(L, -2);
+}
+
+static int env_index(lua_State *L)
+{
+    /* upvalue 1: the allow-listed globals */
+    lua_settop(L, 2);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
+        return 1;
+    return luaL_error(L, "unknown global '%s'",
+                      lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
+}
+
+static int env_newindex(lua_State *L)
+{
+    return luaL_error(L, "assignment to global '%s' (tools define no globals; use local)",
+                      lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
+}
+
+/* Pushes a fresh _ENV for one chunk. */
+static void push_env(lua_State *L)
+{
+    lua_newtable(L);
+    lua_createtable(L, 0, 3);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_GLOBALS);
+    lua_pushcclosure(L, env_index, 1);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, env_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    mark_readonly(L, -1);
+}
+
+int lvm_load(lua_State *L, const char *text, size_t len, const char *chunkname)
+{
+    if (luaL_loadbufferx(L, text, len, chunkname, "t") != LUA_OK)
+        return -1;
+    push_env(L);
+    set_env_upvalue(L, -2, -1);
+    lua_pop(L, 1);
+    return 0;
+}
+
+static const char *const BUILTIN_MODULES[] = {"string",    "table", "math", "utf8",
+                                              "coroutine", "os",    NULL};
+
+void lvm_require(lua_State *L, const char *name)
+{
+    int t;
+    int i;
+    const char *text;
+    const char *chunk;
+    size_t len;
+
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
+    t = lua_getfield(L, -1, name);
+    if (t == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == (void *)&KEY_LOADING)
+        luaL_error(L, "circular require of module '%s'", name);
+    if (t != LUA_TNIL) {
+        lua_remove(L, -2);
+        return;
+    }
+    lua_pop(L, 1);
+    for (i = 0; BUILTIN_MODULES[i]; i++) {
+        if (strcmp(name, BUILTIN_MODULES[i]) == 0) {
+            lua_pop(L, 1);
+            lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_GLOBALS);
+            lua_getfield(L, -1, name);
+            lua_remove(L, -2);
+            return;
+        }
+    }
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_SOURCES);
+    if (lua_getfield(L, -1, name) != LUA_TTABLE)
+        luaL_error(L,
+                   "module '%s' not found (only lua/ and tools/_lib/ modules and cljson "
+                   "can be required)",
+                   name);
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    text = lua_tolstring(L, -2, &len);
+    chunk = lua_tostring(L, -1);
+    if (lvm_load(L, text, len, chunk) != 0)
+        lua_error(L);
+    /* stack: loaded, sources, src, text, chunk, fn */
+    lua_pushlightuserdata(L, (void *)&KEY_LOADING);
+    lua_setfield(L, -7, name);
+    lua_pushstring(L, name);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+        lua_pushnil(L);
+        lua_setfield(L, -7, name); /* forget the sentinel, keep the error */
+        lua_error(L);
+    }
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        lua_pushboolean(L, 1);
+    }
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -7, name);
+    lua_replace(L, -6);
+    lua_pop(L, 4);
+}
+
+/* ---- building the state ---- */
+
+static int read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    buf b = BUF_INIT;
+    char chunk[8192];
+    size_t n;
+    int rc = -1;
+    if (!f)
+        return -1;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        buf_append(&b, chunk, n);
+        if (b.len > LVM_MAX_SOURCE)
+            goto done;
+    }
+    if (ferror(f))
+        goto done;
+    *text = buf_steal(&b, len);
+    rc = 0;
+done:
+    fclose(f);
+    buf_free(&b);
+    return rc;
+}
+
+typedef struct snap_args {
+    const char *dir;
+    const char *prefix;    /* module name prefix ("" or "_lib.") */
+    const char *chunk_dir; /* chunkname dir ("" or "_lib/") */
+    int optional;
+} snap_args;
+
+/* Reads every dir/<name>.lua into SOURCES[prefix..name] = {text, "@chunk_dir/name.lua"}. */
+static int snapshot_p(lua_State *L)
+{
+    snap_args *a = lua_touserdata(L, 1);
+    DIR *d = opendir(a->dir);
+    struct dirent *e;
+    if (!d) {
+        if (a->optional && errno == ENOENT)
+            return 0;
+        return luaL_error(L, "%s: cannot open directory: %s", a->dir, strerror(errno));
+    }
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_SOURCES);
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        char *path;
+        char *text = NULL;
+        size_t len = 0;
+        struct stat st;
+        if (n <= 4 || e->d_name[0] == '.' || strcmp(e->d_name + n - 4, ".lua") != 0)
+            continue;
+        path = xmalloc(strlen(a->dir) + n + 2);
+        sprintf(path, "%s/%s", a->dir, e->d_name);
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || read_file(path, &text, &len) != 0) {
+            free(path);
+            continue;
+        }
+        free(path);
+        lua_createtable(L, 2, 0);
+        lua_pushlstring(L, text, len);
+        free(text);
+        lua_rawseti(L, -2, 1);
+        lua_pushfstring(L, "@%s%s", a->chunk_dir, e->d_name);
+        lua_rawseti(L, -2, 2);
+        lua_pushstring(L, a->prefix);
+        lua_pushlstring(L, e->d_name, n - 4); /* module name: file name without .lua */
+        lua_concat(L, 2);
+        lua_insert(L, -2);
+        lua_rawset(L, -3);
+    }
+    closedir(d);
+    return 0;
+}
+
+static void new_weak_table(lua_State *L, const char *mode, const void *key)
+{
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, mode);
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+}
+
+static const char *const BASE_ALLOWED[] = {
+    "assert", "error",    "ipairs",   "next", "pairs",        "rawequal", "rawget", "rawlen",
+    "select", "tonumber", "tostring", "type", "getmetatable", "_VERSION", NULL};
+
+static void copy_fields(lua_State *L, int from, int to, const char *const *names)
+{
+    int i;
+    for (i = 0; names[i]; i++) {
+        lua_getfield(L, from, names[i]);
+        lua_setfield(L, to, names[i]);
+    }
+}
+
+static int setup_p(lua_State *L)
+{
+    static const char *const os_allowed[] = {"time", "clock", "date", NULL};
+    static const luaL_Reg libs[] = {
+        {LUA_STRLIBNAME, luaopen_string},   {LUA_TABLIBNAME, luaopen_table},
+        {LUA_MATHLIBNAME, luaopen_math},    {LUA_UTF8LIBNAME, luaopen_utf8},
+        {LUA_COLIBNAME, luaopen_coroutine}, {NULL, NULL}};
+    int g, real, i;
+
+    new_weak_table(L, "k", &KEY_READONLY);
+    new_weak_table(L, "k", &KEY_PROXIES);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_SOURCES);
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
+
+    luaL_requiref(L, LUA_GNAME, luaopen_base, 0);
+    real = lua_gettop(L);
+    lua_newtable(L);
+    g = lua_gettop(L);
+    copy_fields(L, real, g, BASE_ALLOWED);
+
+    lua_pushcfunction(L, sb_pcall);
+    lua_setfield(L, g, "pcall");
+    lua_pushcfunction(L, sb_xpcall);
+    lua_setfield(L, g, "xpcall");
+    lua_pushcfunction(L, sb_rawset);
+    lua_setfield(L, g, "rawset");
+    lua_pushcfunction(L, sb_setmetatable);
+    lua_setfield(L, g, "setmetatable");
+    lua_pushcfunction(L, sb_load);
+    lua_setfield(L, g, "load");
+    lua_pushcfunction(L, sb_require);
+    lua_setfield(L, g, "require");
+
+    for (i = 0; libs[i].name; i++) {
+        luaL_requiref(L, libs[i].name, libs[i].func, 0);
+        if (strcmp(libs[i].name, LUA_COLIBNAME) == 0) {
+            lua_getfield(L, -1, "resume");
+            lua_pushcclosure(L, sb_cowrap_catch, 1);
+            lua_setfield(L, -2, "resume");
+            lua_getfield(L, -1, "close");
+            lua_pushcclosure(L, sb_cowrap_catch, 1);
+            lua_setfield(L, -2, "close");
+        }
+        lvm_push_proxy(L, -1);
+        lua_setfield(L, g, libs[i].name);
+        lua_pop(L, 1);
+    }
+    luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 0);
+    lua_newtable(L);
+    copy_fields(L, -2, lua_gettop(L), os_allowed);
+    lvm_push_proxy(L, -1);
+    lua_setfield(L, g, "os");
+    lua_pop(L, 2);
+
+    /* the string metatable stays reachable only as the __index of strings */
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 2);
+
+    luaL_requiref(L, "cljson", luaopen_cljson, 0);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "cljson");
+    lua_pop(L, 2);
+
+    lvm_push_proxy(L, g);
+    lua_setfield(L, g, "_G");
+    lua_pushvalue(L, g);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_GLOBALS);
+
+    /* Nothing sandboxed sees the real global table; empty it anyway. */
+    lua_pushglobaltable(L);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lua_pushnil(L);
+        lua_rawset(L, -4);
+    }
+    lua_pop(L, 1);
+    lua_settop(L, 0);
+    return 0;
+}
+
+lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **err)
+{
+    lvm *vm = xcalloc(1, sizeof *vm);
+    snap_args sa;
+    *err = NULL;
+    vm->cap = state_cap ? state_cap : LVM_DEFAULT_CAP;
+    vm->L = lua_newstate(lvm_alloc, vm);
+    if (!vm->L) {
+        *err = xstrdup("cannot create a Lua state");
+        goto fail;
+    }
+    lua_sethook(vm->L, lvm_hook, LUA_MASKCOUNT, LVM_HOOK_EVERY);
+    if (lvm_cpcall(vm->L, setup_p, vm, err) != 0)
+        goto fail;
+    sa = (snap_args){lua_dir, "", "", 0};
+    if (lvm_cpcall(vm->L, snapshot_p, &sa, err) != 0)
+        goto fail;
+    if (lib_dir) {
+        sa = (snap_args){lib_dir, "_lib.", "_lib/", 1};
+        if (lvm_cpcall(vm->L, snapshot_p, &sa, err) != 0)
+            goto fail;
+    }
+    return vm;
+fail:
+    lvm_free(vm);
+    return NULL;
+}
+
+void lvm_free(lvm *vm)
+{
+    if (!vm)
+        return;
+    vm->cur = NULL;
+    if (vm->L)
+        lua_close(vm->L);
+    free(vm);
+}

@@ -1,0 +1,83 @@
+/* lvm: one sandboxed lua_State (SPEC §10, DESIGN §4).
+ *
+ * A state opens only base, string, table, math, utf8 and coroutine, plus an `os`
+ * reduced to time/clock/date and the preloaded "cljson". There is no io, package
+ * or debug; dofile/loadfile/print/collectgarbage are gone; `load` takes text chunks
+ * only and needs an explicit env; pcall/xpcall/coroutine.resume/coroutine.close
+ * re-raise budget and memory kills; rawset refuses read-only tables; setmetatable
+ * refuses metatables with __gc (finalizers would run outside any budget).
+ *
+ * Every chunk (tool file, lua/ module, tools/_lib module) runs with its own _ENV:
+ * reading an unknown global or assigning any global raises. Shared library tables
+ * (string, table, math, ..., required modules) are seen through read-only proxies.
+ *
+ * `require` resolves only against a snapshot taken at lvm_new: lua_dir/<name>.lua
+ * and lib_dir/<x>.lua as "_lib.<x>" (flat directories), plus "cljson" and the
+ * allow-listed library names. Later edits on disk never leak into a live state.
+ *
+ * Memory: one allocator per state that tracks bytes, refuses growth past the state
+ * cap, and charges growth to the current budget (lvm_set_budget) while a call runs.
+ * Over budget, allocation fails softly (LUA_ERRMEM) and the kill is sticky.
+ * Instructions: a count hook charges the current budget; past the limit it raises
+ * "instruction budget exceeded" and keeps raising at every tick (sticky).
+ *
+ * Ownership: lvm_new returns a state the caller frees with lvm_free. The budget
+ * passed to lvm_set_budget is borrowed until it is replaced or cleared. */
+#ifndef CL_LVM_H
+#define CL_LVM_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+enum { LVM_KILL_NONE = 0, LVM_KILL_INSTR = 1, LVM_KILL_MEM = 2 };
+
+typedef struct lvm_budget {
+    long instr_limit; /* VM instructions; <= 0 = unlimited */
+    long instr_used;
+    size_t mem_limit; /* bytes of net growth charged while current; 0 = unlimited */
+    size_t mem_used;
+    int killed; /* LVM_KILL_*; once set it stays set */
+} lvm_budget;
+
+typedef struct lvm lvm;
+
+/* lua_dir must exist; lib_dir may be NULL or missing. state_cap: total bytes of the
+ * state (0 = 1 GiB). On error returns NULL and *err (caller frees) says why. */
+lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **err);
+void lvm_free(lvm *vm);
+lua_State *lvm_state(lvm *vm);
+lvm *lvm_of(lua_State *L); /* any thread of the state */
+size_t lvm_mem_total(const lvm *vm);
+
+/* Makes b the budget charged by the allocator and the hook (NULL: none). */
+void lvm_set_budget(lvm *vm, lvm_budget *b);
+lvm_budget *lvm_budget_current(lvm *vm);
+
+/* Message handler: appends a traceback to the error message. */
+int lvm_traceback(lua_State *L);
+
+/* Runs f(ud) as a protected call on L with nothing else on the stack changed.
+ * Returns 0, or -1 with *err (caller frees; NULL allowed) = error message. */
+int lvm_cpcall(lua_State *L, lua_CFunction f, void *ud, char **err);
+
+/* The functions below may raise: call them from protected code. */
+
+/* Loads a text chunk and gives it a fresh sandbox _ENV; pushes the function.
+ * Returns 0, or -1 with the error message pushed instead. */
+int lvm_load(lua_State *L, const char *text, size_t len, const char *chunkname);
+/* Pushes the raw value of module `name` (loading it once per state). Raises. */
+void lvm_require(lua_State *L, const char *name);
+/* Pushes a read-only proxy of the table at idx (the same proxy every time). */
+void lvm_push_proxy(lua_State *L, int idx);
+
+/* Generation internals shared by tools.c and call.c (not part of tools.h). */
+struct tools_gen;
+struct tools_config;
+lvm *tools_gen_vm(struct tools_gen *g);
+int tools_gen_host_ref(struct tools_gen *g); /* registry ref of lua/host.lua's table */
+const struct tools_config *tools_gen_config(struct tools_gen *g);
+void tools_gen_ref(struct tools_gen *g);
+size_t tools_gen_live(void); /* generations not yet closed (tests, metrics) */
+
+#endif

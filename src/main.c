@@ -1,0 +1,274 @@
+/* context-loader: argv, configuration, event base, signals; the first tool load
+ * must succeed. */
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static const char *UPSTREAM_NAMES[] = {"ontology_query", "bkn_backend", "vega",
+                                       "operator_integration", "mf_model_api"};
+
+static void usage(FILE *f)
+{
+    fputs("usage: context-loader [--config FILE]         run the service\n"
+          "       context-loader --check-tools DIR [--config FILE]\n"
+          "                                              validate a tools directory offline\n"
+          "       context-loader --print-config-keys     list every config key and its env name\n"
+          "       context-loader --version\n",
+          f);
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    buf b = BUF_INIT;
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_append(&b, chunk, n);
+    fclose(f);
+    /* Trailing newlines are file formatting, not part of the text. */
+    while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
+        b.data[--b.len] = '\0';
+    return buf_steal(&b, NULL);
+}
+
+static void fill_tools_config(app *a, tools_config *tc)
+{
+    memset(tc, 0, sizeof *tc);
+    tc->lua_dir = conf_str(a->cfg, "lua_dir");
+    tc->mem_cap_bytes = (size_t)conf_int(a->cfg, "lua.memory_cap_mb") * 1024 * 1024;
+    tc->instr_budget = conf_int(a->cfg, "lua.instruction_budget");
+    tc->upstreams = a->upstreams;
+    tc->n_upstreams = a->n_upstreams;
+    tc->max_response_bytes = (size_t)conf_int(a->cfg, "limits.max_response_bytes");
+    tc->fetch = a->fetch;
+    tc->base = a->base;
+}
+
+static void fill_upstreams(app *a)
+{
+    static char keys[5][2][96];
+    for (size_t i = 0; i < sizeof UPSTREAM_NAMES / sizeof UPSTREAM_NAMES[0]; i++) {
+        snprintf(keys[i][0], sizeof keys[i][0], "upstream.%s.url", UPSTREAM_NAMES[i]);
+        snprintf(keys[i][1], sizeof keys[i][1], "upstream.%s.timeout_ms", UPSTREAM_NAMES[i]);
+        tools_upstream *u = &a->upstreams[a->n_upstreams++];
+        u->name = UPSTREAM_NAMES[i];
+        u->base_url = conf_str(a->cfg, keys[i][0]);
+        u->timeout_ms = conf_int(a->cfg, keys[i][1]);
+    }
+}
+
+static void on_term(evutil_socket_t sig, short ev, void *arg);
+
+static void drain_check(evutil_socket_t fd, short ev, void *arg)
+{
+    app *a = arg;
+    (void)fd;
+    (void)ev;
+    static int64_t deadline = 0;
+    if (!deadline)
+        deadline = now_mono_ms() + conf_int(a->cfg, "shutdown_grace_s") * 1000;
+    if (a->inflight == 0 || now_mono_ms() >= deadline) {
+        fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"shutdown\",\"abandoned\":%zu}\n",
+                (long long)now_wall_ms(), a->inflight);
+        event_base_loopexit(a->base, NULL);
+        return;
+    }
+    struct timeval tv = {0, 50 * 1000};
+    event_base_once(a->base, -1, EV_TIMEOUT, drain_check, a, &tv);
+}
+
+static void on_term(evutil_socket_t sig, short ev, void *arg)
+{
+    app *a = arg;
+    (void)ev;
+    if (a->draining) {
+        event_base_loopexit(a->base, NULL);
+        return;
+    }
+    a->draining = 1;
+    fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"draining\",\"signal\":%d,\"inflight\":%zu}\n",
+            (long long)now_wall_ms(), (int)sig, a->inflight);
+    httpd_stop_accepting(a);
+    mcp_close_streams(a);
+    drain_check(-1, 0, a);
+}
+
+static void on_hup(evutil_socket_t sig, short ev, void *arg)
+{
+    app *a = arg;
+    (void)sig;
+    (void)ev;
+    char *report = NULL;
+    int rc = tools_host_reload(a->tools, conf_str(a->cfg, "tools_dir"), &report);
+    buf b = BUF_INIT;
+    json_write_string(&b, report ? report : "", report ? strlen(report) : 0);
+    fprintf(stderr, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",\"trigger\":\"SIGHUP\",\"report\":%s}\n",
+            (long long)now_wall_ms(), rc == 0 ? "info" : "error", b.data);
+    buf_free(&b);
+    free(report);
+}
+
+static void on_heartbeat(evutil_socket_t fd, short ev, void *arg)
+{
+    (void)fd;
+    (void)ev;
+    mcp_heartbeat(arg);
+}
+
+static int check_tools(const char *dir, conf *cfg)
+{
+    app a;
+    memset(&a, 0, sizeof a);
+    a.cfg = cfg;
+    fill_upstreams(&a);
+    tools_config tc;
+    fill_tools_config(&a, &tc);
+    char *report = NULL;
+    int errors = tools_check_dir(&tc, dir, &report);
+    if (report && *report)
+        fprintf(errors ? stderr : stdout, "%s\n", report);
+    if (errors)
+        fprintf(stderr, "context-loader: %s: %d error(s)\n", dir, errors);
+    else
+        printf("context-loader: %s: tools are valid\n", dir);
+    free(report);
+    return errors ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *config_path = NULL, *check_dir = NULL;
+    int rc = 1;
+    app a;
+    memset(&a, 0, sizeof a);
+    struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--config") && i + 1 < argc) {
+            config_path = argv[++i];
+        } else if (!strcmp(argv[i], "--check-tools") && i + 1 < argc) {
+            check_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--version")) {
+            puts("context-loader " CL_VERSION);
+            return 0;
+        } else if (!strcmp(argv[i], "--print-config-keys")) {
+            conf_print_reference();
+            return 0;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "context-loader: unknown argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    char err[512];
+    a.cfg = conf_load(config_path, err, sizeof err);
+    if (!a.cfg) {
+        fprintf(stderr, "context-loader: %s\n", err);
+        return 2;
+    }
+    if (check_dir) {
+        rc = check_tools(check_dir, a.cfg);
+        conf_free(a.cfg);
+        return rc;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    a.started_ms = now_wall_ms();
+    a.default_lang = strcmp(conf_str(a.cfg, "language"), "en-US") ? LANG_ZH_CN : LANG_EN_US;
+    snprintf(a.prefix, sizeof a.prefix, "%s", conf_str(a.cfg, "public_prefix"));
+    fill_upstreams(&a);
+    a.base = event_base_new();
+    if (!a.base) {
+        fprintf(stderr, "context-loader: event_base_new failed\n");
+        goto done;
+    }
+    fetch_config fc = {0, (size_t)conf_int(a.cfg, "limits.max_response_bytes"), 0};
+    const char *ferr = NULL;
+    a.fetch = fetch_new(a.base, &fc, &ferr);
+    if (!a.fetch) {
+        fprintf(stderr, "context-loader: %s\n", ferr ? ferr : "fetch init failed");
+        goto done;
+    }
+    auth_config ac;
+    memset(&ac, 0, sizeof ac);
+    ac.oauth_introspect_url = conf_str(a.cfg, "oauth.introspect_url");
+    ac.oauth_client_id = conf_str(a.cfg, "oauth.client_id");
+    ac.oauth_client_secret = conf_str(a.cfg, "oauth.client_secret");
+    ac.appkey_introspect_url = conf_str(a.cfg, "bkn_safe.introspect_url");
+    ac.timeout_ms = conf_int(a.cfg, "auth.timeout_ms");
+    ac.cache_ttl_s = (int)conf_int(a.cfg, "auth.cache_ttl_s");
+    ac.negative_ttl_s = (int)conf_int(a.cfg, "auth.negative_ttl_s");
+    ac.max_entries = (size_t)conf_int(a.cfg, "auth.cache_entries");
+    ac.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
+    ac.default_business_domain = conf_str(a.cfg, "default_business_domain");
+    a.auth = auth_new(a.base, a.fetch, &ac);
+    a.sessions = session_new(conf_str(a.cfg, "session_secret"), conf_int(a.cfg, "idempotency_ttl_s"));
+
+    for (int l = 0; l < LANG_COUNT; l++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/locales/instructions.%s.txt", conf_str(a.cfg, "lua_dir"),
+                 lang_tag((lang_id)l));
+        a.instructions[l] = read_file(path);
+    }
+    tools_config tc;
+    fill_tools_config(&a, &tc);
+    a.tools = tools_host_new(&tc);
+    char *report = NULL;
+    if (tools_host_reload(a.tools, conf_str(a.cfg, "tools_dir"), &report) < 0) {
+        fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n", conf_str(a.cfg, "tools_dir"),
+                report ? report : "");
+        free(report);
+        goto done;
+    }
+    fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"tools loaded\",\"report\":\"%s\"}\n",
+            (long long)now_wall_ms(), report ? report : "");
+    free(report);
+    if (httpd_start(&a, err, sizeof err) < 0) {
+        fprintf(stderr, "context-loader: %s\n", err);
+        goto done;
+    }
+    sigterm = evsignal_new(a.base, SIGTERM, on_term, &a);
+    sigint = evsignal_new(a.base, SIGINT, on_term, &a);
+    sighup = evsignal_new(a.base, SIGHUP, on_hup, &a);
+    evsignal_add(sigterm, NULL);
+    evsignal_add(sigint, NULL);
+    evsignal_add(sighup, NULL);
+    a.heartbeat = event_new(a.base, -1, EV_PERSIST, on_heartbeat, &a);
+    struct timeval hb = {15, 0};
+    event_add(a.heartbeat, &hb);
+    event_base_dispatch(a.base);
+    rc = 0;
+done:
+    if (a.heartbeat)
+        event_free(a.heartbeat);
+    if (sigterm)
+        event_free(sigterm);
+    if (sigint)
+        event_free(sigint);
+    if (sighup)
+        event_free(sighup);
+    mcp_close_streams(&a);
+    httpd_free(&a);
+    if (a.auth)
+        auth_free(a.auth);
+    if (a.fetch)
+        fetch_free(a.fetch);
+    if (a.tools)
+        tools_host_free(a.tools);
+    if (a.sessions)
+        session_free(a.sessions);
+    for (int l = 0; l < LANG_COUNT; l++)
+        free(a.instructions[l]);
+    if (a.base)
+        event_base_free(a.base);
+    conf_free(a.cfg);
+    return rc;
+}

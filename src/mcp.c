@@ -1,0 +1,437 @@
+/* mcp: the MCP Streamable HTTP surface (SPEC §5): JSON-RPC framing, sessions,
+ * initialize / ping / tools/list / tools/call, GET streams and DELETE. */
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
+#define N_VERSIONS (sizeof VERSIONS / sizeof VERSIONS[0])
+#define TOOLS_PAGE_SIZE 100
+
+struct sse_stream {
+    app *app;
+    struct evhttp_request *req;
+    char session[SESSION_ID_LEN + 1];
+    sse_stream *next;
+};
+
+static int version_supported(const char *v)
+{
+    for (size_t i = 0; i < N_VERSIONS; i++)
+        if (!strcmp(v, VERSIONS[i]))
+            return 1;
+    return 0;
+}
+
+/* Does an Accept header admit this media type (exact, type/ *, or * / *)? */
+static int accepts(const char *accept, const char *type)
+{
+    if (!accept || !*accept)
+        return 1;
+    size_t tlen = strlen(type);
+    const char *slash = strchr(type, '/');
+    size_t major = slash ? (size_t)(slash - type) : tlen;
+    for (const char *p = accept; *p;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *e = p;
+        while (*e && *e != ',' && *e != ';')
+            e++;
+        size_t n = (size_t)(e - p);
+        while (n && p[n - 1] == ' ')
+            n--;
+        if ((n == tlen && !strncasecmp(p, type, n)) || (n == 3 && !strncmp(p, "*/*", 3)) ||
+            (n == major + 2 && !strncasecmp(p, type, major) && !strncmp(p + major, "/*", 2)))
+            return 1;
+        while (*e && *e != ',')
+            e++;
+        p = e;
+    }
+    return 0;
+}
+
+static void rpc_error(req_ctx *c, int http_status, int code, const char *message)
+{
+    buf b = BUF_INIT;
+    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    buf_puts(&b, c->rpc_id.len ? c->rpc_id.data : "null");
+    buf_printf(&b, ",\"error\":{\"code\":%d,\"message\":", code);
+    json_write_string(&b, message, strlen(message));
+    buf_puts(&b, "}}");
+    c->outcome = "rpc_error";
+    req_reply(c, http_status, "application/json", b.data, b.len);
+    buf_free(&b);
+}
+
+/* Sends {"jsonrpc":"2.0","id":...,"result":<result>}. */
+static void rpc_result(req_ctx *c, const char *result, size_t len)
+{
+    buf b = BUF_INIT;
+    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    buf_append(&b, c->rpc_id.data, c->rpc_id.len);
+    buf_puts(&b, ",\"result\":");
+    buf_append(&b, result, len);
+    buf_putc(&b, '}');
+    req_reply(c, 200, "application/json", b.data, b.len);
+    buf_free(&b);
+}
+
+static int tool_visible(app *a, const tools_info *ti)
+{
+    return ti && (ti->surfaces & SURFACE_MCP) && app_gate_enabled(a, ti->gate);
+}
+
+/* ---- methods ---- */
+
+static void do_initialize(req_ctx *c, const json_value *params)
+{
+    const char *want = params ? json_get_string(params, "protocolVersion") : NULL;
+    const char *ver = want && version_supported(want) ? want : VERSIONS[0];
+    char sid[SESSION_ID_LEN + 1];
+    session_mint(c->app->sessions, &c->who, sid);
+    req_add_header(c, "Mcp-Session-Id", sid);
+    const char *instr = c->app->instructions[c->lang];
+    buf b = BUF_INIT;
+    buf_puts(&b, "{\"protocolVersion\":");
+    json_write_string(&b, ver, strlen(ver));
+    buf_puts(&b, ",\"capabilities\":{\"tools\":{\"listChanged\":true}},"
+                 "\"serverInfo\":{\"name\":\"context-loader\",\"title\":\"Context Loader\","
+                 "\"version\":\"" CL_VERSION "\"}");
+    if (instr) {
+        buf_puts(&b, ",\"instructions\":");
+        json_write_string(&b, instr, strlen(instr));
+    }
+    buf_putc(&b, '}');
+    c->outcome = "ok";
+    rpc_result(c, b.data, b.len);
+    buf_free(&b);
+}
+
+static void do_tools_list(req_ctx *c, const json_value *params)
+{
+    size_t offset = 0;
+    const char *cursor = params ? json_get_string(params, "cursor") : NULL;
+    if (params && json_get(params, "cursor") && !cursor) {
+        rpc_error(c, 200, -32602, "Invalid params: cursor must be a string");
+        return;
+    }
+    if (cursor) {
+        char *end = NULL;
+        if (strncmp(cursor, "o:", 2) != 0 || !cursor[2] ||
+            (offset = strtoul(cursor + 2, &end, 10), *end)) {
+            rpc_error(c, 200, -32602, "Invalid params: unknown cursor");
+            return;
+        }
+    }
+    tools_gen *g = tools_host_acquire(c->app->tools);
+    buf b = BUF_INIT;
+    buf_puts(&b, "{\"tools\":[");
+    size_t seen = 0, listed = 0, n = g ? tools_gen_count(g) : 0;
+    int more = 0;
+    for (size_t i = 0; i < n; i++) {
+        const tools_info *ti = tools_gen_info(g, i);
+        if (!tool_visible(c->app, ti))
+            continue;
+        if (seen++ < offset)
+            continue;
+        if (listed == TOOLS_PAGE_SIZE) {
+            more = 1;
+            break;
+        }
+        if (listed++)
+            buf_putc(&b, ',');
+        buf_puts(&b, ti->list_json[c->lang]);
+    }
+    buf_putc(&b, ']');
+    if (more)
+        buf_printf(&b, ",\"nextCursor\":\"o:%zu\"", offset + listed);
+    buf_putc(&b, '}');
+    if (g)
+        tools_gen_release(g);
+    c->outcome = "ok";
+    rpc_result(c, b.data, b.len);
+    buf_free(&b);
+}
+
+static void on_call_done(const call_result *res, void *arg)
+{
+    req_ctx *c = arg;
+    c->call = NULL;
+    c->lua_ms = res->lua_ms;
+    c->upstream_ms = res->upstream_ms;
+    c->outcome = res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok";
+    buf b = BUF_INIT;
+    buf_puts(&b, "{\"content\":[{\"type\":\"text\",\"text\":");
+    json_write_string(&b, res->body, res->body_len);
+    buf_puts(&b, "}]");
+    if (res->is_error) {
+        buf_puts(&b, ",\"isError\":true}");
+    } else {
+        buf_puts(&b, ",\"structuredContent\":");
+        buf_append(&b, res->body, res->body_len);
+        buf_puts(&b, ",\"isError\":false}");
+    }
+    rpc_result(c, b.data, b.len);
+    buf_free(&b);
+}
+
+static void do_tools_call(req_ctx *c, const json_value *params)
+{
+    if (!params || json_typeof(params) != JSON_OBJECT) {
+        rpc_error(c, 200, -32602, "Invalid params: params must be an object with a tool name");
+        return;
+    }
+    const char *name = json_get_string(params, "name");
+    const json_value *args = json_get(params, "arguments");
+    if (!name) {
+        rpc_error(c, 200, -32602, "Invalid params: name must be a string");
+        return;
+    }
+    snprintf(c->tool, sizeof c->tool, "%s", name);
+    c->gen = tools_host_acquire(c->app->tools);
+    const tools_info *ti = c->gen ? tools_gen_find(c->gen, name) : NULL;
+    if (!tool_visible(c->app, ti)) {
+        /* Absent, gated off and REST-only tools must be indistinguishable. */
+        buf m = BUF_INIT;
+        buf_puts(&m, "Unknown tool: ");
+        buf_puts(&m, name);
+        rpc_error(c, 200, -32602, m.data);
+        buf_free(&m);
+        return;
+    }
+    if (args && json_typeof(args) != JSON_OBJECT && json_typeof(args) != JSON_NULL) {
+        rpc_error(c, 200, -32602, "Invalid params: arguments must be an object");
+        return;
+    }
+    if (args && json_typeof(args) == JSON_NULL)
+        args = NULL;
+    call_env env;
+    req_call_env(c, &env);
+    req_async_begin(c);
+    c->call = call_start(c->gen, ti, args, &env, on_call_done, c);
+}
+
+/* ---- GET streams ---- */
+
+static void stream_unlink(app *a, sse_stream *s)
+{
+    for (sse_stream **pp = &a->streams; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            a->n_streams--;
+            return;
+        }
+    }
+}
+
+static void on_stream_close(struct evhttp_connection *evcon, void *arg)
+{
+    sse_stream *s = arg;
+    (void)evcon;
+    stream_unlink(s->app, s);
+    /* An orphaned request is still ours to free. */
+    if (evhttp_request_get_connection(s->req) == NULL)
+        evhttp_send_reply_end(s->req);
+    free(s);
+}
+
+static void stream_write(sse_stream *s, const char *text)
+{
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add(b, text, strlen(text));
+    evhttp_send_reply_chunk(s->req, b);
+    evbuffer_free(b);
+}
+
+static void open_stream(req_ctx *c, const char *sid)
+{
+    app *a = c->app;
+    sse_stream *s = xcalloc(1, sizeof *s);
+    s->app = a;
+    s->req = c->req;
+    snprintf(s->session, sizeof s->session, "%s", sid);
+    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_add_header(h, "bkn-request-id", c->request_id);
+    evhttp_send_reply_start(c->req, 200, "OK");
+    req_detach(c, 200);
+    struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
+    evhttp_connection_set_closecb(evcon, on_stream_close, s);
+    s->next = a->streams;
+    a->streams = s;
+    a->n_streams++;
+    stream_write(s, ": context-loader stream open\n\n");
+}
+
+void mcp_heartbeat(app *a)
+{
+    for (sse_stream *s = a->streams; s; s = s->next)
+        stream_write(s, ": ping\n\n");
+}
+
+void mcp_close_streams(app *a)
+{
+    while (a->streams) {
+        sse_stream *s = a->streams;
+        a->streams = s->next;
+        a->n_streams--;
+        struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
+        if (evcon)
+            evhttp_connection_set_closecb(evcon, NULL, NULL);
+        evhttp_send_reply_end(s->req);
+        free(s);
+    }
+}
+
+/* ---- entry ---- */
+
+/* Checks Mcp-Session-Id; replies and returns -1 when it is missing or not valid. */
+static int check_session(req_ctx *c, const char **sid_out)
+{
+    const char *sid = req_header(c, "Mcp-Session-Id");
+    if (!sid || !*sid) {
+        rpc_error(c, 400, -32600, "Bad Request: Mcp-Session-Id header is required");
+        return -1;
+    }
+    session_status st = session_verify(c->app->sessions, &c->who, sid);
+    if (st != SESSION_OK) {
+        rpc_error(c, 404, -32001,
+                  st == SESSION_ENDED ? "Session ended: initialize a new session"
+                                      : "Session not found: initialize a new session");
+        return -1;
+    }
+    if (sid_out)
+        *sid_out = sid;
+    return 0;
+}
+
+static void handle_post(req_ctx *c)
+{
+    const char *ct = req_header(c, "Content-Type");
+    if (!ct || !str_istartswith(ct, "application/json")) {
+        rpc_error(c, 415, -32600, "Unsupported Media Type: Content-Type must be application/json");
+        return;
+    }
+    const char *accept = req_header(c, "Accept");
+    if (!accepts(accept, "application/json") || !accepts(accept, "text/event-stream")) {
+        rpc_error(c, 406, -32600,
+                  "Not Acceptable: Accept must include application/json and text/event-stream");
+        return;
+    }
+    size_t len;
+    const char *body = req_body(c, &len);
+    char err[256];
+    json_limits lim = {(size_t)conf_int(c->app->cfg, "limits.json_max_depth"), 0};
+    c->msg = json_parse(body, len, &lim, err, sizeof err);
+    if (!c->msg) {
+        char m[320];
+        snprintf(m, sizeof m, "Parse error: %s", err);
+        rpc_error(c, 400, -32700, m);
+        return;
+    }
+    if (json_typeof(c->msg) != JSON_OBJECT) {
+        rpc_error(c, 400, -32600, json_typeof(c->msg) == JSON_ARRAY
+                                      ? "Invalid Request: batches are not supported"
+                                      : "Invalid Request: a JSON-RPC message must be an object");
+        return;
+    }
+    const json_value *id = json_get(c->msg, "id");
+    if (id && (json_typeof(id) == JSON_STRING || json_typeof(id) == JSON_INT ||
+               json_typeof(id) == JSON_NUMTEXT || json_typeof(id) == JSON_DOUBLE))
+        json_write(&c->rpc_id, id, 0);
+    const char *jsonrpc = json_get_string(c->msg, "jsonrpc");
+    if (!jsonrpc || strcmp(jsonrpc, "2.0")) {
+        rpc_error(c, 400, -32600, "Invalid Request: jsonrpc must be \"2.0\"");
+        return;
+    }
+    if (id && !c->rpc_id.len) {
+        rpc_error(c, 400, -32600, "Invalid Request: id must be a string or a number");
+        return;
+    }
+    const json_value *mv = json_get(c->msg, "method");
+    if (!mv) {
+        if (id && (json_get(c->msg, "result") || json_get(c->msg, "error"))) {
+            /* A response from the client: accepted, nothing to do. */
+            c->outcome = "client_response";
+            req_reply(c, 202, NULL, NULL, 0);
+            return;
+        }
+        rpc_error(c, 400, -32600, "Invalid Request: method is required");
+        return;
+    }
+    if (json_typeof(mv) != JSON_STRING) {
+        rpc_error(c, 400, -32600, "Invalid Request: method must be a string");
+        return;
+    }
+    const char *method = json_get_string(c->msg, "method");
+    const json_value *params = json_get(c->msg, "params");
+    if (params && json_typeof(params) != JSON_OBJECT) {
+        rpc_error(c, 200, -32602, "Invalid params: params must be an object");
+        return;
+    }
+    if (!strcmp(method, "initialize")) {
+        if (!id) {
+            rpc_error(c, 400, -32600, "Invalid Request: initialize must be a request with an id");
+            return;
+        }
+        do_initialize(c, params);
+        return;
+    }
+    if (check_session(c, NULL) < 0)
+        return;
+    if (!id) { /* notifications: nothing to answer */
+        c->outcome = "notification";
+        req_reply(c, 202, NULL, NULL, 0);
+        return;
+    }
+    if (!strcmp(method, "ping")) {
+        c->outcome = "ok";
+        rpc_result(c, "{}", 2);
+    } else if (!strcmp(method, "tools/list")) {
+        do_tools_list(c, params);
+    } else if (!strcmp(method, "tools/call")) {
+        do_tools_call(c, params);
+    } else {
+        char m[300];
+        snprintf(m, sizeof m, "Method not found: %.200s", method);
+        rpc_error(c, 200, -32601, m);
+    }
+}
+
+void mcp_handle(req_ctx *c)
+{
+    const char *pv = req_header(c, "MCP-Protocol-Version");
+    if (pv && !version_supported(pv)) {
+        char m[200];
+        snprintf(m, sizeof m, "Bad Request: unsupported MCP-Protocol-Version %.60s (supported: %s, %s, %s)",
+                 pv, VERSIONS[0], VERSIONS[1], VERSIONS[2]);
+        rpc_error(c, 400, -32600, m);
+        return;
+    }
+    if (!strcmp(c->method, "POST")) {
+        handle_post(c);
+        return;
+    }
+    const char *sid = NULL;
+    if (!strcmp(c->method, "GET")) {
+        if (!accepts(req_header(c, "Accept"), "text/event-stream")) {
+            rpc_error(c, 406, -32600, "Not Acceptable: GET needs Accept: text/event-stream");
+            return;
+        }
+        if (check_session(c, &sid) < 0)
+            return;
+        open_stream(c, sid);
+        return;
+    }
+    /* DELETE */
+    if (check_session(c, &sid) < 0)
+        return;
+    session_end(c->app->sessions, sid);
+    c->outcome = "session_ended";
+    req_reply(c, 204, NULL, NULL, 0);
+}

@@ -1,0 +1,73 @@
+/* rest: POST /kn/<tool>, the REST twin of every business tool (SPEC §4). The body
+ * is the tool's arguments; the tool's result or error envelope is the response. */
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "server.h"
+
+static void on_done(const call_result *res, void *arg)
+{
+    req_ctx *c = arg;
+    c->call = NULL;
+    c->lua_ms = res->lua_ms;
+    c->upstream_ms = res->upstream_ms;
+    c->outcome = res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok";
+    if (res->is_error)
+        req_add_header(c, "Content-Language", lang_tag(c->lang));
+    req_reply(c, res->status ? res->status : (res->is_error ? 500 : 200),
+              "application/json; charset=utf-8", res->body, res->body_len);
+}
+
+void rest_handle(req_ctx *c)
+{
+    struct evkeyvalq q;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(c->req);
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    memset(&q, 0, sizeof q);
+    if (query && evhttp_parse_query_str(query, &q) < 0) {
+        req_reply_error(c, 400, NULL, "malformed query string");
+        return;
+    }
+    const char *fmt = evhttp_find_header(&q, "response_format");
+    if (fmt && strcmp(fmt, "json")) {
+        char m[200];
+        snprintf(m, sizeof m, "invalid response_format: \"%.60s\" (allowed: json)", fmt);
+        evhttp_clear_headers(&q);
+        req_reply_error(c, 400, NULL, m);
+        return;
+    }
+    evhttp_clear_headers(&q);
+    size_t len;
+    const char *body = req_body(c, &len);
+    const char *ct = req_header(c, "Content-Type");
+    if (len && (!ct || !str_istartswith(ct, "application/json"))) {
+        req_reply_error(c, 415, NULL, "Content-Type must be application/json");
+        return;
+    }
+    char err[256];
+    json_limits lim = {(size_t)conf_int(c->app->cfg, "limits.json_max_depth"), 0};
+    c->msg = len ? json_parse(body, len, &lim, err, sizeof err) : json_new_object();
+    if (!c->msg) {
+        char m[320];
+        snprintf(m, sizeof m, "invalid JSON body: %s", err);
+        req_reply_error(c, 400, NULL, m);
+        return;
+    }
+    if (json_typeof(c->msg) != JSON_OBJECT) {
+        req_reply_error(c, 400, NULL, "the body must be a JSON object of tool arguments");
+        return;
+    }
+    c->gen = tools_host_acquire(c->app->tools);
+    const tools_info *ti = c->gen ? tools_gen_find_rest(c->gen, c->tool) : NULL;
+    if (!ti) { /* the catalogue changed since routing */
+        req_reply_error(c, 404, NULL, "no such route");
+        return;
+    }
+    snprintf(c->tool, sizeof c->tool, "%s", ti->name);
+    call_env env;
+    req_call_env(c, &env);
+    req_async_begin(c);
+    c->call = call_start(c->gen, ti, c->msg, &env, on_done, c);
+}

@@ -1,0 +1,112 @@
+/* server: the process-wide state shared by the HTTP routes (httpd.c), the MCP
+ * surface (mcp.c) and the REST surface (rest.c), and the per-request context.
+ *
+ * Ownership: the app owns every module it points to; a req_ctx is owned by the
+ * route handling it from the moment httpd accepts the request until the reply is
+ * sent (req_finish frees it). */
+#ifndef CL_SERVER_H
+#define CL_SERVER_H
+
+#include <event2/event.h>
+#include <event2/http.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "call.h"
+#include "conf.h"
+#include "fetch.h"
+#include "json.h"
+#include "principal.h"
+#include "session.h"
+#include "tools.h"
+#include "util.h"
+
+typedef struct sse_stream sse_stream;
+
+typedef struct app {
+    conf *cfg;
+    struct event_base *base;
+    fetch_ctx *fetch;
+    auth_ctx *auth;
+    tools_host *tools;
+    session_ctx *sessions;
+    struct evhttp *http;
+    struct evhttp *admin_http;
+    struct evhttp_bound_socket *listener;
+    char prefix[128];
+    lang_id default_lang;
+    char *instructions[LANG_COUNT];
+    tools_upstream upstreams[8];
+    size_t n_upstreams;
+    sse_stream *streams; /* open GET /mcp streams */
+    size_t n_streams;
+    struct event *heartbeat;
+    size_t inflight;     /* requests being processed asynchronously */
+    int draining;        /* SIGTERM received */
+    int listen_loopback; /* public listener is bound to a loopback address */
+    int64_t started_ms;
+    uint64_t requests_total;
+} app;
+
+typedef enum { ROUTE_NONE, ROUTE_MCP, ROUTE_REST } route_kind;
+
+typedef struct req_ctx {
+    app *app;
+    struct evhttp_request *req;
+    route_kind kind;
+    char method[8];
+    char path[512];
+    char request_id[160];
+    char traceparent[64];
+    lang_id lang;
+    int64_t t0;
+    principal who;
+    int authed;
+    auth_wait *auth;
+    tools_gen *gen;
+    call *call;
+    char tool[128];
+    char surface[16];
+    json_value *msg;  /* parsed body (MCP JSON-RPC message or REST arguments) */
+    buf rpc_id;       /* JSON text of the JSON-RPC id */
+    int status;       /* for the access log */
+    const char *outcome;
+    int64_t lua_ms, upstream_ms;
+    int on_close_set;
+} req_ctx;
+
+/* httpd.c */
+int httpd_start(app *a, char *err, size_t errlen);
+void httpd_stop_accepting(app *a);
+void httpd_free(app *a);
+/* Common response headers (request id, no-store, content type) and send; frees ctx. */
+void req_reply(req_ctx *c, int status, const char *content_type, const char *body, size_t len);
+void req_reply_json(req_ctx *c, int status, const char *json);
+/* REST-style service error {code, description, solution, link, details}. */
+void req_reply_error(req_ctx *c, int status, const char *code, const char *details);
+const char *req_header(req_ctx *c, const char *name);
+void req_add_header(req_ctx *c, const char *name, const char *value);
+/* Body of the request (pointer into libevent's buffer, valid until reply). */
+const char *req_body(req_ctx *c, size_t *len);
+/* Marks the request as waiting for something asynchronous. */
+void req_async_begin(req_ctx *c);
+/* The request became a long-lived stream owned elsewhere: log it, free ctx, keep req. */
+void req_detach(req_ctx *c, int status);
+/* Fills a call environment from the request (strings borrowed from c). */
+void req_call_env(req_ctx *c, call_env *env);
+/* Whether the gate of a tool is switched on. */
+int app_gate_enabled(app *a, const char *gate);
+const char *lang_tag(lang_id l);
+lang_id lang_from_accept(const char *accept_language, lang_id dflt);
+
+/* mcp.c: POST/GET/DELETE on /mcp, after authentication. */
+void mcp_handle(req_ctx *c);
+/* Closes every open SSE stream (shutdown). */
+void mcp_close_streams(app *a);
+void mcp_heartbeat(app *a);
+
+/* rest.c: POST /kn/<tool>, after authentication. */
+void rest_handle(req_ctx *c);
+
+#endif

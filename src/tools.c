@@ -1,0 +1,683 @@
+/* tools: Lua tool generations. See tools.h and docs/tools-host.md. */
+#include "tools.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <lauxlib.h>
+
+#include "json_lua.h"
+#include "lvm.h"
+#include "util.h"
+
+#define TOOLS_DEFAULT_MEM ((size_t)64 << 20)
+#define TOOLS_DEFAULT_INSTR 100000000L
+#define TOOLS_MAX_FILE ((size_t)4 << 20)
+
+static const char *const LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
+
+typedef struct tool_file {
+    char *name; /* file name without .lua */
+    char hash[65];
+} tool_file;
+
+struct tools_gen {
+    unsigned id;
+    int refs;
+    const tools_config *cfg; /* the host's copy (or the checker's); outlives the gen */
+    lvm *vm;
+    int host_ref;
+    tools_info *infos;
+    size_t n;
+    tool_file *files;
+    size_t nfiles;
+};
+
+struct tools_host {
+    tools_config cfg;
+    tools_upstream *ups;
+    tools_gen *current;
+    unsigned next_id;
+};
+
+/* ---- config copy ---- */
+
+static void config_copy(tools_config *dst, tools_upstream **ups, const tools_config *src)
+{
+    size_t i;
+    *dst = *src;
+    dst->lua_dir = xstrdup(src->lua_dir ? src->lua_dir : CL_SOURCE_DIR "/lua");
+    if (!dst->mem_cap_bytes)
+        dst->mem_cap_bytes = TOOLS_DEFAULT_MEM;
+    if (dst->instr_budget <= 0)
+        dst->instr_budget = TOOLS_DEFAULT_INSTR;
+    *ups = src->n_upstreams ? xcalloc(src->n_upstreams, sizeof **ups) : NULL;
+    for (i = 0; i < src->n_upstreams; i++) {
+        (*ups)[i].name = xstrdup(src->upstreams[i].name);
+        (*ups)[i].base_url = xstrdup(src->upstreams[i].base_url);
+        (*ups)[i].timeout_ms = src->upstreams[i].timeout_ms;
+    }
+    dst->upstreams = *ups;
+}
+
+static void config_free(tools_config *cfg, tools_upstream *ups)
+{
+    size_t i;
+    for (i = 0; i < cfg->n_upstreams; i++) {
+        free((char *)ups[i].name);
+        free((char *)ups[i].base_url);
+    }
+    free(ups);
+    free((char *)cfg->lua_dir);
+}
+
+/* ---- generation lifetime ---- */
+
+static void info_free(tools_info *t)
+{
+    int l;
+    free((char *)t->name);
+    free((char *)t->version);
+    free((char *)t->kind);
+    free((char *)t->group);
+    free((char *)t->gate);
+    free((char *)t->rest_alias);
+    for (l = 0; l < LANG_COUNT; l++)
+        free((char *)t->list_json[l]);
+}
+
+static size_t g_live_gens;
+
+size_t tools_gen_live(void)
+{
+    return g_live_gens;
+}
+
+static void gen_free(tools_gen *g)
+{
+    size_t i;
+    if (!g)
+        return;
+    g_live_gens--;
+    lvm_free(g->vm);
+    for (i = 0; i < g->n; i++)
+        info_free(&g->infos[i]);
+    free(g->infos);
+    for (i = 0; i < g->nfiles; i++)
+        free(g->files[i].name);
+    free(g->files);
+    free(g);
+}
+
+void tools_gen_ref(tools_gen *g)
+{
+    g->refs++;
+}
+
+void tools_gen_release(tools_gen *g)
+{
+    if (g && --g->refs == 0)
+        gen_free(g);
+}
+
+unsigned tools_gen_id(const tools_gen *g)
+{
+    return g->id;
+}
+
+size_t tools_gen_count(const tools_gen *g)
+{
+    return g->n;
+}
+
+const tools_info *tools_gen_info(const tools_gen *g, size_t i)
+{
+    return i < g->n ? &g->infos[i] : NULL;
+}
+
+const tools_info *tools_gen_find(const tools_gen *g, const char *name)
+{
+    size_t i;
+    for (i = 0; i < g->n; i++)
+        if (strcmp(g->infos[i].name, name) == 0)
+            return &g->infos[i];
+    return NULL;
+}
+
+const tools_info *tools_gen_find_rest(const tools_gen *g, const char *name)
+{
+    size_t i;
+    for (i = 0; i < g->n; i++)
+        if (strcmp(g->infos[i].name, name) == 0 ||
+            (g->infos[i].rest_alias && strcmp(g->infos[i].rest_alias, name) == 0))
+            return &g->infos[i];
+    return NULL;
+}
+
+lvm *tools_gen_vm(tools_gen *g)
+{
+    return g->vm;
+}
+
+int tools_gen_host_ref(tools_gen *g)
+{
+    return g->host_ref;
+}
+
+const tools_config *tools_gen_config(tools_gen *g)
+{
+    return g->cfg;
+}
+
+/* ---- loading ---- */
+
+typedef struct src_file {
+    char *name;  /* without .lua */
+    char *fname; /* with .lua */
+    char *text;
+    size_t len;
+    char hash[65];
+} src_file;
+
+static int cmp_src(const void *a, const void *b)
+{
+    return strcmp(((const src_file *)a)->name, ((const src_file *)b)->name);
+}
+
+static int read_all(const char *path, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    buf b = BUF_INIT;
+    char chunk[8192];
+    size_t n;
+    int rc = -1;
+    if (!f)
+        return -1;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        buf_append(&b, chunk, n);
+        if (b.len > TOOLS_MAX_FILE)
+            goto done;
+    }
+    if (ferror(f))
+        goto done;
+    *text = buf_steal(&b, len);
+    rc = 0;
+done:
+    fclose(f);
+    buf_free(&b);
+    return rc;
+}
+
+/* Tool files: dir/<name>.lua, regular, not hidden ("."), not "_"-prefixed (reserved
+ * for _lib and helpers), so editor temp files (".x.swp", "x.lua~", "#x.lua#") are
+ * never taken for tools. */
+static int scan_dir(const char *dir, src_file **out, size_t *n_out, buf *errs)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    src_file *v = NULL;
+    size_t n = 0, cap = 0;
+    if (!d) {
+        buf_printf(errs, "%s: cannot open the tools directory: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        char *path;
+        struct stat st;
+        src_file f;
+        if (len <= 4 || e->d_name[0] == '.' || e->d_name[0] == '_' ||
+            strcmp(e->d_name + len - 4, ".lua") != 0)
+            continue;
+        path = xmalloc(strlen(dir) + len + 2);
+        sprintf(path, "%s/%s", dir, e->d_name);
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+            free(path);
+            continue;
+        }
+        memset(&f, 0, sizeof f);
+        if (read_all(path, &f.text, &f.len) != 0) {
+            buf_printf(errs, "%s:1: cannot read the file (missing, unreadable or over %zu bytes)\n",
+                       e->d_name, TOOLS_MAX_FILE);
+            free(path);
+            continue;
+        }
+        free(path);
+        f.fname = xstrdup(e->d_name);
+        f.name = xstrndup(e->d_name, len - 4);
+        sha256_hex(f.text, f.len, f.hash);
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = xrealloc(v, cap * sizeof *v);
+        }
+        v[n++] = f;
+    }
+    closedir(d);
+    if (n)
+        qsort(v, n, sizeof *v, cmp_src);
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+static void src_files_free(src_file *v, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        free(v[i].name);
+        free(v[i].fname);
+        free(v[i].text);
+    }
+    free(v);
+}
+
+/* The line of the last top-level "return" (the tool table), else 1: where contract
+ * errors point. */
+static int return_line(const char *text, size_t len)
+{
+    int line = 1, found = 1;
+    size_t i = 0;
+    while (i < len) {
+        if (strncmp(text + i, "return", 6) == 0 &&
+            (i + 6 >= len || text[i + 6] == ' ' || text[i + 6] == '{' || text[i + 6] == '\n' ||
+             text[i + 6] == '\t' || text[i + 6] == '\r'))
+            found = line;
+        while (i < len && text[i] != '\n')
+            i++;
+        i++;
+        line++;
+    }
+    return found;
+}
+
+/* Adds "file:line: message" unless msg already starts with "file:" (Lua errors). */
+static void add_error(buf *errs, const char *fname, int line, const char *msg)
+{
+    size_t fl = strlen(fname);
+    if (strncmp(msg, fname, fl) == 0 && msg[fl] == ':')
+        buf_printf(errs, "%s\n", msg);
+    else
+        buf_printf(errs, "%s:%d: %s\n", fname, line, msg);
+}
+
+typedef struct load_ctx {
+    tools_gen *g;
+    src_file *f;
+    int line;
+    buf *errs;
+    tools_info *info; /* filled by info_p */
+} load_ctx;
+
+static int host_p(lua_State *L)
+{
+    tools_gen *g = lua_touserdata(L, 1);
+    lvm_require(L, "host");
+    if (!lua_istable(L, -1))
+        return luaL_error(L, "lua/host.lua must return a table");
+    g->host_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+/* Pushes host[fname]. */
+static void push_host_fn(lua_State *L, tools_gen *g, const char *fname)
+{
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->host_ref);
+    lua_getfield(L, -1, fname);
+    lua_remove(L, -2);
+}
+
+static void add_error_list(lua_State *L, int idx, buf *errs, const char *fname, int line)
+{
+    lua_Integer i, n;
+    idx = lua_absindex(L, idx);
+    if (!lua_istable(L, idx)) {
+        add_error(errs, fname, line, lua_isstring(L, idx) ? lua_tostring(L, idx) : "invalid");
+        return;
+    }
+    n = (lua_Integer)lua_rawlen(L, idx);
+    for (i = 1; i <= n; i++) {
+        lua_rawgeti(L, idx, i);
+        add_error(errs, fname, line,
+                  lua_isstring(L, -1) ? lua_tostring(L, -1) : "(invalid message)");
+        lua_pop(L, 1);
+    }
+    if (n == 0)
+        add_error(errs, fname, line, "rejected by the contract check");
+}
+
+/* Loads one file, runs it, registers it with host.register. Errors go to c->errs;
+ * raising is reserved for unexpected failures. */
+static int load_file_p(lua_State *L)
+{
+    load_ctx *c = lua_touserdata(L, 1);
+    src_file *f = c->f;
+    char chunk[300];
+    snprintf(chunk, sizeof chunk, "@%s", f->fname);
+    if (lvm_load(L, f->text, f->len, chunk) != 0) {
+        add_error(c->errs, f->fname, 1, lua_tostring(L, -1));
+        return 0;
+    }
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+        const char *m = lua_tostring(L, -1);
+        add_error(c->errs, f->fname, 1, m ? m : "the file raised a non-string error");
+        return 0;
+    }
+    push_host_fn(L, c->g, "register");
+    lua_pushstring(L, f->name);
+    lua_pushvalue(L, -3);
+    if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
+        add_error(c->errs, f->fname, c->line, lua_tostring(L, -1));
+        return 0;
+    }
+    if (lua_isnil(L, -2))
+        add_error_list(L, -1, c->errs, f->fname, c->line);
+    return 0;
+}
+
+static char *opt_field(lua_State *L, int idx, const char *key)
+{
+    char *s = NULL;
+    if (lua_getfield(L, idx, key) == LUA_TSTRING)
+        s = xstrdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return s;
+}
+
+/* Copies host.info(name) and the per-language list entries into c->info. */
+static int info_p(lua_State *L)
+{
+    load_ctx *c = lua_touserdata(L, 1);
+    tools_info *t = c->info;
+    int l;
+    lua_Integer i, n;
+    char err[256];
+    buf b = BUF_INIT;
+
+    push_host_fn(L, c->g, "info");
+    lua_pushstring(L, c->f->name);
+    lua_call(L, 1, 1);
+    t->name = opt_field(L, -1, "name");
+    t->version = opt_field(L, -1, "version");
+    t->kind = opt_field(L, -1, "kind");
+    t->group = opt_field(L, -1, "group");
+    t->gate = opt_field(L, -1, "gate");
+    t->rest_alias = opt_field(L, -1, "rest_alias");
+    if (!t->name)
+        t->name = xstrdup(c->f->name);
+    if (!t->version)
+        t->version = xstrdup("");
+    if (!t->kind)
+        t->kind = xstrdup("read");
+    lua_getfield(L, -1, "order");
+    t->order = lua_isinteger(L, -1) ? (int)lua_tointeger(L, -1) : 0;
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "toon");
+    t->toon = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    lua_getfield(L, -1, "surfaces");
+    n = lua_istable(L, -1) ? (lua_Integer)lua_rawlen(L, -1) : 0;
+    for (i = 1; i <= n; i++) {
+        const char *s;
+        lua_rawgeti(L, -1, i);
+        s = lua_tostring(L, -1);
+        if (s && strcmp(s, "mcp") == 0)
+            t->surfaces |= SURFACE_MCP;
+        else if (s && strcmp(s, "compact") == 0)
+            t->surfaces |= SURFACE_COMPACT;
+        else if (s && strcmp(s, "rest") == 0)
+            t->surfaces |= SURFACE_REST;
+        else if (s && strcmp(s, "ptc") == 0)
+            t->surfaces |= SURFACE_PTC;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+    for (l = 0; l < LANG_COUNT; l++) {
+        push_host_fn(L, c->g, "list_entry");
+        lua_pushstring(L, c->f->name);
+        lua_pushstring(L, LANG_TAGS[l]);
+        lua_call(L, 2, 1);
+        buf_reset(&b);
+        if (cljson_encode(L, -1, &b, 1, err, sizeof err) != 0) {
+            buf_free(&b);
+            return luaL_error(L, "tools/list entry: %s", err);
+        }
+        lua_pop(L, 1);
+        t->list_json[l] = xstrndup(b.data ? b.data : "", b.len);
+    }
+    buf_free(&b);
+    return 0;
+}
+
+static int check_set_p(lua_State *L)
+{
+    load_ctx *c = lua_touserdata(L, 1);
+    push_host_fn(L, c->g, "check_set");
+    lua_call(L, 0, 2);
+    if (lua_isnil(L, -2))
+        add_error_list(L, -1, c->errs, "tools", 1);
+    return 0;
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+    const tools_info *x = a, *y = b;
+    if (x->order != y->order) {
+        if (x->order == 0)
+            return 1;
+        if (y->order == 0)
+            return -1;
+        return x->order < y->order ? -1 : 1;
+    }
+    return strcmp(x->name, y->name);
+}
+
+static void lib_dir_of(const char *dir, char **out)
+{
+    *out = xmalloc(strlen(dir) + 6);
+    sprintf(*out, "%s/_lib", dir);
+}
+
+/* Builds a generation from dir. Returns NULL when anything failed; every problem is
+ * appended to errs as "file:line: message\n". */
+static tools_gen *gen_build(const tools_config *cfg, const char *dir, buf *errs)
+{
+    tools_gen *g = xcalloc(1, sizeof *g);
+    src_file *files = NULL;
+    size_t nfiles = 0, i;
+    char *lib_dir = NULL;
+    char *err = NULL;
+    lvm_budget budget;
+    size_t before = errs->len;
+    load_ctx c;
+
+    g_live_gens++;
+    g->cfg = cfg;
+    g->refs = 1;
+    g->host_ref = LUA_NOREF;
+    if (scan_dir(dir, &files, &nfiles, errs) != 0)
+        goto done;
+    if (nfiles == 0 && errs->len == before) {
+        buf_printf(errs, "%s: no tool files (*.lua) found\n", dir);
+        goto done;
+    }
+    lib_dir_of(dir, &lib_dir);
+    /* the state may hold a few calls at their cap plus the generation itself */
+    g->vm = lvm_new(cfg->lua_dir, lib_dir, cfg->mem_cap_bytes * 8 + ((size_t)256 << 20), &err);
+    if (!g->vm) {
+        buf_printf(errs, "%s\n", err);
+        goto done;
+    }
+    if (lvm_cpcall(lvm_state(g->vm), host_p, g, &err) != 0) {
+        buf_printf(errs, "host.lua:1: %s\n", err);
+        goto done;
+    }
+    g->files = xcalloc(nfiles ? nfiles : 1, sizeof *g->files);
+    g->infos = xcalloc(nfiles ? nfiles : 1, sizeof *g->infos);
+    for (i = 0; i < nfiles; i++) {
+        g->files[i].name = xstrdup(files[i].name);
+        memcpy(g->files[i].hash, files[i].hash, 65);
+        g->nfiles++;
+        memset(&c, 0, sizeof c);
+        c.g = g;
+        c.f = &files[i];
+        c.errs = errs;
+        c.line = return_line(files[i].text, files[i].len);
+        /* a top-level infinite loop must not hang a reload */
+        memset(&budget, 0, sizeof budget);
+        budget.instr_limit = cfg->instr_budget;
+        budget.mem_limit = cfg->mem_cap_bytes;
+        lvm_set_budget(g->vm, &budget);
+        if (lvm_cpcall(lvm_state(g->vm), load_file_p, &c, &err) != 0) {
+            add_error(errs, files[i].fname, 1, err);
+            free(err);
+            err = NULL;
+        }
+        lvm_set_budget(g->vm, NULL);
+    }
+    if (errs->len != before)
+        goto done;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.errs = errs;
+    if (lvm_cpcall(lvm_state(g->vm), check_set_p, &c, &err) != 0) {
+        buf_printf(errs, "tools:1: %s\n", err);
+        goto done;
+    }
+    if (errs->len != before)
+        goto done;
+    for (i = 0; i < nfiles; i++) {
+        c.f = &files[i];
+        c.info = &g->infos[g->n];
+        if (lvm_cpcall(lvm_state(g->vm), info_p, &c, &err) != 0) {
+            add_error(errs, files[i].fname, c.line, err);
+            free(err);
+            err = NULL;
+            info_free(c.info);
+            memset(c.info, 0, sizeof *c.info);
+            continue;
+        }
+        g->n++;
+    }
+    qsort(g->infos, g->n, sizeof *g->infos, cmp_info);
+done:
+    free(err);
+    free(lib_dir);
+    src_files_free(files, nfiles);
+    if (errs->len != before) {
+        gen_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* ---- host ---- */
+
+tools_host *tools_host_new(const tools_config *cfg)
+{
+    tools_host *h = xcalloc(1, sizeof *h);
+    config_copy(&h->cfg, &h->ups, cfg);
+    h->next_id = 1;
+    return h;
+}
+
+void tools_host_free(tools_host *h)
+{
+    if (!h)
+        return;
+    tools_gen_release(h->current);
+    config_free(&h->cfg, h->ups);
+    free(h);
+}
+
+static const char *find_hash(const tools_gen *g, const char *name)
+{
+    size_t i;
+    if (!g)
+        return NULL;
+    for (i = 0; i < g->nfiles; i++)
+        if (strcmp(g->files[i].name, name) == 0)
+            return g->files[i].hash;
+    return NULL;
+}
+
+int tools_host_reload(tools_host *h, const char *dir, char **report)
+{
+    buf errs = BUF_INIT;
+    tools_gen *g = gen_build(&h->cfg, dir, &errs);
+    size_t i;
+    int added = 0, changed = 0, removed = 0;
+
+    if (!g) {
+        if (report)
+            *report = buf_steal(&errs, NULL);
+        buf_free(&errs);
+        return -1;
+    }
+    buf_free(&errs);
+    g->id = h->next_id++;
+    for (i = 0; i < g->nfiles; i++) {
+        const char *old = find_hash(h->current, g->files[i].name);
+        if (!old)
+            added++;
+        else if (strcmp(old, g->files[i].hash) != 0)
+            changed++;
+    }
+    if (h->current)
+        for (i = 0; i < h->current->nfiles; i++)
+            if (!find_hash(g, h->current->files[i].name))
+                removed++;
+    tools_gen_release(h->current); /* closed now, or when its last call ends */
+    h->current = g;
+    if (report) {
+        buf r = BUF_INIT;
+        buf_printf(&r, "generation %u: +%d ~%d -%d", g->id, added, changed, removed);
+        *report = buf_steal(&r, NULL);
+    }
+    return 0;
+}
+
+tools_gen *tools_host_acquire(tools_host *h)
+{
+    if (!h->current)
+        return NULL;
+    h->current->refs++;
+    return h->current;
+}
+
+int tools_check_dir(const tools_config *cfg, const char *dir, char **report)
+{
+    tools_config copy;
+    tools_upstream *ups = NULL;
+    buf errs = BUF_INIT;
+    tools_gen *g;
+    int nerr = 0;
+    size_t i;
+
+    config_copy(&copy, &ups, cfg);
+    copy.fetch = NULL;
+    copy.base = NULL;
+    g = gen_build(&copy, dir, &errs);
+    if (g) {
+        buf r = BUF_INIT;
+        buf_printf(&r, "%s: %zu tools OK", dir, g->n);
+        gen_free(g);
+        if (report)
+            *report = buf_steal(&r, NULL);
+        buf_free(&r);
+    } else {
+        for (i = 0; i < errs.len; i++)
+            if (errs.data[i] == '\n')
+                nerr++;
+        if (nerr == 0)
+            nerr = 1;
+        if (report)
+            *report = buf_steal(&errs, NULL);
+    }
+    buf_free(&errs);
+    config_free(&copy, ups);
+    return nerr;
+}

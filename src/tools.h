@@ -1,0 +1,91 @@
+/* tools: Lua tool generations (SPEC §10, DESIGN §4).
+ *
+ * A generation is one sandboxed lua_State holding every tools/NAME.lua file of a
+ * directory, loaded and validated together (lua/contract.lua, lua/schema.lua).
+ * The host keeps a current generation; callers acquire it for the length of a
+ * call (refcount) so that a reload never changes code under a running call; a
+ * retired generation is closed when its last reference is released.
+ *
+ * Ownership: tools_info pointers and their strings belong to the generation and
+ * live as long as the caller holds a reference to it. */
+#ifndef CL_TOOLS_H
+#define CL_TOOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fetch.h"
+
+typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
+
+enum {
+    SURFACE_MCP = 1,     /* listed on /mcp */
+    SURFACE_COMPACT = 2, /* listed on /mcp-compact */
+    SURFACE_REST = 4,    /* POST /kn/<name> */
+    SURFACE_PTC = 8      /* /mcp/ptc */
+};
+
+typedef struct tools_info {
+    const char *name;
+    const char *version;
+    const char *kind;       /* "read" | "execute" */
+    const char *group;      /* may be NULL */
+    int order;              /* 0 = unordered */
+    const char *gate;       /* feature switch name, or NULL */
+    const char *rest_alias; /* extra REST name (e.g. "logic-property-resolver"), or NULL */
+    unsigned surfaces;      /* SURFACE_* bits */
+    int toon;               /* 1 when "toon" is among formats */
+    /* The tools/list entry of this tool as a JSON object text, per language:
+     * name, title, description, inputSchema, outputSchema (when declared),
+     * annotations, _meta {openbkn.ai/group, group_title, order}. Schemas are written
+     * with sorted keys. */
+    const char *list_json[LANG_COUNT];
+} tools_info;
+
+typedef struct tools_upstream {
+    const char *name;     /* e.g. "ontology_query" */
+    const char *base_url; /* e.g. "http://127.0.0.1:9100/api/ontology-query" (no trailing /) */
+    long timeout_ms;
+} tools_upstream;
+
+typedef struct tools_config {
+    const char *lua_dir;        /* trusted runtime dir (lua/) */
+    size_t mem_cap_bytes;       /* per call; 0 -> 64 MiB */
+    long instr_budget;          /* per call, VM instructions; 0 -> 100 million */
+    const tools_upstream *upstreams;
+    size_t n_upstreams;
+    size_t max_response_bytes;  /* cap for ctx.http responses; 0 -> fetch default */
+    fetch_ctx *fetch;           /* NULL in offline checks */
+    struct event_base *base;    /* NULL in offline checks */
+} tools_config;
+
+typedef struct tools_host tools_host;
+typedef struct tools_gen tools_gen;
+
+/* cfg is copied (strings too). */
+tools_host *tools_host_new(const tools_config *cfg);
+/* Frees the host; every generation must have been released. */
+void tools_host_free(tools_host *h);
+
+/* Builds a complete new generation from dir. On success it becomes current, the old
+ * one retires, *report (if non-NULL) gets a one-line summary ("generation 2: +1 ~0 -0")
+ * and 0 is returned. On any error nothing changes, -1 is returned and *report lists
+ * every "file:line: message", one per line. The caller frees *report. */
+int tools_host_reload(tools_host *h, const char *dir, char **report);
+
+/* Current generation with a reference taken (NULL before the first load). */
+tools_gen *tools_host_acquire(tools_host *h);
+void tools_gen_release(tools_gen *g);
+unsigned tools_gen_id(const tools_gen *g);
+size_t tools_gen_count(const tools_gen *g);
+/* Ordered by order (unordered last), then name. */
+const tools_info *tools_gen_info(const tools_gen *g, size_t i);
+const tools_info *tools_gen_find(const tools_gen *g, const char *name);
+/* Finds by name or rest_alias. */
+const tools_info *tools_gen_find_rest(const tools_gen *g, const char *name);
+
+/* Offline validation (--check-tools): loads dir with the same loader and contract.
+ * Returns the number of errors (0 = valid); *report lists them, or a summary. */
+int tools_check_dir(const tools_config *cfg, const char *dir, char **report);
+
+#endif

@@ -1,0 +1,50 @@
+/* util: aborting allocators, a growable byte buffer, time and random helpers.
+ *
+ * Ownership: a buf owns its data; buf_free releases it. buf_steal hands the data
+ * (NUL-terminated) to the caller, who frees it with free(). */
+#ifndef CL_UTIL_H
+#define CL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t size);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+
+typedef struct buf {
+    char *data; /* always NUL-terminated when non-NULL */
+    size_t len;
+    size_t cap;
+} buf;
+
+#define BUF_INIT {NULL, 0, 0}
+
+void buf_reserve(buf *b, size_t extra);
+void buf_append(buf *b, const void *data, size_t len);
+void buf_puts(buf *b, const char *s);
+void buf_putc(buf *b, char c);
+void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_reset(buf *b); /* len = 0, keeps memory */
+void buf_free(buf *b);
+char *buf_steal(buf *b, size_t *len); /* never NULL; buf is left empty */
+
+/* Monotonic clock in milliseconds; wall clock in milliseconds since the epoch. */
+int64_t now_mono_ms(void);
+int64_t now_wall_ms(void);
+
+/* Cryptographically strong random bytes (OpenSSL RAND_bytes); aborts on failure. */
+void random_bytes(void *out, size_t n);
+/* Writes 2*n lowercase hex digits and a NUL into out (size >= 2*n+1). */
+void hex_encode(const unsigned char *in, size_t n, char *out);
+
+/* SHA-256 of data as 64 hex chars + NUL. */
+void sha256_hex(const void *data, size_t len, char out[65]);
+
+/* Case-insensitive ASCII compare helpers. */
+int str_ieq(const char *a, const char *b);
+int str_istartswith(const char *s, const char *prefix);
+
+#endif

@@ -1,0 +1,72 @@
+// Test-equipment state: the request log and the fault table (/_sim/* routes).
+
+const MAX_RECORDS = 10000;
+
+export const FAULT_SERVICES = ['ontology_query', 'bkn_backend', 'oauth', 'bkn_safe', '*'];
+const FAULT_MODES = ['close', 'hang'];
+
+export class Recorder {
+  constructor() {
+    this.records = [];
+    this.seq = 0;
+  }
+  /** Append one request; returns its sequence number (1, 2, ...; never reused). */
+  add(rec) {
+    this.seq += 1;
+    this.records.push({ seq: this.seq, ...rec });
+    if (this.records.length > MAX_RECORDS) this.records.splice(0, this.records.length - MAX_RECORDS);
+    return this.seq;
+  }
+  list({ service, since } = {}) {
+    return this.records.filter((r) => (!service || r.service === service) && (!(since >= 0) || r.seq > since));
+  }
+  // The sequence keeps counting across resets so "since" cursors stay valid.
+  clear() {
+    this.records = [];
+  }
+}
+
+export class Faults {
+  constructor() {
+    this.items = [];
+    this.nextId = 1;
+  }
+  /**
+   * Validate and add a fault spec; returns {fault} or {error}.
+   * Spec: {service, path_prefix?, latency_ms?, status?, body?, mode?, count?}.
+   */
+  add(spec) {
+    if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return { error: 'fault must be a JSON object' };
+    const known = ['service', 'path_prefix', 'latency_ms', 'status', 'body', 'mode', 'count'];
+    for (const k of Object.keys(spec)) if (!known.includes(k)) return { error: `unknown fault field "${k}"` };
+    if (!FAULT_SERVICES.includes(spec.service)) return { error: `service must be one of ${FAULT_SERVICES.join(', ')}` };
+    const num = (k, lo, hi) => spec[k] === undefined || (Number.isInteger(spec[k]) && spec[k] >= lo && spec[k] <= hi);
+    if (spec.path_prefix !== undefined && typeof spec.path_prefix !== 'string') return { error: 'path_prefix must be a string' };
+    if (!num('latency_ms', 0, 600000)) return { error: 'latency_ms must be an integer 0..600000' };
+    if (!num('status', 100, 599)) return { error: 'status must be an integer 100..599' };
+    if (!num('count', 1, 1e9)) return { error: 'count must be a positive integer' };
+    if (spec.body !== undefined && typeof spec.body !== 'string') return { error: 'body must be a string' };
+    if (spec.mode !== undefined && !FAULT_MODES.includes(spec.mode)) return { error: `mode must be one of ${FAULT_MODES.join(', ')}` };
+    if (spec.latency_ms === undefined && spec.status === undefined && spec.mode === undefined) {
+      return { error: 'a fault needs latency_ms, status or mode' };
+    }
+    const fault = { id: this.nextId++, hits: 0, ...spec, remaining: spec.count === undefined ? null : spec.count };
+    this.items.push(fault);
+    return { fault };
+  }
+  /** The first live fault matching the request; consumes one of its uses. */
+  take(service, path) {
+    for (const f of this.items) {
+      if (f.remaining === 0) continue;
+      if (f.service !== '*' && f.service !== service) continue;
+      if (f.path_prefix && !path.startsWith(f.path_prefix)) continue;
+      f.hits += 1;
+      if (f.remaining !== null) f.remaining -= 1;
+      return f;
+    }
+    return null;
+  }
+  clear() {
+    this.items = [];
+  }
+}

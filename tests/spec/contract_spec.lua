@@ -1,0 +1,241 @@
+local cljson = require "cljson"
+local contract = require "contract"
+
+-- A minimal valid tool; each test breaks one rule of it.
+local function valid_tool(over)
+    local t = {
+        name = "sample_tool",
+        version = "1.2.3",
+        kind = "read",
+        title = { ["zh-CN"] = "示例", ["en-US"] = "Sample" },
+        description = { ["zh-CN"] = "示例工具", ["en-US"] = "A sample tool" },
+        group = "discovery",
+        order = 999,
+        surfaces = { "mcp", "rest" },
+        formats = { "json", "toon" },
+        upstream = "bkn_backend",
+        input_schema = {
+            type = "object",
+            additionalProperties = false,
+            required = { "kn_id" },
+            properties = {
+                kn_id = { type = "string", description = { ["zh-CN"] = "网络", ["en-US"] = "Network" } },
+                limit = { type = "integer", minimum = 1, default = 5 },
+            },
+        },
+        handle = function()
+            return {}
+        end,
+    }
+    for k, v in pairs(over or {}) do
+        t[k] = v
+    end
+    return t
+end
+
+local function fails_with(tool, fragment, name)
+    local out, errs = contract.check(tool, name or "sample_tool")
+    assert.is_nil(out)
+    local joined = table.concat(errs, "\n")
+    assert.truthy(joined:find(fragment, 1, true), "expected '" .. fragment .. "' in:\n" .. joined)
+    return errs
+end
+
+describe("contract.check", function()
+    it("accepts a valid tool and fills defaults in a new table", function()
+        local src = valid_tool()
+        src.formats = nil
+        local t = assert(contract.check(src, "sample_tool"))
+        assert.are_not.equal(src, t)
+        assert.same({ "json" }, t.formats)
+        assert.is_nil(src.formats)
+        assert.same({ readOnlyHint = true, idempotentHint = true, openWorldHint = false }, t.annotations)
+        assert.equal(src.handle, t.handle)
+    end)
+
+    it("lets the tool's own annotations win", function()
+        local t = assert(contract.check(valid_tool({ annotations = { openWorldHint = true } }), "sample_tool"))
+        assert.is_true(t.annotations.openWorldHint)
+        local e = assert(contract.check(valid_tool({ kind = "execute",
+            annotations = { destructiveHint = true } }), "sample_tool"))
+        assert.same({ readOnlyHint = false, destructiveHint = true }, e.annotations)
+    end)
+
+    it("rejects a non-table", function()
+        local out, errs = contract.check("x", "x")
+        assert.is_nil(out)
+        assert.truthy(errs[1]:find("must return a table", 1, true))
+    end)
+
+    it("rejects unknown keys", function()
+        fails_with(valid_tool({ handler = function() end }), "unknown key 'handler'")
+        fails_with(valid_tool({ [1] = true }), "unknown key '1'")
+    end)
+
+    it("requires every mandatory key", function()
+        for _, k in ipairs({ "name", "version", "kind", "title", "description", "group", "order",
+            "surfaces", "input_schema", "handle" }) do
+            local t = valid_tool()
+            t[k] = nil
+            fails_with(t, k .. " is required")
+        end
+    end)
+
+    it("requires name == file name and a valid identifier", function()
+        fails_with(valid_tool(), "differs from the file name 'other'", "other")
+        fails_with(valid_tool({ name = "Bad-Name" }), "name must be a lower-case identifier", "Bad-Name")
+    end)
+
+    it("checks version, kind, group and order", function()
+        fails_with(valid_tool({ version = "1.0" }), "semantic version")
+        assert.truthy(contract.check(valid_tool({ version = "1.0.0-beta.1" }), "sample_tool"))
+        fails_with(valid_tool({ kind = "write" }), "kind must be")
+        fails_with(valid_tool({ group = "misc" }), "group must be one of")
+        fails_with(valid_tool({ order = 0 }), "order must be a positive integer")
+        fails_with(valid_tool({ order = 1.5 }), "order must be a positive integer")
+        fails_with(valid_tool({ order = "1" }), "order must be a positive integer")
+    end)
+
+    it("requires both locales in title and description", function()
+        fails_with(valid_tool({ title = { ["zh-CN"] = "只有中文" } }), "title is missing the en-US text")
+        fails_with(valid_tool({ description = { ["en-US"] = "only English" } }),
+            "description is missing the zh-CN text")
+        fails_with(valid_tool({ title = "plain" }), "title must be a table")
+        fails_with(valid_tool({ title = { ["zh-CN"] = "a", ["en-US"] = "b", ["fr-FR"] = "c" } }),
+            "unsupported language fr-FR")
+        fails_with(valid_tool({ description = { ["zh-CN"] = "", ["en-US"] = "x" } }), "missing the zh-CN text")
+    end)
+
+    it("checks surfaces, rest_alias, gate, formats and upstream", function()
+        fails_with(valid_tool({ surfaces = {} }), "surfaces must be a non-empty array")
+        fails_with(valid_tool({ surfaces = { "mcp", "web" } }), "unknown surface web")
+        fails_with(valid_tool({ surfaces = { "mcp", "mcp" } }), "lists mcp twice")
+        fails_with(valid_tool({ rest_alias = "Bad Alias" }), "rest_alias must be")
+        fails_with(valid_tool({ surfaces = { "mcp" }, rest_alias = "alias" }), "needs \"rest\"")
+        assert.truthy(contract.check(valid_tool({ rest_alias = "logic-property-resolver" }), "sample_tool"))
+        fails_with(valid_tool({ gate = "lower" }), "gate must be")
+        assert.truthy(contract.check(valid_tool({ gate = "EXECUTE_SKILL_ENABLED" }), "sample_tool"))
+        fails_with(valid_tool({ formats = { "toon" } }), "formats must be")
+        fails_with(valid_tool({ formats = { "json", "xml" } }), "formats must be")
+        assert.truthy(contract.check(valid_tool({ formats = { "toon", "json" } }), "sample_tool"))
+        fails_with(valid_tool({ upstream = "http://x" }), "upstream must be")
+    end)
+
+    it("checks the schemas", function()
+        fails_with(valid_tool({ input_schema = { type = "object", properties = { a = { typo = 1 } } } }),
+            "input_schema/properties/a: unknown keyword 'typo'")
+        fails_with(valid_tool({ input_schema = { type = "array" } }), "input_schema: type must be \"object\"")
+        fails_with(valid_tool({ output_schema = { type = "object", nope = true } }),
+            "output_schema/: unknown keyword 'nope'")
+        fails_with(valid_tool({ input_schema = { type = "object", properties = {
+            bkn_context = { type = "object" } } } }), "must not declare bkn_context")
+        fails_with(valid_tool({ input_schema = { type = "object", properties = {
+            response_format = { type = "string" } } } }), "must not declare response_format")
+    end)
+
+    it("checks annotations and functions", function()
+        fails_with(valid_tool({ annotations = { fastHint = true } }), "unknown hint fastHint")
+        fails_with(valid_tool({ annotations = { openWorldHint = "yes" } }), "must be a boolean")
+        fails_with(valid_tool({ annotations = { readOnlyHint = false } }), "contradicts kind \"read\"")
+        fails_with(valid_tool({ kind = "execute", annotations = { readOnlyHint = true } }),
+            "contradicts kind \"execute\"")
+        fails_with(valid_tool({ handle = "x" }), "handle must be a function")
+        fails_with(valid_tool({ render = 1 }), "render must be a function")
+        fails_with(valid_tool({ shape_request = {} }), "shape_request must be a function")
+        fails_with(valid_tool({ trim_response = true }), "trim_response must be a function")
+    end)
+
+    it("collects every error at once", function()
+        local errs = fails_with(valid_tool({ kind = "x", order = -1, bogus = 1 }), "unknown key 'bogus'")
+        assert.is_true(#errs >= 3)
+    end)
+end)
+
+describe("contract.check_set", function()
+    it("rejects duplicate orders, names and REST names", function()
+        local a = assert(contract.check(valid_tool(), "sample_tool"))
+        local b = assert(contract.check(valid_tool({ name = "other_tool" }), "other_tool"))
+        local ok, errs = contract.check_set({ a, b })
+        assert.is_nil(ok)
+        assert.truthy(errs[1]:find("order 999 is also used by", 1, true))
+        b.order = 1000
+        assert.is_true(contract.check_set({ a, b }))
+        b.rest_alias = "sample_tool"
+        assert.is_nil(contract.check_set({ a, b }))
+        assert.is_nil(contract.check_set({ a, a }))
+    end)
+end)
+
+describe("contract.list_entry", function()
+    local tool = assert(contract.check(valid_tool({
+        output_schema = { type = "object", properties = { n = { type = "integer",
+            description = { ["zh-CN"] = "数量", ["en-US"] = "Count" } } } },
+    }), "sample_tool"))
+
+    it("resolves every text for the language", function()
+        local zh = contract.list_entry(tool, "zh-CN")
+        assert.equal("sample_tool", zh.name)
+        assert.equal("示例", zh.title)
+        assert.equal("示例工具", zh.description)
+        assert.equal("网络", zh.inputSchema.properties.kn_id.description)
+        assert.equal("数量", zh.outputSchema.properties.n.description)
+        assert.same({ ["openbkn.ai/group"] = "discovery", ["openbkn.ai/group_title"] = "网络与 Schema",
+            ["openbkn.ai/order"] = 999 }, zh._meta)
+        assert.is_true(zh.annotations.readOnlyHint)
+        local en = contract.list_entry(tool, "en-US")
+        assert.equal("Sample", en.title)
+        assert.equal("Network", en.inputSchema.properties.kn_id.description)
+        assert.equal("Networks & Schema", en._meta["openbkn.ai/group_title"])
+        assert.equal(999, en._meta["openbkn.ai/order"])
+        -- the tool's own schema keeps its tables
+        assert.is_table(tool.input_schema.properties.kn_id.description)
+    end)
+
+    it("falls back to the default language and omits an undeclared outputSchema", function()
+        local t = assert(contract.check(valid_tool(), "sample_tool"))
+        local e = contract.list_entry(t, "fr-FR")
+        assert.equal("示例", e.title)
+        assert.is_nil(e.outputSchema)
+    end)
+
+    it("encodes to JSON with arrays kept as arrays", function()
+        local e = contract.list_entry(tool, "en-US")
+        local text = cljson.encode_canonical(e)
+        assert.truthy(text:find('"required":["kn_id"]', 1, true))
+        assert.truthy(text:find('"name":"sample_tool"', 1, true))
+    end)
+end)
+
+describe("loading through the sandbox (tests/spec/helper.lua)", function()
+    local helper = require "helper"
+    local sb = helper.sandbox(helper.root .. "/tests/spec/fixtures/tools_bad")
+
+    local function load_fails(name, fragment)
+        local tool, errs = sb.load(name)
+        assert.is_nil(tool)
+        local joined = table.concat(errs, "\n")
+        assert.truthy(joined:find(fragment, 1, true), "expected '" .. fragment .. "' in:\n" .. joined)
+    end
+
+    it("refuses globals, io, library patches and foreign modules", function()
+        load_fails("writes_global", "assignment to undeclared global 'counter'")
+        load_fails("reads_io", "unknown global 'io'")
+        load_fails("patches_string", "read-only library string")
+        load_fails("requires_outside", "not allowed")
+    end)
+
+    it("runs _lib modules and reports contract errors", function()
+        load_fails("wrong_name", "differs from the file name 'wrong_name'")
+    end)
+
+    it("loads every shipped tool", function()
+        local real = helper.sandbox()
+        local tools = {}
+        for _, name in ipairs({ "list_knowledge_networks", "query_object_instance" }) do
+            local t, errs = real.load(name)
+            assert.is_table(t, name .. ": " .. table.concat(errs or {}, "; "))
+            tools[#tools + 1] = t
+        end
+        assert.is_true(contract.check_set(tools))
+    end)
+end)

@@ -1,0 +1,214 @@
+-- Spec for the Lua face of the exact JSON codec (module "cljson", SPEC §11).
+-- Run from the repo root: CLJSON_CPATH=build/?.so lua5.4 /usr/bin/busted tests/spec/json_spec.lua
+package.cpath = (os.getenv("CLJSON_CPATH") or "build/?.so") .. ";" .. package.cpath
+local cljson = require "cljson"
+
+describe("cljson", function()
+  describe("round trips", function()
+    it("keeps 64-bit ids, big numbers, [] and {} byte-for-byte", function()
+      local text = '{"drug_id":9007199254740993,"batch_no":12345678901234567890123,"tags":[],"ext":{}}'
+      local v = cljson.decode(text)
+      assert.are.equal(9007199254740993, v.drug_id)
+      assert.are.equal("integer", math.type(v.drug_id))
+      assert.is_true(cljson.is_number(v.batch_no))
+      assert.are.equal("12345678901234567890123", tostring(v.batch_no))
+      assert.is_true(cljson.is_array(v.tags))
+      assert.is_true(cljson.is_object(v.ext))
+      assert.are.equal(text, cljson.encode(v))
+    end)
+
+    it("decodes numbers by the exactness rule", function()
+      local v = cljson.decode('[1, -9223372036854775808, 1.5, 0.1, 1e2, 1.0, 1.000000000000000005, 1e400]')
+      assert.are.equal("integer", math.type(v[1]))
+      assert.are.equal(math.mininteger, v[2])
+      assert.are.equal("float", math.type(v[3]))
+      assert.are.equal(0.1, v[4])
+      assert.are.equal(100.0, v[5])
+      assert.are.equal("float", math.type(v[6]))
+      assert.is_true(cljson.is_number(v[7]))
+      assert.is_true(cljson.is_number(v[8]))
+      assert.are.equal('[1,-9223372036854775808,1.5,0.1,100.0,1.0,1.000000000000000005,1e400]',
+                       cljson.encode(v))
+    end)
+
+    it("writes floats shortest, keeping float-ness", function()
+      assert.are.equal("[3.0,0.30000000000000004,-0.0,1e+100]",
+                       cljson.encode(cljson.array { 3.0, 0.1 + 0.2, -0.0, 1e100 }))
+    end)
+
+    it("boxed numbers compare by text and convert", function()
+      local a, b = cljson.number("123456789012345678901234"), cljson.number("123456789012345678901234")
+      assert.are.equal(a, b)
+      assert.are_not.equal(a, cljson.number("1"))
+      assert.are.equal("123456789012345678901234", tostring(a))
+      assert.are.equal(42, cljson.tonumber(cljson.number(42)))
+      assert.are.equal(1.5, cljson.tonumber(cljson.number("1.5")))
+      assert.has_error(function() cljson.number("01") end)
+      assert.has_error(function() cljson.number("NaN") end)
+    end)
+
+    it("null survives", function()
+      local v = cljson.decode('{"a":null,"b":[null,1]}')
+      assert.are.equal(cljson.null, v.a)
+      assert.are.equal(cljson.null, v.b[1])
+      assert.are.equal('{"a":null,"b":[null,1]}', cljson.encode(v))
+      assert.are.equal("null", cljson.encode(nil))
+      assert.are.equal("null", cljson.encode(cljson.null))
+    end)
+
+    it("strings with escapes and NUL", function()
+      local v = cljson.decode('"a\\u0000b\\n\\u00e9\\ud83d\\ude00"')
+      assert.are.equal("a\0b\n\xc3\xa9\xf0\x9f\x98\x80", v)
+      assert.are.equal('"a\\u0000b\\n\xc3\xa9\xf0\x9f\x98\x80"', cljson.encode(v))
+    end)
+  end)
+
+  describe("key order", function()
+    it("remembers decoded order", function()
+      local text = '{"z":1,"a":2,"m":{"y":true,"b":false}}'
+      local v = cljson.decode(text)
+      assert.are.same({ "z", "a", "m" }, cljson.keys(v))
+      assert.are.equal(text, cljson.encode(v))
+    end)
+
+    it("puts new keys after remembered ones, sorted, and skips removed keys", function()
+      local v = cljson.decode('{"z":1,"a":2,"m":3}')
+      v.a = nil
+      v.q = "q"
+      v.c = "c"
+      assert.are.equal('{"z":1,"m":3,"c":"c","q":"q"}', cljson.encode(v))
+      v.a = 5 -- a remembered key comes back in its old place
+      assert.are.equal('{"z":1,"a":5,"m":3,"c":"c","q":"q"}', cljson.encode(v))
+    end)
+
+    it("duplicate keys: first position, last value", function()
+      assert.are.equal('{"a":2,"b":1}', cljson.encode(cljson.decode('{"a":1,"b":1,"a":2}')))
+    end)
+
+    it("object(t, keys) states an order explicitly", function()
+      local o = cljson.object({ b = 1, a = 2, c = 3 }, { "c", "a" })
+      assert.are.equal('{"c":3,"a":2,"b":1}', cljson.encode(o))
+      assert.are.same({ "c", "a", "b" }, cljson.keys(o))
+    end)
+
+    it("plain tables: sequences are arrays, others objects with sorted keys", function()
+      assert.are.equal("[1,2,3]", cljson.encode({ 1, 2, 3 }))
+      assert.are.equal('{"a":1,"b":2}', cljson.encode({ b = 2, a = 1 }))
+      assert.are.equal("{}", cljson.encode({}))
+      assert.are.equal("[]", cljson.encode(cljson.array()))
+      assert.are.equal("{}", cljson.encode(cljson.object()))
+    end)
+  end)
+
+  describe("canonical", function()
+    it("sorts every object's keys bytewise", function()
+      local v = cljson.decode('{"b":{"d":1,"c":[{"z":1,"y":2}]},"a":[],"B":{}}')
+      assert.are.equal('{"B":{},"a":[],"b":{"c":[{"y":2,"z":1}],"d":1}}', cljson.encode_canonical(v))
+      -- ordinary encode is untouched by a canonical encode
+      assert.are.equal('{"b":{"d":1,"c":[{"z":1,"y":2}]},"a":[],"B":{}}', cljson.encode(v))
+    end)
+  end)
+
+  describe("decode errors", function()
+    local cases = {
+      { "[1,2,]", "unexpected character at byte 5" },
+      { "[01]", "leading zero in number at byte 2" },
+      { '{"a":1,}', "expected string key at byte 7" },
+      { "[NaN]", "unexpected character at byte 1" },
+      { '["\\ud800"]', "lone high surrogate \\u escape at byte 2" },
+      { '["\xed\xa0\x80"]', "invalid UTF-8 in string at byte 3" },
+      { "\xef\xbb\xbf{}", "byte order mark not allowed at byte 0" },
+      { "{} x", "trailing characters after JSON value at byte 3" },
+    }
+    for _, c in ipairs(cases) do
+      it("reports " .. c[2], function()
+        local v, err = cljson.pdecode(c[1])
+        assert.is_nil(v)
+        assert.are.equal(c[2], err)
+        local ok, msg = pcall(cljson.decode, c[1])
+        assert.is_false(ok)
+        assert.are.equal("cljson: " .. c[2], msg)
+      end)
+    end
+
+    it("rejects non-strings", function()
+      assert.has_error(function() cljson.decode({}) end)
+    end)
+  end)
+
+  describe("limits", function()
+    it("depth", function()
+      local deep = string.rep("[", 513) .. string.rep("]", 513)
+      local v, err = cljson.pdecode(deep)
+      assert.is_nil(v)
+      assert.are.equal("nesting too deep at byte 512", err)
+      assert.is_table(cljson.decode(string.rep("[", 512) .. string.rep("]", 512)))
+      assert.is_nil((cljson.pdecode("[[[1]]]", { max_depth = 2 })))
+      assert.is_table(cljson.decode("[[1]]", { max_depth = 2 }))
+    end)
+
+    it("size", function()
+      local v, err = cljson.pdecode("[1,2,3]", { max_size = 4 })
+      assert.is_nil(v)
+      assert.are.equal("document exceeds size limit at byte 4", err)
+      assert.is_table(cljson.decode("[1,2,3]", { max_size = 7 }))
+    end)
+  end)
+
+  describe("encode errors", function()
+    local function enc_err(v)
+      local ok, msg = pcall(cljson.encode, v)
+      assert.is_false(ok)
+      return msg
+    end
+
+    it("cycles", function()
+      local t = { a = {} }
+      t.a.b = t
+      assert.are.equal("cljson: cycle in table at $.a.b", enc_err(t))
+    end)
+
+    it("depth", function()
+      local t = {}
+      local cur = t
+      for _ = 1, 600 do
+        cur[1] = {}
+        cur = cur[1]
+      end
+      assert.matches("^cljson: nesting too deep at ", enc_err(t))
+    end)
+
+    it("non-finite numbers", function()
+      assert.are.equal("cljson: cannot encode a non-finite number at $[2]", enc_err({ 1, 1 / 0 }))
+      assert.are.equal("cljson: cannot encode a non-finite number at $.x", enc_err({ x = 0 / 0 }))
+    end)
+
+    it("invalid UTF-8", function()
+      assert.are.equal("cljson: invalid UTF-8 in string at $.s", enc_err({ s = "\xff" }))
+      assert.are.equal("cljson: invalid UTF-8 in object key at $.?", enc_err({ ["\xc0"] = 1 }))
+    end)
+
+    it("mixed, sparse and non-string keys", function()
+      assert.matches("neither an array nor an object", enc_err({ 1, 2, x = 3 }))
+      assert.matches("neither an array nor an object", enc_err({ [1] = 1, [3] = 3 }))
+      assert.matches("neither an array nor an object", enc_err({ [true] = 1 }))
+      assert.matches("neither an array nor an object", enc_err(cljson.object({ 1 })))
+    end)
+
+    it("functions, userdata, threads", function()
+      assert.are.equal("cljson: cannot encode a function at $.f", enc_err({ f = print }))
+      assert.are.equal("cljson: cannot encode a thread at $[1]",
+                       enc_err({ coroutine.create(function() end) }))
+      assert.matches("cannot encode a userdata", enc_err({ io.stdout }))
+    end)
+  end)
+
+  it("the module can be required twice and keeps recognising values", function()
+    local v = cljson.decode("[]")
+    package.loaded.cljson = nil
+    local again = require "cljson"
+    assert.is_true(again.is_array(v))
+    assert.are.equal("[]", again.encode(v))
+    assert.are.equal(cljson.null, again.null)
+  end)
+end)

@@ -1,0 +1,518 @@
+/* test_json: unit tests for the JSON codec and runners for the JSON corpora.
+ *
+ *   test_json unit            C API tests (parser, writer, numbers, limits, Lua bridge)
+ *   test_json corpus DIR      y_* must parse, n_* must fail, plus round-trip properties
+ *   test_json suite DIR       the public JSONTestSuite (DIR/test_parsing, test_transform);
+ *                             exits 77 (skipped) if DIR does not exist */
+#include "json.h"
+#include "json_lua.h"
+
+#include <dirent.h>
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "check.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+static char last_err[256];
+
+static json_value *parse(const char *s)
+{
+    return json_parse(s, strlen(s), NULL, last_err, sizeof last_err);
+}
+
+/* Parses s and writes it back (stored order, or canonical); static result. */
+static const char *rt(const char *s, int canonical)
+{
+    static buf out = BUF_INIT;
+    buf_reset(&out);
+    json_value *v = parse(s);
+    if (!v)
+        return NULL;
+    json_write(&out, v, canonical);
+    json_free(v);
+    return out.data;
+}
+
+/* The error message for a text that must fail (or "(parsed)"). */
+static const char *perr(const char *s, size_t len, const json_limits *lim)
+{
+    json_value *v = json_parse(s, len, lim, last_err, sizeof last_err);
+    if (v) {
+        json_free(v);
+        return "(parsed)";
+    }
+    return last_err;
+}
+
+static json_type type_of(const char *s)
+{
+    json_value *v = parse(s);
+    json_type t = v ? json_typeof(v) : (json_type)-1;
+    json_free(v);
+    return t;
+}
+
+static int read_file(const char *path, buf *b)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char chunk[65536];
+    size_t n;
+    buf_reset(b);
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        buf_append(b, chunk, n);
+    fclose(f);
+    if (!b->data)
+        buf_reserve(b, 0);
+    return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted list of file names in dir (caller frees each and the array). */
+static char **list_dir(const char *dir, size_t *n)
+{
+    DIR *d = opendir(dir);
+    *n = 0;
+    if (!d)
+        return NULL;
+    char **names = NULL;
+    size_t cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (*n == cap) {
+            cap = cap ? cap * 2 : 64;
+            names = xrealloc(names, cap * sizeof *names);
+        }
+        names[(*n)++] = xstrdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, *n, sizeof *names, name_cmp);
+    return names;
+}
+
+/* write -> parse -> write is a fixed point, for stored and canonical order. */
+static int fixed_point(const json_value *v)
+{
+    int ok = 1;
+    for (int canonical = 0; canonical < 2; canonical++) {
+        buf a = BUF_INIT, b = BUF_INIT;
+        json_write(&a, v, canonical);
+        json_value *v2 = json_parse(a.data, a.len, NULL, last_err, sizeof last_err);
+        if (!v2) {
+            ok = 0;
+        } else {
+            json_write(&b, v2, canonical);
+            ok = ok && a.len == b.len && memcmp(a.data, b.data, a.len) == 0;
+            json_free(v2);
+        }
+        buf_free(&a);
+        buf_free(&b);
+    }
+    return ok;
+}
+
+/* ------------------------------------------------------------------ unit tests */
+
+static void test_types(void)
+{
+    CHECK(type_of("null") == JSON_NULL);
+    CHECK(type_of("true") == JSON_TRUE);
+    CHECK(type_of("false") == JSON_FALSE);
+    CHECK(type_of("0") == JSON_INT);
+    CHECK(type_of("-0") == JSON_INT);
+    CHECK(type_of("42") == JSON_INT);
+    CHECK(type_of("1.5") == JSON_DOUBLE);
+    CHECK(type_of("\"s\"") == JSON_STRING);
+    CHECK(type_of("[]") == JSON_ARRAY);
+    CHECK(type_of("{}") == JSON_OBJECT);
+
+    json_value *v = parse("{\"a\":1,\"b\":[true,\"x\"],\"a\":2,\"s\":\"str\"}");
+    CHECK(v != NULL);
+    CHECK(json_count(v) == 4);
+    CHECK(json_get_int(json_get(v, "a")) == 2); /* last duplicate wins in lookups */
+    CHECK(json_count(json_get(v, "b")) == 2);
+    CHECK(json_typeof(json_at(json_get(v, "b"), 1)) == JSON_STRING);
+    CHECK(json_get(v, "zz") == NULL);
+    CHECK_STR(json_get_string(v, "s"), "str");
+    CHECK(json_get_string(v, "a") == NULL);
+    size_t kl;
+    CHECK_STR(json_key_at(v, 1, &kl), "b");
+    CHECK(kl == 1);
+    json_free(v);
+}
+
+static void test_numbers(void)
+{
+    json_value *v = parse("-9223372036854775808");
+    CHECK(v && json_typeof(v) == JSON_INT && json_get_int(v) == INT64_MIN);
+    json_free(v);
+    v = parse("9223372036854775807");
+    CHECK(v && json_typeof(v) == JSON_INT && json_get_int(v) == INT64_MAX);
+    json_free(v);
+    CHECK(type_of("9223372036854775808") == JSON_NUMTEXT);
+    CHECK(type_of("-9223372036854775809") == JSON_NUMTEXT);
+    CHECK(type_of("10000000000000000999") == JSON_NUMTEXT);
+    CHECK(type_of("123456789012345678901234") == JSON_NUMTEXT);
+    CHECK(type_of("10000000000000000000") == JSON_NUMTEXT); /* integers beyond int64 */
+    CHECK(type_of("1.000000000000000005") == JSON_NUMTEXT);
+    CHECK(type_of("1e400") == JSON_NUMTEXT);
+    CHECK(type_of("-1e400") == JSON_NUMTEXT);
+    CHECK(type_of("1e-400") == JSON_NUMTEXT);
+    CHECK(type_of("5e-324") == JSON_NUMTEXT); /* %.15g gives 4.94065645841247e-324 */
+    CHECK(type_of("0.1") == JSON_DOUBLE);
+    CHECK(type_of("9007199254740993.0") == JSON_NUMTEXT); /* 16 digits, not a double */
+    CHECK(type_of("9007199254740992.0") == JSON_DOUBLE);
+    CHECK(type_of("0.12345678901234567") == JSON_NUMTEXT); /* reads back ...566 */
+    CHECK(type_of("1e2") == JSON_DOUBLE);
+    CHECK(type_of("1.0") == JSON_DOUBLE);
+    CHECK(type_of("1E+2") == JSON_DOUBLE);
+    CHECK(type_of("0.30000000000000004") == JSON_DOUBLE); /* 17 digits, exact shortest */
+    CHECK(type_of("1.7976931348623157e308") == JSON_DOUBLE);
+    CHECK(type_of("0e99999999999999999999") == JSON_DOUBLE);
+    CHECK(type_of("123.4560000000000000000000") == JSON_DOUBLE); /* trailing zeros */
+
+    CHECK_STR(rt("[1.5,0.1,1e2,1.0,-0.0,2.5e-3,100.0]", 0),
+              "[1.5,0.1,100.0,1.0,-0.0,0.0025,100.0]");
+    CHECK_STR(rt("[9007199254740993]", 0), "[9007199254740993]");
+    CHECK_STR(rt("[12345678901234567890123]", 0), "[12345678901234567890123]");
+    CHECK_STR(rt("[1.000000000000000005,1E400,-0]", 0), "[1.000000000000000005,1E400,0]");
+    CHECK_STR(rt("1e100", 0), "1e+100");
+    CHECK_STR(rt("0.30000000000000004", 0), "0.30000000000000004");
+
+    buf b = BUF_INIT;
+    json_write_double(&b, 3.0);
+    CHECK_STR(b.data, "3.0");
+    buf_reset(&b);
+    json_write_double(&b, 0.1 + 0.2);
+    CHECK_STR(b.data, "0.30000000000000004");
+    buf_reset(&b);
+    json_write_double(&b, 1.0 / 0.0);
+    CHECK_STR(b.data, "null");
+    buf_reset(&b);
+    json_write_double(&b, 1e21);
+    CHECK_STR(b.data, "1e+21");
+    buf_free(&b);
+
+    v = parse("12345678901234567890123");
+    size_t len;
+    CHECK_STR(json_get_str(v, &len), "12345678901234567890123");
+    CHECK(json_get_double(v) > 1.2e22 && json_get_double(v) < 1.3e22);
+    json_free(v);
+
+    CHECK(json_number_valid("-1.5e+3", 7));
+    CHECK(!json_number_valid("01", 2));
+    CHECK(!json_number_valid("1.", 2));
+    CHECK(!json_number_valid("", 0));
+    CHECK(!json_number_valid("1 ", 2));
+}
+
+static void test_errors(void)
+{
+    CHECK_STR(perr("[1,2,]", 6, NULL), "unexpected character at byte 5");
+    CHECK_STR(perr("{\"a\":1,}", 8, NULL), "expected string key at byte 7");
+    CHECK_STR(perr("[01]", 4, NULL), "leading zero in number at byte 2");
+    CHECK_STR(perr("[NaN]", 5, NULL), "unexpected character at byte 1");
+    CHECK_STR(perr("[Infinity]", 10, NULL), "unexpected character at byte 1");
+    CHECK_STR(perr("[1] // c", 8, NULL), "trailing characters after JSON value at byte 4");
+    CHECK_STR(perr("[\"a\x01\"]", 6, NULL), "control character in string at byte 3");
+    CHECK_STR(perr("[\"\\x\"]", 6, NULL), "invalid escape in string at byte 2");
+    CHECK_STR(perr("[\"ab\\ud800\"]", 12, NULL), "lone high surrogate \\u escape at byte 4");
+    CHECK_STR(perr("[\"\\udc00\"]", 10, NULL), "lone low surrogate \\u escape at byte 2");
+    CHECK_STR(perr("[\"\\ud800\\u0041\"]", 16, NULL), "lone high surrogate \\u escape at byte 2");
+    CHECK_STR(perr("[\"\\u12G4\"]", 10, NULL), "invalid \\u escape at byte 2");
+    CHECK_STR(perr("\xef\xbb\xbf{}", 5, NULL), "byte order mark not allowed at byte 0");
+    CHECK_STR(perr("{} x", 4, NULL), "trailing characters after JSON value at byte 3");
+    CHECK_STR(perr("", 0, NULL), "unexpected end of input at byte 0");
+    CHECK_STR(perr("   ", 3, NULL), "unexpected end of input at byte 3");
+    CHECK_STR(perr("[1", 2, NULL), "unterminated array at byte 2");
+    CHECK_STR(perr("{\"a\"", 4, NULL), "expected ':' at byte 4");
+    CHECK_STR(perr("\"abc", 4, NULL), "unterminated string at byte 4");
+    CHECK_STR(perr("[1.]", 4, NULL), "expected digit after decimal point at byte 3");
+    CHECK_STR(perr("[1e+]", 5, NULL), "expected digit in exponent at byte 4");
+    CHECK_STR(perr("[-]", 3, NULL), "invalid number at byte 2");
+    CHECK_STR(perr("[tru]", 5, NULL), "invalid literal at byte 4");
+    CHECK_STR(perr("{1:2}", 5, NULL), "expected string key at byte 1");
+    CHECK_STR(perr("[1 2]", 5, NULL), "expected ',' or ']' at byte 3");
+    CHECK_STR(perr("{\"a\":1 \"b\":2}", 13, NULL), "expected ',' or '}' at byte 7");
+    /* Embedded NUL is not whitespace. */
+    CHECK_STR(perr("[1]\0", 4, NULL), "trailing characters after JSON value at byte 3");
+}
+
+static void test_utf8(void)
+{
+    /* Boundaries of every valid sequence class parse and are copied verbatim. */
+    const char *ok =
+        "\"\xc2\x80\xdf\xbf\xe0\xa0\x80\xed\x9f\xbf\xee\x80\x80\xf0\x90\x80\x80\xf4\x8f\xbf\xbf\"";
+    CHECK_STR(rt(ok, 0), ok);
+    CHECK_STR(perr("\"\xc0\xaf\"", 4, NULL), "invalid UTF-8 in string at byte 1");
+    CHECK_STR(perr("\"\xc1\xbf\"", 4, NULL), "invalid UTF-8 in string at byte 1");
+    CHECK_STR(perr("\"\xe0\x9f\xbf\"", 5, NULL), "invalid UTF-8 in string at byte 2");
+    CHECK_STR(perr("\"\xed\xa0\x80\"", 5, NULL), "invalid UTF-8 in string at byte 2");
+    CHECK_STR(perr("\"\xf0\x8f\xbf\xbf\"", 6, NULL), "invalid UTF-8 in string at byte 2");
+    CHECK_STR(perr("\"\xf4\x90\x80\x80\"", 6, NULL), "invalid UTF-8 in string at byte 2");
+    CHECK_STR(perr("\"\xf5\x80\x80\x80\"", 6, NULL), "invalid UTF-8 in string at byte 1");
+    CHECK_STR(perr("\"\x80\"", 3, NULL), "invalid UTF-8 in string at byte 1");
+    CHECK_STR(perr("\"\xe2\x82\"", 4, NULL), "invalid UTF-8 in string at byte 3");
+    CHECK_STR(perr("\"\xe2\x82", 3, NULL), "invalid UTF-8 in string at byte 3");
+    CHECK_STR(perr("\"\xff\"", 3, NULL), "invalid UTF-8 in string at byte 1");
+    CHECK_STR(perr("{\"k\xff\":1}", 7, NULL), "invalid UTF-8 in string at byte 3");
+    /* Escapes decode to UTF-8; the writer escapes only what it must. */
+    CHECK_STR(rt("\"\\u00e9\\ud83d\\ude00\\/\\u0001\\u001f\\u007f\"", 0),
+              "\"\xc3\xa9\xf0\x9f\x98\x80/\\u0001\\u001f\x7f\"");
+    json_value *v = parse("\"a\\u0000b\"");
+    size_t len = 0;
+    const char *s = json_get_str(v, &len);
+    CHECK(len == 3 && s && memcmp(s, "a\0b", 3) == 0);
+    json_free(v);
+    CHECK(json_utf8_valid("abc\xc3\xa9", 5));
+    CHECK(!json_utf8_valid("\xed\xbf\xbf", 3));
+    CHECK(!json_utf8_valid("\xc3", 1));
+}
+
+static void test_order_and_canonical(void)
+{
+    const char *doc =
+        "{\"z\":1,\"a\":{\"y\":[],\"b\":{}},\"m\":[{\"k\":1,\"c\":2}],\"aa\":null,\"\":0}";
+    CHECK_STR(rt(doc, 0), doc);
+    CHECK_STR(rt(doc, 1),
+              "{\"\":0,\"a\":{\"b\":{},\"y\":[]},\"aa\":null,\"m\":[{\"c\":2,\"k\":1}],\"z\":1}");
+    CHECK_STR(rt(" [ ] ", 0), "[]");
+    CHECK_STR(rt("{ }", 0), "{}");
+    CHECK_STR(rt("[[],{},[[]],{\"a\":{}}]", 0), "[[],{},[[]],{\"a\":{}}]");
+    CHECK_STR(rt("{\"a\":1,\"a\":2}", 0), "{\"a\":1,\"a\":2}");
+    /* Bytewise: uppercase before lowercase, UTF-8 after ASCII, prefix first. */
+    CHECK_STR(rt("{\"b\":1,\"\xc3\xa9\":2,\"B\":3,\"ba\":4}", 1),
+              "{\"B\":3,\"b\":1,\"ba\":4,\"\xc3\xa9\":2}");
+}
+
+static void test_limits(void)
+{
+    char deep[2000];
+    for (int n = 511; n <= 513; n++) {
+        memset(deep, '[', (size_t)n);
+        memset(deep + n, ']', (size_t)n);
+        json_value *v = json_parse(deep, 2 * (size_t)n, NULL, last_err, sizeof last_err);
+        if (n <= 512) {
+            CHECK(v != NULL);
+        } else {
+            CHECK(v == NULL);
+            CHECK_STR(last_err, "nesting too deep at byte 512");
+        }
+        json_free(v);
+    }
+    json_limits lim = {3, 0};
+    CHECK_STR(perr("[[[1]]]", 7, &lim), "(parsed)");
+    CHECK_STR(perr("[[[[1]]]]", 9, &lim), "nesting too deep at byte 3");
+    CHECK_STR(perr("{\"a\":{\"b\":{\"c\":{}}}}", 20, &lim), "nesting too deep at byte 15");
+    json_limits sz = {0, 10};
+    CHECK_STR(perr("[1,2,3,4]", 9, &sz), "(parsed)");
+    CHECK_STR(perr("[1,2,3,4,5]", 11, &sz), "document exceeds size limit at byte 10");
+    /* A deep unterminated input frees everything (ASan checks this). */
+    memset(deep, '[', 1000);
+    CHECK(json_parse(deep, 1000, NULL, last_err, sizeof last_err) == NULL);
+    CHECK_STR(perr("[{\"a\":[1,{\"b\":\"x\"},", 19, NULL), "unexpected end of input at byte 19");
+}
+
+static void test_builders(void)
+{
+    json_value *o = json_new_object();
+    json_set(o, "z", json_new_int(1));
+    json_set(o, "a", json_new_array());
+    json_push((json_value *)json_get(o, "a"), json_new_str("x\"y", 3));
+    json_push((json_value *)json_get(o, "a"), json_new_double(2.0));
+    json_push((json_value *)json_get(o, "a"), json_new_numtext("1e999", 5));
+    json_set(o, "n", json_new_null());
+    json_set(o, "z", json_new_bool(1)); /* replaces in place */
+    json_set(o, "o", json_new_object());
+    buf b = BUF_INIT;
+    json_write(&b, o, 0);
+    CHECK_STR(b.data, "{\"z\":true,\"a\":[\"x\\\"y\",2.0,1e999],\"n\":null,\"o\":{}}");
+    CHECK(json_remove(o, "n") == 1);
+    CHECK(json_remove(o, "n") == 0);
+    json_value *c = json_clone(o);
+    json_free(o);
+    buf_reset(&b);
+    json_write(&b, c, 1);
+    CHECK_STR(b.data, "{\"a\":[\"x\\\"y\",2.0,1e999],\"o\":{},\"z\":true}");
+    json_free(c);
+    buf_free(&b);
+}
+
+/* The C bridge to Lua: push, to_value, encode; exercised without busted. */
+static void test_lua_bridge(void)
+{
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    luaL_requiref(L, "cljson", luaopen_cljson, 1);
+    lua_pop(L, 1);
+    const char *doc = "{\"drug_id\":9007199254740993,\"batch_no\":12345678901234567890123,"
+                      "\"tags\":[],\"ext\":{},\"f\":1.0,\"n\":null,\"s\":\"\xc3\xa9\"}";
+    json_value *v = parse(doc);
+    CHECK(v != NULL);
+    cljson_push(L, v);
+    json_free(v);
+    buf b = BUF_INIT;
+    char err[256];
+    CHECK(cljson_encode(L, -1, &b, 0, err, sizeof err) == 0);
+    CHECK_STR(b.data, doc);
+    buf_reset(&b);
+    CHECK(cljson_encode(L, -1, &b, 1, err, sizeof err) == 0);
+    CHECK_STR(b.data, "{\"batch_no\":12345678901234567890123,\"drug_id\":9007199254740993,"
+                      "\"ext\":{},\"f\":1.0,\"n\":null,\"s\":\"\xc3\xa9\",\"tags\":[]}");
+    json_value *back = cljson_to_value(L, -1, err, sizeof err);
+    CHECK(back != NULL);
+    CHECK(json_typeof(json_get(back, "tags")) == JSON_ARRAY);
+    CHECK(json_typeof(json_get(back, "batch_no")) == JSON_NUMTEXT);
+    CHECK(json_get_int(json_get(back, "drug_id")) == 9007199254740993LL);
+    json_free(back);
+    lua_pop(L, 1);
+
+    /* Errors come back as messages, never as a longjmp through C. */
+    CHECK(luaL_dostring(L, "t = {a = {}}; t.a.self = t; return t") == LUA_OK);
+    buf_reset(&b);
+    CHECK(cljson_encode(L, -1, &b, 0, err, sizeof err) == -1);
+    CHECK_STR(err, "cycle in table at $.a.self");
+    CHECK(cljson_to_value(L, -1, err, sizeof err) == NULL);
+    lua_pop(L, 1);
+    CHECK(luaL_dostring(L, "return {1, 2, {x = 0/0}}") == LUA_OK);
+    CHECK(cljson_encode(L, -1, &b, 0, err, sizeof err) == -1);
+    CHECK_STR(err, "cannot encode a non-finite number at $[3].x");
+    lua_pop(L, 1);
+    CHECK(lua_gettop(L) == 0);
+    buf_free(&b);
+    lua_close(L);
+}
+
+static int run_unit(void)
+{
+    test_types();
+    test_numbers();
+    test_errors();
+    test_utf8();
+    test_order_and_canonical();
+    test_limits();
+    test_builders();
+    test_lua_bridge();
+    return CHECK_DONE();
+}
+
+/* ------------------------------------------------------------------ corpora */
+
+/* Runs y_ / n_ / i_ files of dir. y_ must parse and reach a write fixed point,
+ * n_ must fail with an offset; i_ outcomes are printed. Returns files seen. */
+static size_t run_parsing_dir(const char *dir, int print_i)
+{
+    size_t n = 0;
+    char **names = list_dir(dir, &n);
+    buf b = BUF_INIT;
+    for (size_t i = 0; i < n; i++) {
+        char path[8192];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
+            continue;
+        CHECK(read_file(path, &b) == 0);
+        json_value *v = json_parse(b.data, b.len, NULL, last_err, sizeof last_err);
+        char kind = names[i][0];
+        if (kind == 'y') {
+            if (!v)
+                fprintf(stderr, "%s: rejected: %s\n", names[i], last_err);
+            CHECK(v != NULL);
+            if (v)
+                CHECK(fixed_point(v));
+        } else if (kind == 'n') {
+            if (v)
+                fprintf(stderr, "%s: accepted but must be rejected\n", names[i]);
+            CHECK(v == NULL);
+            if (!v)
+                CHECK(strstr(last_err, " at byte ") != NULL);
+        } else if (kind == 'i' && print_i) {
+            buf w = BUF_INIT;
+            if (v) {
+                json_write(&w, v, 0);
+                if (w.len > 60)
+                    w.len = 60, w.data[60] = '\0';
+                CHECK(fixed_point(v));
+            }
+            printf("%-50s %s %s\n", names[i], v ? "accepted" : "rejected", v ? w.data : last_err);
+            buf_free(&w);
+        }
+        json_free(v);
+        free(names[i]);
+    }
+    free(names);
+    buf_free(&b);
+    return n;
+}
+
+static int run_corpus(const char *dir)
+{
+    size_t n = run_parsing_dir(dir, 1);
+    CHECK(n >= 20);
+    return CHECK_DONE();
+}
+
+/* test_transform: every file parses or is rejected cleanly; accepted ones reach
+ * a fixed point. Prints what the codec writes back. */
+static void run_transform(const char *dir)
+{
+    size_t n = 0;
+    char **names = list_dir(dir, &n);
+    buf b = BUF_INIT, w = BUF_INIT;
+    for (size_t i = 0; i < n; i++) {
+        char path[8192];
+        if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) >= (int)sizeof path)
+            continue;
+        CHECK(read_file(path, &b) == 0);
+        json_value *v = json_parse(b.data, b.len, NULL, last_err, sizeof last_err);
+        buf_reset(&w);
+        if (v) {
+            json_write(&w, v, 0);
+            CHECK(fixed_point(v));
+        }
+        printf("transform %-45s %s\n", names[i], v ? w.data : last_err);
+        json_free(v);
+        free(names[i]);
+    }
+    free(names);
+    buf_free(&b);
+    buf_free(&w);
+}
+
+static int run_suite(const char *root)
+{
+    struct stat st;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/test_parsing", root);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "JSONTestSuite not found at %s: skipped\n", root);
+        return 77;
+    }
+    size_t n = run_parsing_dir(dir, 1);
+    CHECK(n >= 300);
+    snprintf(dir, sizeof dir, "%s/test_transform", root);
+    if (stat(dir, &st) == 0)
+        run_transform(dir);
+    return CHECK_DONE();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "unit") == 0)
+        return run_unit();
+    if (argc >= 3 && strcmp(argv[1], "corpus") == 0)
+        return run_corpus(argv[2]);
+    if (argc >= 3 && strcmp(argv[1], "suite") == 0)
+        return run_suite(argv[2]);
+    fprintf(stderr, "usage: test_json unit | corpus DIR | suite DIR\n");
+    return 2;
+}

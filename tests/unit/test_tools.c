@@ -1,0 +1,458 @@
+/* test_tools: generations, the sandbox, budgets and calls against an in-process
+ * upstream (evhttp on 127.0.0.1:0). Fixtures: tests/fixtures/tools_good,
+ * tests/fixtures/tools_bad_all. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#include "call.h"
+#include "check.h"
+#include "fetch.h"
+#include "json.h"
+#include "lvm.h"
+#include "tools.h"
+#include "util.h"
+
+#define GOOD CL_SOURCE_DIR "/tests/fixtures/tools_good"
+#define BAD CL_SOURCE_DIR "/tests/fixtures/tools_bad_all"
+
+static const char BIG_BODY[] = "{\"id\":9007199254740993,\"big\":123456789012345678901234567890,"
+                               "\"empty\":[],\"obj\":{},\"f\":1.5,\"z\":\"\xc3\xa9\"}";
+static const char NOT_FOUND_BODY[] = "{\"error\":\"not found\",\"id\":12345678901234567890}";
+
+static struct event_base *base;
+
+static struct {
+    char uri[512];
+    char account[64];
+    char tenant[64];
+    int has_auth;
+    char traceparent[64];
+    char custom[16];
+    char lang[16];
+    char reqid[64];
+    int hits;
+} seen;
+
+static void copy_hdr(struct evkeyvalq *h, const char *name, char *out, size_t n)
+{
+    const char *v = evhttp_find_header(h, name);
+    snprintf(out, n, "%s", v ? v : "");
+}
+
+static void slow_reply(evutil_socket_t fd, short what, void *arg)
+{
+    struct evhttp_request *req = arg;
+    struct evbuffer *b = evbuffer_new();
+    (void)fd;
+    (void)what;
+    evbuffer_add_printf(b, "{\"ok\":true}");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+static void upstream_cb(struct evhttp_request *req, void *arg)
+{
+    const char *uri = evhttp_request_get_uri(req);
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    struct evbuffer *out = evbuffer_new();
+    (void)arg;
+    seen.hits++;
+    snprintf(seen.uri, sizeof seen.uri, "%s", uri);
+    copy_hdr(in, "x-account-id", seen.account, sizeof seen.account);
+    copy_hdr(in, "x-tenant-id", seen.tenant, sizeof seen.tenant);
+    copy_hdr(in, "traceparent", seen.traceparent, sizeof seen.traceparent);
+    copy_hdr(in, "x-custom", seen.custom, sizeof seen.custom);
+    copy_hdr(in, "accept-language", seen.lang, sizeof seen.lang);
+    copy_hdr(in, "bkn-request-id", seen.reqid, sizeof seen.reqid);
+    seen.has_auth = evhttp_find_header(in, "authorization") != NULL;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+    if (strncmp(uri, "/api/slow", 9) == 0) {
+        struct timeval tv = {0, 300000};
+        evbuffer_free(out);
+        event_base_once(base, -1, EV_TIMEOUT, slow_reply, req, &tv);
+        return;
+    }
+    if (strncmp(uri, "/api/kn/kn_404/", 15) == 0) {
+        evbuffer_add(out, NOT_FOUND_BODY, strlen(NOT_FOUND_BODY));
+        evhttp_send_reply(req, 404, "Not Found", out);
+    } else if (strncmp(uri, "/api/echo", 9) == 0) {
+        const char *ct = evhttp_find_header(in, "content-type");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Seen-Content-Type",
+                          ct ? ct : "");
+        evbuffer_add_buffer(out, evhttp_request_get_input_buffer(req));
+        evhttp_send_reply(req, 200, "OK", out);
+    } else {
+        evbuffer_add(out, BIG_BODY, strlen(BIG_BODY));
+        evhttp_send_reply(req, 200, "OK", out);
+    }
+    evbuffer_free(out);
+}
+
+typedef struct outcome {
+    int done;
+    int status;
+    int is_error;
+    char *body;
+    char *code;
+    char *incident;
+} outcome;
+
+static void on_done(const call_result *r, void *arg)
+{
+    outcome *o = arg;
+    o->done++;
+    o->status = r->status;
+    o->is_error = r->is_error;
+    o->body = xstrndup(r->body, r->body_len);
+    o->code = r->error_code ? xstrdup(r->error_code) : NULL;
+    o->incident = r->incident_id ? xstrdup(r->incident_id) : NULL;
+}
+
+static void outcome_free(outcome *o)
+{
+    free(o->body);
+    free(o->code);
+    free(o->incident);
+    memset(o, 0, sizeof *o);
+}
+
+static principal who;
+static call_env env;
+
+static void loop_until(int *flag, int64_t ms)
+{
+    int64_t end = now_mono_ms() + ms;
+    while (!*flag && now_mono_ms() < end) {
+        struct timeval tv = {0, 20000}; /* bounded wait per turn */
+        event_base_loopexit(base, &tv);
+        event_base_loop(base, EVLOOP_ONCE);
+    }
+}
+
+static void run_for(int64_t ms)
+{
+    struct timeval tv = {(long)(ms / 1000), (long)(ms % 1000) * 1000};
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+}
+
+static call *start(tools_gen *g, const char *tool, const char *args, outcome *o)
+{
+    json_value *a = NULL;
+    char err[128];
+    const tools_info *info = tools_gen_find(g, tool);
+    call *c;
+    memset(o, 0, sizeof *o);
+    if (!info) {
+        fprintf(stderr, "no tool %s\n", tool);
+        exit(2);
+    }
+    if (args) {
+        a = json_parse(args, strlen(args), NULL, err, sizeof err);
+        if (!a) {
+            fprintf(stderr, "bad args %s: %s\n", args, err);
+            exit(2);
+        }
+    }
+    c = call_start(g, info, a, &env, on_done, o);
+    json_free(a);
+    CHECK(o->done == 0); /* never inside call_start */
+    return c;
+}
+
+static void run(tools_gen *g, const char *tool, const char *args, outcome *o)
+{
+    start(g, tool, args, o);
+    loop_until(&o->done, 10000);
+    CHECK(o->done == 1);
+    if (!o->body)
+        o->body = xstrdup("");
+}
+
+static int contains(const char *hay, const char *needle)
+{
+    return hay && strstr(hay, needle) != NULL;
+}
+
+static void check_escape(tools_gen *g, const char *what, const char *expect)
+{
+    outcome o;
+    char args[128];
+    snprintf(args, sizeof args, "{\"what\":\"%s\"}", what);
+    run(g, "escape", args, &o);
+    if (!(contains(o.body, "\"ok\":false") && contains(o.body, expect)))
+        fprintf(stderr, "escape %s: %s (expected %s)\n", what, o.body, expect);
+    CHECK(o.status == 200);
+    CHECK(contains(o.body, "\"ok\":false"));
+    CHECK(contains(o.body, expect));
+    outcome_free(&o);
+}
+
+int main(void)
+{
+    struct evhttp *http;
+    struct evhttp_bound_socket *sock;
+    fetch_ctx *fetch;
+    const char *ferr = NULL;
+    char base_url[64];
+    tools_upstream ups[2];
+    tools_config cfg;
+    tools_host *h;
+    tools_gen *g;
+    char *report = NULL;
+    outcome o, o2;
+    int port, n;
+    call *c;
+
+    base = event_base_new();
+    http = evhttp_new(base);
+    sock = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
+    if (!sock)
+        return 2;
+    {
+        struct sockaddr_storage ss;
+        ev_socklen_t len = sizeof ss;
+        getsockname(evhttp_bound_socket_get_fd(sock), (struct sockaddr *)&ss, &len);
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    }
+    evhttp_set_gencb(http, upstream_cb, NULL);
+    fetch = fetch_new(base, &(fetch_config){2000, 0, 0}, &ferr);
+    if (!fetch)
+        return 2;
+    snprintf(base_url, sizeof base_url, "http://127.0.0.1:%d/api", port);
+    ups[0] = (tools_upstream){"up", base_url, 3000};
+    ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000};
+
+    memset(&cfg, 0, sizeof cfg);
+    cfg.lua_dir = CL_SOURCE_DIR "/lua";
+    cfg.mem_cap_bytes = 16 << 20;
+    cfg.instr_budget = 20000000;
+    cfg.upstreams = ups;
+    cfg.n_upstreams = 2;
+    cfg.fetch = fetch;
+    cfg.base = base;
+
+    memset(&who, 0, sizeof who);
+    strcpy(who.account_id, "u1");
+    strcpy(who.account_type, "user");
+    strcpy(who.tenant_id, "t1");
+    env.who = &who;
+    env.request_id = "req_test0001";
+    env.traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    env.lang = LANG_EN_US;
+    env.surface = "rest";
+
+    /* --check-tools on both dirs */
+    n = tools_check_dir(&cfg, GOOD, &report);
+    if (n)
+        fprintf(stderr, "good dir: %s\n", report);
+    CHECK(n == 0);
+    free(report);
+    n = tools_check_dir(&cfg, BAD, &report);
+    fprintf(stderr, "bad dir report:\n%s", report);
+    CHECK(n >= 5);
+    CHECK(contains(report, "syntax.lua:4:"));
+    CHECK(contains(report, "runtime.lua:2:"));
+    CHECK(contains(report, "misnamed.lua:2:"));
+    CHECK(contains(report, "other_name"));
+    CHECK(contains(report, "badschema.lua:4:"));
+    CHECK(contains(report, "frobnicate"));
+    CHECK(contains(report, "nohandle.lua:3:"));
+    CHECK(contains(report, "handle"));
+    free(report);
+
+    /* first generation */
+    h = tools_host_new(&cfg);
+    CHECK(tools_host_acquire(h) == NULL);
+    CHECK(tools_host_reload(h, GOOD, &report) == 0);
+    CHECK_STR(report, "generation 1: +9 ~0 -0");
+    free(report);
+    g = tools_host_acquire(h);
+    CHECK(g && tools_gen_id(g) == 1);
+    CHECK(tools_gen_count(g) == 9);
+    CHECK_STR(tools_gen_info(g, 0)->name, "fetch_json");
+    CHECK_STR(tools_gen_info(g, 1)->name, "post_json");
+    CHECK(tools_gen_info(g, 0)->surfaces == (SURFACE_MCP | SURFACE_REST));
+    CHECK(tools_gen_info(g, 0)->toon == 1);
+    CHECK(tools_gen_info(g, 0)->order == 10);
+    CHECK(contains(tools_gen_info(g, 0)->list_json[LANG_EN_US], "\"title\":\"Test fetch_json\""));
+    CHECK(contains(tools_gen_info(g, 0)->list_json[LANG_ZH_CN], "\"name\":\"fetch_json\""));
+    CHECK(tools_gen_find_rest(g, "boom") != NULL);
+    CHECK(tools_gen_find(g, "nope") == NULL);
+
+    /* result passthrough, request shaping, identity headers */
+    run(g, "fetch_json", "{\"kn_id\":\"kn_a\",\"q\":\"a b&c\",\"tags\":[\"x\",\"y\"]}", &o);
+    CHECK(o.status == 200 && !o.is_error);
+    CHECK_STR(o.body, BIG_BODY);
+    CHECK_STR(seen.uri, "/api/kn/kn_a/items?exact=true&limit=5&q=a%20b%26c&tags=x&tags=y");
+    CHECK_STR(seen.account, "u1");
+    CHECK_STR(seen.tenant, "t1");
+    CHECK(!seen.has_auth);
+    CHECK_STR(seen.custom, "yes");
+    CHECK_STR(seen.lang, "en-US");
+    CHECK_STR(seen.reqid, "req_test0001");
+    CHECK(strncmp(seen.traceparent, "00-0af7651916cd43dd8448eb211c80319c-", 36) == 0);
+    CHECK(strcmp(seen.traceparent, env.traceparent) != 0);
+    outcome_free(&o);
+
+    /* kn_id from the X-Kn-ID header when the argument is absent */
+    env.kn_id_header = "kn_h";
+    run(g, "fetch_json", "{}", &o);
+    CHECK(o.status == 200);
+    CHECK(strncmp(seen.uri, "/api/kn/kn_h/items", 18) == 0);
+    outcome_free(&o);
+    env.kn_id_header = NULL;
+
+    /* argument validation */
+    n = seen.hits;
+    run(g, "fetch_json", "{}", &o);
+    CHECK(o.status == 400 && o.is_error);
+    CHECK_STR(o.code, "invalid_arguments");
+    CHECK(contains(o.body, "\"code\":\"Public.BadRequest\""));
+    CHECK(contains(o.body, "\"details\":[{\"path\":"));
+    outcome_free(&o);
+    run(g, "fetch_json", "{\"kn_id\":5}", &o);
+    CHECK(o.status == 400);
+    outcome_free(&o);
+    CHECK(seen.hits == n); /* refused before any downstream call */
+
+    /* nil, err with status and raw passthrough */
+    run(g, "fetch_json", "{\"kn_id\":\"kn_404\"}", &o);
+    CHECK(o.status == 404 && o.is_error);
+    CHECK_STR(o.body, NOT_FOUND_BODY);
+    outcome_free(&o);
+    run(g, "fail_env", NULL, &o);
+    CHECK(o.status == 404);
+    CHECK(contains(o.body, "\"code\":\"Test.NotFound\""));
+    CHECK(contains(o.body, "\"description\":\"no such thing\""));
+    CHECK(contains(o.body, "\"solution\":\""));
+    CHECK(!contains(o.body, "\"solution\":\"\""));
+    outcome_free(&o);
+
+    /* json= body and a transport failure */
+    run(g, "post_json", "{}", &o);
+    CHECK(o.status == 200);
+    CHECK(contains(o.body, "\"echoed\":{\"b\":2,\"a\":[],\"n\":9007199254740993}"));
+    CHECK(contains(o.body, "\"ctype\":\"application/json\""));
+    outcome_free(&o);
+    run(g, "post_json", "{\"down\":true}", &o);
+    CHECK(o.status == 502 && o.is_error);
+    CHECK_STR(o.code, "upstream_unreachable");
+    outcome_free(&o);
+
+    /* a raising tool: incident id, no traceback or message in the body */
+    run(g, "boom", NULL, &o);
+    CHECK(o.status == 500 && o.is_error);
+    CHECK_STR(o.code, "tool_raised");
+    CHECK(o.incident && strncmp(o.incident, "inc_", 4) == 0 && strlen(o.incident) == 20);
+    CHECK(contains(o.body, o.incident ? o.incident : "inc_"));
+    CHECK(contains(o.body, "\"code\":\"Public.InternalServerError\""));
+    CHECK(!contains(o.body, "secret"));
+    CHECK(!contains(o.body, "traceback"));
+    outcome_free(&o);
+
+    /* budgets: instructions and memory, also when the tool tries to swallow them */
+    run(g, "spin", NULL, &o);
+    CHECK_STR(o.code, "instruction_budget_exceeded");
+    CHECK(o.status == 500 && o.incident != NULL);
+    outcome_free(&o);
+    run(g, "spin", "{\"mode\":\"pcall\"}", &o);
+    CHECK_STR(o.code, "instruction_budget_exceeded");
+    outcome_free(&o);
+    run(g, "hog", NULL, &o);
+    CHECK_STR(o.code, "memory_limit_exceeded");
+    outcome_free(&o);
+    run(g, "hog", "{\"mode\":\"pcall\"}", &o);
+    CHECK_STR(o.code, "memory_limit_exceeded");
+    outcome_free(&o);
+    run(g, "fetch_json", "{\"kn_id\":\"kn_after\"}", &o); /* the state still serves */
+    CHECK(o.status == 200);
+    CHECK_STR(o.body, BIG_BODY);
+    outcome_free(&o);
+
+    /* sandbox escapes */
+    check_escape(g, "os_execute", "execute");
+    check_escape(g, "io", "unknown global 'io'");
+    check_escape(g, "require_io", "module 'io' not found");
+    check_escape(g, "package", "unknown global 'package'");
+    check_escape(g, "debug", "unknown global 'debug'");
+    check_escape(g, "bytecode", "binary chunk");
+    check_escape(g, "load_no_env", "explicit env");
+    check_escape(g, "write_G", "read-only");
+    check_escape(g, "write_global", "assignment to global 'leaked'");
+    check_escape(g, "read_unknown", "unknown global 'undefined_thing'");
+    check_escape(g, "string_mt", "boolean");
+    check_escape(g, "string_upper", "read-only");
+    check_escape(g, "setmetatable_lib", "read-only");
+    check_escape(g, "rawset_lib", "read-only");
+    check_escape(g, "gc_mt", "__gc");
+    check_escape(g, "auth_header", "cannot be given by a tool");
+    check_escape(g, "unknown_upstream", "unknown upstream 'nope'");
+    check_escape(g, "dotdot", "'..'");
+
+    /* ctx after the call ended */
+    run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
+    CHECK(o.status == 200);
+    outcome_free(&o);
+    run(g, "keep_ctx", "{\"mode\":\"use\"}", &o);
+    CHECK(contains(o.body, "ctx used after the call ended"));
+    outcome_free(&o);
+
+    /* cancel mid-fetch: done never runs, the fetch is gone, the server keeps serving */
+    c = start(g, "slow", NULL, &o);
+    run_for(60);
+    CHECK(call_inflight() == 1);
+    CHECK(fetch_inflight(fetch) == 1);
+    call_cancel(c);
+    CHECK(call_inflight() == 0);
+    CHECK(fetch_inflight(fetch) == 0);
+    run_for(400);
+    CHECK(o.done == 0);
+    run(g, "fetch_json", "{\"kn_id\":\"kn_b\"}", &o);
+    CHECK(o.status == 200);
+    outcome_free(&o);
+
+    /* a bad reload changes nothing */
+    CHECK(tools_host_reload(h, BAD, &report) == -1);
+    CHECK(contains(report, "syntax.lua:4:") && contains(report, "nohandle.lua:3:"));
+    free(report);
+    tools_gen_release(g);
+    g = tools_host_acquire(h);
+    CHECK(tools_gen_id(g) == 1);
+    CHECK(tools_gen_live() == 1);
+
+    /* generation refcount: a call started on 1 finishes on 1 after the swap to 2 */
+    start(g, "slow", NULL, &o);
+    run_for(30);
+    CHECK(tools_host_reload(h, GOOD, &report) == 0);
+    CHECK_STR(report, "generation 2: +0 ~0 -0");
+    free(report);
+    CHECK(tools_gen_live() == 2);
+    tools_gen_release(g); /* only the call holds generation 1 now */
+    CHECK(tools_gen_live() == 2);
+    loop_until(&o.done, 5000);
+    CHECK(o.done == 1);
+    CHECK(contains(o.body, "\"generation\":1"));
+    CHECK(tools_gen_live() == 1); /* closed with its last call */
+    outcome_free(&o);
+    g = tools_host_acquire(h);
+    CHECK(tools_gen_id(g) == 2);
+    run(g, "slow", NULL, &o2);
+    CHECK(contains(o2.body, "\"generation\":2"));
+    outcome_free(&o2);
+    tools_gen_release(g);
+
+    CHECK(call_inflight() == 0);
+    tools_host_free(h);
+    CHECK(tools_gen_live() == 0);
+    fetch_free(fetch);
+    evhttp_free(http);
+    event_base_free(base);
+    return CHECK_DONE();
+}

@@ -1,0 +1,145 @@
+-- _lib.util: helpers shared by tools: path escaping, query building, field
+-- trimming that keeps decoded tables (key order, big numbers, [] and {}), and the
+-- mapping of upstream failures to the gateway error envelope (SPEC §16).
+local cljson = require "cljson"
+local catalog = require "catalog"
+
+local M = {}
+
+-- Percent-encodes everything but RFC 3986 unreserved characters, so an id can
+-- never add a path segment ("a/../b" -> "a%2F..%2Fb").
+function M.escape(s)
+    return (tostring(s):gsub("[^%w%-%._~]", function(c)
+        return string.format("%%%02X", c:byte())
+    end))
+end
+
+function M.is_null(v)
+    return v == nil or v == cljson.null
+end
+
+-- A new JSON array (encodes as [] even when empty).
+function M.array(t)
+    return setmetatable(t or {}, cljson.array_mt)
+end
+
+-- Keeps only the listed keys of a decoded object, in place: the object keeps its
+-- remembered key order and every value stays the decoded one.
+function M.keep_only(obj, keys)
+    if type(obj) ~= "table" then
+        return obj
+    end
+    local keep = {}
+    for _, k in ipairs(keys) do
+        keep[k] = true
+    end
+    local drop = {}
+    for k in pairs(obj) do
+        if not keep[k] then
+            drop[#drop + 1] = k
+        end
+    end
+    for _, k in ipairs(drop) do
+        obj[k] = nil
+    end
+    return obj
+end
+
+-- Query-string value text for a Lua value (nil when the value is not set).
+function M.query_value(v)
+    if M.is_null(v) then
+        return nil
+    end
+    if type(v) == "boolean" then
+        return v and "true" or "false"
+    end
+    if math.type(v) == "float" and v == math.floor(v) then
+        local i = math.tointeger(v)
+        if i then
+            return tostring(i)
+        end
+    end
+    return tostring(v)
+end
+
+-- Decodes a response body; nil when it is not JSON.
+function M.try_json(res)
+    if res == nil or res.body == nil or res.body == "" then
+        return nil
+    end
+    local ok, v = pcall(res.json)
+    if ok then
+        return v
+    end
+    return nil
+end
+
+local MAX_DETAIL = 4096
+
+-- The downstream body as details: decoded JSON when it is JSON, else the text
+-- (cut to a bound, so a huge HTML error page cannot flood the model).
+function M.body_details(res)
+    local v = M.try_json(res)
+    if v ~= nil then
+        return v
+    end
+    local body = res and res.body or ""
+    if #body > MAX_DETAIL then
+        body = body:sub(1, MAX_DETAIL) .. "..."
+    end
+    return body
+end
+
+-- Gateway error {status, code, description, solution, link, details} with the
+-- localized texts of the status (reference/downstream.md §1.0).
+function M.gateway_error(status, code, lang, details)
+    local description, solution = catalog.error_text(status, lang)
+    return {
+        status = status,
+        code = code,
+        description = description,
+        solution = solution,
+        link = catalog.link_none(lang),
+        details = details,
+    }
+end
+
+-- Public.<StatusName> envelope for a downstream 4xx, keeping its status.
+function M.public_error(status, lang, details)
+    return M.gateway_error(status, "Public." .. catalog.status_name(status), lang, details)
+end
+
+-- 502 for a failed upstream (5xx or transport). err: ctx.http's {code, message};
+-- only its code is kept, because transport messages may name internal hosts.
+function M.bad_gateway(lang, details)
+    return M.gateway_error(502, "agentRetrieval.BadGateway.CommonExternalServerError", lang, details)
+end
+
+function M.transport_details(err)
+    return { reason = type(err) == "table" and err.code or "transport_error" }
+end
+
+-- Re-wraps the platform's {error_code, description, solution, error_link,
+-- error_details} body as the gateway envelope, keeping the downstream status.
+-- Bodies of another shape are passed through raw.
+function M.rewrap_platform_error(res)
+    local body = M.try_json(res)
+    if type(body) == "table" and type(body.error_code) == "string" then
+        return {
+            status = res.status,
+            code = body.error_code,
+            description = body.description,
+            solution = body.solution,
+            link = body.error_link,
+            details = body.error_details,
+        }
+    end
+    return { status = res.status, raw = res.body or "" }
+end
+
+function M.is_2xx(res)
+    return res ~= nil and math.type(res.status) == "integer" and res.status >= 200 and
+        res.status < 300
+end
+
+return M

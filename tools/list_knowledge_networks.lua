@@ -1,0 +1,157 @@
+-- list_knowledge_networks: the knowledge networks the caller can see
+-- (reference/downstream.md §1.10; bkn-backend GET /in/v1/knowledge-networks).
+local util = require "_lib.util"
+
+local DEFAULT_LIMIT = 20
+
+local ENTRY_KEYS = { "id", "name", "description", "module_type", "business_domain" }
+
+local M = {
+    name = "list_knowledge_networks",
+    version = "1.0.0",
+    kind = "read",
+    title = { ["zh-CN"] = "知识网络列表", ["en-US"] = "Knowledge Networks" },
+    description = {
+        ["zh-CN"] = "列出当前用户可访问的业务知识网络（id、名称、说明）。不知道该用哪个 kn_id 时先调用它，" ..
+            "再用 get_kn_detail 或 search_schema 查看所选网络的结构。可按名称模糊过滤，" ..
+            "用 limit/offset 翻页，total_count 为符合条件的网络总数。",
+        ["en-US"] = "Lists the business knowledge networks the caller can access (id, name, " ..
+            "description). Call it first when you do not know which kn_id to use, then " ..
+            "inspect the chosen network with get_kn_detail or search_schema. Filter by a " ..
+            "name fragment and page with limit/offset; total_count is the number of matching " ..
+            "networks.",
+    },
+    group = "discovery",
+    order = 110,
+    surfaces = { "mcp", "compact", "rest" },
+    formats = { "json" },
+    upstream = "bkn_backend",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        properties = {
+            name_pattern = {
+                type = "string",
+                maxLength = 256,
+                description = {
+                    ["zh-CN"] = "按名称模糊匹配（包含该片段即可）",
+                    ["en-US"] = "Matches networks whose name contains this fragment",
+                },
+            },
+            limit = {
+                type = "integer",
+                minimum = 0,
+                maximum = 1000,
+                default = DEFAULT_LIMIT,
+                description = {
+                    ["zh-CN"] = "每页条数，默认 20（0 表示默认值）",
+                    ["en-US"] = "Page size, default 20 (0 means the default)",
+                },
+            },
+            offset = {
+                type = "integer",
+                minimum = 0,
+                description = { ["zh-CN"] = "跳过的条数", ["en-US"] = "Number of entries to skip" },
+            },
+            sort = {
+                type = "string",
+                maxLength = 64,
+                description = {
+                    ["zh-CN"] = "排序字段，例如 update_time（默认）、name",
+                    ["en-US"] = "Sort field, e.g. update_time (the default) or name",
+                },
+            },
+            direction = {
+                type = "string",
+                enum = { "asc", "desc" },
+                description = { ["zh-CN"] = "排序方向", ["en-US"] = "Sort direction" },
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            entries = {
+                type = "array",
+                items = {
+                    type = "object",
+                    properties = {
+                        id = { type = "string" },
+                        name = { type = "string" },
+                        description = { type = "string" },
+                        module_type = { type = "string" },
+                        business_domain = { type = "string" },
+                    },
+                },
+            },
+            total_count = { type = "integer" },
+        },
+    },
+}
+
+-- The exact bkn-backend request for validated args.
+function M.shape_request(args)
+    local query = {}
+    local limit = args.limit
+    if limit == nil or limit == 0 then
+        limit = DEFAULT_LIMIT
+    end
+    query.limit = util.query_value(limit)
+    for _, k in ipairs({ "name_pattern", "offset", "sort", "direction" }) do
+        local v = util.query_value(args[k])
+        if v ~= nil and v ~= "" then
+            query[k] = v
+        end
+    end
+    return {
+        upstream = "bkn_backend",
+        method = "GET",
+        path = "/in/v1/knowledge-networks",
+        query = query,
+    }
+end
+
+-- Keeps per entry only what helps choose a network. bkn-backend names the
+-- human text `comment`; it is given to the model as `description` (the
+-- reference's `description` is normally absent on real data).
+function M.trim_response(body)
+    if type(body) ~= "table" then
+        return { entries = util.array(), total_count = 0 }
+    end
+    local entries = body.entries
+    if type(entries) ~= "table" then
+        entries = util.array()
+        body.entries = entries
+    end
+    for _, e in ipairs(entries) do
+        if type(e) == "table" then
+            if util.is_null(e.description) or e.description == "" then
+                local comment = e.comment
+                e.description = (type(comment) == "string" and comment ~= "") and comment or nil
+            end
+            util.keep_only(e, ENTRY_KEYS)
+        end
+    end
+    util.keep_only(body, { "entries", "total_count" })
+    if util.is_null(body.total_count) then
+        body.total_count = #entries
+    end
+    return body
+end
+
+function M.handle(args, ctx)
+    local res, err = ctx.http(M.shape_request(args))
+    if res == nil then
+        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+    end
+    if not util.is_2xx(res) then
+        return nil, util.rewrap_platform_error(res)
+    end
+    local body = util.try_json(res)
+    if body == nil then
+        return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
+    end
+    return M.trim_response(body)
+end
+
+return M

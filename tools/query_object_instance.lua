@@ -1,0 +1,222 @@
+-- query_object_instance: instances of one object type by condition
+-- (reference/downstream.md §1.3; ontology-query POST-as-GET
+-- /in/v1/knowledge-networks/{kn}/object-types/{ot}).
+local cljson = require "cljson"
+local util = require "_lib.util"
+local condition = require "_lib.condition"
+
+local DEFAULT_LIMIT = 10
+
+local M = {
+    name = "query_object_instance",
+    version = "1.0.0",
+    kind = "read",
+    title = { ["zh-CN"] = "实例查询", ["en-US"] = "Query Instances" },
+    description = {
+        ["zh-CN"] = "按条件查询某个对象类的实例数据。先用 search_schema 或 get_object_types 确认 " ..
+            "ot_id 与可用属性，再用 condition 描述筛选（叶子 {field, operation, value}，" ..
+            "and/or 组合 sub_conditions；全文检索用 match，语义检索用 knn）。" ..
+            "每行带 _instance_identity（后续行动、逻辑属性调用原样使用）与 _display。" ..
+            "用 limit（默认 10，最大 10000）控制条数，翻页时把上次结果的 search_after 原样传回；" ..
+            "total_count 为总数，翻页时不返回。",
+        ["en-US"] = "Queries instances of one object type by condition. First confirm the " ..
+            "ot_id and its properties with search_schema or get_object_types, then describe " ..
+            "the filter with condition (a leaf is {field, operation, value}; and/or nodes " ..
+            "combine sub_conditions; match is full-text search, knn semantic search). Each " ..
+            "row carries _instance_identity (pass it unchanged to action and logic-property " ..
+            "tools) and _display. limit (default 10, at most 10000) sets the page size; to " ..
+            "get the next page pass back the search_after of the previous result unchanged. " ..
+            "total_count is the number of matches and is absent on search_after pages.",
+    },
+    group = "query",
+    order = 210,
+    surfaces = { "mcp", "compact", "rest" },
+    formats = { "json" },
+    upstream = "ontology_query",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "kn_id", "ot_id" },
+        ["$defs"] = { condition = condition.def() },
+        properties = {
+            kn_id = {
+                type = "string",
+                minLength = 1,
+                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
+            },
+            ot_id = {
+                type = "string",
+                minLength = 1,
+                description = { ["zh-CN"] = "对象类 ID", ["en-US"] = "Object type id" },
+            },
+            include_logic_params = {
+                type = "boolean",
+                default = false,
+                description = {
+                    ["zh-CN"] = "为 true 时返回逻辑属性的参数定义",
+                    ["en-US"] = "When true, rows include the parameters of logic properties",
+                },
+            },
+            condition = { ["$ref"] = "#/$defs/condition" },
+            filters = condition.filters_schema(),
+            limit = {
+                type = "integer",
+                minimum = 0,
+                maximum = 10000,
+                default = DEFAULT_LIMIT,
+                description = {
+                    ["zh-CN"] = "返回条数，默认 10，范围 1-10000（0 表示默认值）",
+                    ["en-US"] = "Rows to return, default 10, 1-10000 (0 means the default)",
+                },
+            },
+            properties = {
+                type = "array",
+                maxItems = 1000,
+                items = { type = "string", minLength = 1 },
+                description = {
+                    ["zh-CN"] = "只返回这些属性；不填返回全部",
+                    ["en-US"] = "Return only these properties; all when omitted",
+                },
+            },
+            sort = condition.sort_schema(),
+            search_after = {
+                type = "array",
+                maxItems = 64,
+                description = {
+                    ["zh-CN"] = "翻页游标：上一页结果中的 search_after，原样传回",
+                    ["en-US"] = "Page cursor: the search_after of the previous page, unchanged",
+                },
+            },
+            offset = {
+                type = "integer",
+                minimum = 0,
+                description = {
+                    ["zh-CN"] = "跳过的条数（仅数据资源类对象类有效；给出 search_after 时忽略）",
+                    ["en-US"] = "Rows to skip (resource-backed object types only; ignored " ..
+                        "with search_after)",
+                },
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            datas = {
+                type = "array",
+                items = { type = "object" },
+                description = {
+                    ["zh-CN"] = "实例行：属性值加 _instance_id、_instance_identity、_display",
+                    ["en-US"] = "Rows: property values plus _instance_id, _instance_identity, " ..
+                        "_display",
+                },
+            },
+            total_count = { type = "integer" },
+            search_after = { type = "array" },
+        },
+    },
+}
+
+local function has_cursor(args)
+    return type(args.search_after) == "table" and #args.search_after > 0
+end
+
+-- The exact ontology-query request for validated args.
+function M.shape_request(args)
+    local body = cljson.object()
+    local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
+    if cond ~= nil then
+        body.condition = cond
+    end
+    local limit = args.limit
+    if limit == nil or limit == 0 then
+        limit = DEFAULT_LIMIT
+    end
+    body.limit = limit
+    if args.properties ~= nil then
+        body.properties = args.properties
+    end
+    if type(args.sort) == "table" and #args.sort > 0 then
+        body.sort = args.sort
+    end
+    -- ontology-query turns the total off by itself on cursor pages
+    body.need_total = true
+    if has_cursor(args) then
+        body.search_after = args.search_after
+    end
+    if args.offset ~= nil then
+        body.offset = args.offset
+    end
+    return {
+        upstream = "ontology_query",
+        method = "POST",
+        path = "/in/v1/knowledge-networks/" .. util.escape(args.kn_id) .. "/object-types/" ..
+            util.escape(args.ot_id),
+        query = {
+            include_type_info = "false",
+            include_logic_params = args.include_logic_params and "true" or "false",
+        },
+        headers = { ["x-http-method-override"] = "GET" },
+        json = body,
+    }
+end
+
+local KEEP = { "datas", "total_count", "search_after", "effective_permissions",
+    "row_filter_applied" }
+
+-- Trims the decoded response in place: rows are the decoded tables (key order,
+-- big numbers, [] and {} untouched); only keys are removed.
+function M.trim_response(body, args)
+    if type(body) ~= "table" then
+        body = cljson.object()
+    end
+    util.keep_only(body, KEEP)
+    if type(body.datas) ~= "table" then
+        body.datas = util.array()
+    end
+    local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
+    if not condition.uses_scoring(cond) then
+        for _, row in ipairs(body.datas) do
+            if type(row) == "table" then
+                row._score = nil
+            end
+        end
+    end
+    -- total_count is tri-state: a number; 0 when ontology-query omitted it
+    -- (omitempty drops a zero); absent on cursor pages, where no total is computed.
+    if util.is_null(body.total_count) then
+        body.total_count = nil
+        if not has_cursor(args) then
+            body.total_count = 0
+        end
+    end
+    if util.is_null(body.search_after) then
+        body.search_after = nil
+    end
+    return body
+end
+
+-- Maps a failed call: 4xx keeps its status as Public.<Status>; 5xx and
+-- transport failures become 502.
+local function map_error(res, err, lang)
+    if res == nil then
+        return util.bad_gateway(lang, util.transport_details(err))
+    end
+    if res.status >= 400 and res.status < 500 then
+        return util.public_error(res.status, lang, util.body_details(res))
+    end
+    return util.bad_gateway(lang, util.body_details(res))
+end
+
+function M.handle(args, ctx)
+    local res, err = ctx.http(M.shape_request(args))
+    if res == nil or not util.is_2xx(res) then
+        return nil, map_error(res, err, ctx.lang)
+    end
+    local body = util.try_json(res)
+    if body == nil then
+        return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
+    end
+    return M.trim_response(body, args)
+end
+
+return M
