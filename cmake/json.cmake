@@ -27,16 +27,7 @@ add_test(NAME json_spec
          COMMAND lua5.4 /usr/bin/busted --output=plainTerminal tests/spec/json_spec.lua
          WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 set(CL_JSON_SPEC_ENV "CLJSON_CPATH=$<TARGET_FILE_DIR:cljson>/?.so")
-if(CL_SANITIZE)
-  # The stock lua5.4 interpreter is not instrumented: preload the runtimes so the
-  # sanitized cljson.so can load; leaks of the interpreter itself are not ours.
-  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
-                  OUTPUT_VARIABLE CL_LIBASAN OUTPUT_STRIP_TRAILING_WHITESPACE)
-  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libubsan.so
-                  OUTPUT_VARIABLE CL_LIBUBSAN OUTPUT_STRIP_TRAILING_WHITESPACE)
-  list(APPEND CL_JSON_SPEC_ENV "LD_PRELOAD=${CL_LIBASAN}:${CL_LIBUBSAN}"
-       "ASAN_OPTIONS=detect_leaks=0")
-endif()
+list(APPEND CL_JSON_SPEC_ENV ${CL_LUA_SANITIZER_ENV})
 set_tests_properties(json_spec PROPERTIES ENVIRONMENT "${CL_JSON_SPEC_ENV}" TIMEOUT 60)
 
 # Fuzzing: a real libFuzzer target with CL_FUZZ=ON (clang), otherwise the same

@@ -13,7 +13,8 @@ if(CL_LUA54 AND CL_BUSTED)
                    "--cpath=$<TARGET_FILE_DIR:cljson>/?.so"
                    ${CMAKE_SOURCE_DIR}/tests/spec
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua_busted PROPERTIES TIMEOUT 120 LABELS lua)
+  set_tests_properties(lua_busted PROPERTIES TIMEOUT 120 LABELS lua
+                       ENVIRONMENT "${CL_LUA_SANITIZER_ENV}")
 else()
   message(WARNING "lua5.4 or busted not found: the busted specs are not registered")
 endif()

@@ -18,11 +18,11 @@ static const char DETAIL_APIKEY[] = "api key is invalid";
 typedef struct entry {
     char key[65]; /* sha256 hex of the token */
     auth_status st;
-    principal who;      /* when st == AUTH_OK */
-    const char *detail; /* static text when st == AUTH_INVALID */
-    int64_t expires_ms; /* monotonic */
-    struct entry *hnext;        /* hash chain */
-    struct entry *prev, *next;  /* insertion order, oldest first */
+    principal who;             /* when st == AUTH_OK */
+    const char *detail;        /* static text when st == AUTH_INVALID */
+    int64_t expires_ms;        /* monotonic */
+    struct entry *hnext;       /* hash chain */
+    struct entry *prev, *next; /* insertion order, oldest first */
 } entry;
 
 typedef struct flight flight;
@@ -280,8 +280,7 @@ static int finish_principal(auth_ctx *a, const json_value *doc, principal *p)
     const char *tenant = ext_or_top(doc, "tenant_id");
     const char *domain = ext_or_top(doc, "business_domain");
     if (put_field(p->tenant_id, sizeof(p->tenant_id), tenant ? tenant : a->tenant) != 0 ||
-        put_field(p->business_domain, sizeof(p->business_domain), domain ? domain : a->domain) !=
-            0)
+        put_field(p->business_domain, sizeof(p->business_domain), domain ? domain : a->domain) != 0)
         return -1;
     buf k = BUF_INIT;
     buf_printf(&k, "%s|%s|%s", p->account_type, p->account_id, p->tenant_id);
@@ -326,8 +325,8 @@ static auth_status map_response(auth_ctx *a, int apikey, const json_value *doc, 
         bad |= put_field(p->subject_name, sizeof(p->subject_name), ext_or_top(doc, "visitor_name"));
         const json_value *exp = json_get(doc, "exp");
         if (exp && (json_typeof(exp) == JSON_INT || json_typeof(exp) == JSON_DOUBLE)) {
-            double e = json_typeof(exp) == JSON_INT ? (double)json_get_int(exp)
-                                                     : json_get_double(exp);
+            double e =
+                json_typeof(exp) == JSON_INT ? (double)json_get_int(exp) : json_get_double(exp);
             if (e > 0 && e < 1e15)
                 *exp_s = (int64_t)e;
         }
@@ -355,8 +354,8 @@ static void flight_done(const fetch_response *resp, void *arg)
 
     if (resp->result != FETCH_OK) {
         snprintf(why, sizeof(why), "introspection endpoint unreachable: %s",
-                 resp->result == FETCH_TIMEOUT   ? "timeout"
-                 : resp->result == FETCH_CONNECT ? "connection failed"
+                 resp->result == FETCH_TIMEOUT     ? "timeout"
+                 : resp->result == FETCH_CONNECT   ? "connection failed"
                  : resp->result == FETCH_TOO_LARGE ? "response too large"
                                                    : "transport error");
         detail = why;
@@ -559,6 +558,12 @@ auth_wait *auth_check(auth_ctx *a, const char *token, size_t token_len, auth_cb 
     w->arg = arg;
     if (!token || token_len == 0 || token_len > MAX_TOKEN_LEN) {
         make_ready(a, w, AUTH_INVALID, NULL, DETAIL_TOKEN);
+        return w;
+    }
+    if (token_len >= 4 && memcmp(token, "bak_", 4) == 0 && a->appkey_url &&
+        !json_utf8_valid(token, token_len)) {
+        /* Cannot be put into a JSON body faithfully, and no real key looks like it. */
+        make_ready(a, w, AUTH_INVALID, NULL, DETAIL_APIKEY);
         return w;
     }
     char key[65];

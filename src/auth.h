@@ -33,10 +33,10 @@ typedef struct auth_config {
     const char *oauth_client_id;     /* optional HTTP Basic for the introspection call */
     const char *oauth_client_secret; /* (both must be set to be used) */
     const char *appkey_introspect_url;
-    long timeout_ms;    /* per introspection call; 0 -> 5000 */
-    int cache_ttl_s;    /* positive results: until min(exp, now+ttl); 0 -> 300 */
-    int negative_ttl_s; /* 0 -> 10 */
-    size_t max_entries; /* 0 -> 10000 */
+    long timeout_ms;                     /* per introspection call; 0 -> 5000 */
+    int cache_ttl_s;                     /* positive results: until min(exp, now+ttl); 0 -> 300 */
+    int negative_ttl_s;                  /* 0 -> 10 */
+    size_t max_entries;                  /* 0 -> 10000 */
     const char *default_tenant_id;       /* used when the response has none; may be NULL */
     const char *default_business_domain; /* idem */
 } auth_config;

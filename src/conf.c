@@ -85,6 +85,7 @@ static const conf_key KEYS[] = {
     {"execute_skill_enabled", "EXECUTE_SKILL_ENABLED", T_BOOL, "false",
      "registers execute_skill, /kn/execute_skill and /mcp/ptc"},
     {"ptc.sandbox_mcp_url", "PTC_SANDBOX_MCP_URL", T_STR, "", "in-cluster URL the PTC sandbox calls"},
+    {"mcp.tools_page_size", NULL, T_INT, "100", "tools/list page size (cursor pagination)"},
     {"shutdown_grace_s", NULL, T_INT, "10", "SIGTERM: time allowed for in-flight calls"},
     {"access_log", NULL, T_BOOL, "true", "one JSON line per request on stderr"},
 };

@@ -155,8 +155,7 @@ static size_t header_cb(char *ptr, size_t size, size_t nitems, void *userdata)
         end--;
     if (r->n_resp_headers == r->cap_resp_headers) {
         r->cap_resp_headers = r->cap_resp_headers ? 2 * r->cap_resp_headers : 16;
-        r->resp_headers =
-            xrealloc(r->resp_headers, r->cap_resp_headers * sizeof(*r->resp_headers));
+        r->resp_headers = xrealloc(r->resp_headers, r->cap_resp_headers * sizeof(*r->resp_headers));
     }
     char *name = xstrndup(ptr, nlen);
     for (char *p = name; *p; p++)
@@ -538,7 +537,8 @@ void fetch_cancel(fetch_req *r)
         list_unlink(&ctx->running, r);
         break;
     case REQ_QUEUED:
-        return;
+        list_unlink(&ctx->queue, r);
+        break;
     case REQ_DELIVERING:
         return; /* its own callback is running; deliver_cb frees it afterwards */
     }

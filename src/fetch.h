@@ -34,24 +34,25 @@ typedef struct fetch_request {
     const char *url;    /* absolute http(s) URL */
     const fetch_header *headers;
     size_t n_headers;
-    const char *body; /* may be NULL */
+    const char *body; /* may be NULL; sent (even empty) for POST/PUT/PATCH or when
+                         non-NULL; curl adds a form Content-Type unless one is given */
     size_t body_len;
-    long timeout_ms;       /* total; 0 = ctx default */
-    size_t max_response;   /* body bytes; 0 = ctx default */
+    long timeout_ms;     /* total; 0 = ctx default */
+    size_t max_response; /* body bytes; 0 = ctx default */
 } fetch_request;
 
 typedef enum {
-    FETCH_OK = 0,       /* got an HTTP response (any status) */
-    FETCH_TIMEOUT,      /* timeout_ms elapsed */
-    FETCH_CONNECT,      /* could not connect / DNS / refused */
-    FETCH_TOO_LARGE,    /* response body exceeded max_response */
-    FETCH_ERROR         /* other transport error */
+    FETCH_OK = 0,    /* got an HTTP response (any status) */
+    FETCH_TIMEOUT,   /* timeout_ms elapsed */
+    FETCH_CONNECT,   /* could not connect / DNS / refused */
+    FETCH_TOO_LARGE, /* response body exceeded max_response */
+    FETCH_ERROR      /* other transport error */
 } fetch_result;
 
 typedef struct fetch_response {
     fetch_result result;
-    const char *error; /* human text when result != FETCH_OK, else NULL */
-    long status;       /* HTTP status when FETCH_OK */
+    const char *error;           /* human text when result != FETCH_OK, else NULL */
+    long status;                 /* HTTP status when FETCH_OK */
     const fetch_header *headers; /* response headers, names lower-cased */
     size_t n_headers;
     const char *body; /* NUL-terminated for convenience; may contain NULs */
@@ -69,15 +70,18 @@ typedef struct fetch_config {
 
 /* Returns NULL and sets *err (static text) on failure. */
 fetch_ctx *fetch_new(struct event_base *base, const fetch_config *cfg, const char **err);
-/* Cancels every in-flight request (their callbacks are not called) and frees. */
+/* Cancels every in-flight request (their callbacks are not called) and frees. May
+ * be called from inside a fetch callback (the free completes when it returns). */
 void fetch_free(fetch_ctx *ctx);
 
 /* Starts a request; the callback runs exactly once later unless the request is
  * cancelled first. Returns NULL only on invalid arguments (err set). */
 fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
                        const char **err);
-/* Cancels an in-flight request; its callback will not be called. Safe to call
- * from any callback. */
+/* Cancels an in-flight request; its callback will not be called, even if its
+ * completion is already queued. Safe to call from any callback; on the request
+ * whose callback is running it is a no-op (the request is freed after it). The
+ * handle is invalid once the callback has returned or after the cancel. */
 void fetch_cancel(fetch_req *r);
 
 /* Number of in-flight requests (for metrics and tests). */

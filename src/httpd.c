@@ -658,8 +658,9 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
         buf_printf(&b, "{\"ok\":%s,\"report\":", rc == 0 ? "true" : "false");
         json_write_string(&b, report ? report : "", report ? strlen(report) : 0);
         buf_puts(&b, "}");
-        fprintf(stderr, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",\"report\":%s}\n",
-                (long long)now_wall_ms(), rc == 0 ? "info" : "error", strchr(b.data, ':') + 0);
+        /* b.data + 1: the reply's members ("ok", "report") without its '{'. */
+        fprintf(stderr, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",%s\n",
+                (long long)now_wall_ms(), rc == 0 ? "info" : "error", b.data + 1);
         req_reply(c, rc == 0 ? 200 : 422, "application/json; charset=utf-8", b.data, b.len);
         buf_free(&b);
         free(report);

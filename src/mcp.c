@@ -10,7 +10,6 @@
 
 static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 #define N_VERSIONS (sizeof VERSIONS / sizeof VERSIONS[0])
-#define TOOLS_PAGE_SIZE 100
 
 struct sse_stream {
     app *app;
@@ -131,6 +130,9 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     buf b = BUF_INIT;
     buf_puts(&b, "{\"tools\":[");
     size_t seen = 0, listed = 0, n = g ? tools_gen_count(g) : 0;
+    size_t page = (size_t)conf_int(c->app->cfg, "mcp.tools_page_size");
+    if (page == 0)
+        page = 100;
     int more = 0;
     for (size_t i = 0; i < n; i++) {
         const tools_info *ti = tools_gen_info(g, i);
@@ -138,7 +140,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
             continue;
         if (seen++ < offset)
             continue;
-        if (listed == TOOLS_PAGE_SIZE) {
+        if (listed == page) {
             more = 1;
             break;
         }

@@ -150,9 +150,7 @@ static void appkey_cb(struct evhttp_request *req, void *arg)
 
 /* ---- loop helpers ---- */
 
-static void tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-}
+static void tick_cb(evutil_socket_t fd, short what, void *arg) {}
 
 static int run_until(const int *flag, int want, int64_t ms)
 {
@@ -285,6 +283,11 @@ static void test_empty_and_encoding(fetch_ctx *f)
     CHECK_STR(r.detail, "token is invalid");
     CHECK(oauth_calls + appkey_calls == calls);
 
+    r = check1(a, "bak_\xff\xfe");
+    CHECK(r.st == AUTH_INVALID);
+    CHECK_STR(r.detail, "api key is invalid");
+    CHECK(oauth_calls + appkey_calls == calls);
+
     r = check1(a, "weird +/&=%\xc3\xa9tok");
     CHECK(r.st == AUTH_OK);
     CHECK_STR(last_form, "token=weird%20%2B%2F%26%3D%25%C3%A9tok");
@@ -380,8 +383,8 @@ static void test_single_flight(fetch_ctx *f)
     int ok = 1;
     for (int i = 0; i < NSF; i++) {
         int want = (i == 3 || i == 0) ? 0 : 1;
-        if (rs[i].done != want || (want && (rs[i].st != AUTH_OK ||
-                                            strcmp(rs[i].who.account_id, "slow") != 0)))
+        if (rs[i].done != want ||
+            (want && (rs[i].st != AUTH_OK || strcmp(rs[i].who.account_id, "slow") != 0)))
             ok = 0;
     }
     CHECK(ok);

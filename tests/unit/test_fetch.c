@@ -18,7 +18,7 @@ static struct event_base *base;
 static struct evhttp *http;
 static int port;
 static unsigned char seen_port[65536];
-static int n_conns;    /* distinct client ports seen since the last reset */
+static int n_conns;      /* distinct client ports seen since the last reset */
 static int slow_pending; /* slow replies not yet sent */
 
 /* ---- server ---- */
@@ -136,9 +136,7 @@ static void reset_conns(void)
 
 /* ---- loop helpers ---- */
 
-static void tick_cb(evutil_socket_t fd, short what, void *arg)
-{
-}
+static void tick_cb(evutil_socket_t fd, short what, void *arg) {}
 
 /* Runs the loop until *flag >= want or ms elapse; returns 1 if reached. */
 static int run_until(const int *flag, int want, int64_t ms)
@@ -208,8 +206,7 @@ static fetch_req *start(fetch_ctx *f, const char *method, const char *path, cons
                         void *arg)
 {
     const char *err = NULL;
-    fetch_request rq = {method, url(path), h,      nh, body, body ? strlen(body) : 0,
-                        timeout, max};
+    fetch_request rq = {method, url(path), h, nh, body, body ? strlen(body) : 0, timeout, max};
     fetch_req *r = fetch_start(f, &rq, cb, arg, &err);
     if (!r)
         fprintf(stderr, "fetch_start: %s\n", err);
@@ -232,8 +229,9 @@ static void test_methods(fetch_ctx *f)
         CHECK(r.res == FETCH_OK);
         CHECK(r.status == 200);
         char want[256];
-        snprintf(want, sizeof(want), "method=%s\nx-test=hello world\ncontent-type=text/plain\nbody=%s",
-                 methods[i], has_body ? "payload\"1\"" : "");
+        snprintf(want, sizeof(want),
+                 "method=%s\nx-test=hello world\ncontent-type=text/plain\nbody=%s", methods[i],
+                 has_body ? "payload\"1\"" : "");
         CHECK_STR(r.body, want);
         CHECK_STR(r.xreply, "Echo");
         CHECK(r.lower_names);
@@ -435,8 +433,8 @@ static void test_cancel_in_callback(fetch_ctx *f)
     for (int i = 0; i < NP; i++) {
         ps[i].calls = 0;
         ps[i].a = start(f, "GET", "/echo", NULL, NULL, 0, 0, 0, pair_cb, &ps[i]);
-        ps[i].b = start(f, "GET", i % 2 ? "/echo" : "/slow?ms=150", NULL, NULL, 0, 0, 0,
-                        pair_cb, &ps[i]);
+        ps[i].b =
+            start(f, "GET", i % 2 ? "/echo" : "/slow?ms=150", NULL, NULL, 0, 0, 0, pair_cb, &ps[i]);
     }
     run_for(500);
     int ok = 1;

