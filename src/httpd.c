@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <sys/queue.h>
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -51,8 +52,8 @@ lang_id lang_from_accept(const char *h, lang_id dflt)
         if (tlen >= 2 && (tag[0] == 'z' || tag[0] == 'Z') && (tag[1] == 'h' || tag[1] == 'H') &&
             (tlen == 2 || tag[2] == '-' || tag[2] == '_'))
             cand = LANG_ZH_CN;
-        else if (tlen >= 2 && (tag[0] == 'e' || tag[0] == 'E') && (tag[1] == 'n' || tag[1] == 'N') &&
-                 (tlen == 2 || tag[2] == '-' || tag[2] == '_'))
+        else if (tlen >= 2 && (tag[0] == 'e' || tag[0] == 'E') &&
+                 (tag[1] == 'n' || tag[1] == 'N') && (tlen == 2 || tag[2] == '-' || tag[2] == '_'))
             cand = LANG_EN_US;
         if (cand >= 0 && q > best_q) {
             best_q = q;
@@ -159,7 +160,8 @@ static void access_log(req_ctx *c, size_t bytes_out)
         buf_printf(&b, ",\"generation\":%u", tools_gen_id(c->gen));
     if (c->outcome)
         buf_printf(&b, ",\"outcome\":\"%s\"", c->outcome);
-    buf_printf(&b, ",\"duration_ms\":%lld,\"lua_ms\":%lld,\"upstream_ms\":%lld,\"bytes_out\":%zu}\n",
+    buf_printf(&b,
+               ",\"duration_ms\":%lld,\"lua_ms\":%lld,\"upstream_ms\":%lld,\"bytes_out\":%zu}\n",
                (long long)dur, (long long)c->lua_ms, (long long)c->upstream_ms, bytes_out);
     fputs(b.data, stderr);
     buf_free(&b);
@@ -460,8 +462,8 @@ static void health(req_ctx *c, int ready)
     tools_gen *g = tools_host_acquire(c->app->tools);
     int ok = g != NULL && !c->app->draining;
     buf_printf(&b, "{\"status\":\"%s\",\"generation\":%u,\"tools\":%zu,\"upstreams\":{",
-               ok ? "ready" : (c->app->draining ? "draining" : "not_ready"), g ? tools_gen_id(g) : 0,
-               g ? tools_gen_count(g) : 0);
+               ok ? "ready" : (c->app->draining ? "draining" : "not_ready"),
+               g ? tools_gen_id(g) : 0, g ? tools_gen_count(g) : 0);
     for (size_t i = 0; i < c->app->n_upstreams; i++)
         buf_printf(&b, "%s\"%s\":%s", i ? "," : "", c->app->upstreams[i].name,
                    *c->app->upstreams[i].base_url ? "true" : "false");
@@ -477,6 +479,40 @@ static void not_found(req_ctx *c)
     req_reply_error(c, 404, NULL, "no such route");
 }
 
+static const char *method_name(enum evhttp_cmd_type cmd)
+{
+    switch (cmd) {
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    case EVHTTP_REQ_HEAD:
+        return "HEAD";
+    case EVHTTP_REQ_OPTIONS:
+        return "OPTIONS";
+    case EVHTTP_REQ_PATCH:
+        return "PATCH";
+    default:
+        return "OTHER";
+    }
+}
+
+/* Size of the request line and header block as received (approximately: names,
+ * values and separators). libevent enforces a hard cap of 4x the limit itself (with
+ * a bare 400); between the limit and the cap the client gets a JSON 413. */
+static size_t header_bytes(struct evhttp_request *req)
+{
+    size_t n = strlen(evhttp_request_get_uri(req)) + 16;
+    struct evkeyval *kv;
+    TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next)
+    n += strlen(kv->key) + strlen(kv->value) + 4;
+    return n;
+}
+
 static void gencb(struct evhttp_request *req, void *arg)
 {
     app *a = arg;
@@ -485,16 +521,7 @@ static void gencb(struct evhttp_request *req, void *arg)
     c->req = req;
     c->t0 = now_mono_ms();
     a->requests_total++;
-    switch (evhttp_request_get_command(req)) {
-    case EVHTTP_REQ_GET: snprintf(c->method, sizeof c->method, "GET"); break;
-    case EVHTTP_REQ_POST: snprintf(c->method, sizeof c->method, "POST"); break;
-    case EVHTTP_REQ_DELETE: snprintf(c->method, sizeof c->method, "DELETE"); break;
-    case EVHTTP_REQ_PUT: snprintf(c->method, sizeof c->method, "PUT"); break;
-    case EVHTTP_REQ_HEAD: snprintf(c->method, sizeof c->method, "HEAD"); break;
-    case EVHTTP_REQ_OPTIONS: snprintf(c->method, sizeof c->method, "OPTIONS"); break;
-    case EVHTTP_REQ_PATCH: snprintf(c->method, sizeof c->method, "PATCH"); break;
-    default: snprintf(c->method, sizeof c->method, "OTHER"); break;
-    }
+    snprintf(c->method, sizeof c->method, "%s", method_name(evhttp_request_get_command(req)));
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     snprintf(c->path, sizeof c->path, "%s", path && *path ? path : "/");
@@ -511,6 +538,11 @@ static void gencb(struct evhttp_request *req, void *arg)
         snprintf(c->traceparent, sizeof c->traceparent, "%s", tp);
     c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
 
+    if (header_bytes(req) > (size_t)conf_int(a->cfg, "limits.max_header_bytes")) {
+        req_add_header(c, "Connection", "close");
+        req_reply_error(c, 413, NULL, "request header block exceeds limits.max_header_bytes");
+        return;
+    }
     if (!strcmp(c->path, "/health/alive") || !strcmp(c->path, "/health/ready")) {
         health(c, c->path[8] == 'r');
         return;
@@ -561,14 +593,15 @@ static void gencb(struct evhttp_request *req, void *arg)
     if (a->draining) {
         req_add_header(c, "Retry-After", "1");
         req_add_header(c, "Connection", "close");
-        req_reply_error(c, 503, "Public.ServiceUnavailable.ShuttingDown", "server is shutting down");
+        req_reply_error(c, 503, "Public.ServiceUnavailable.ShuttingDown",
+                        "server is shutting down");
         return;
     }
     authenticate(c);
 }
 
-static int bind_listener(app *a, struct evhttp *http, const char *addr, struct evhttp_bound_socket **out,
-                         char *err, size_t errlen)
+static int bind_listener(app *a, struct evhttp *http, const char *addr,
+                         struct evhttp_bound_socket **out, char *err, size_t errlen)
 {
     char host[256];
     snprintf(host, sizeof host, "%s", addr);
@@ -640,8 +673,7 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     c->app = a;
     c->req = req;
     c->t0 = now_mono_ms();
-    snprintf(c->method, sizeof c->method, "%s",
-             evhttp_request_get_command(req) == EVHTTP_REQ_POST ? "POST" : "GET");
+    snprintf(c->method, sizeof c->method, "%s", method_name(evhttp_request_get_command(req)));
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     snprintf(c->path, sizeof c->path, "%s", path && *path ? path : "/");
@@ -676,12 +708,12 @@ int httpd_start(app *a, char *err, size_t errlen)
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
-    evhttp_set_max_headers_size(a->http, conf_int(a->cfg, "limits.max_header_bytes"));
+    evhttp_set_max_headers_size(a->http, 4 * conf_int(a->cfg, "limits.max_header_bytes"));
     evhttp_set_max_body_size(a->http, conf_int(a->cfg, "limits.max_body_bytes"));
     evhttp_set_timeout(a->http, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD |
-                                            EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+                                            EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
+                                            EVHTTP_REQ_PATCH);
     evhttp_set_default_content_type(a->http, "application/json; charset=utf-8");
     evhttp_set_gencb(a->http, gencb, a);
     if (bind_listener(a, a->http, conf_str(a->cfg, "listen"), &a->listener, err, errlen) < 0)

@@ -93,8 +93,10 @@ static void on_term(evutil_socket_t sig, short ev, void *arg)
         return;
     }
     a->draining = 1;
-    fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"draining\",\"signal\":%d,\"inflight\":%zu}\n",
-            (long long)now_wall_ms(), (int)sig, a->inflight);
+    fprintf(
+        stderr,
+        "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"draining\",\"signal\":%d,\"inflight\":%zu}\n",
+        (long long)now_wall_ms(), (int)sig, a->inflight);
     httpd_stop_accepting(a);
     mcp_close_streams(a);
     drain_check(-1, 0, a);
@@ -109,8 +111,10 @@ static void on_hup(evutil_socket_t sig, short ev, void *arg)
     int rc = tools_host_reload(a->tools, conf_str(a->cfg, "tools_dir"), &report);
     buf b = BUF_INIT;
     json_write_string(&b, report ? report : "", report ? strlen(report) : 0);
-    fprintf(stderr, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",\"trigger\":\"SIGHUP\",\"report\":%s}\n",
-            (long long)now_wall_ms(), rc == 0 ? "info" : "error", b.data);
+    fprintf(
+        stderr,
+        "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",\"trigger\":\"SIGHUP\",\"report\":%s}\n",
+        (long long)now_wall_ms(), rc == 0 ? "info" : "error", b.data);
     buf_free(&b);
     free(report);
 }
@@ -210,7 +214,8 @@ int main(int argc, char **argv)
     ac.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
     ac.default_business_domain = conf_str(a.cfg, "default_business_domain");
     a.auth = auth_new(a.base, a.fetch, &ac);
-    a.sessions = session_new(conf_str(a.cfg, "session_secret"), conf_int(a.cfg, "idempotency_ttl_s"));
+    a.sessions =
+        session_new(conf_str(a.cfg, "session_secret"), conf_int(a.cfg, "idempotency_ttl_s"));
 
     for (int l = 0; l < LANG_COUNT; l++) {
         char path[1024];
@@ -223,8 +228,8 @@ int main(int argc, char **argv)
     a.tools = tools_host_new(&tc);
     char *report = NULL;
     if (tools_host_reload(a.tools, conf_str(a.cfg, "tools_dir"), &report) < 0) {
-        fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n", conf_str(a.cfg, "tools_dir"),
-                report ? report : "");
+        fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n",
+                conf_str(a.cfg, "tools_dir"), report ? report : "");
         free(report);
         goto done;
     }

@@ -337,9 +337,10 @@ static void handle_post(req_ctx *c)
         return;
     }
     if (json_typeof(c->msg) != JSON_OBJECT) {
-        rpc_error(c, 400, -32600, json_typeof(c->msg) == JSON_ARRAY
-                                      ? "Invalid Request: batches are not supported"
-                                      : "Invalid Request: a JSON-RPC message must be an object");
+        rpc_error(c, 400, -32600,
+                  json_typeof(c->msg) == JSON_ARRAY
+                      ? "Invalid Request: batches are not supported"
+                      : "Invalid Request: a JSON-RPC message must be an object");
         return;
     }
     const json_value *id = json_get(c->msg, "id");
@@ -410,8 +411,9 @@ void mcp_handle(req_ctx *c)
     const char *pv = req_header(c, "MCP-Protocol-Version");
     if (pv && !version_supported(pv)) {
         char m[200];
-        snprintf(m, sizeof m, "Bad Request: unsupported MCP-Protocol-Version %.60s (supported: %s, %s, %s)",
-                 pv, VERSIONS[0], VERSIONS[1], VERSIONS[2]);
+        snprintf(m, sizeof m,
+                 "Bad Request: unsupported MCP-Protocol-Version %.60s (supported: %s, %s, %s)", pv,
+                 VERSIONS[0], VERSIONS[1], VERSIONS[2]);
         rpc_error(c, 400, -32600, m);
         return;
     }

@@ -68,9 +68,9 @@ typedef struct req_ctx {
     call *call;
     char tool[128];
     char surface[16];
-    json_value *msg;  /* parsed body (MCP JSON-RPC message or REST arguments) */
-    buf rpc_id;       /* JSON text of the JSON-RPC id */
-    int status;       /* for the access log */
+    json_value *msg; /* parsed body (MCP JSON-RPC message or REST arguments) */
+    buf rpc_id;      /* JSON text of the JSON-RPC id */
+    int status;      /* for the access log */
     const char *outcome;
     int64_t lua_ms, upstream_ms;
     int on_close_set;

@@ -122,8 +122,7 @@ static int is_ended(session_ctx *s, const char *rnd)
 
 session_status session_verify(session_ctx *s, const principal *who, const char *id)
 {
-    if (!id || strlen(id) != SESSION_ID_LEN || id[32] != '.' || !is_hex32(id) ||
-        !is_hex32(id + 33))
+    if (!id || strlen(id) != SESSION_ID_LEN || id[32] != '.' || !is_hex32(id) || !is_hex32(id + 33))
         return SESSION_INVALID;
     char rnd[33], tag[33];
     memcpy(rnd, id, 32);

@@ -20,7 +20,10 @@ typedef struct buf {
     size_t cap;
 } buf;
 
-#define BUF_INIT {NULL, 0, 0}
+#define BUF_INIT                                                                                   \
+    {                                                                                              \
+        NULL, 0, 0                                                                                 \
+    }
 
 void buf_reserve(buf *b, size_t extra);
 void buf_append(buf *b, const void *data, size_t len);
