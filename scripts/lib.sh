@@ -5,7 +5,7 @@ export ROOT
 
 # Debian packages the build, the tests and the demo need.
 APT_PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev lua5.4 liblua5.4-dev
-  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check nodejs npm ca-certificates"
+  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check ca-certificates"
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -16,6 +16,10 @@ install_deps() {
   for p in $APT_PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
   done
+  # Node.js may come from elsewhere (e.g. NodeSource, which bundles npm and conflicts
+  # with Debian's npm package): only ask apt for it when the commands are missing.
+  command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+  command -v npm >/dev/null 2>&1 || missing="$missing npm"
   if [ -n "$missing" ]; then
     echo "==> installing Debian packages:$missing"
     as_root apt-get update -qq
