@@ -77,6 +77,18 @@ function openStream(server, sid) {
   });
 }
 
+// Every stderr line of the server is one JSON object (structured logs, SPEC §20).
+function assertJsonLogs(server) {
+  const lines = server.logs.join('').split('\n').filter((l) => l.length);
+  assert.ok(lines.length > 0);
+  for (const l of lines) {
+    let j;
+    assert.doesNotThrow(() => { j = JSON.parse(l); }, `not a JSON log line: ${l}`);
+    assert.equal(typeof j.msg, 'string', l);
+  }
+  return lines.map((l) => JSON.parse(l));
+}
+
 after(async () => {
   for (const p of running) await stop(p, 'SIGKILL', 2000);
   for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
@@ -206,4 +218,28 @@ test('admin reload: 200 for a good dir, 422 naming file:line for a broken file, 
   } finally {
     assert.equal(await stack.stop(), 0);
   }
+  const reloads = assertJsonLogs(stack.server).filter((j) => j.msg === 'reload');
+  assert.deepEqual(reloads.map((j) => j.ok), [true, true, false, true]);
+  assert.match(reloads[2].report, /broken\.lua:4:/);
+});
+
+test('a reload during an in-flight call does not drop it', async () => {
+  const stack = await startStack();
+  try {
+    const f = await fetch(`${stack.sim.base}/_sim/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ service: 'ontology_query', latency_ms: 600, count: 1 }), signal: AbortSignal.timeout(5000) });
+    assert.ok(f.ok);
+    const pending = post(`${stack.server.base}${PREFIX}/kn/query_object_instance`, { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 3 });
+    await new Promise((r) => setTimeout(r, 150));
+    const rl = await fetch(`${stack.server.admin}/admin/reload`, { method: 'POST', signal: AbortSignal.timeout(5000) });
+    assert.equal(rl.status, 200);
+    assert.equal((await rl.json()).ok, true);
+    const r = await pending;
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.json.datas.length, 3);
+    const ready = await (await fetch(`${stack.server.base}/health/ready`, { signal: AbortSignal.timeout(5000) })).json();
+    assert.equal(ready.generation, 2);
+  } finally {
+    assert.equal(await stack.stop(), 0);
+  }
+  assertJsonLogs(stack.server);
 });

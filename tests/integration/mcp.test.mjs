@@ -103,6 +103,8 @@ test('initialize echoes every supported version and answers an unknown one with 
   assert.equal(r.json.id, 1);
   assert.equal(r.json.jsonrpc, '2.0');
   assert.ok(r.headers.get('mcp-session-id'));
+  assert.equal(r.headers.get('cache-control'), 'no-store');
+  assert.match(r.headers.get('bkn-request-id') ?? '', /^req_/);
   assert.equal(r.json.result.capabilities.tools.listChanged, true);
   assert.equal(r.json.result.serverInfo.name, 'context-loader');
 });
