@@ -341,6 +341,66 @@ end
 
 -- contract.list_entry(tool, lang) -> the tools/list entry (SPEC §5, §9.4) with
 -- every localized text resolved for lang. tool: a normalized tool.
+-- bkn_context as every business tool advertises it on the MCP surfaces (SPEC §5, §7).
+-- The core reads and strips it before the tool's own schema is checked.
+local REF_TYPES = {
+    "knowledge_network", "object_type", "object_instance", "property", "relation_type",
+    "data_resource", "metric", "logic", "function", "action_type", "action_instance",
+}
+
+local function bkn_context_schema(lang)
+    local en = lang == "en-US"
+    return {
+        type = "object",
+        additionalProperties = false,
+        required = { "conversation_id", "interaction_id" },
+        description = en
+            and ("Turn context from bkn_start_interaction: pass conversation_id and interaction_id "
+                .. "exactly as start returned them.")
+            or "本轮上下文：原样传入 bkn_start_interaction 返回的 conversation_id 与 interaction_id。",
+        properties = {
+            conversation_id = { type = "string", minLength = 1 },
+            interaction_id = { type = "string", minLength = 1 },
+            parent_operation_id = { type = "string", minLength = 1 },
+            causation_event_ids = { type = "array", maxItems = 64, items = { type = "string" } },
+            business_refs = {
+                type = "array",
+                maxItems = 64,
+                items = {
+                    type = "object",
+                    additionalProperties = false,
+                    required = { "ref_type", "ref_id" },
+                    properties = {
+                        ref_type = { enum = REF_TYPES },
+                        ref_id = { type = "string", minLength = 1, maxLength = 512 },
+                        version = { type = "string", maxLength = 128 },
+                    },
+                },
+            },
+        },
+    }
+end
+
+local function with_bkn_context(input, lang)
+    local props = {}
+    for k, v in pairs(input.properties or {}) do
+        props[k] = v
+    end
+    props.bkn_context = bkn_context_schema(lang)
+    local required = {}
+    for i, v in ipairs(input.required or {}) do
+        required[i] = v
+    end
+    required[#required + 1] = "bkn_context"
+    local out = {}
+    for k, v in pairs(input) do
+        out[k] = v
+    end
+    out.properties = props
+    out.required = required
+    return out
+end
+
 function M.list_entry(tool, lang)
     if lang ~= "zh-CN" and lang ~= "en-US" then
         lang = catalog.default_language
@@ -358,7 +418,7 @@ function M.list_entry(tool, lang)
         name = tool.name,
         title = tool.title[lang],
         description = tool.description[lang],
-        inputSchema = schema.localize(tool.input_schema, lang),
+        inputSchema = with_bkn_context(schema.localize(tool.input_schema, lang), lang),
         annotations = ann,
         _meta = meta,
     }

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "flow.h"
+#include "lifecycle.h"
 #include "server.h"
 
 static const char *LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
@@ -169,6 +171,10 @@ static void access_log(req_ctx *c, size_t bytes_out)
 
 static void ctx_free(req_ctx *c)
 {
+    if (c->flow)
+        flow_cancel(c->flow);
+    if (c->lc)
+        lifecycle_cancel(c->lc);
     if (c->auth)
         auth_cancel(c->auth);
     if (c->call)
@@ -529,9 +535,10 @@ static void gencb(struct evhttp_request *req, void *arg)
     const char *rid = req_header(c, "bkn-request-id");
     if (!valid_request_id(rid))
         rid = req_header(c, "x-request-id");
-    if (valid_request_id(rid))
+    if (valid_request_id(rid)) {
         snprintf(c->request_id, sizeof c->request_id, "%s", rid);
-    else
+        c->caller_request_id = 1;
+    } else
         new_request_id(c->request_id, sizeof c->request_id);
     const char *tp = req_header(c, "traceparent");
     if (valid_traceparent(tp))

@@ -214,6 +214,28 @@ int main(int argc, char **argv)
     ac.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
     ac.default_business_domain = conf_str(a.cfg, "default_business_domain");
     a.auth = auth_new(a.base, a.fetch, &ac);
+    trace_config tcfg;
+    memset(&tcfg, 0, sizeof tcfg);
+    tcfg.base_url = conf_str(a.cfg, "trace_core.url");
+    tcfg.timeout_ms = conf_int(a.cfg, "trace_core.timeout_ms");
+    tcfg.policy_ttl_s = (int)conf_int(a.cfg, "trace_core.capture_policy_ttl_s");
+    tcfg.probe_tries = (int)conf_int(a.cfg, "trace_core.probe_tries");
+    tcfg.probe_budget_ms = conf_int(a.cfg, "trace_core.probe_budget_ms");
+    tcfg.verdict_ttl_s = (int)conf_int(a.cfg, "trace_core.probe_verdict_ttl_s");
+    tcfg.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
+    tcfg.default_business_domain = conf_str(a.cfg, "default_business_domain");
+    a.trace = trace_new(a.base, a.fetch, &tcfg);
+    if (strcmp(conf_str(a.cfg, "state_store"), "memory") != 0) {
+        fprintf(stderr,
+                "context-loader: config key state_store: only 'memory' is supported so far\n");
+        goto done;
+    }
+    a.store = store_memory_new(a.base, (size_t)conf_int(a.cfg, "idempotency.max_records"));
+    idem_config icfg;
+    memset(&icfg, 0, sizeof icfg);
+    icfg.ttl_ms = conf_int(a.cfg, "idempotency_ttl_s") * 1000;
+    icfg.wait_ms = conf_int(a.cfg, "idempotency.wait_ms");
+    a.idem = idem_new(a.base, a.store, &icfg);
     a.sessions =
         session_new(conf_str(a.cfg, "session_secret"), conf_int(a.cfg, "idempotency_ttl_s"));
 
@@ -262,6 +284,12 @@ done:
         event_free(sighup);
     mcp_close_streams(&a);
     httpd_free(&a);
+    if (a.idem)
+        idem_free(a.idem);
+    if (a.store)
+        store_free(a.store);
+    if (a.trace)
+        trace_free(a.trace);
     if (a.auth)
         auth_free(a.auth);
     if (a.fetch)

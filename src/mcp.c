@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flow.h"
+#include "lifecycle.h"
 #include "server.h"
 
 static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
@@ -66,8 +68,7 @@ static void rpc_error(req_ctx *c, int http_status, int code, const char *message
     buf_free(&b);
 }
 
-/* Sends {"jsonrpc":"2.0","id":...,"result":<result>}. */
-static void rpc_result(req_ctx *c, const char *result, size_t len)
+void mcp_send_result(req_ctx *c, const char *result, size_t len)
 {
     buf b = BUF_INIT;
     buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
@@ -106,7 +107,7 @@ static void do_initialize(req_ctx *c, const json_value *params)
     }
     buf_putc(&b, '}');
     c->outcome = "ok";
-    rpc_result(c, b.data, b.len);
+    mcp_send_result(c, b.data, b.len);
     buf_free(&b);
 }
 
@@ -129,14 +130,21 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     tools_gen *g = tools_host_acquire(c->app->tools);
     buf b = BUF_INIT;
     buf_puts(&b, "{\"tools\":[");
+    /* The two lifecycle tools (orders 10 and 20) come first, then the generation's. */
+    buf lc = BUF_INIT;
+    lifecycle_list_entries(&lc, c->lang);
     size_t seen = 0, listed = 0, n = g ? tools_gen_count(g) : 0;
     size_t page = (size_t)conf_int(c->app->cfg, "mcp.tools_page_size");
     if (page == 0)
         page = 100;
     int more = 0;
-    for (size_t i = 0; i < n; i++) {
-        const tools_info *ti = tools_gen_info(g, i);
-        if (!tool_visible(c->app, ti))
+    /* lc holds two objects separated by the one top-level comma after the first. */
+    const char *second = lifecycle_second_entry(lc.data);
+    const char *entries[2] = {lc.data, second};
+    size_t lens[2] = {(size_t)(second - 1 - lc.data), strlen(second)};
+    for (size_t i = 0; i < 2 + n && !more; i++) {
+        const tools_info *ti = i >= 2 ? tools_gen_info(g, i - 2) : NULL;
+        if (i >= 2 && !tool_visible(c->app, ti))
             continue;
         if (seen++ < offset)
             continue;
@@ -146,8 +154,12 @@ static void do_tools_list(req_ctx *c, const json_value *params)
         }
         if (listed++)
             buf_putc(&b, ',');
-        buf_puts(&b, ti->list_json[c->lang]);
+        if (i < 2)
+            buf_append(&b, entries[i], lens[i]);
+        else
+            buf_puts(&b, ti->list_json[c->lang]);
     }
+    buf_free(&lc);
     buf_putc(&b, ']');
     if (more)
         buf_printf(&b, ",\"nextCursor\":\"o:%zu\"", offset + listed);
@@ -155,29 +167,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     if (g)
         tools_gen_release(g);
     c->outcome = "ok";
-    rpc_result(c, b.data, b.len);
-    buf_free(&b);
-}
-
-static void on_call_done(const call_result *res, void *arg)
-{
-    req_ctx *c = arg;
-    c->call = NULL;
-    c->lua_ms = res->lua_ms;
-    c->upstream_ms = res->upstream_ms;
-    c->outcome = res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok";
-    buf b = BUF_INIT;
-    buf_puts(&b, "{\"content\":[{\"type\":\"text\",\"text\":");
-    json_write_string(&b, res->body, res->body_len);
-    buf_puts(&b, "}]");
-    if (res->is_error) {
-        buf_puts(&b, ",\"isError\":true}");
-    } else {
-        buf_puts(&b, ",\"structuredContent\":");
-        buf_append(&b, res->body, res->body_len);
-        buf_puts(&b, ",\"isError\":false}");
-    }
-    rpc_result(c, b.data, b.len);
+    mcp_send_result(c, b.data, b.len);
     buf_free(&b);
 }
 
@@ -194,6 +184,20 @@ static void do_tools_call(req_ctx *c, const json_value *params)
         return;
     }
     snprintf(c->tool, sizeof c->tool, "%s", name);
+    const json_value *meta = json_get(params, "_meta");
+    if (meta && json_typeof(meta) != JSON_OBJECT)
+        meta = NULL;
+    if (args && json_typeof(args) != JSON_OBJECT && json_typeof(args) != JSON_NULL) {
+        rpc_error(c, 200, -32602, "Invalid params: arguments must be an object");
+        return;
+    }
+    if (args && json_typeof(args) == JSON_NULL)
+        args = NULL;
+    if (lifecycle_is_tool(name)) {
+        req_async_begin(c);
+        lifecycle_call(c, name, args, meta);
+        return;
+    }
     c->gen = tools_host_acquire(c->app->tools);
     const tools_info *ti = c->gen ? tools_gen_find(c->gen, name) : NULL;
     if (!tool_visible(c->app, ti)) {
@@ -205,16 +209,8 @@ static void do_tools_call(req_ctx *c, const json_value *params)
         buf_free(&m);
         return;
     }
-    if (args && json_typeof(args) != JSON_OBJECT && json_typeof(args) != JSON_NULL) {
-        rpc_error(c, 200, -32602, "Invalid params: arguments must be an object");
-        return;
-    }
-    if (args && json_typeof(args) == JSON_NULL)
-        args = NULL;
-    call_env env;
-    req_call_env(c, &env);
     req_async_begin(c);
-    c->call = call_start(c->gen, ti, args, &env, on_call_done, c);
+    flow_start(c, ti, args, meta);
 }
 
 /* ---- GET streams ---- */
@@ -394,7 +390,7 @@ static void handle_post(req_ctx *c)
     }
     if (!strcmp(method, "ping")) {
         c->outcome = "ok";
-        rpc_result(c, "{}", 2);
+        mcp_send_result(c, "{}", 2);
     } else if (!strcmp(method, "tools/list")) {
         do_tools_list(c, params);
     } else if (!strcmp(method, "tools/call")) {

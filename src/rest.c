@@ -5,20 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "flow.h"
 #include "server.h"
-
-static void on_done(const call_result *res, void *arg)
-{
-    req_ctx *c = arg;
-    c->call = NULL;
-    c->lua_ms = res->lua_ms;
-    c->upstream_ms = res->upstream_ms;
-    c->outcome = res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok";
-    if (res->is_error)
-        req_add_header(c, "Content-Language", lang_tag(c->lang));
-    req_reply(c, res->status ? res->status : (res->is_error ? 500 : 200),
-              "application/json; charset=utf-8", res->body, res->body_len);
-}
 
 void rest_handle(req_ctx *c)
 {
@@ -66,8 +54,6 @@ void rest_handle(req_ctx *c)
         return;
     }
     snprintf(c->tool, sizeof c->tool, "%s", ti->name);
-    call_env env;
-    req_call_env(c, &env);
     req_async_begin(c);
-    c->call = call_start(c->gen, ti, c->msg, &env, on_done, c);
+    flow_start(c, ti, c->msg, NULL);
 }

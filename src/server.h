@@ -16,9 +16,12 @@
 #include "call.h"
 #include "conf.h"
 #include "fetch.h"
+#include "idem.h"
 #include "json.h"
 #include "principal.h"
 #include "session.h"
+#include "store.h"
+#include "trace.h"
 #include "tools.h"
 #include "util.h"
 
@@ -31,6 +34,9 @@ typedef struct app {
     auth_ctx *auth;
     tools_host *tools;
     session_ctx *sessions;
+    trace_ctx *trace;
+    store *store;
+    idem_ctx *idem;
     struct evhttp *http;
     struct evhttp *admin_http;
     struct evhttp_bound_socket *listener;
@@ -50,6 +56,9 @@ typedef struct app {
 } app;
 
 typedef enum { ROUTE_NONE, ROUTE_MCP, ROUTE_REST } route_kind;
+
+struct flow;
+struct lifecycle;
 
 typedef struct req_ctx {
     app *app;
@@ -74,6 +83,9 @@ typedef struct req_ctx {
     const char *outcome;
     int64_t lua_ms, upstream_ms;
     int on_close_set;
+    int caller_request_id; /* the request id came from the caller (a retry hint) */
+    struct flow *flow;     /* a business call in progress */
+    struct lifecycle *lc;  /* a lifecycle tool call in progress */
 } req_ctx;
 
 /* httpd.c */
@@ -101,6 +113,8 @@ const char *lang_tag(lang_id l);
 lang_id lang_from_accept(const char *accept_language, lang_id dflt);
 
 /* mcp.c: POST/GET/DELETE on /mcp, after authentication. */
+/* Sends {"jsonrpc":"2.0","id":<request id>,"result":<result>} and frees c. */
+void mcp_send_result(req_ctx *c, const char *result, size_t len);
 void mcp_handle(req_ctx *c);
 /* Closes every open SSE stream (shutdown). */
 void mcp_close_streams(app *a);

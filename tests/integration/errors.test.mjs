@@ -108,8 +108,8 @@ function rawPost(url, body, headers) {
 }
 
 before(async () => {
-  stack = await startStack();
-  small = await startStack({
+  stack = await startStack({ capture: 'disabled' });
+  small = await startStack({ capture: 'disabled',
     env: {
       CL_LIMITS_MAX_BODY_BYTES: '2048',
       CL_LIMITS_MAX_HEADER_BYTES: '4096',

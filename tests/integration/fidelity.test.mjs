@@ -82,7 +82,7 @@ function textBlock(text) {
 }
 
 before(async () => {
-  stack = await startStack();
+  stack = await startStack({ capture: 'disabled' });
   const r = await post(
     stack.server.mcpUrl,
     '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fidelity","version":"1"}}}',

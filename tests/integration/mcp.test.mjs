@@ -80,8 +80,8 @@ function raw(url, { method = 'POST', headers = {}, body, firstChunkOnly = false 
 }
 
 before(async () => {
-  stack = await startStack();
-  paged = await startStack({ env: { CL_MCP_TOOLS_PAGE_SIZE: '1', CL_ALLOWED_ORIGINS: 'https://studio.example.com' } });
+  stack = await startStack({ capture: 'disabled' });
+  paged = await startStack({ capture: 'disabled', env: { CL_MCP_TOOLS_PAGE_SIZE: '1', CL_ALLOWED_ORIGINS: 'https://studio.example.com' } });
 });
 
 after(async () => {
@@ -140,9 +140,14 @@ test('tools/list entries carry the display metadata, localized per Accept-Langua
   const zh = await post(stack.server.mcpUrl, rpc(2, 'tools/list'), { 'mcp-session-id': sid });
   assert.equal(zh.status, 200, zh.text);
   const tools = zh.json.result.tools;
-  assert.deepEqual(tools.map((t) => t.name).sort(), ['list_knowledge_networks', 'query_object_instance']);
+  // the two lifecycle tools come first (orders 10, 20), then the business tools by order
+  assert.deepEqual(tools.map((t) => t.name),
+    ['bkn_start_interaction', 'bkn_finish_interaction', 'list_knowledge_networks', 'query_object_instance']);
   assert.equal(zh.json.result.nextCursor, undefined);
-  for (const t of tools) {
+  assert.equal(tools[0].title, '开始交互');
+  assert.equal(tools[0]._meta['openbkn.ai/group'], 'lifecycle');
+  assert.equal(tools[0].annotations.readOnlyHint, false);
+  for (const t of tools.slice(2)) {
     for (const k of ['name', 'title', 'description', 'inputSchema', 'annotations', '_meta'])
       assert.ok(t[k] !== undefined, `${t.name} lacks ${k}`);
     assert.equal(t.inputSchema.type, 'object');
@@ -159,7 +164,8 @@ test('tools/list entries carry the display metadata, localized per Accept-Langua
   assert.equal(byName.query_object_instance.title, '实例查询');
   assert.equal(byName.query_object_instance._meta['openbkn.ai/group'], 'query');
   assert.equal(byName.query_object_instance._meta['openbkn.ai/order'], 210);
-  assert.deepEqual(byName.query_object_instance.inputSchema.required, ['kn_id', 'ot_id']);
+  assert.deepEqual(byName.query_object_instance.inputSchema.required, ['kn_id', 'ot_id', 'bkn_context']);
+  assert.deepEqual(byName.query_object_instance.inputSchema.properties.bkn_context.required, ['conversation_id', 'interaction_id']);
 
   const en = await post(stack.server.mcpUrl, rpc(3, 'tools/list'), { 'mcp-session-id': sid, 'accept-language': 'en-US' });
   const enBy = Object.fromEntries(en.json.result.tools.map((t) => [t.name, t]));
@@ -185,7 +191,7 @@ test('tools/list paginates with a cursor (page size 1) and rejects a bad cursor'
     if (cursor === undefined) break;
     assert.equal(typeof cursor, 'string');
   }
-  assert.deepEqual(seen.sort(), ['list_knowledge_networks', 'query_object_instance']);
+  assert.deepEqual(seen, ['bkn_start_interaction', 'bkn_finish_interaction', 'list_knowledge_networks', 'query_object_instance']);
   assert.equal(cursor, undefined);
   for (const bad of ['nonsense', 'o:', 'o:x1', 42]) {
     const r = await post(url, rpc(20, 'tools/list', { cursor: bad }), { 'mcp-session-id': sid });
@@ -317,7 +323,7 @@ test('/mcp/ with a trailing slash behaves like /mcp', async () => {
   // A session from one spelling works on the other.
   assert.equal((await post(stack.server.mcpUrl, rpc(1, 'ping'), { 'mcp-session-id': sid })).status, 200);
   const list = await post(url, rpc(2, 'tools/list'), { 'mcp-session-id': sid });
-  assert.equal(list.json.result.tools.length, 2);
+  assert.equal(list.json.result.tools.length, 4);
   const call = await post(url, rpc(3, 'tools/call', { name: 'list_knowledge_networks', arguments: {} }), { 'mcp-session-id': sid });
   assert.equal(call.json.result.isError, false, call.text);
   assert.equal((await post(url, rpc(1, 'ping'))).status, 400);

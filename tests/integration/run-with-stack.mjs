@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs one command against a fresh simulator + context-loader pair:
 //   node run-with-stack.mjs <command> [args...]
+// CL_SIM_CAPTURE=disabled|enabled sets the simulated capture policy first.
 // The command sees MCP_URL, MCP_TOKEN, CL_BASE and SIM_BASE; "{MCP_URL}" in its
 // arguments is replaced. Both processes are stopped by PID afterwards; the exit
 // status is the command's.
@@ -10,7 +11,7 @@ import { startStack } from './lib/stack.mjs';
 
 const [cmd, ...rest] = process.argv.slice(2);
 if (!cmd) { console.error('usage: run-with-stack.mjs <command> [args...]'); process.exit(2); }
-const stack = await startStack({ quiet: !process.env.CL_VERBOSE });
+const stack = await startStack({ quiet: !process.env.CL_VERBOSE, capture: process.env.CL_SIM_CAPTURE });
 let code = 1;
 try {
   const env = { ...process.env, MCP_URL: stack.server.mcpUrl, MCP_TOKEN: process.env.MCP_TOKEN || 'demo-user-token', CL_BASE: stack.server.base, SIM_BASE: stack.sim.base };

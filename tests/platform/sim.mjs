@@ -18,8 +18,9 @@ import oauth from './services/oauth.mjs';
 import bknSafe from './services/bkn_safe.mjs';
 import bknBackend from './services/bkn_backend.mjs';
 import ontologyQuery from './services/ontology_query.mjs';
+import traceCore from './services/trace_core.mjs';
 
-const SERVICES = [oauth, bknSafe, bknBackend, ontologyQuery];
+const SERVICES = [oauth, bknSafe, bknBackend, ontologyQuery, traceCore];
 const MAX_BODY = 10 * 1024 * 1024;
 
 function parseArgs(argv) {
@@ -90,6 +91,11 @@ export function createSimulator() {
         added.push(r.fault);
       }
       return json(200, Array.isArray(p.value) ? { faults: added } : added[0]);
+    }
+    // Service-specific control routes (e.g. /_sim/trace), when a service exports control().
+    for (const s of SERVICES) {
+      const r = s.control ? s.control(method, path, bodyText, state) : null;
+      if (r) return r;
     }
     return json(404, { error: `unknown control route ${method} ${path}` });
   };

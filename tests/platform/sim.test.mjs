@@ -73,7 +73,7 @@ test('health', async () => {
   const r = await call('GET', '/_sim/health');
   assert.equal(r.status, 200);
   assert.equal(r.json.status, 'ok');
-  assert.deepEqual(r.json.services, ['oauth', 'bkn_safe', 'bkn_backend', 'ontology_query']);
+  assert.deepEqual(r.json.services, ['oauth', 'bkn_safe', 'bkn_backend', 'ontology_query', 'trace_core']);
 });
 
 test('oauth introspection: demo tokens', async () => {

@@ -30,9 +30,11 @@ function waitForLine(stream, predicate, timeoutMs, what) {
   });
 }
 
-export async function startSimulator({ ttl = 600 } = {}) {
+// capture: the simulated deployment's Trace Core capture policy ('enabled' by
+// default; 'disabled' survives /_sim/reset).
+export async function startSimulator({ ttl = 600, capture } = {}) {
   const proc = spawn(process.execPath, [path.join(ROOT, 'tests/platform/sim.mjs'), '--port', '0', '--host', '127.0.0.1', '--ttl', String(ttl)],
-    { stdio: ['ignore', 'pipe', 'inherit'] });
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SIM_TRACE_CAPTURE: capture || 'enabled' } });
   proc.stdout.proc = proc;
   const info = await waitForLine(proc.stdout, (l) => { try { const j = JSON.parse(l); return j.port ? j : undefined; } catch { return undefined; } }, 10000, 'simulator');
   return { proc, base: info.base, port: info.port, stop: () => stop(proc) };
@@ -51,7 +53,7 @@ export function serverEnv(simBase, extra = {}) {
     CL_UPSTREAM_MF_MODEL_API_URL: `${simBase}/api/private/mf-model-api`,
     CL_OAUTH_INTROSPECT_URL: `${simBase}/admin/oauth2/introspect`,
     CL_BKN_SAFE_INTROSPECT_URL: `${simBase}/api/safe/v1/api-keys/introspect`,
-    BKN_TRACE_CORE_URL: `${simBase}/api/agent-observability/v1`,
+    BKN_TRACE_CORE_URL: simBase,
     ...extra,
   };
 }
@@ -89,8 +91,10 @@ export async function stop(proc, signal = 'SIGTERM', timeoutMs = 10000) {
   return code;
 }
 
+// opts.capture: 'enabled' (default) | 'disabled': the simulated Trace Core's capture
+// policy (tests that are not about the lifecycle run with capture disabled, SPEC §7).
 export async function startStack(opts = {}) {
-  const sim = await startSimulator();
+  const sim = await startSimulator({ capture: opts.capture });
   try {
     const server = await startServer(sim.base, opts);
     return { sim, server, stop: async () => { const code = await server.stop(); await sim.stop(); return code; } };
@@ -98,4 +102,9 @@ export async function startStack(opts = {}) {
     await sim.stop();
     throw e;
   }
+}
+
+export async function setCapture(simBase, capture) {
+  const r = await fetch(`${simBase}/_sim/trace`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ capture }) });
+  if (r.status !== 200) throw new Error(`cannot set capture policy: HTTP ${r.status}`);
 }

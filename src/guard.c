@@ -1,0 +1,300 @@
+#include "guard.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int refuse(guard_refusal *why, const char *code, const char *mcp_action,
+                  const char *rest_action, int status, const char *msg)
+{
+    why->code = code;
+    why->mcp_action = mcp_action;
+    why->rest_action = rest_action;
+    why->rest_status = status;
+    why->retryable = 0;
+    snprintf(why->message, sizeof why->message, "%s", msg);
+    return -1;
+}
+
+static int invalid_context(guard_refusal *why, const char *msg)
+{
+    return refuse(why, "invalid_business_context", "correct_bkn_context", "correct_bkn_context",
+                  400, msg);
+}
+
+/* ref_type -> (ref_id prefix, minimum segment count). */
+static const struct {
+    const char *type, *prefix;
+    int min_segments;
+} REF_TYPES[] = {
+    {"knowledge_network", "kn", 2},
+    {"object_type", "object", 3},
+    {"object_instance", "object_instance", 4},
+    {"property", "property", 4},
+    {"relation_type", "relation", 3},
+    {"data_resource", "resource", 2},
+    {"metric", "metric", 3},
+    {"logic", "logic", 3},
+    {"function", "function", 3},
+    {"action_type", "action_type", 3},
+    {"action_instance", "action_instance", 4},
+};
+
+static int bad_ref(guard_refusal *why, size_t i, const char *msg)
+{
+    char m[200];
+    snprintf(m, sizeof m, "business_refs[%zu]: %s", i, msg);
+    return refuse(why, "invalid_business_ref", "correct_business_refs", "correct_business_refs",
+                  400, m);
+}
+
+static int check_ref_id(const char *id, size_t idlen, const char *prefix, int min_segments,
+                        int needs_kn, const char *kn_id, char *err, size_t errlen)
+{
+    if (idlen > 512) {
+        snprintf(err, errlen, "ref_id is longer than 512 characters");
+        return -1;
+    }
+    int seg = 0;
+    const char *p = id, *end = id + idlen;
+    while (p <= end) {
+        const char *q = memchr(p, ':', (size_t)(end - p));
+        if (!q)
+            q = end;
+        size_t n = (size_t)(q - p);
+        if (n == 0) {
+            snprintf(err, errlen, "ref_id has an empty segment");
+            return -1;
+        }
+        if (seg == 0 && (strlen(prefix) != n || memcmp(p, prefix, n) != 0)) {
+            snprintf(err, errlen, "ref_id must start with '%s:'", prefix);
+            return -1;
+        }
+        if (seg == 1 && needs_kn && kn_id && (strlen(kn_id) != n || memcmp(p, kn_id, n) != 0)) {
+            snprintf(err, errlen, "ref_id must name the current knowledge network '%s'", kn_id);
+            return -1;
+        }
+        seg++;
+        p = q + 1;
+    }
+    if (seg < min_segments) {
+        snprintf(err, errlen, "ref_id needs at least %d ':'-separated segments", min_segments);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_refs(const json_value *refs, const char *kn_id, json_value **out,
+                      guard_refusal *why)
+{
+    if (json_typeof(refs) != JSON_ARRAY)
+        return bad_ref(why, 0, "business_refs must be an array");
+    size_t n = json_count(refs);
+    if (n > 64)
+        return bad_ref(why, 64, "at most 64 business_refs are allowed");
+    json_value *list = json_new_array();
+    buf seen = BUF_INIT; /* "\n"-joined type|id|version keys, for de-duplication */
+    for (size_t i = 0; i < n; i++) {
+        const json_value *r = json_at(refs, i);
+        if (json_typeof(r) != JSON_OBJECT) {
+            bad_ref(why, i, "each business ref must be an object");
+            goto fail;
+        }
+        for (size_t k = 0; k < json_count(r); k++) {
+            const char *key = json_key_at(r, k, NULL);
+            if (strcmp(key, "ref_type") && strcmp(key, "ref_id") && strcmp(key, "version")) {
+                char m[160];
+                snprintf(m, sizeof m,
+                         "unsupported field '%.60s' (allowed: ref_type, ref_id, version)", key);
+                bad_ref(why, i, m);
+                goto fail;
+            }
+        }
+        const char *type = json_get_string(r, "ref_type");
+        size_t idlen = 0;
+        const json_value *idv = json_get(r, "ref_id");
+        const char *id = idv && json_typeof(idv) == JSON_STRING ? json_get_str(idv, &idlen) : NULL;
+        const json_value *verv = json_get(r, "version");
+        const char *version = "unversioned";
+        if (verv) {
+            if (json_typeof(verv) != JSON_STRING) {
+                bad_ref(why, i, "version must be a string");
+                goto fail;
+            }
+            size_t vlen;
+            version = json_get_str(verv, &vlen);
+            if (vlen == 0)
+                version = "unversioned";
+            else if (vlen > 128) {
+                bad_ref(why, i, "version is longer than 128 characters");
+                goto fail;
+            }
+        }
+        int t = -1;
+        for (size_t j = 0; type && j < sizeof REF_TYPES / sizeof REF_TYPES[0]; j++)
+            if (!strcmp(type, REF_TYPES[j].type))
+                t = (int)j;
+        if (t < 0) {
+            bad_ref(why, i, "unknown ref_type");
+            goto fail;
+        }
+        if (!id) {
+            bad_ref(why, i, "ref_id must be a string");
+            goto fail;
+        }
+        char err[160];
+        if (check_ref_id(id, idlen, REF_TYPES[t].prefix, REF_TYPES[t].min_segments,
+                         strcmp(type, "data_resource") != 0, kn_id, err, sizeof err) < 0) {
+            bad_ref(why, i, err);
+            goto fail;
+        }
+        buf key = BUF_INIT;
+        buf_printf(&key, "\n%s|", type);
+        buf_append(&key, id, idlen);
+        buf_printf(&key, "|%s\n", version);
+        int dup = seen.data && strstr(seen.data, key.data) != NULL;
+        buf_append(&seen, key.data, key.len - 1);
+        buf_free(&key);
+        if (dup)
+            continue;
+        json_value *o = json_new_object();
+        json_set(o, "ref_type", json_new_str(type, strlen(type)));
+        json_set(o, "ref_id", json_new_str(id, idlen));
+        json_set(o, "version", json_new_str(version, strlen(version)));
+        json_push(list, o);
+    }
+    buf_free(&seen);
+    *out = list;
+    return 0;
+fail:
+    buf_free(&seen);
+    json_free(list);
+    return -1;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int parse_causation(const json_value *v, json_value **out, guard_refusal *why)
+{
+    if (json_typeof(v) != JSON_ARRAY || json_count(v) > 64)
+        return invalid_context(why, "causation_event_ids must be an array of at most 64 strings");
+    size_t n = json_count(v);
+    const char **ids = xcalloc(n ? n : 1, sizeof *ids);
+    for (size_t i = 0; i < n; i++) {
+        const json_value *e = json_at(v, i);
+        size_t len = 0;
+        if (json_typeof(e) != JSON_STRING || (json_get_str(e, &len), len == 0 || len > 128)) {
+            free(ids);
+            return invalid_context(why, "causation_event_ids must hold non-empty strings");
+        }
+        ids[i] = json_get_str(e, NULL);
+    }
+    qsort(ids, n, sizeof *ids, cmp_str);
+    json_value *list = json_new_array();
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || strcmp(ids[i], ids[i - 1]))
+            json_push(list, json_new_str(ids[i], strlen(ids[i])));
+    free(ids);
+    *out = list;
+    return 0;
+}
+
+static int copy_id(const json_value *v, const char *name, char *out, size_t outlen,
+                   guard_refusal *why)
+{
+    size_t len = 0;
+    if (json_typeof(v) != JSON_STRING) {
+        char m[120];
+        snprintf(m, sizeof m, "%s must be a string", name);
+        return invalid_context(why, m);
+    }
+    const char *s = json_get_str(v, &len);
+    if (len == 0 || len >= outlen || memchr(s, '\0', len)) {
+        char m[120];
+        snprintf(m, sizeof m, "%s must be a non-empty id of at most %zu characters", name,
+                 outlen - 1);
+        return invalid_context(why, m);
+    }
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 0;
+}
+
+int guard_parse(const json_value *args, const char *kn_id, bkn_context *out, guard_refusal *why)
+{
+    memset(out, 0, sizeof *out);
+    const json_value *ctx = args ? json_get(args, "bkn_context") : NULL;
+    if (!ctx || (json_typeof(ctx) == JSON_OBJECT && json_count(ctx) == 0)) {
+        out->adhoc = 1;
+        return 0;
+    }
+    if (json_typeof(ctx) != JSON_OBJECT)
+        return invalid_context(why,
+                               "bkn_context must be an object {conversation_id, interaction_id}");
+    /* Unknown or misspelt fields are refused before anything else. */
+    for (size_t i = 0; i < json_count(ctx); i++) {
+        const char *k = json_key_at(ctx, i, NULL);
+        if (strcmp(k, "conversation_id") && strcmp(k, "interaction_id") &&
+            strcmp(k, "parent_operation_id") && strcmp(k, "causation_event_ids") &&
+            strcmp(k, "business_refs")) {
+            char m[256];
+            snprintf(m, sizeof m,
+                     "bkn_context contains an unsupported field '%.60s' (allowed: conversation_id, "
+                     "interaction_id, parent_operation_id, causation_event_ids, business_refs)",
+                     k);
+            return invalid_context(why, m);
+        }
+    }
+    const json_value *cid = json_get(ctx, "conversation_id");
+    const json_value *iid = json_get(ctx, "interaction_id");
+    if (!cid)
+        return refuse(why, "conversation_required", "bkn_start_interaction", "create_conversation",
+                      400, "conversation_id is required");
+    if (!iid)
+        return refuse(why, "interaction_required", "bkn_start_interaction", "start_interaction",
+                      400, "interaction_id is required");
+    if (copy_id(cid, "conversation_id", out->conversation_id, sizeof out->conversation_id, why) <
+            0 ||
+        copy_id(iid, "interaction_id", out->interaction_id, sizeof out->interaction_id, why) < 0)
+        goto fail;
+    const json_value *parent = json_get(ctx, "parent_operation_id");
+    if (parent && copy_id(parent, "parent_operation_id", out->parent_operation_id,
+                          sizeof out->parent_operation_id, why) < 0)
+        goto fail;
+    const json_value *caus = json_get(ctx, "causation_event_ids");
+    if (caus && parse_causation(caus, &out->causation_event_ids, why) < 0)
+        goto fail;
+    const json_value *refs = json_get(ctx, "business_refs");
+    if (refs && parse_refs(refs, kn_id, &out->business_refs, why) < 0)
+        goto fail;
+    return 0;
+fail:
+    guard_context_free(out);
+    return -1;
+}
+
+void guard_context_free(bkn_context *c)
+{
+    json_free(c->causation_event_ids);
+    json_free(c->business_refs);
+    c->causation_event_ids = c->business_refs = NULL;
+}
+
+void guard_write_error(buf *out, const char *code, const char *message, int retryable,
+                       const char *required_action, int mcp)
+{
+    buf_puts(out, "{\"error\":{\"code\":");
+    json_write_string(out, code, strlen(code));
+    buf_puts(out, ",\"message\":");
+    json_write_string(out, message, strlen(message));
+    buf_printf(out, ",\"retryable\":%s", retryable ? "true" : "false");
+    if (mcp || (required_action && *required_action)) {
+        buf_puts(out, ",\"required_action\":");
+        const char *a = required_action ? required_action : "";
+        json_write_string(out, a, strlen(a));
+    }
+    buf_puts(out, ",\"retry_after_ms\":0}}");
+}

@@ -1,0 +1,45 @@
+/* guard: the bkn_context rules (SPEC §7, reference trace-lifecycle.md §3).
+ *
+ * guard_parse reads and validates the bkn_context member of a call's arguments:
+ * only "absent" and {} are ad hoc; one id without the other, a misspelt or unknown
+ * field, wrong types or bad business_refs are refused - never downgraded. The
+ * refusal carries the code, message, the required_action for each surface and the
+ * REST status; it happens before any downstream call.
+ *
+ * Ownership: a bkn_context owns its json members (guard_context_free). */
+#ifndef CL_GUARD_H
+#define CL_GUARD_H
+
+#include "json.h"
+#include "util.h"
+
+typedef struct bkn_context {
+    int adhoc; /* absent or {} */
+    char conversation_id[129];
+    char interaction_id[129];
+    char parent_operation_id[129];
+    json_value *causation_event_ids; /* sorted, de-duplicated array of strings, or NULL */
+    json_value *business_refs;       /* normalized refs (version defaulted), or NULL */
+} bkn_context;
+
+typedef struct guard_refusal {
+    const char *code;
+    char message[256];
+    const char *mcp_action;  /* required_action on MCP */
+    const char *rest_action; /* required_action on REST */
+    int rest_status;
+    int retryable;
+} guard_refusal;
+
+/* args: the call's argument object (may be NULL). kn_id: the network the call is
+ * about (argument kn_id, else X-Kn-ID), or NULL. Returns 0, or -1 with *why set. */
+int guard_parse(const json_value *args, const char *kn_id, bkn_context *out, guard_refusal *why);
+void guard_context_free(bkn_context *c);
+
+/* Writes the lifecycle error envelope {"error":{code,message,retryable,
+ * required_action,retry_after_ms[,extra members]}}; mcp != 0 picks the MCP action
+ * and always writes required_action, REST leaves it out when empty. */
+void guard_write_error(buf *out, const char *code, const char *message, int retryable,
+                       const char *required_action, int mcp);
+
+#endif

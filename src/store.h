@@ -1,0 +1,134 @@
+/* store: the shared-state store behind idempotency records, in-flight locks and
+ * anything else that must agree across replicas (SPEC §19).
+ *
+ * The interface is asynchronous because the Redis backend is: every operation
+ * returns a handle at once and reports its result through a callback that is always
+ * delivered later from the event loop, never from inside the starting call (the
+ * in-memory backend defers its answers the same way, so callers are written for
+ * the real thing).
+ *
+ * Ordering: operations issued on one store are applied in issue order (one queue in
+ * memory, one pipelined connection for Redis), and each callback runs right after
+ * its operation was applied.
+ *
+ * Keys are NUL-terminated strings; values are arbitrary bytes (binary-safe).
+ *
+ * Ownership and lifetimes:
+ * - store_* copy the key and value before returning; the caller keeps its buffers.
+ * - The val passed to a callback is owned by the store and valid only during the
+ *   callback (copy it to keep it). It is NUL-terminated for convenience but may
+ *   contain NULs; use len.
+ * - A store_op handle is valid until its callback has started or store_cancel was
+ *   called, whichever is first. cb may be NULL (fire-and-forget); the handle must
+ *   then not be used at all (NULL may be returned).
+ * - store_cancel suppresses the callback only: a write that was already issued may
+ *   still take effect (a command sent to Redis cannot be recalled; the memory
+ *   store applies it too, for the same semantics).
+ * - store_free drops pending operations without calling their callbacks. It must not
+ *   be called from inside a store callback. */
+#ifndef CL_STORE_H
+#define CL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+typedef struct store store;
+typedef struct store_op store_op;
+
+/* rc: 0 found (val, len set), 1 absent, -1 error. */
+typedef void (*store_get_cb)(int rc, const char *val, size_t len, void *arg);
+/* rc: 0 done (set / claimed / replaced / deleted), 1 not done (see each operation;
+ * val is then the current value, or NULL when the key is absent), -1 error. */
+typedef void (*store_rc_cb)(int rc, const char *val, size_t len, void *arg);
+
+/* ttl_ms <= 0 means no expiry. */
+
+/* Reads a key. */
+store_op *store_get(store *s, const char *key, store_get_cb cb, void *arg);
+/* Writes a key unconditionally: rc 0. */
+store_op *store_set(store *s, const char *key, const char *val, size_t len, long ttl_ms,
+                    store_rc_cb cb, void *arg);
+/* Atomic set-if-absent (Redis SET NX PX): rc 0 claimed; rc 1 the key exists and val
+ * is its current value. */
+store_op *store_claim(store *s, const char *key, const char *val, size_t len, long ttl_ms,
+                      store_rc_cb cb, void *arg);
+/* Atomic compare-and-set: replaces the value only if the current value is exactly
+ * expect (bytes): rc 0 replaced; rc 1 mismatch, val = current value or NULL when the
+ * key is absent. (Redis: a small script; a release only by the lock's owner.) */
+store_op *store_set_if(store *s, const char *key, const char *expect, size_t expect_len,
+                       const char *val, size_t len, long ttl_ms, store_rc_cb cb, void *arg);
+/* Deletes a key: rc 0 deleted, rc 1 it was absent (val NULL). */
+store_op *store_del(store *s, const char *key, store_rc_cb cb, void *arg);
+/* Atomic compare-and-delete: rc 0 deleted; rc 1 mismatch (val = current or NULL). */
+store_op *store_del_if(store *s, const char *key, const char *expect, size_t expect_len,
+                       store_rc_cb cb, void *arg);
+
+/* Suppresses the callback of a pending operation (see above). */
+void store_cancel(store_op *op);
+
+typedef struct store_stats_t {
+    uint64_t ops;       /* operations completed (including failed ones) */
+    uint64_t errors;    /* operations that answered rc -1 */
+    size_t entries;     /* live entries (memory: exact, including not-yet-swept expired) */
+    uint64_t evictions; /* entries dropped to respect the bound (memory) */
+    uint64_t expired;   /* entries dropped because their TTL passed (memory) */
+} store_stats_t;
+void store_stats(const store *s, store_stats_t *out);
+
+void store_free(store *s);
+
+/* ---- in-memory backend ----
+ * A hash table with per-entry TTL: expired entries are invisible at once, dropped
+ * lazily on access and by a periodic sweep (a 1 s timer, armed only while entries
+ * with a TTL exist; note that it keeps event_base_dispatch from returning then).
+ * At most max_entries (0 = 100000) live entries: a write of a new key
+ * into a full table first drops expired entries, then evicts the entry that expires
+ * soonest (entries without TTL last). */
+store *store_memory_new(struct event_base *base, size_t max_entries);
+/* Test hook: the next n operations fail with rc -1 (and change nothing). */
+void store_memory_fail_next(store *s, int n);
+
+/* ---- for backends ----
+ * A backend embeds `store` as its first member and fills the vtable; store.c
+ * dispatches and keeps the shared counters. A backend's op embeds store_op first. */
+typedef enum {
+    STORE_GET,
+    STORE_SET,
+    STORE_CLAIM,
+    STORE_SET_IF,
+    STORE_DEL,
+    STORE_DEL_IF
+} store_kind;
+
+typedef struct store_request {
+    store_kind kind;
+    const char *key;
+    const char *expect; /* SET_IF / DEL_IF */
+    size_t expect_len;
+    const char *val; /* SET / CLAIM / SET_IF */
+    size_t len;
+    long ttl_ms;
+    store_get_cb get_cb; /* GET */
+    store_rc_cb rc_cb;   /* others */
+    void *arg;
+} store_request;
+
+typedef struct store_vtable {
+    store_op *(*submit)(store *s, const store_request *req);
+    void (*cancel)(store_op *op);
+    size_t (*entries)(const store *s);
+    void (*destroy)(store *s);
+} store_vtable;
+
+struct store {
+    const store_vtable *vt;
+    uint64_t ops, errors, evictions, expired;
+};
+
+struct store_op {
+    store *s;
+};
+
+#endif

@@ -1,0 +1,842 @@
+/* trace: the Trace Core client (see trace.h for the contract).
+ *
+ * Shape: every public handle is a trace_call with one libevent timer. Final results
+ * are stored in the call and delivered by activating that timer, so user callbacks
+ * always run from the loop and a cancel is just "delete the timer and free". The
+ * same timer doubles as the retry backoff. Policy lookups and probes are waiters on
+ * a shared flight (an internal request, or the ctx's probe state); when the flight
+ * ends each waiter gets its own activation. */
+#include "trace.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define API_PREFIX "/api/agent-observability/v1"
+#define MAX_TRIES 3
+#define MAX_RESPONSE (1024 * 1024)
+#define POLICY_MAX_ENTRIES 1024
+#define MAX_HEADERS 16
+
+typedef enum { K_REQUEST, K_POLICY, K_PROBE } call_kind;
+typedef enum { PH_IDLE, PH_BACKOFF, PH_DELIVER } call_phase;
+
+typedef struct policy_entry policy_entry;
+
+struct trace_call {
+    trace_ctx *t;
+    call_kind kind;
+    call_phase phase;
+    struct event *ev;
+    int in_cb;
+    trace_call *prev, *next;   /* t->calls */
+    trace_call *wprev, *wnext; /* waiter list of a policy entry or of the probe */
+    /* request */
+    trace_cb cb;
+    void *arg;
+    char *method, *url, *body;
+    size_t body_len;
+    char *hstore[MAX_HEADERS * 2]; /* owned header names/values */
+    fetch_header hdrs[MAX_HEADERS];
+    size_t nh;
+    int idempotent, tries, counts; /* counts: affects breaker and stats */
+    fetch_req *fr;
+    int64_t started;
+    trace_reply reply;
+    json_value *body_json; /* owned, reply.body points here */
+    char *detail;          /* owned, reply.detail may point here */
+    /* policy waiter */
+    trace_policy_cb pcb;
+    policy_entry *entry;
+    capture_state st;
+    /* probe waiter */
+    trace_probe_cb vcb;
+    probe_verdict verdict;
+};
+
+struct policy_entry {
+    trace_ctx *t;
+    char *key; /* tenant "\n" domain */
+    capture_state st;
+    int64_t expires; /* mono ms; valid when st != UNKNOWN */
+    trace_call *flight;
+    trace_call *waiters;
+    policy_entry *next;
+};
+
+struct trace_ctx {
+    struct event_base *base;
+    fetch_ctx *fetch;
+    trace_config cfg;
+    char *base_url, *def_tenant, *def_domain;
+    trace_call *calls;
+    policy_entry *policies;
+    size_t n_policies;
+    /* breaker */
+    trace_breaker breaker;
+    int consecutive;
+    int64_t open_until;
+    trace_call *trial; /* the half-open trial in flight, if any */
+    /* probe */
+    fetch_req *probe_fr;
+    trace_call *probe_waiters;
+    int probe_running, probe_tries_done;
+    int64_t probe_deadline;
+    int have_verdict;
+    probe_verdict verdict;
+    int64_t verdict_expires;
+    /* lifetime */
+    int depth; /* user callbacks running */
+    int dead;
+    trace_stats_t st;
+};
+
+static void call_event(evutil_socket_t fd, short what, void *arg);
+static void try_send(trace_call *c);
+
+/* ---- small helpers ---- */
+
+static char *dup_or_empty(const char *s)
+{
+    return xstrdup(s ? s : "");
+}
+
+const char *trace_path_escape(const char *id, buf *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)(id ? id : ""); *p; p++) {
+        unsigned char ch = *p;
+        if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+            ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            buf_putc(out, (char)ch);
+        } else {
+            buf_putc(out, '%');
+            buf_putc(out, hex[ch >> 4]);
+            buf_putc(out, hex[ch & 15]);
+        }
+    }
+    if (!out->data)
+        buf_puts(out, ""); /* always a string */
+    return out->data;
+}
+
+void trace_synthetic_ids(const char *request_id, char trace_id[33], char span_id[17])
+{
+    buf b = BUF_INIT;
+    char h[65];
+    buf_printf(&b, "bkn.synthetic.trace:%s", request_id ? request_id : "");
+    sha256_hex(b.data, b.len, h);
+    memcpy(trace_id, h, 32);
+    trace_id[32] = '\0';
+    buf_reset(&b);
+    buf_printf(&b, "bkn.synthetic.span:%s", request_id ? request_id : "");
+    sha256_hex(b.data, b.len, h);
+    memcpy(span_id, h, 16);
+    span_id[16] = '\0';
+    buf_free(&b);
+}
+
+int trace_payload_envelope(const json_value *payload, json_value **out)
+{
+    json_value *env = json_new_object();
+    buf b = BUF_INIT;
+    const char *reason = NULL;
+    size_t n = 0;
+    if (!payload) {
+        reason = "serialization_failed";
+    } else {
+        json_write(&b, payload, 1);
+        n = b.len;
+        if (n > TRACE_INLINE_MAX)
+            reason = "payload_too_large";
+    }
+    json_set(env, "mode", json_new_str(reason ? "omitted" : "inline", reason ? 7 : 6));
+    json_set(env, "media_type", json_new_str("application/json", 16));
+    json_set(env, "byte_length", json_new_int((int64_t)n));
+    if (reason)
+        json_set(env, "omitted_reason", json_new_str(reason, strlen(reason)));
+    else
+        json_set(env, "inline", json_clone(payload));
+    buf_free(&b);
+    *out = env;
+    return 0;
+}
+
+/* ---- context ---- */
+
+trace_ctx *trace_new(struct event_base *base, fetch_ctx *fetch, const trace_config *cfg)
+{
+    trace_ctx *t = xcalloc(1, sizeof(*t));
+    trace_config c = {0};
+    if (cfg)
+        c = *cfg;
+    t->base = base;
+    t->fetch = fetch;
+    /* Strip trailing slashes so that base + prefix never has "//". */
+    t->base_url = dup_or_empty(c.base_url);
+    for (size_t n = strlen(t->base_url); n > 0 && t->base_url[n - 1] == '/'; n--)
+        t->base_url[n - 1] = '\0';
+    t->def_tenant = dup_or_empty(c.default_tenant_id);
+    t->def_domain = dup_or_empty(c.default_business_domain);
+    c.timeout_ms = c.timeout_ms > 0 ? c.timeout_ms : 3000;
+    c.policy_ttl_s = c.policy_ttl_s > 0 ? c.policy_ttl_s : 30;
+    c.probe_tries = c.probe_tries > 0 ? c.probe_tries : 3;
+    c.probe_budget_ms = c.probe_budget_ms > 0 ? c.probe_budget_ms : 1500;
+    c.verdict_ttl_s = c.verdict_ttl_s > 0 ? c.verdict_ttl_s : 5;
+    c.breaker_failures = c.breaker_failures > 0 ? c.breaker_failures : 5;
+    c.breaker_open_ms = c.breaker_open_ms > 0 ? c.breaker_open_ms : 2000;
+    c.base_url = t->base_url;
+    c.default_tenant_id = t->def_tenant;
+    c.default_business_domain = t->def_domain;
+    t->cfg = c;
+    t->breaker = TRACE_BREAKER_CLOSED;
+    return t;
+}
+
+int trace_installed(const trace_ctx *t)
+{
+    return t && t->base_url[0] != '\0';
+}
+
+static void call_free(trace_call *c)
+{
+    trace_ctx *t = c->t;
+    if (t->trial == c)
+        t->trial = NULL; /* a cancelled trial: let the next call be the trial */
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        t->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    if (c->fr)
+        fetch_cancel(c->fr);
+    event_free(c->ev);
+    free(c->method);
+    free(c->url);
+    free(c->body);
+    for (size_t i = 0; i < c->nh * 2; i++)
+        free(c->hstore[i]);
+    json_free(c->body_json);
+    free(c->detail);
+    free(c);
+}
+
+static void policy_free_all(trace_ctx *t)
+{
+    policy_entry *e = t->policies;
+    while (e) {
+        policy_entry *n = e->next;
+        free(e->key);
+        free(e);
+        e = n;
+    }
+    t->policies = NULL;
+}
+
+static void ctx_destroy(trace_ctx *t)
+{
+    while (t->calls)
+        call_free(t->calls);
+    if (t->probe_fr)
+        fetch_cancel(t->probe_fr);
+    policy_free_all(t);
+    free(t->base_url);
+    free(t->def_tenant);
+    free(t->def_domain);
+    free(t);
+}
+
+void trace_free(trace_ctx *t)
+{
+    if (!t)
+        return;
+    if (t->depth > 0) {
+        /* Inside a callback: the running call is freed by call_event afterwards. */
+        trace_call *c = t->calls;
+        while (c) {
+            trace_call *n = c->next;
+            if (!c->in_cb)
+                call_free(c);
+            c = n;
+        }
+        if (t->probe_fr) {
+            fetch_cancel(t->probe_fr);
+            t->probe_fr = NULL;
+        }
+        t->probe_waiters = NULL;
+        policy_free_all(t);
+        t->dead = 1;
+        return;
+    }
+    ctx_destroy(t);
+}
+
+static trace_call *call_new(trace_ctx *t, call_kind kind)
+{
+    trace_call *c = xcalloc(1, sizeof(*c));
+    c->t = t;
+    c->kind = kind;
+    c->ev = evtimer_new(t->base, call_event, c);
+    if (!c->ev)
+        abort(); /* like xmalloc: out of memory */
+    c->started = now_mono_ms();
+    c->next = t->calls;
+    if (t->calls)
+        t->calls->prev = c;
+    t->calls = c;
+    return c;
+}
+
+static void deliver_later(trace_call *c)
+{
+    c->phase = PH_DELIVER;
+    event_active(c->ev, EV_TIMEOUT, 0);
+}
+
+static void waiter_unlink(trace_call **head, trace_call *c)
+{
+    if (c->wprev)
+        c->wprev->wnext = c->wnext;
+    else if (*head == c)
+        *head = c->wnext;
+    if (c->wnext)
+        c->wnext->wprev = c->wprev;
+    c->wprev = c->wnext = NULL;
+}
+
+static void waiter_push(trace_call **head, trace_call *c)
+{
+    c->wprev = NULL;
+    c->wnext = *head;
+    if (*head)
+        (*head)->wprev = c;
+    *head = c;
+}
+
+/* ---- breaker ---- */
+
+static void breaker_open(trace_ctx *t, int64_t now)
+{
+    if (t->breaker != TRACE_BREAKER_OPEN)
+        t->st.breaker_opens++;
+    t->breaker = TRACE_BREAKER_OPEN;
+    t->open_until = now + t->cfg.breaker_open_ms;
+}
+
+/* Returns 1 when the call may go out (marking it as the trial when half-open). */
+static int breaker_admit(trace_ctx *t, trace_call *c)
+{
+    int64_t now = now_mono_ms();
+    if (t->breaker == TRACE_BREAKER_OPEN && now >= t->open_until)
+        t->breaker = TRACE_BREAKER_HALF_OPEN;
+    if (t->breaker == TRACE_BREAKER_CLOSED)
+        return 1;
+    if (t->breaker == TRACE_BREAKER_HALF_OPEN && !t->trial) {
+        t->trial = c;
+        return 1;
+    }
+    return 0;
+}
+
+static void breaker_outcome(trace_ctx *t, trace_call *c, trace_status st)
+{
+    int was_trial = t->trial == c;
+    if (was_trial)
+        t->trial = NULL;
+    if (st == TRACE_UNAVAILABLE) {
+        t->consecutive++;
+        int64_t now = now_mono_ms();
+        if (was_trial || t->breaker == TRACE_BREAKER_HALF_OPEN ||
+            (t->breaker == TRACE_BREAKER_CLOSED && t->consecutive >= t->cfg.breaker_failures))
+            breaker_open(t, now);
+    } else {
+        /* Core answered: whatever was open is closed again. */
+        t->consecutive = 0;
+        t->breaker = TRACE_BREAKER_CLOSED;
+    }
+}
+
+/* ---- requests ---- */
+
+/* Takes ownership of text (from buf_steal). */
+static void set_detail(trace_call *c, char *text)
+{
+    free(c->detail);
+    c->detail = text;
+    c->reply.detail = text;
+}
+
+static char *fmt_detail(const char *what, const char *extra, long status)
+{
+    buf b = BUF_INIT;
+    if (status)
+        buf_printf(&b, "trace core: HTTP %ld %s", status, what);
+    else
+        buf_printf(&b, "trace core: %s%s", what, extra ? extra : "");
+    return buf_steal(&b, NULL);
+}
+
+/* Records the final outcome of a request and schedules its delivery. */
+static void request_finish(trace_call *c, trace_status st)
+{
+    trace_ctx *t = c->t;
+    c->reply.status = st;
+    c->reply.elapsed_ms = now_mono_ms() - c->started;
+    if (c->counts) {
+        breaker_outcome(t, c, st);
+        if (st == TRACE_OK)
+            t->st.ok++;
+        else if (st == TRACE_API_ERROR)
+            t->st.api_errors++;
+        else if (st == TRACE_UNAVAILABLE)
+            t->st.unavailable++;
+    }
+    deliver_later(c);
+}
+
+static void request_fail_now(trace_call *c, trace_status st, const char *detail)
+{
+    c->reply.status = st;
+    c->reply.detail = detail;
+    c->reply.elapsed_ms = 0;
+    deliver_later(c);
+}
+
+static int retryable(const fetch_response *resp)
+{
+    if (resp->result == FETCH_OK)
+        return resp->status >= 500 || resp->status == 429;
+    return resp->result != FETCH_TOO_LARGE;
+}
+
+static void request_fetched(const fetch_response *resp, void *arg)
+{
+    trace_call *c = arg;
+    trace_ctx *t = c->t;
+    trace_status st = TRACE_UNAVAILABLE;
+    char err[128];
+    c->fr = NULL;
+    json_free(c->body_json);
+    c->body_json = NULL;
+    c->reply.body = NULL;
+    c->reply.error_code = NULL;
+    set_detail(c, NULL);
+    c->reply.http_status = resp->result == FETCH_OK ? resp->status : 0;
+    if (resp->result != FETCH_OK) {
+        set_detail(c, fmt_detail(resp->error ? resp->error : "transport error", NULL, 0));
+    } else if (resp->status >= 200 && resp->status < 300) {
+        json_limits lim = {0, MAX_RESPONSE};
+        if (resp->body_len == 0) {
+            st = TRACE_OK;
+        } else if ((c->body_json =
+                        json_parse(resp->body, resp->body_len, &lim, err, sizeof(err))) != NULL) {
+            st = TRACE_OK;
+            c->reply.body = c->body_json;
+        } else {
+            set_detail(c, fmt_detail("with a body that is not JSON", NULL, resp->status));
+        }
+    } else {
+        json_limits lim = {0, MAX_RESPONSE};
+        json_value *v = json_parse(resp->body, resp->body_len, &lim, err, sizeof(err));
+        const json_value *e = v ? json_get(v, "error") : NULL;
+        if (e && json_typeof(e) == JSON_OBJECT) {
+            const char *code = json_get_string(e, "code");
+            st = TRACE_API_ERROR;
+            c->body_json = v;
+            c->reply.body = v;
+            c->reply.error_code = code ? code : "";
+        } else {
+            json_free(v);
+            set_detail(c, fmt_detail("without an error envelope", NULL, resp->status));
+        }
+    }
+    if (c->idempotent && c->tries < MAX_TRIES && retryable(resp)) {
+        /* Bounded backoff: 20 ms, then 40 ms. */
+        struct timeval tv = {0, (c->tries == 1 ? 20 : 40) * 1000};
+        t->st.retries++;
+        c->phase = PH_BACKOFF;
+        evtimer_add(c->ev, &tv);
+        return;
+    }
+    request_finish(c, st);
+}
+
+static void try_send(trace_call *c)
+{
+    trace_ctx *t = c->t;
+    const char *err = NULL;
+    fetch_request rq = {0};
+    rq.method = c->method;
+    rq.url = c->url;
+    rq.headers = c->hdrs;
+    rq.n_headers = c->nh;
+    rq.body = c->body;
+    rq.body_len = c->body_len;
+    rq.timeout_ms = t->cfg.timeout_ms;
+    rq.max_response = MAX_RESPONSE;
+    c->tries++;
+    t->st.http_calls++;
+    c->fr = fetch_start(t->fetch, &rq, request_fetched, c, &err);
+    if (!c->fr) {
+        /* Invalid arguments (a bad path or method): a bug, not an outage. */
+        c->counts = 0;
+        set_detail(c, fmt_detail("request rejected: ", err, 0));
+        if (t->trial == c)
+            t->trial = NULL;
+        request_finish(c, TRACE_UNAVAILABLE);
+    }
+}
+
+static void add_header(trace_call *c, const char *name, const char *value)
+{
+    if (c->nh >= MAX_HEADERS)
+        return;
+    c->hstore[c->nh * 2] = xstrdup(name);
+    c->hstore[c->nh * 2 + 1] = xstrdup(value);
+    c->hdrs[c->nh].name = c->hstore[c->nh * 2];
+    c->hdrs[c->nh].value = c->hstore[c->nh * 2 + 1];
+    c->nh++;
+}
+
+/* Owner tenant and domain after defaults; 0 when the principal cannot own. */
+static int resolve_owner(const trace_ctx *t, const principal *who, const char **tenant,
+                         const char **domain)
+{
+    if (!who || !who->account_id[0] || !who->account_type[0] ||
+        strcmp(who->account_type, "anonymous") == 0)
+        return 0;
+    *tenant = who->tenant_id[0] ? who->tenant_id : t->def_tenant;
+    *domain = who->business_domain[0] ? who->business_domain : t->def_domain;
+    return (*tenant)[0] && (*domain)[0];
+}
+
+static void owner_headers(trace_call *c, const principal *who, const char *tenant,
+                          const char *domain, const char *lang)
+{
+    int app = strcmp(who->account_type, "app") == 0;
+    if (c->body)
+        add_header(c, "Content-Type", "application/json");
+    if (lang && lang[0])
+        add_header(c, "Accept-Language", lang);
+    add_header(c, "x-account-id", who->account_id);
+    add_header(c, "X-BKN-Effective-Subject-ID", who->account_id);
+    add_header(c, "x-account-type", who->account_type);
+    add_header(c, "x-tenant-id", tenant);
+    add_header(c, "X-BKN-Tenant-ID", tenant);
+    add_header(c, "x-business-domain", domain);
+    add_header(c, "X-Business-Domain-ID", domain);
+    add_header(c, "X-BKN-Application-Principal-ID",
+               who->client_id[0] ? who->client_id : who->account_id);
+    add_header(c, "X-BKN-Effective-Subject-Type", app ? "service" : "user");
+    if (who->subject_name[0])
+        add_header(c, "X-BKN-Effective-Subject-Name", who->subject_name);
+    if (who->auth_method[0])
+        add_header(c, "X-BKN-Auth-Method", who->auth_method);
+}
+
+trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
+                          const char *method, const char *path, const json_value *body,
+                          int idempotent, trace_cb cb, void *arg)
+{
+    trace_call *c = call_new(t, K_REQUEST);
+    const char *tenant = NULL, *domain = NULL;
+    buf u = BUF_INIT;
+    c->cb = cb;
+    c->arg = arg;
+    c->idempotent = idempotent != 0;
+    t->st.requests++;
+    if (!method || !path || path[0] != '/') {
+        request_fail_now(c, TRACE_UNAVAILABLE, "trace core request rejected: bad method or path");
+        goto done;
+    }
+    if (!trace_installed(t)) {
+        t->st.not_installed++;
+        request_fail_now(c, TRACE_NOT_INSTALLED, "trace core is not installed");
+        goto done;
+    }
+    if (!resolve_owner(t, who, &tenant, &domain)) {
+        t->st.no_owner++;
+        request_fail_now(c, TRACE_NO_OWNER, "no trusted account, tenant or business domain");
+        goto done;
+    }
+    if (!breaker_admit(t, c)) {
+        t->st.fast_fails++;
+        request_fail_now(c, TRACE_UNAVAILABLE, "circuit open");
+        goto done;
+    }
+    c->counts = 1;
+    c->method = xstrdup(method);
+    buf_printf(&u, "%s%s%s", t->base_url, API_PREFIX, path);
+    c->url = buf_steal(&u, NULL);
+    if (body) {
+        buf b = BUF_INIT;
+        json_write(&b, body, 1);
+        c->body = buf_steal(&b, &c->body_len);
+    }
+    owner_headers(c, who, tenant, domain, lang_tag);
+    try_send(c);
+done:
+    buf_free(&u);
+    return c;
+}
+
+/* ---- capture policy ---- */
+
+static policy_entry *policy_find(trace_ctx *t, const char *key)
+{
+    for (policy_entry *e = t->policies; e; e = e->next)
+        if (strcmp(e->key, key) == 0)
+            return e;
+    return NULL;
+}
+
+/* Keeps the table bounded: drops idle entries that expired, then (if still full)
+ * any idle entry. */
+static void policy_trim(trace_ctx *t, int64_t now)
+{
+    policy_entry **pp = &t->policies;
+    while (*pp && t->n_policies >= POLICY_MAX_ENTRIES) {
+        policy_entry *e = *pp;
+        if (!e->flight && !e->waiters && (e->st == CAPTURE_UNKNOWN || e->expires <= now)) {
+            *pp = e->next;
+            free(e->key);
+            free(e);
+            t->n_policies--;
+        } else {
+            pp = &e->next;
+        }
+    }
+    pp = &t->policies;
+    while (*pp && t->n_policies >= POLICY_MAX_ENTRIES) {
+        policy_entry *e = *pp;
+        if (!e->flight && !e->waiters) {
+            *pp = e->next;
+            free(e->key);
+            free(e);
+            t->n_policies--;
+        } else {
+            pp = &e->next;
+        }
+    }
+}
+
+static void policy_done(const trace_reply *r, void *arg)
+{
+    policy_entry *e = arg;
+    trace_ctx *t = e->t;
+    capture_state st = CAPTURE_UNKNOWN;
+    e->flight = NULL;
+    if (r->status == TRACE_OK && r->body && json_typeof(r->body) == JSON_OBJECT) {
+        const char *cap = json_get_string(r->body, "capture");
+        const json_value *ttl = json_get(r->body, "ttl_s");
+        int64_t ttl_s = t->cfg.policy_ttl_s;
+        if (cap && strcmp(cap, "enabled") == 0)
+            st = CAPTURE_ENABLED;
+        else if (cap && strcmp(cap, "disabled") == 0)
+            st = CAPTURE_DISABLED;
+        /* Core's hint can only shorten our own TTL. */
+        if (ttl && json_typeof(ttl) == JSON_INT && json_get_int(ttl) < ttl_s)
+            ttl_s = json_get_int(ttl) > 0 ? json_get_int(ttl) : 0;
+        e->expires = now_mono_ms() + 1000 * ttl_s;
+    }
+    e->st = st;
+    while (e->waiters) {
+        trace_call *w = e->waiters;
+        waiter_unlink(&e->waiters, w);
+        w->entry = NULL;
+        w->st = st;
+        deliver_later(w);
+    }
+}
+
+trace_call *trace_capture_policy(trace_ctx *t, const principal *who, trace_policy_cb cb, void *arg)
+{
+    trace_call *c = call_new(t, K_POLICY);
+    const char *tenant = NULL, *domain = NULL;
+    int64_t now = now_mono_ms();
+    buf key = BUF_INIT;
+    policy_entry *e = NULL;
+    c->pcb = cb;
+    if (!trace_installed(t)) {
+        c->st = CAPTURE_DISABLED;
+        deliver_later(c);
+        goto done;
+    }
+    if (!resolve_owner(t, who, &tenant, &domain)) {
+        c->st = CAPTURE_UNKNOWN;
+        deliver_later(c);
+        goto done;
+    }
+    buf_printf(&key, "%s\n%s", tenant, domain);
+    e = policy_find(t, key.data);
+    if (e && !e->flight && e->st != CAPTURE_UNKNOWN && now < e->expires) {
+        t->st.policy_hits++;
+        c->st = e->st;
+        deliver_later(c);
+        goto done;
+    }
+    if (!e) {
+        policy_trim(t, now);
+        e = xcalloc(1, sizeof(*e));
+        e->t = t;
+        e->key = buf_steal(&key, NULL);
+        e->st = CAPTURE_UNKNOWN;
+        e->next = t->policies;
+        t->policies = e;
+        t->n_policies++;
+    }
+    if (e->flight) {
+        t->st.policy_hits++;
+    } else {
+        t->st.policy_misses++;
+        e->flight = trace_request(t, who, NULL, "GET", "/capture-policy", NULL, 1, policy_done, e);
+    }
+    c->entry = e;
+    waiter_push(&e->waiters, c);
+done:
+    c->arg = arg;
+    buf_free(&key);
+    return c;
+}
+
+/* ---- probe ---- */
+
+static void probe_try(trace_ctx *t);
+
+static void probe_verdict_set(trace_ctx *t, probe_verdict v)
+{
+    int64_t now = now_mono_ms();
+    t->probe_running = 0;
+    t->have_verdict = 1;
+    t->verdict = v;
+    t->verdict_expires = now + 1000LL * t->cfg.verdict_ttl_s;
+    if (v == PROBE_DOWN) {
+        t->st.probe_down++;
+        /* A verified outage: fail fast for a while rather than hammering Core. */
+        breaker_open(t, now);
+    } else if (t->breaker == TRACE_BREAKER_OPEN) {
+        t->open_until = now; /* the next call is the half-open trial */
+    }
+    while (t->probe_waiters) {
+        trace_call *w = t->probe_waiters;
+        waiter_unlink(&t->probe_waiters, w);
+        w->verdict = v;
+        deliver_later(w);
+    }
+}
+
+static void probe_fetched(const fetch_response *resp, void *arg)
+{
+    trace_ctx *t = arg;
+    t->probe_fr = NULL;
+    if (resp->result == FETCH_OK && resp->status >= 200 && resp->status < 300) {
+        probe_verdict_set(t, PROBE_ALIVE);
+        return;
+    }
+    probe_try(t);
+}
+
+static void probe_try(trace_ctx *t)
+{
+    int64_t remaining = t->probe_deadline - now_mono_ms();
+    int left = t->cfg.probe_tries - t->probe_tries_done;
+    buf u = BUF_INIT;
+    const char *err = NULL;
+    fetch_request rq = {0};
+    if (left <= 0 || remaining <= 0) {
+        probe_verdict_set(t, PROBE_DOWN);
+        goto done;
+    }
+    buf_printf(&u, "%s%s/health", t->base_url, API_PREFIX);
+    rq.method = "GET";
+    rq.url = u.data;
+    rq.timeout_ms = remaining / left > 0 ? remaining / left : 1;
+    rq.max_response = 64 * 1024;
+    t->probe_tries_done++;
+    t->st.probe_tries++;
+    t->probe_fr = fetch_start(t->fetch, &rq, probe_fetched, t, &err);
+    if (!t->probe_fr)
+        probe_verdict_set(t, PROBE_DOWN); /* a malformed base URL never becomes alive */
+done:
+    buf_free(&u);
+}
+
+trace_call *trace_probe(trace_ctx *t, trace_probe_cb cb, void *arg)
+{
+    trace_call *c = call_new(t, K_PROBE);
+    c->vcb = cb;
+    c->arg = arg;
+    if (!trace_installed(t)) {
+        c->verdict = PROBE_DOWN;
+        deliver_later(c);
+        return c;
+    }
+    if (!t->probe_running && t->have_verdict && now_mono_ms() < t->verdict_expires) {
+        c->verdict = t->verdict;
+        deliver_later(c);
+        return c;
+    }
+    waiter_push(&t->probe_waiters, c);
+    if (!t->probe_running) {
+        t->probe_running = 1;
+        t->probe_tries_done = 0;
+        t->probe_deadline = now_mono_ms() + t->cfg.probe_budget_ms;
+        t->st.probes++;
+        probe_try(t); /* may settle DOWN at once: waiters are still delivered later */
+    }
+    return c;
+}
+
+void trace_note_failure(trace_ctx *t)
+{
+    if (t && t->have_verdict && t->verdict == PROBE_ALIVE)
+        t->have_verdict = 0;
+}
+
+/* ---- delivery, cancel, stats ---- */
+
+static void call_event(evutil_socket_t fd, short what, void *arg)
+{
+    trace_call *c = arg;
+    trace_ctx *t = c->t;
+    if (c->phase == PH_BACKOFF) {
+        c->phase = PH_IDLE;
+        try_send(c);
+        return;
+    }
+    c->in_cb = 1;
+    t->depth++;
+    if (c->kind == K_REQUEST && c->cb)
+        c->cb(&c->reply, c->arg);
+    else if (c->kind == K_POLICY && c->pcb)
+        c->pcb(c->st, c->arg);
+    else if (c->kind == K_PROBE && c->vcb)
+        c->vcb(c->verdict, c->arg);
+    t->depth--;
+    call_free(c);
+    if (t->dead && t->depth == 0)
+        ctx_destroy(t);
+}
+
+void trace_cancel(trace_call *c)
+{
+    trace_ctx *t;
+    if (!c || c->in_cb)
+        return;
+    t = c->t;
+    if (c->kind == K_POLICY && c->entry)
+        waiter_unlink(&c->entry->waiters, c);
+    else if (c->kind == K_PROBE)
+        waiter_unlink(&t->probe_waiters, c);
+    call_free(c);
+}
+
+void trace_stats(const trace_ctx *t, trace_stats_t *out)
+{
+    *out = t->st;
+    out->breaker = t->breaker;
+    if (t->breaker == TRACE_BREAKER_OPEN && now_mono_ms() >= t->open_until)
+        out->breaker = TRACE_BREAKER_HALF_OPEN;
+}

@@ -1,0 +1,150 @@
+/* trace: the BKN Trace Core client (SPEC §7, reference trace-lifecycle.md §2).
+ *
+ * Every Trace Core call of the process goes through one trace_ctx on top of the
+ * shared fetch_ctx: owner headers from the authenticated principal (never a token,
+ * never Authorization), a per-call timeout, bounded retries for idempotent calls, a
+ * circuit breaker, the capture-policy cache and the availability probe.
+ *
+ * Callbacks: every callback runs later from the event loop, never inside the
+ * starting call, exactly once unless the handle is cancelled first. A callback may
+ * start or cancel other calls, and may call trace_free.
+ *
+ * Ownership: trace_new copies the config strings. The returned trace_call handles
+ * are owned by the context; a handle is valid until its callback has returned or it
+ * is cancelled. Everything reachable from a trace_reply is owned by the client and
+ * valid only during the callback (json_clone what you keep). */
+#ifndef CL_TRACE_H
+#define CL_TRACE_H
+
+#include <stdint.h>
+
+#include "fetch.h"
+#include "json.h"
+#include "principal.h"
+#include "util.h"
+
+struct event_base;
+
+typedef struct trace_ctx trace_ctx;
+typedef struct trace_call trace_call; /* an in-flight request, policy lookup or probe */
+
+typedef struct trace_config {
+    const char *base_url; /* BKN_TRACE_CORE_URL; NULL or "" = not installed; the client
+                             appends /api/agent-observability/v1 */
+    long timeout_ms;      /* per try (0 -> 3000) */
+    int policy_ttl_s;     /* capture-policy cache TTL (0 -> 30) */
+    int probe_tries;      /* availability probe: tries (0 -> 3) */
+    long probe_budget_ms; /* total budget for all tries (0 -> 1500) */
+    int verdict_ttl_s;    /* probe verdict cache (0 -> 5) */
+    int breaker_failures; /* consecutive UNAVAILABLE outcomes that open the breaker (0 -> 5) */
+    long breaker_open_ms; /* open window before a half-open trial (0 -> 2000) */
+    const char *default_tenant_id;       /* fallback for x-tenant-id; may be NULL */
+    const char *default_business_domain; /* fallback for x-business-domain; may be NULL */
+} trace_config;
+
+/* Returns a context using base and fetch (both borrowed; they must outlive it).
+ * Never NULL (aborting allocation). */
+trace_ctx *trace_new(struct event_base *base, fetch_ctx *fetch, const trace_config *cfg);
+/* Cancels every in-flight call (their callbacks are not called) and frees. May be
+ * called from inside a trace callback (the free completes when it returns). */
+void trace_free(trace_ctx *t);
+/* 1 when a base URL is configured. */
+int trace_installed(const trace_ctx *t);
+
+typedef enum {
+    TRACE_OK,            /* 2xx; body is the parsed JSON (NULL when the body was empty) */
+    TRACE_API_ERROR,     /* non-2xx whose body is the {"error":{...}} envelope */
+    TRACE_UNAVAILABLE,   /* transport error, timeout, breaker open, a 2xx that is not
+                            JSON, or a non-2xx body that is not the envelope */
+    TRACE_NOT_INSTALLED, /* base_url empty: no call was made */
+    TRACE_NO_OWNER       /* anonymous principal or no account/tenant/business domain:
+                            no call was made (callers map it to permission_denied) */
+} trace_status;
+
+typedef struct trace_reply {
+    trace_status status;
+    long http_status;       /* of the last try; 0 when none got an HTTP answer */
+    const json_value *body; /* parsed body (OK and API_ERROR), else NULL */
+    const char *error_code; /* body.error.code for API_ERROR ("" when absent), else NULL */
+    const char *detail;     /* human text for UNAVAILABLE / NOT_INSTALLED / NO_OWNER */
+    int64_t elapsed_ms;     /* from trace_request to the outcome, retries included */
+} trace_reply;
+
+/* r and everything it points to are valid only during the callback. */
+typedef void (*trace_cb)(const trace_reply *r, void *arg);
+
+/* One Trace Core call: method + API base + path ("/interactions/int_x"; build
+ * segments with trace_path_escape). body may be NULL; it is written canonically.
+ * lang_tag (Accept-Language) may be NULL. idempotent != 0 allows 2 extra tries
+ * (20 ms then 40 ms apart) after transport errors (not oversize bodies), 5xx and
+ * 429. Each try has its own timeout_ms. who is copied. Never NULL (method, path and
+ * cb must be non-NULL: misuse is reported as UNAVAILABLE). */
+trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
+                          const char *method, const char *path, const json_value *body,
+                          int idempotent, trace_cb cb, void *arg);
+
+/* Cancels any trace_call (request, policy lookup or probe); its callback will not be
+ * called. No-op on the call whose callback is running. A cancelled lookup or probe
+ * does not stop the shared Core call: its result still fills the cache. */
+void trace_cancel(trace_call *c);
+
+/* Capture policy: GET /capture-policy -> {"capture":"enabled"|"disabled","ttl_s"?}.
+ * Cached per (tenant, business domain) after defaults for min(ttl_s, policy_ttl_s)
+ * seconds; concurrent lookups for one key share one call. UNKNOWN (Core unavailable,
+ * an API error or a malformed answer) is not cached. Not installed -> DISABLED (no
+ * Core, nothing to record); a principal without an owner -> UNKNOWN, no call. */
+typedef enum { CAPTURE_ENABLED, CAPTURE_DISABLED, CAPTURE_UNKNOWN } capture_state;
+typedef void (*trace_policy_cb)(capture_state st, void *arg);
+trace_call *trace_capture_policy(trace_ctx *t, const principal *who, trace_policy_cb cb, void *arg);
+
+/* Availability probe (SPEC §7): GET /health, up to probe_tries tries within
+ * probe_budget_ms in total (each try's timeout = remaining budget / remaining
+ * tries); ALIVE when any try gets a 2xx. The verdict is cached verdict_ttl_s;
+ * concurrent probes share one. Not subject to the breaker; DOWN opens (or keeps
+ * open) the breaker, ALIVE lets the next call through as the half-open trial.
+ * Not installed -> DOWN without a call. */
+typedef enum { PROBE_ALIVE, PROBE_DOWN } probe_verdict;
+typedef void (*trace_probe_cb)(probe_verdict v, void *arg);
+trace_call *trace_probe(trace_ctx *t, trace_probe_cb cb, void *arg);
+
+/* A caller saw a Trace Core call fail: forget a cached ALIVE verdict so that the
+ * next probe checks again (a cached DOWN is kept). */
+void trace_note_failure(trace_ctx *t);
+
+typedef enum { TRACE_BREAKER_CLOSED, TRACE_BREAKER_OPEN, TRACE_BREAKER_HALF_OPEN } trace_breaker;
+
+typedef struct trace_stats_t {
+    uint64_t requests;                    /* trace_request + internal policy calls */
+    uint64_t http_calls;                  /* tries sent to Core (probe excluded) */
+    uint64_t ok, api_errors, unavailable; /* final outcomes */
+    uint64_t retries;                     /* extra tries */
+    uint64_t fast_fails;                  /* refused by the open breaker */
+    uint64_t no_owner, not_installed;
+    trace_breaker breaker; /* current state */
+    uint64_t breaker_opens;
+    uint64_t probes;        /* probe runs (coalesced and cached ones excluded) */
+    uint64_t probe_tries;   /* GET /health sent */
+    uint64_t probe_down;    /* DOWN verdicts of probe runs */
+    uint64_t policy_hits;   /* served from cache or joined an in-flight lookup */
+    uint64_t policy_misses; /* started a Core call */
+} trace_stats_t;
+void trace_stats(const trace_ctx *t, trace_stats_t *out);
+
+/* Appends id percent-encoded for one path segment (everything but A-Z a-z 0-9
+ * - . _ ~) to out; returns out->data. */
+const char *trace_path_escape(const char *id, buf *out);
+
+/* §4.3: trace_id = hex of the first 16 bytes of sha256("bkn.synthetic.trace:" +
+ * request_id), span_id = hex of the first 8 bytes of sha256("bkn.synthetic.span:" +
+ * request_id). Lowercase, NUL-terminated. */
+void trace_synthetic_ids(const char *request_id, char trace_id[33], char span_id[17]);
+
+/* PayloadEnvelope (§2.2) for payload: {"mode":"inline","media_type":"application/json",
+ * "byte_length":N,"inline":<payload>} where N is the length of the canonical
+ * encoding; past 1 MiB {"mode":"omitted","media_type":...,"byte_length":N,
+ * "omitted_reason":"payload_too_large"}; payload NULL -> omitted with
+ * "serialization_failed" and byte_length 0. *out is owned by the caller. Returns 0. */
+#define TRACE_INLINE_MAX (1024 * 1024)
+int trace_payload_envelope(const json_value *payload, json_value **out);
+
+#endif
