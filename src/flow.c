@@ -712,6 +712,7 @@ void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const 
     }
     f->args = args ? json_clone(args) : json_new_object();
     json_remove(f->args, "bkn_context");
+    guard_strip_hints(f->args);
 
     /* Normalized input: the arguments minus bkn_context, with the context's ids,
      * canonical JSON (SPEC §8). */

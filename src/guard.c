@@ -276,6 +276,32 @@ fail:
     return -1;
 }
 
+int guard_strip_hints(json_value *args)
+{
+    static const char *const HINTS[] = {"openbkn.ai/client-invocation-id",
+                                        "openbkn.ai/host-conversation-key",
+                                        "x-openbkn-client-invocation-id",
+                                        "x-openbkn-host-conversation-key"};
+    int removed = 0;
+    if (!args || json_typeof(args) != JSON_OBJECT)
+        return 0;
+    for (size_t i = 0; i < json_count(args);) {
+        const char *k = json_key_at(args, i, NULL);
+        int hint = 0;
+        for (size_t h = 0; h < sizeof HINTS / sizeof *HINTS; h++)
+            hint |= str_ieq(k, HINTS[h]);
+        if (hint) {
+            char key[64];
+            snprintf(key, sizeof key, "%s", k);
+            json_remove(args, key);
+            removed++;
+        } else {
+            i++;
+        }
+    }
+    return removed;
+}
+
 void guard_context_free(bkn_context *c)
 {
     json_free(c->causation_event_ids);

@@ -36,6 +36,12 @@ typedef struct guard_refusal {
 int guard_parse(const json_value *args, const char *kn_id, bkn_context *out, guard_refusal *why);
 void guard_context_free(bkn_context *c);
 
+/* Removes host hints smuggled into tool arguments (SPEC §6: hints never take part in
+ * identity or permission decisions; an argument with a hint's name is ignored): the
+ * _meta keys openbkn.ai/client-invocation-id and openbkn.ai/host-conversation-key and
+ * the header names, case-insensitively. Returns how many were removed. */
+int guard_strip_hints(json_value *args);
+
 /* Writes the lifecycle error envelope {"error":{code,message,retryable,
  * required_action,retry_after_ms[,extra members]}}; mcp != 0 picks the MCP action
  * and always writes required_action, REST leaves it out when empty. */

@@ -580,6 +580,7 @@ void lifecycle_call(req_ctx *c, const char *name, const json_value *args, const 
         return;
     }
     l->args = args ? json_clone(args) : json_new_object();
+    guard_strip_hints(l->args);
     if (l->finish)
         finish(l);
     else
