@@ -575,6 +575,27 @@ static void begin_record(flow *f)
     buf_free(&e);
 }
 
+static void refuse_context_required(flow *f)
+{
+    f->c->outcome = "conversation_required";
+    refuse(f, 400, "conversation_required",
+           "bkn_context {conversation_id, interaction_id} from bkn_start_interaction is required",
+           0, "bkn_start_interaction", "create_conversation");
+}
+
+/* An ad hoc call where a context is required, after Trace Core failures. */
+static void on_adhoc_probe(probe_verdict v, void *arg)
+{
+    flow *f = arg;
+    f->tc = NULL;
+    if (v == PROBE_DOWN) {
+        f->unrecorded = 1; /* verified outage: admitted, unrecorded */
+        run_tool(f);
+    } else {
+        refuse_context_required(f);
+    }
+}
+
 static void on_policy(capture_state st, void *arg)
 {
     flow *f = arg;
@@ -589,11 +610,16 @@ static void on_policy(capture_state st, void *arg)
     }
     if (f->ctx.adhoc) {
         if (f->needs_context) {
-            f->c->outcome = "conversation_required";
-            refuse(f, 400, "conversation_required",
-                   "bkn_context {conversation_id, interaction_id} from bkn_start_interaction is "
-                   "required",
-                   0, "bkn_start_interaction", "create_conversation");
+            /* Required only while Trace Core is available (SPEC §7); a cached policy says
+             * nothing about that. After recent failures (breaker not closed) the probe
+             * verdict, usually cached, decides. */
+            trace_stats_t ts;
+            trace_stats(f->a->trace, &ts);
+            if (ts.breaker != TRACE_BREAKER_CLOSED) {
+                f->tc = trace_probe(f->a->trace, on_adhoc_probe, f);
+                return;
+            }
+            refuse_context_required(f);
             return;
         }
         run_tool(f); /* an eligible ad hoc call: no Trace records */

@@ -1,0 +1,6 @@
+# Operation key and idempotency input hash (area "integration"): C unit test over
+# the clcore library, which holds flow.c and idem.c.
+add_executable(test_keys ${CMAKE_SOURCE_DIR}/tests/unit/test_keys.c)
+target_link_libraries(test_keys PRIVATE clcore)
+add_test(NAME unit_keys COMMAND test_keys)
+set_tests_properties(unit_keys PROPERTIES TIMEOUT 60)

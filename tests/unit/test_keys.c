@@ -1,0 +1,200 @@
+/* test_keys: the operation key (flow_operation_key) and the idempotency input hash
+ * (idem_input_hash) are functions of the normalized input (SPEC §8): member order,
+ * nested too, never matters; every value does. */
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "flow.h"
+#include "idem.h"
+#include "json.h"
+
+/* Hash of a JSON text, parsed as the server parses a request body. */
+static void hash_of(const char *text, char out[65])
+{
+    char err[200] = "";
+    json_value *v = json_parse(text, strlen(text), NULL, err, sizeof err);
+    if (!v)
+        fprintf(stderr, "parse failed: %s: %s\n", err, text);
+    CHECK(v != NULL);
+    idem_input_hash(v, out);
+    json_free(v);
+}
+
+/* Operation key of a call without an invocation id: it depends on the input hash. */
+static void opkey_of(const char *text, char out[40])
+{
+    char h[65];
+    hash_of(text, h);
+    flow_operation_key("conv_1", "int_1", "rest", "query_object_instance", NULL, "req_abcdefgh", h,
+                       out);
+}
+
+static const char BASE[] =
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}}}";
+
+/* The same members, top-level and nested objects in other orders, other whitespace. */
+static const char *const REORDERED[] = {
+    "{\"properties\":[\"name\",\"drug_id\"],\"limit\":5,\"ot_id\":\"ot_drug\","
+    "\"extra\":{\"x\":{\"z\":[true,null],\"y\":1}},\"kn_id\":\"kn_medical\","
+    "\"condition\":{\"sub_conditions\":[{\"value\":\"a\",\"operation\":\"==\",\"field\":\"name\"},"
+    "{\"value\":9007199254740993,\"field\":\"drug_id\",\"operation\":\">\"}],\"operation\":\"and\"}"
+    "}",
+    "{ \"condition\" : { \"operation\" : \"and\" , \"sub_conditions\" : [ { \"operation\":\"==\","
+    "\"field\":\"name\",\"value\":\"a\"}, {\"operation\":\">\",\"value\":9007199254740993,"
+    "\"field\":\"drug_id\"} ] },\n\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}},\"limit\":5,"
+    "\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"properties\":[\"name\",\"drug_id\"]}",
+};
+
+/* One value changed each (array order is a value: it is kept). */
+static const char *const CHANGED[] = {
+    "{\"kn_id\":\"kn_ops\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}}}",
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":6,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}}}",
+    /* a big integer one above: exact numbers */
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740994}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}}}",
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"b\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}}}",
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"drug_id\",\"name\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}}}",
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":2,\"z\":[true,null]}}}",
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[false,null]}}}",
+    /* a member added (deep) */
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":5,"
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null],\"w\":0}}}",
+    /* a string "5" instead of the number 5 */
+    "{\"kn_id\":\"kn_medical\",\"ot_id\":\"ot_drug\",\"limit\":\"5\","
+    "\"condition\":{\"operation\":\"and\",\"sub_conditions\":["
+    "{\"field\":\"name\",\"operation\":\"==\",\"value\":\"a\"},"
+    "{\"field\":\"drug_id\",\"operation\":\">\",\"value\":9007199254740993}]},"
+    "\"properties\":[\"name\",\"drug_id\"],\"extra\":{\"x\":{\"y\":1,\"z\":[true,null]}}}",
+};
+
+static void test_order_does_not_matter(void)
+{
+    char h0[65], h1[65], k0[40], k1[40];
+    hash_of(BASE, h0);
+    opkey_of(BASE, k0);
+    CHECK(strlen(h0) == 64);
+    CHECK(strncmp(k0, "op_", 3) == 0 && strlen(k0) == 35);
+    for (size_t i = 0; i < sizeof REORDERED / sizeof *REORDERED; i++) {
+        hash_of(REORDERED[i], h1);
+        opkey_of(REORDERED[i], k1);
+        CHECK_STR(h1, h0);
+        CHECK_STR(k1, k0);
+    }
+}
+
+static void test_values_matter(void)
+{
+    char h0[65], k0[40];
+    hash_of(BASE, h0);
+    opkey_of(BASE, k0);
+    for (size_t i = 0; i < sizeof CHANGED / sizeof *CHANGED; i++) {
+        char h[65], k[40];
+        hash_of(CHANGED[i], h);
+        opkey_of(CHANGED[i], k);
+        if (!strcmp(h, h0))
+            fprintf(stderr, "CHANGED[%zu] hashes like BASE\n", i);
+        CHECK(strcmp(h, h0) != 0);
+        CHECK(strcmp(k, k0) != 0);
+        /* and every changed input differs from every other */
+        for (size_t j = 0; j < i; j++) {
+            char hj[65];
+            hash_of(CHANGED[j], hj);
+            CHECK(strcmp(h, hj) != 0);
+        }
+    }
+}
+
+/* Every other component of the operation key counts too; with an invocation id the
+ * key names that id, not the request id. */
+static void test_key_components(void)
+{
+    char h[65], k0[40], k[40];
+    hash_of(BASE, h);
+    flow_operation_key("conv_1", "int_1", "rest", "t", NULL, "req_abcdefgh", h, k0);
+    flow_operation_key("conv_1", "int_1", "rest", "t", NULL, "req_abcdefgh", h, k);
+    CHECK_STR(k, k0); /* deterministic */
+    flow_operation_key("conv_2", "int_1", "rest", "t", NULL, "req_abcdefgh", h, k);
+    CHECK(strcmp(k, k0) != 0);
+    flow_operation_key("conv_1", "int_2", "rest", "t", NULL, "req_abcdefgh", h, k);
+    CHECK(strcmp(k, k0) != 0);
+    flow_operation_key("conv_1", "int_1", "mcp", "t", NULL, "req_abcdefgh", h, k);
+    CHECK(strcmp(k, k0) != 0);
+    flow_operation_key("conv_1", "int_1", "rest", "u", NULL, "req_abcdefgh", h, k);
+    CHECK(strcmp(k, k0) != 0);
+    flow_operation_key("conv_1", "int_1", "rest", "t", NULL, "req_abcdefgi", h, k);
+    CHECK(strcmp(k, k0) != 0);
+    char inv1[40], inv2[40], inv3[40];
+    flow_operation_key("conv_1", "int_1", "rest", "t", "inv-1", "req_abcdefgh", h, inv1);
+    flow_operation_key("conv_1", "int_1", "rest", "t", "inv-1", "req_other123", h, inv2);
+    flow_operation_key("conv_1", "int_1", "rest", "t", "inv-2", "req_abcdefgh", h, inv3);
+    CHECK(strcmp(inv1, k0) != 0);
+    CHECK_STR(inv2, inv1); /* the invocation id wins over the request id */
+    CHECK(strcmp(inv3, inv1) != 0);
+}
+
+/* The normalized input as flow builds it ({"arguments", "bkn_context"}): nested
+ * key order of both parts does not matter. */
+static void test_wrapped_input(void)
+{
+    char a[65], b[65], c[65];
+    hash_of("{\"arguments\":{\"b\":{\"d\":1,\"c\":2},\"a\":[{\"y\":1,\"x\":2}]},"
+            "\"bkn_context\":{\"interaction_id\":\"int_1\",\"conversation_id\":\"conv_1\"}}",
+            a);
+    hash_of("{\"bkn_context\":{\"conversation_id\":\"conv_1\",\"interaction_id\":\"int_1\"},"
+            "\"arguments\":{\"a\":[{\"x\":2,\"y\":1}],\"b\":{\"c\":2,\"d\":1}}}",
+            b);
+    hash_of("{\"bkn_context\":{\"conversation_id\":\"conv_1\",\"interaction_id\":\"int_2\"},"
+            "\"arguments\":{\"a\":[{\"x\":2,\"y\":1}],\"b\":{\"c\":2,\"d\":1}}}",
+            c);
+    CHECK_STR(a, b);
+    CHECK(strcmp(a, c) != 0);
+    /* NULL hashes as {} */
+    char e[65], n[65];
+    hash_of("{}", e);
+    idem_input_hash(NULL, n);
+    CHECK_STR(n, e);
+}
+
+int main(void)
+{
+    test_order_does_not_matter();
+    test_values_matter();
+    test_key_components();
+    test_wrapped_input();
+    return CHECK_DONE();
+}
