@@ -35,6 +35,7 @@ struct call {
     char *request_id;
     char *traceparent;
     char *kn_id_header;
+    const json_value *env_query, *env_request, *env_config; /* borrowed during call_start */
     char *surface;
     lang_id lang;
     int64_t deadline_ms;
@@ -909,7 +910,18 @@ static int setup_p(lua_State *L)
         lua_setfield(L, -2, "account_type");
     }
     lua_setfield(L, ctx, "principal");
-    lua_pushnil(L); /* REST query (not passed by call_start yet) */
+    if (c->env_request) {
+        cljson_push(L, c->env_request);
+        lua_setfield(L, ctx, "request");
+    }
+    if (c->env_config) {
+        cljson_push(L, c->env_config);
+        lua_setfield(L, ctx, "config");
+    }
+    if (c->env_query)
+        cljson_push(L, c->env_query);
+    else
+        lua_pushnil(L);
     lua_xmove(L, c->co, 5);
     return 0;
 }
@@ -949,8 +961,13 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     c->budget.mem_limit = cfg->mem_cap_bytes;
 
     c->args = args;
+    c->env_query = env ? env->query : NULL;
+    c->env_request = env ? env->request : NULL;
+    c->env_config = env ? env->config : NULL;
     lvm_set_budget(c->vm, &c->budget);
-    if (lvm_cpcall(c->L, setup_p, c, &err) != 0) {
+    int setup_rc = lvm_cpcall(c->L, setup_p, c, &err);
+    c->env_query = c->env_request = c->env_config = NULL; /* borrowed for the setup only */
+    if (setup_rc != 0) {
         lvm_budget b = c->budget;
         lvm_set_budget(c->vm, NULL);
         if (c->co_ref != LUA_NOREF) {

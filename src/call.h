@@ -23,6 +23,11 @@ typedef struct call_env {
     const char *kn_id_header; /* X-Kn-ID of the request, or NULL; copied */
     const char *surface;     /* "mcp" | "compact" | "rest" | "ptc", copied */
     int64_t deadline_ms;     /* now_mono_ms() based; 0 = none */
+    /* The following are borrowed during call_start only (pushed into Lua there). */
+    const json_value *query;   /* REST query parameters (object of strings) merged into
+                                  args where absent, coerced by the schema; or NULL */
+    const json_value *request; /* ctx.request: {host, forwarded_host, forwarded_proto} */
+    const json_value *config;  /* ctx.config: deployment settings tools may read */
 } call_env;
 
 typedef struct call_result {

@@ -757,6 +757,8 @@ void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const 
             json_set(cx, "causation_event_ids", json_clone(f->ctx.causation_event_ids));
         json_set(in, "bkn_context", cx);
     }
+    if (c->query) /* REST query parameters are arguments too */
+        json_set(in, "query", json_clone(c->query));
     idem_input_hash(in, f->input_hash);
     json_free(in);
     /* The hint: the invocation id, else a caller-supplied request id (SPEC §8). */

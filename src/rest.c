@@ -1,6 +1,7 @@
 /* rest: POST /kn/<tool>, the REST twin of every business tool (SPEC §4). The body
  * is the tool's arguments; the tool's result or error envelope is the response. */
 #include <event2/http.h>
+#include <sys/queue.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +26,16 @@ void rest_handle(req_ctx *c)
         evhttp_clear_headers(&q);
         req_reply_error(c, 400, NULL, m);
         return;
+    }
+    /* The other query parameters fill arguments the body leaves out (kn_id, ot_id, ...). */
+    struct evkeyval *kv;
+    TAILQ_FOREACH(kv, &q, next)
+    {
+        if (!strcmp(kv->key, "response_format"))
+            continue;
+        if (!c->query)
+            c->query = json_new_object();
+        json_set(c->query, kv->key, json_new_str(kv->value, strlen(kv->value)));
     }
     evhttp_clear_headers(&q);
     size_t len;

@@ -53,6 +53,7 @@ typedef struct app {
     int listen_loopback; /* public listener is bound to a loopback address */
     int64_t started_ms;
     uint64_t requests_total;
+    json_value *ctx_config; /* ctx.config for tools (permission_request, gates) */
 } app;
 
 typedef enum { ROUTE_NONE, ROUTE_MCP, ROUTE_REST } route_kind;
@@ -86,6 +87,8 @@ typedef struct req_ctx {
     int caller_request_id; /* the request id came from the caller (a retry hint) */
     struct flow *flow;     /* a business call in progress */
     struct lifecycle *lc;  /* a lifecycle tool call in progress */
+    json_value *query;     /* REST query parameters (object of strings), or NULL */
+    json_value *reqinfo;   /* ctx.request, built on first use */
 } req_ctx;
 
 /* httpd.c */
