@@ -14,7 +14,11 @@
 
 #include "flow.h"
 #include "lifecycle.h"
+#include "metrics.h"
 #include "server.h"
+
+/* One registry per process (one app per process); created by httpd_start. */
+static metrics *g_metrics;
 
 static const char *LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
 
@@ -136,8 +140,51 @@ const char *req_body(req_ctx *c, size_t *len)
     return (const char *)evbuffer_pullup(in, -1);
 }
 
+/* A bounded route label for /metrics (never the raw path: clients choose paths). */
+static const char *route_label(req_ctx *c)
+{
+    static const char *const fixed[] = {"/health/alive", "/health/ready", "/metrics",
+                                        "/admin/reload", "/admin/tools"};
+    const char *prefix = c->app->prefix;
+    size_t plen = strlen(prefix), i;
+    for (i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (!strcmp(c->path, fixed[i]))
+            return fixed[i];
+    if (c->kind == ROUTE_MCP)
+        return "/mcp";
+    if (c->kind == ROUTE_REST && !strncmp(c->path, prefix, plen))
+        return "/kn";
+    return "unmatched";
+}
+
+static int upstream_failure(req_ctx *c)
+{
+    const char *o = c->outcome ? c->outcome : "";
+    return strstr(o, "upstream") != NULL || strstr(o, "BadGateway") != NULL ||
+           strstr(o, "GatewayTimeout") != NULL || c->status == 502 || c->status == 504;
+}
+
+/* Every request ends here (reply, detach, client gone): the one place that records
+ * request and tool-call metrics. */
+static void record_metrics(req_ctx *c)
+{
+    if (!g_metrics)
+        return;
+    metrics_request(g_metrics, route_label(c), c->status);
+    if (!c->tool[0] || !c->outcome || !strcmp(c->outcome, "rpc_error"))
+        return;
+    /* only names of the catalogue: unknown names chosen by clients are not series */
+    if (!lifecycle_is_tool(c->tool) && !(c->gen && tools_gen_find_rest(c->gen, c->tool)))
+        return;
+    metrics_tool_call(g_metrics, c->tool, c->outcome, now_mono_ms() - c->t0, c->lua_ms,
+                      c->upstream_ms);
+    if (upstream_failure(c))
+        metrics_upstream_error(g_metrics, c->tool);
+}
+
 static void access_log(req_ctx *c, size_t bytes_out)
 {
+    record_metrics(c);
     if (!conf_bool(c->app->cfg, "access_log"))
         return;
     buf b = BUF_INIT;
@@ -182,6 +229,8 @@ static void ctx_free(req_ctx *c)
     if (c->gen)
         tools_gen_release(c->gen);
     json_free(c->msg);
+    json_free(c->query);
+    json_free(c->reqinfo);
     buf_free(&c->rpc_id);
     free(c);
 }
@@ -679,6 +728,119 @@ static int is_loopback_bound(struct evhttp_bound_socket *s)
     return 0;
 }
 
+static void counter(buf *b, const char *name, const char *help, double v)
+{
+    metrics_write_header(b, name, "counter", help);
+    metrics_write_sample(b, name, "", v);
+}
+
+static void gauge(buf *b, const char *name, const char *help, double v)
+{
+    metrics_write_header(b, name, "gauge", help);
+    metrics_write_sample(b, name, "", v);
+}
+
+/* The /metrics body: recorded series, then values read from the modules now. */
+static void httpd_metrics_text(app *a, buf *b)
+{
+    if (g_metrics)
+        metrics_render(g_metrics, b);
+    tools_host_stats ts;
+    tools_host_stats_get(a->tools, &ts);
+    counter(b, "cl_reloads_total", "Tool reloads that swapped a generation in.",
+            (double)ts.reloads);
+    counter(b, "cl_reload_failures_total", "Tool reloads rejected for file errors.",
+            (double)ts.reload_failures);
+    counter(b, "cl_reload_deferred_total", "Tool reloads deferred by the generation cap.",
+            (double)ts.reload_deferred);
+    counter(b, "cl_reload_errors_total", "file:line errors reported by rejected reloads.",
+            (double)ts.reload_errors);
+    gauge(b, "cl_tools_generation", "Current tool generation.", ts.generation);
+    gauge(b, "cl_tools_live_generations", "Tool generations not yet closed.", (double)ts.live);
+    gauge(b, "cl_tool_calls_inflight", "Lua tool calls in flight.", (double)call_inflight());
+    gauge(b, "cl_requests_inflight", "Requests waiting on asynchronous work.", (double)a->inflight);
+    gauge(b, "cl_sse_streams_open", "Open GET /mcp event streams.", (double)a->n_streams);
+    if (a->auth) {
+        auth_stats_t st;
+        auth_stats(a->auth, &st);
+        counter(b, "cl_auth_cache_hits_total", "Token checks answered by the positive cache.",
+                (double)st.hits);
+        counter(b, "cl_auth_cache_negative_hits_total",
+                "Token checks answered by the negative cache.", (double)st.negative_hits);
+        counter(b, "cl_auth_cache_misses_total", "Token checks not answered from the cache.",
+                (double)st.misses);
+        counter(b, "cl_auth_introspections_total", "Introspection calls started.",
+                (double)st.introspections);
+        counter(b, "cl_auth_coalesced_total", "Checks that joined an introspection in flight.",
+                (double)st.coalesced);
+        counter(b, "cl_auth_errors_total", "Introspections that failed (unavailable).",
+                (double)st.errors);
+        uint64_t all = st.hits + st.negative_hits + st.misses;
+        gauge(b, "cl_auth_cache_hit_ratio", "Cache hits / token checks since start.",
+              all ? (double)(st.hits + st.negative_hits) / (double)all : 0.0);
+        gauge(b, "cl_auth_cache_entries", "Cached tokens.", (double)st.entries);
+    }
+    if (a->trace) {
+        trace_stats_t st;
+        trace_stats(a->trace, &st);
+        counter(b, "cl_trace_requests_total", "Trace Core requests.", (double)st.requests);
+        counter(b, "cl_trace_http_calls_total", "Trace Core HTTP tries.", (double)st.http_calls);
+        counter(b, "cl_trace_ok_total", "Trace Core requests that succeeded.", (double)st.ok);
+        counter(b, "cl_trace_api_errors_total", "Trace Core requests refused by the API.",
+                (double)st.api_errors);
+        counter(b, "cl_trace_unavailable_total", "Trace Core requests that found it unavailable.",
+                (double)st.unavailable);
+        counter(b, "cl_trace_retries_total", "Extra Trace Core tries.", (double)st.retries);
+        counter(b, "cl_trace_fast_fails_total", "Requests refused by the open breaker.",
+                (double)st.fast_fails);
+        gauge(b, "cl_trace_breaker_state", "Breaker: 0 closed, 1 open, 2 half-open.",
+              st.breaker == TRACE_BREAKER_OPEN        ? 1
+              : st.breaker == TRACE_BREAKER_HALF_OPEN ? 2
+                                                      : 0);
+        counter(b, "cl_trace_breaker_opens_total", "Times the breaker opened.",
+                (double)st.breaker_opens);
+        counter(b, "cl_trace_probes_total", "Availability probe runs.", (double)st.probes);
+        counter(b, "cl_trace_probe_tries_total", "Availability probe tries.",
+                (double)st.probe_tries);
+        counter(b, "cl_trace_probe_down_total", "Probe runs that verified an outage.",
+                (double)st.probe_down);
+        counter(b, "cl_trace_policy_cache_hits_total", "Capture policy lookups from cache.",
+                (double)st.policy_hits);
+        counter(b, "cl_trace_policy_cache_misses_total", "Capture policy lookups sent to Core.",
+                (double)st.policy_misses);
+    }
+    if (a->idem) {
+        idem_stats_t st;
+        idem_stats(a->idem, &st);
+        const char *names[] = {"run",         "replay", "conflict", "in_progress",
+                               "unavailable", "wait",   "abort"};
+        uint64_t vals[] = {st.runs,        st.replays, st.conflicts, st.in_progress,
+                           st.unavailable, st.waits,   st.aborts};
+        metrics_write_header(b, "cl_idempotency_decisions_total", "counter",
+                             "Idempotency decisions by kind.");
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            char lbl[64];
+            snprintf(lbl, sizeof lbl, "decision=\"%s\"", names[i]);
+            metrics_write_sample(b, "cl_idempotency_decisions_total", lbl, (double)vals[i]);
+        }
+        counter(b, "cl_idempotency_stored_total", "Responses stored.", (double)st.finished);
+        counter(b, "cl_idempotency_store_errors_total", "Stores and aborts the store failed.",
+                (double)st.finish_errors);
+    }
+    if (a->store) {
+        store_stats_t st;
+        store_stats(a->store, &st);
+        counter(b, "cl_store_ops_total", "State store operations.", (double)st.ops);
+        counter(b, "cl_store_errors_total", "State store operations that failed.",
+                (double)st.errors);
+        gauge(b, "cl_store_entries", "State store entries.", (double)st.entries);
+        counter(b, "cl_store_evictions_total", "Entries evicted to respect the bound.",
+                (double)st.evictions);
+    }
+    gauge(b, "process_start_time_seconds", "Start time of the process (Unix seconds).",
+          (double)a->started_ms / 1000.0);
+}
+
 static void admin_gencb(struct evhttp_request *req, void *arg)
 {
     app *a = arg;
@@ -696,19 +858,36 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
         health(c, c->path[8] == 'r');
         return;
     }
-    if (!strcmp(c->path, "/admin/reload") && !strcmp(c->method, "POST")) {
-        char *report = NULL;
-        int rc = tools_host_reload(a->tools, conf_str(a->cfg, "tools_dir"), &report);
+    if (!strcmp(c->path, "/admin/reload")) {
+        if (strcmp(c->method, "POST")) {
+            req_add_header(c, "Allow", "POST");
+            req_reply_error(c, 405, NULL, "use POST on /admin/reload");
+            return;
+        }
+        char *json = NULL;
+        int rc = tools_host_reload_ops(a->tools, "admin", &json);
+        if (rc == TOOLS_RELOAD_DEFERRED)
+            req_add_header(c, "Retry-After", "1");
+        req_reply(c,
+                  rc == TOOLS_RELOAD_OK         ? 200
+                  : rc == TOOLS_RELOAD_DEFERRED ? 202
+                                                : 422,
+                  "application/json; charset=utf-8", json, strlen(json));
+        free(json);
+        return;
+    }
+    if (!strcmp(c->path, "/admin/tools") && !strcmp(c->method, "GET")) {
         buf b = BUF_INIT;
-        buf_printf(&b, "{\"ok\":%s,\"report\":", rc == 0 ? "true" : "false");
-        json_write_string(&b, report ? report : "", report ? strlen(report) : 0);
-        buf_puts(&b, "}");
-        /* b.data + 1: the reply's members ("ok", "report") without its '{'. */
-        fprintf(stderr, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",%s\n",
-                (long long)now_wall_ms(), rc == 0 ? "info" : "error", b.data + 1);
-        req_reply(c, rc == 0 ? 200 : 422, "application/json; charset=utf-8", b.data, b.len);
+        tools_host_status_json(a->tools, &b);
+        req_reply(c, 200, "application/json; charset=utf-8", b.data, b.len);
         buf_free(&b);
-        free(report);
+        return;
+    }
+    if (!strcmp(c->path, "/metrics") && !strcmp(c->method, "GET")) {
+        buf b = BUF_INIT;
+        httpd_metrics_text(a, &b);
+        req_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
+        buf_free(&b);
         return;
     }
     not_found(c);
@@ -736,6 +915,8 @@ int httpd_start(app *a, char *err, size_t errlen)
     a->listen_loopback = is_loopback_bound(a->listener);
     print_bound(a->listener, "public");
 
+    if (!g_metrics)
+        g_metrics = metrics_new();
     const char *admin = conf_str(a->cfg, "admin_listen");
     if (*admin) {
         a->admin_http = evhttp_new(a->base);
@@ -765,6 +946,8 @@ void httpd_free(app *a)
     if (a->admin_http)
         evhttp_free(a->admin_http);
     a->http = a->admin_http = NULL;
+    metrics_free(g_metrics);
+    g_metrics = NULL;
 }
 
 void req_detach(req_ctx *c, int status)
@@ -785,4 +968,18 @@ void req_call_env(req_ctx *c, call_env *env)
     env->kn_id_header = req_header(c, "X-Kn-ID");
     env->surface = c->surface;
     env->deadline_ms = 0;
+    env->query = c->query;
+    if (!c->reqinfo) {
+        static const char *const names[][2] = {{"host", "Host"},
+                                               {"forwarded_host", "X-Forwarded-Host"},
+                                               {"forwarded_proto", "X-Forwarded-Proto"}};
+        c->reqinfo = json_new_object();
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            const char *v = req_header(c, names[i][1]);
+            if (v)
+                json_set(c->reqinfo, names[i][0], json_new_str(v, strlen(v)));
+        }
+    }
+    env->request = c->reqinfo;
+    env->config = c->app->ctx_config;
 }

@@ -102,21 +102,19 @@ static void on_term(evutil_socket_t sig, short ev, void *arg)
     drain_check(-1, 0, a);
 }
 
+/* SIGHUP arrives through evsignal (never in signal context); the reload itself is
+ * scheduled on the loop, coalesced with any pending one, and logged by tools.c. */
 static void on_hup(evutil_socket_t sig, short ev, void *arg)
 {
     app *a = arg;
     (void)sig;
     (void)ev;
-    char *report = NULL;
-    int rc = tools_host_reload(a->tools, conf_str(a->cfg, "tools_dir"), &report);
-    buf b = BUF_INIT;
-    json_write_string(&b, report ? report : "", report ? strlen(report) : 0);
-    fprintf(
-        stderr,
-        "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",\"trigger\":\"SIGHUP\",\"report\":%s}\n",
-        (long long)now_wall_ms(), rc == 0 ? "info" : "error", b.data);
-    buf_free(&b);
-    free(report);
+    tools_host_reload_async(a->tools, "SIGHUP");
+}
+
+static void on_swap(tools_gen *cur, void *arg)
+{
+    mcp_tools_changed(arg, cur);
 }
 
 static void on_heartbeat(evutil_socket_t fd, short ev, void *arg)
@@ -245,9 +243,38 @@ int main(int argc, char **argv)
                  lang_tag((lang_id)l));
         a.instructions[l] = read_file(path);
     }
+    /* ctx.config: the deployment settings tools may read. */
+    a.ctx_config = json_new_object();
+    json_value *pr = json_new_object();
+    const char *tpl = conf_str(a.cfg, "permission_request.path_template");
+    json_set(pr, "path_template", json_new_str(tpl, strlen(tpl)));
+    json_set(pr, "disabled", json_new_bool(conf_bool(a.cfg, "permission_request.disabled")));
+    json_set(a.ctx_config, "permission_request", pr);
+    json_value *gates = json_new_object();
+    json_set(gates, "EXECUTE_SKILL_ENABLED",
+             json_new_bool(conf_bool(a.cfg, "execute_skill_enabled")));
+    json_set(a.ctx_config, "gates", gates);
+    const char *lang = conf_str(a.cfg, "language");
+    json_set(a.ctx_config, "language", json_new_str(lang, strlen(lang)));
     tools_config tc;
     fill_tools_config(&a, &tc);
     a.tools = tools_host_new(&tc);
+    tools_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.dir = conf_str(a.cfg, "tools_dir");
+    ops.watch = conf_bool(a.cfg, "tools.watch");
+    ops.debounce_ms = conf_int(a.cfg, "tools.watch_debounce_ms");
+    ops.max_live = (size_t)conf_int(a.cfg, "tools.max_live_generations");
+    ops.on_swap = on_swap;
+    ops.arg = &a;
+    if (ops.max_live < 2) {
+        fprintf(stderr, "context-loader: config key tools.max_live_generations: must be >= 2\n");
+        goto done;
+    }
+    if (tools_host_set_ops(a.tools, &ops, err, sizeof err) < 0) {
+        fprintf(stderr, "context-loader: config key tools.watch: %s\n", err);
+        goto done;
+    }
     char *report = NULL;
     if (tools_host_reload(a.tools, conf_str(a.cfg, "tools_dir"), &report) < 0) {
         fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n",
@@ -300,6 +327,7 @@ done:
         session_free(a.sessions);
     for (int l = 0; l < LANG_COUNT; l++)
         free(a.instructions[l]);
+    json_free(a.ctx_config);
     if (a.base)
         event_base_free(a.base);
     conf_free(a.cfg);

@@ -272,6 +272,53 @@ void mcp_heartbeat(app *a)
         stream_write(s, ": ping\n\n");
 }
 
+/* Digest of what tools/list shows, per listing surface and language: the entries
+ * of the visible tools in order. Tool bodies are not part of it, so a change to
+ * handle code alone notifies nobody. */
+static void list_digest(app *a, tools_gen *g, char out[65])
+{
+    static const unsigned surfaces[] = {SURFACE_MCP, SURFACE_COMPACT, SURFACE_PTC};
+    buf b = BUF_INIT;
+    size_t n = g ? tools_gen_count(g) : 0;
+    for (size_t s = 0; s < sizeof surfaces / sizeof surfaces[0]; s++)
+        for (int l = 0; l < LANG_COUNT; l++) {
+            buf_printf(&b, "surface %u lang %d\n", surfaces[s], l);
+            for (size_t i = 0; i < n; i++) {
+                const tools_info *ti = tools_gen_info(g, i);
+                if (!(ti->surfaces & surfaces[s]) || !app_gate_enabled(a, ti->gate))
+                    continue;
+                buf_puts(&b, ti->list_json[l]);
+                buf_putc(&b, '\n');
+            }
+        }
+    sha256_hex(b.data ? b.data : "", b.len, out);
+    buf_free(&b);
+}
+
+static char g_list_digest[65]; /* of the current generation; "" before the first */
+
+/* After a reload swapped cur in: tells every open GET stream, once, when the
+ * listed catalogue changed (SPEC §5, §10). */
+void mcp_tools_changed(app *a, tools_gen *cur)
+{
+    char d[65];
+    size_t n = 0;
+    list_digest(a, cur, d);
+    if (!g_list_digest[0] || !strcmp(d, g_list_digest)) {
+        memcpy(g_list_digest, d, sizeof d);
+        return;
+    }
+    memcpy(g_list_digest, d, sizeof d);
+    for (sse_stream *s = a->streams; s; s = s->next, n++)
+        stream_write(s,
+                     "event: message\ndata: "
+                     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
+    fprintf(stderr,
+            "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"list_changed\",\"generation\":%u,"
+            "\"streams\":%zu}\n",
+            (long long)now_wall_ms(), cur ? tools_gen_id(cur) : 0, n);
+}
+
 void mcp_close_streams(app *a)
 {
     while (a->streams) {

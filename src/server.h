@@ -122,6 +122,9 @@ void mcp_handle(req_ctx *c);
 /* Closes every open SSE stream (shutdown). */
 void mcp_close_streams(app *a);
 void mcp_heartbeat(app *a);
+/* After a reload swapped generations: sends notifications/tools/list_changed on every
+ * open GET stream when the listed catalogue (any surface, any language) changed. */
+void mcp_tools_changed(app *a, tools_gen *cur);
 
 /* rest.c: POST /kn/<tool>, after authentication. */
 void rest_handle(req_ctx *c);

@@ -1,0 +1,14 @@
+# Area "ops" (issue 12): install layout and service unit. The reload, list_changed,
+# metrics and sandbox tests are integration tests (tests/integration/reload.test.mjs,
+# ops.test.mjs) run by the `integration` test; the reload benchmark
+# (tests/bench/reload-bench.sh) is not part of the test run.
+add_test(NAME ops_install
+         COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/install-check.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(ops_install PROPERTIES TIMEOUT 120 LABELS "ops")
+
+add_executable(test_metrics ${CMAKE_SOURCE_DIR}/tests/unit/test_metrics.c
+                            ${CMAKE_SOURCE_DIR}/src/metrics.c ${CMAKE_SOURCE_DIR}/src/util.c)
+target_include_directories(test_metrics PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+target_link_libraries(test_metrics PRIVATE PkgConfig::CRYPTO m)
+add_test(NAME unit_metrics COMMAND test_metrics)
+set_tests_properties(unit_metrics PROPERTIES TIMEOUT 30 LABELS "unit;ops")

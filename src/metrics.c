@@ -1,0 +1,264 @@
+/* metrics: see metrics.h. Series are kept in small arrays searched linearly: the
+ * label sets are few (routes x statuses, tools x outcomes). */
+#include "metrics.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Latency buckets in seconds (upper bounds; +Inf is implicit). */
+static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+#define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
+
+typedef struct hist {
+    uint64_t counts[N_BUCKETS]; /* per bucket (not cumulative) */
+    uint64_t count;
+    double sum;
+} hist;
+
+typedef struct req_series {
+    char *route;
+    int status;
+    uint64_t n;
+} req_series;
+
+typedef struct tool_series {
+    char *tool;
+    char *outcome;
+    uint64_t n;
+} tool_series;
+
+typedef struct tool_hist {
+    char *tool;
+    hist total, lua, upstream;
+    uint64_t upstream_errors;
+} tool_hist;
+
+struct metrics {
+    req_series *req;
+    size_t n_req;
+    tool_series *calls;
+    size_t n_calls;
+    tool_hist *hists;
+    size_t n_hists;
+};
+
+metrics *metrics_new(void)
+{
+    return xcalloc(1, sizeof(metrics));
+}
+
+void metrics_free(metrics *m)
+{
+    size_t i;
+    if (!m)
+        return;
+    for (i = 0; i < m->n_req; i++)
+        free(m->req[i].route);
+    for (i = 0; i < m->n_calls; i++) {
+        free(m->calls[i].tool);
+        free(m->calls[i].outcome);
+    }
+    for (i = 0; i < m->n_hists; i++)
+        free(m->hists[i].tool);
+    free(m->req);
+    free(m->calls);
+    free(m->hists);
+    free(m);
+}
+
+void metrics_request(metrics *m, const char *route, int status)
+{
+    size_t i;
+    for (i = 0; i < m->n_req; i++)
+        if (m->req[i].status == status && !strcmp(m->req[i].route, route)) {
+            m->req[i].n++;
+            return;
+        }
+    m->req = xrealloc(m->req, (m->n_req + 1) * sizeof *m->req);
+    m->req[m->n_req].route = xstrdup(route);
+    m->req[m->n_req].status = status;
+    m->req[m->n_req].n = 1;
+    m->n_req++;
+}
+
+static tool_hist *hist_for(metrics *m, const char *tool)
+{
+    size_t i;
+    for (i = 0; i < m->n_hists; i++)
+        if (!strcmp(m->hists[i].tool, tool))
+            return &m->hists[i];
+    m->hists = xrealloc(m->hists, (m->n_hists + 1) * sizeof *m->hists);
+    memset(&m->hists[m->n_hists], 0, sizeof *m->hists);
+    m->hists[m->n_hists].tool = xstrdup(tool);
+    return &m->hists[m->n_hists++];
+}
+
+static void hist_observe(hist *h, int64_t ms)
+{
+    double s = ms < 0 ? 0 : (double)ms / 1000.0;
+    size_t b;
+    for (b = 0; b < N_BUCKETS; b++)
+        if (s <= BUCKETS[b]) {
+            h->counts[b]++;
+            break;
+        }
+    h->count++;
+    h->sum += s;
+}
+
+void metrics_tool_call(metrics *m, const char *tool, const char *outcome, int64_t total_ms,
+                       int64_t lua_ms, int64_t upstream_ms)
+{
+    size_t i;
+    tool_hist *h;
+    if (!outcome || !*outcome)
+        outcome = "unknown";
+    for (i = 0; i < m->n_calls; i++)
+        if (!strcmp(m->calls[i].tool, tool) && !strcmp(m->calls[i].outcome, outcome))
+            break;
+    if (i == m->n_calls) {
+        m->calls = xrealloc(m->calls, (m->n_calls + 1) * sizeof *m->calls);
+        m->calls[i].tool = xstrdup(tool);
+        m->calls[i].outcome = xstrdup(outcome);
+        m->calls[i].n = 0;
+        m->n_calls++;
+    }
+    m->calls[i].n++;
+    h = hist_for(m, tool);
+    hist_observe(&h->total, total_ms);
+    hist_observe(&h->lua, lua_ms);
+    hist_observe(&h->upstream, upstream_ms);
+}
+
+void metrics_upstream_error(metrics *m, const char *tool)
+{
+    hist_for(m, tool)->upstream_errors++;
+}
+
+void metrics_escape_label(buf *out, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\')
+            buf_puts(out, "\\\\");
+        else if (*v == '"')
+            buf_puts(out, "\\\"");
+        else if (*v == '\n')
+            buf_puts(out, "\\n");
+        else
+            buf_putc(out, *v);
+    }
+}
+
+void metrics_write_header(buf *out, const char *name, const char *type, const char *help)
+{
+    buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void write_value(buf *out, double v)
+{
+    if (isinf(v))
+        buf_puts(out, v > 0 ? "+Inf" : "-Inf");
+    else if (v == (double)(int64_t)v && fabs(v) < 9e15)
+        buf_printf(out, "%lld", (long long)v);
+    else {
+        /* the shortest text that reads back as the same double (0.005, not 0.0050000000000000001)
+         */
+        char t[40];
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(t, sizeof t, "%.*g", prec, v);
+            if (strtod(t, NULL) == v)
+                break;
+        }
+        buf_puts(out, t);
+    }
+}
+
+void metrics_write_sample(buf *out, const char *name, const char *labels, double value)
+{
+    buf_puts(out, name);
+    if (labels && *labels)
+        buf_printf(out, "{%s}", labels);
+    buf_putc(out, ' ');
+    write_value(out, value);
+    buf_putc(out, '\n');
+}
+
+static void write_hist(buf *out, const char *name, const char *tool, const hist *h)
+{
+    uint64_t cum = 0;
+    size_t b;
+    buf lbl = BUF_INIT;
+    for (b = 0; b <= N_BUCKETS; b++) {
+        buf_reset(&lbl);
+        buf_puts(&lbl, "tool=\"");
+        metrics_escape_label(&lbl, tool);
+        buf_puts(&lbl, "\",le=\"");
+        if (b < N_BUCKETS) {
+            cum += h->counts[b];
+            write_value(&lbl, BUCKETS[b]);
+        } else {
+            cum = h->count;
+            buf_puts(&lbl, "+Inf");
+        }
+        buf_putc(&lbl, '"');
+        buf_printf(out, "%s_bucket{%s} %llu\n", name, lbl.data, (unsigned long long)cum);
+    }
+    buf_reset(&lbl);
+    buf_puts(&lbl, "tool=\"");
+    metrics_escape_label(&lbl, tool);
+    buf_putc(&lbl, '"');
+    buf_printf(out, "%s_sum{%s} ", name, lbl.data);
+    write_value(out, h->sum);
+    buf_printf(out, "\n%s_count{%s} %llu\n", name, lbl.data, (unsigned long long)h->count);
+    buf_free(&lbl);
+}
+
+void metrics_render(const metrics *m, buf *out)
+{
+    size_t i;
+    buf lbl = BUF_INIT;
+    metrics_write_header(out, "cl_http_requests_total", "counter",
+                         "HTTP requests by route and status.");
+    for (i = 0; i < m->n_req; i++) {
+        buf_reset(&lbl);
+        buf_puts(&lbl, "route=\"");
+        metrics_escape_label(&lbl, m->req[i].route);
+        buf_printf(&lbl, "\",status=\"%d\"", m->req[i].status);
+        metrics_write_sample(out, "cl_http_requests_total", lbl.data, (double)m->req[i].n);
+    }
+    metrics_write_header(out, "cl_tool_calls_total", "counter", "Tool calls by tool and outcome.");
+    for (i = 0; i < m->n_calls; i++) {
+        buf_reset(&lbl);
+        buf_puts(&lbl, "tool=\"");
+        metrics_escape_label(&lbl, m->calls[i].tool);
+        buf_puts(&lbl, "\",outcome=\"");
+        metrics_escape_label(&lbl, m->calls[i].outcome);
+        buf_putc(&lbl, '"');
+        metrics_write_sample(out, "cl_tool_calls_total", lbl.data, (double)m->calls[i].n);
+    }
+    metrics_write_header(out, "cl_tool_call_duration_seconds", "histogram",
+                         "Tool call latency, whole request.");
+    for (i = 0; i < m->n_hists; i++)
+        write_hist(out, "cl_tool_call_duration_seconds", m->hists[i].tool, &m->hists[i].total);
+    metrics_write_header(out, "cl_tool_lua_seconds", "histogram",
+                         "Time spent running Lua per call.");
+    for (i = 0; i < m->n_hists; i++)
+        write_hist(out, "cl_tool_lua_seconds", m->hists[i].tool, &m->hists[i].lua);
+    metrics_write_header(out, "cl_tool_upstream_seconds", "histogram",
+                         "Time spent waiting on upstreams per call.");
+    for (i = 0; i < m->n_hists; i++)
+        write_hist(out, "cl_tool_upstream_seconds", m->hists[i].tool, &m->hists[i].upstream);
+    metrics_write_header(out, "cl_upstream_errors_total", "counter",
+                         "Tool calls that ended on an upstream failure.");
+    for (i = 0; i < m->n_hists; i++) {
+        buf_reset(&lbl);
+        buf_puts(&lbl, "tool=\"");
+        metrics_escape_label(&lbl, m->hists[i].tool);
+        buf_putc(&lbl, '"');
+        metrics_write_sample(out, "cl_upstream_errors_total", lbl.data,
+                             (double)m->hists[i].upstream_errors);
+    }
+    buf_free(&lbl);
+}

@@ -1,0 +1,41 @@
+/* metrics: the counters and histograms the core records itself (requests, tool
+ * calls) and a writer for the Prometheus text exposition format 0.0.4 (SPEC §20).
+ * Gauges owned by other modules (auth, trace, idem, store, tools) are read at
+ * scrape time and written with metrics_write_* by the caller (httpd.c).
+ *
+ * Label values are bounded by the caller (route names, tool names of the current
+ * catalogue, outcome codes), so the series count stays bounded.
+ *
+ * Ownership: metrics_new returns a registry the caller frees with metrics_free;
+ * label strings are copied. */
+#ifndef CL_METRICS_H
+#define CL_METRICS_H
+
+#include <stdint.h>
+
+#include "util.h"
+
+typedef struct metrics metrics;
+
+metrics *metrics_new(void);
+void metrics_free(metrics *m);
+
+/* One finished HTTP request. */
+void metrics_request(metrics *m, const char *route, int status);
+/* One finished tool call: latency histograms (seconds) of the whole request, of Lua
+ * and of upstream waits, by tool; the count by tool and outcome. */
+void metrics_tool_call(metrics *m, const char *tool, const char *outcome, int64_t total_ms,
+                       int64_t lua_ms, int64_t upstream_ms);
+/* A tool call that ended on an upstream failure (timeout, unreachable, 5xx). */
+void metrics_upstream_error(metrics *m, const char *tool);
+
+/* Writes every recorded series (with HELP and TYPE lines). */
+void metrics_render(const metrics *m, buf *out);
+
+/* Helpers for scrape-time values. labels: "" or 'a="x",b="y"' (already escaped). */
+void metrics_write_header(buf *out, const char *name, const char *type, const char *help);
+void metrics_write_sample(buf *out, const char *name, const char *labels, double value);
+/* Appends a label value escaped per the format (\\, \", \n). */
+void metrics_escape_label(buf *out, const char *value);
+
+#endif

@@ -1,0 +1,68 @@
+#!/bin/sh
+# Installs the build into a temporary prefix and checks the layout (SPEC §20): the
+# installed binary validates the installed tools with the installed config, starts
+# from / with that config, and the systemd unit passes `systemd-analyze verify`
+# (skipped when systemd-analyze is not installed). Usage: install-check.sh BUILD_DIR
+set -eu
+build=$1
+prefix=$(mktemp -d /tmp/cl-install.XXXXXX)
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi
+  rm -rf "$prefix"
+}
+trap cleanup EXIT INT TERM
+fail() { echo "install-check: FAIL: $*" >&2; exit 1; }
+
+cmake --install "$build" --prefix "$prefix" >/dev/null
+conf=$prefix/etc/context-loader/context-loader.conf
+unit=$prefix/etc/context-loader/context-loader.service
+for f in bin/context-loader share/context-loader/lua/host.lua share/context-loader/lua/contract.lua \
+         share/context-loader/tools/list_knowledge_networks.lua share/context-loader/tools/_lib/util.lua \
+         etc/context-loader/context-loader.conf etc/context-loader/context-loader.service; do
+  [ -e "$prefix/$f" ] || fail "$f is not installed"
+done
+grep -qx "tools_dir = $prefix/share/context-loader/tools" "$conf" || fail "installed config: tools_dir"
+grep -qx "lua_dir = $prefix/share/context-loader/lua" "$conf" || fail "installed config: lua_dir"
+grep -q "^ExecStart=$prefix/bin/context-loader --config $conf\$" "$unit" || fail "unit: ExecStart"
+grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$unit" || fail "unit: ExecReload"
+for k in ProtectSystem=strict ProtectHome=yes PrivateTmp=yes NoNewPrivileges=yes MemoryDenyWriteExecute=yes \
+         SystemCallFilter=@system-service CapabilityBoundingSet= Restart=on-failure DynamicUser=yes; do
+  grep -qx "$k" "$unit" || fail "unit: $k"
+done
+
+cd /
+"$prefix/bin/context-loader" --config "$conf" --check-tools "$prefix/share/context-loader/tools" \
+  || fail "--check-tools on the installed tools"
+# A broken tool makes --check-tools fail (the check can fail).
+printf 'return {\n' > "$prefix/share/context-loader/tools/broken.lua"
+if "$prefix/bin/context-loader" --config "$conf" --check-tools "$prefix/share/context-loader/tools" 2>/dev/null; then
+  fail "--check-tools accepted a broken tool"
+fi
+rm "$prefix/share/context-loader/tools/broken.lua"
+
+# Start the installed binary with the installed config (ephemeral loopback ports).
+log=$prefix/run.log
+CL_LISTEN=127.0.0.1:0 CL_ADMIN_LISTEN=127.0.0.1:0 "$prefix/bin/context-loader" --config "$conf" 2>"$log" &
+pid=$!
+i=0
+until grep -q '"listener":"admin"' "$log"; do
+  i=$((i + 1))
+  [ $i -lt 100 ] || { cat "$log" >&2; fail "the installed binary did not start"; }
+  kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; fail "the installed binary exited"; }
+  sleep 0.1
+done
+grep -q "\"msg\":\"tools loaded\",\"report\":\"generation 1: +[1-9]" "$log" || { cat "$log" >&2; fail "tools not loaded"; }
+kill -TERM "$pid"
+wait "$pid" || fail "exit status $? after SIGTERM"
+pid=
+
+if command -v systemd-analyze >/dev/null 2>&1; then
+  cp "$unit" "$prefix/context-loader.service"
+  out=$(systemd-analyze verify "$prefix/context-loader.service" 2>&1) || { echo "$out" >&2; fail "systemd-analyze verify"; }
+  [ -z "$out" ] || { echo "$out" >&2; fail "systemd-analyze verify printed warnings"; }
+  echo "install-check: systemd-analyze verify: ok"
+else
+  echo "install-check: systemd-analyze not installed: unit verification skipped"
+fi
+echo "install-check: ok ($prefix)"
