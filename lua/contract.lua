@@ -11,7 +11,8 @@ if not has_cljson then
 end
 
 M.kinds = { read = true, execute = true }
-M.surfaces = { mcp = true, compact = true, rest = true, ptc = true }
+-- proxy: reached only by POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call, never listed
+M.surfaces = { mcp = true, compact = true, rest = true, ptc = true, proxy = true }
 
 local GROUPS = {}
 for _, g in ipairs(catalog.groups) do
@@ -105,7 +106,7 @@ end
 
 KEYS.surfaces = function(v, _, add)
     if not is_array_of_strings(v) or #v == 0 then
-        return add("surfaces must be a non-empty array of mcp, compact, rest, ptc")
+        return add("surfaces must be a non-empty array of mcp, compact, rest, ptc, proxy")
     end
     local seen = {}
     for _, s in ipairs(v) do
@@ -289,7 +290,7 @@ function M.check(tool, file_name)
         out[k] = v
     end
     out.surfaces = copy_array(tool.surfaces)
-    out.formats = tool.formats and copy_array(tool.formats) or { "json" }
+    out.formats = tool.formats and copy_array(tool.formats) or { "json", "toon" }
     local ann = {}
     -- defaults first, the tool's own hints win
     if tool.kind == "read" then
@@ -381,12 +382,31 @@ local function bkn_context_schema(lang)
     }
 end
 
-local function with_bkn_context(input, lang)
+-- response_format as every business tool advertises it on MCP (SPEC §12): the core
+-- reads and strips it; MCP defaults to toon when the tool can render it.
+local function response_format_schema(formats, lang)
+    local en = lang == "en-US"
+    local has_toon = false
+    for _, f in ipairs(formats) do
+        has_toon = has_toon or f == "toon"
+    end
+    return {
+        type = "string",
+        enum = formats,
+        default = has_toon and "toon" or "json",
+        description = en
+            and "Rendering of the text result: toon (compact, for reading) or json (exact)"
+            or "文本结果的格式：toon（紧凑，便于阅读）或 json（原样）",
+    }
+end
+
+local function with_bkn_context(input, lang, formats)
     local props = {}
     for k, v in pairs(input.properties or {}) do
         props[k] = v
     end
     props.bkn_context = bkn_context_schema(lang)
+    props.response_format = response_format_schema(formats, lang)
     local required = {}
     for i, v in ipairs(input.required or {}) do
         required[i] = v
@@ -418,7 +438,8 @@ function M.list_entry(tool, lang)
         name = tool.name,
         title = tool.title[lang],
         description = tool.description[lang],
-        inputSchema = with_bkn_context(schema.localize(tool.input_schema, lang), lang),
+        inputSchema = with_bkn_context(schema.localize(tool.input_schema, lang), lang,
+            tool.formats or { "json", "toon" }),
         annotations = ann,
         _meta = meta,
     }

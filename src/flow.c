@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "guard.h"
+#include "toon.h"
 
 struct flow {
     req_ctx *c;
@@ -30,6 +31,8 @@ struct flow {
     trace_call *tc;
     idem_wait *iw;
     /* tool outcome */
+    int toon; /* response_format=toon: the text block (MCP) or body (REST) is TOON */
+    buf toon_text;
     int is_error;
     int status;
     buf body;
@@ -54,6 +57,7 @@ static void flow_free(flow *f)
     json_free(f->receipt);
     guard_context_free(&f->ctx);
     buf_free(&f->body);
+    buf_free(&f->toon_text);
     free(f);
 }
 
@@ -115,7 +119,10 @@ static void respond(flow *f, int status, int is_error, const char *body, size_t 
             req_add_header(c, "bkn-trace-status", "unrecorded");
         if (is_error)
             req_add_header(c, "Content-Language", lang_tag(c->lang));
-        req_reply(c, status, "application/json; charset=utf-8", body, len);
+        req_reply(c, status,
+                  f->toon && !is_error ? "application/toon; charset=utf-8"
+                                       : "application/json; charset=utf-8",
+                  body, len);
     }
     flow_free(f);
 }
@@ -273,9 +280,13 @@ static void deliver(flow *f)
         json_write(&r, f->receipt, 0);
         receipt = buf_steal(&r, NULL);
     }
+    int toon = f->toon && !f->is_error && f->toon_text.data;
     if (f->mcp) {
         buf_puts(&out, "{\"content\":[{\"type\":\"text\",\"text\":");
-        json_write_string(&out, f->body.data, f->body.len);
+        if (toon)
+            json_write_string(&out, f->toon_text.data, f->toon_text.len);
+        else
+            json_write_string(&out, f->body.data, f->body.len);
         buf_puts(&out, "}]");
         if (!f->is_error) {
             buf_puts(&out, ",\"structuredContent\":");
@@ -303,7 +314,10 @@ static void deliver(flow *f)
         respond(f, 200, f->is_error, out.data, out.len, 1);
     } else {
         int status = f->status ? f->status : (f->is_error ? 500 : 200);
-        respond(f, status, f->is_error, f->body.data, f->body.len, 1);
+        if (toon)
+            respond(f, status, 0, f->toon_text.data, f->toon_text.len, 1);
+        else
+            respond(f, status, f->is_error, f->body.data, f->body.len, 1);
     }
     buf_free(&out);
     free(receipt);
@@ -387,6 +401,19 @@ static void on_call_done(const call_result *res, void *arg)
     f->is_error = res->is_error;
     f->status = res->status;
     buf_append(&f->body, res->body, res->body_len);
+    if (f->toon && !res->is_error) {
+        /* TOON from the exact JSON result (big integers and key order intact). */
+        char err[200];
+        json_value *v = json_parse(res->body, res->body_len, NULL, err, sizeof err);
+        if (!v || toon_encode(&f->toon_text, v, NULL, err, sizeof err) < 0) {
+            fprintf(stderr,
+                    "{\"ts\":%lld,\"level\":\"error\",\"msg\":\"toon rendering failed\","
+                    "\"request_id\":\"%s\",\"tool\":\"%s\"}\n",
+                    (long long)now_wall_ms(), f->c->request_id, f->ti->name);
+            buf_free(&f->toon_text); /* falls back to JSON */
+        }
+        json_free(v);
+    }
     f->outcome = res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok";
     f->c->outcome = f->outcome;
     if (f->record)
@@ -707,6 +734,58 @@ static void on_idem(idem_decision d, const char *response, size_t len, void *arg
     }
 }
 
+/* ---- response_format (SPEC §12) ---- */
+
+/* MCP: the argument, default toon; REST: ?response_format=, default json. Removes the
+ * argument before the tool's own schema is checked. */
+static int pick_format(flow *f)
+{
+    char given[64] = "";
+    const json_value *v = json_get(f->args, "response_format");
+    if (!f->mcp && f->c->format_given)
+        snprintf(given, sizeof given, "%s", f->c->format);
+    else if (v && json_typeof(v) == JSON_STRING)
+        snprintf(given, sizeof given, "%s", json_get_str(v, NULL));
+    else if (v)
+        snprintf(given, sizeof given, "(not a string)");
+    json_remove(f->args, "response_format");
+    if (!given[0]) {
+        f->toon = f->mcp && f->ti->toon;
+        return 0;
+    }
+    if (!strcmp(given, "json") || (f->ti->toon && !strcmp(given, "toon"))) {
+        f->toon = !strcmp(given, "toon");
+        return 0;
+    }
+    int en = f->c->lang == LANG_EN_US;
+    char details[200];
+    snprintf(details, sizeof details, "invalid response_format: \"%.60s\" (allowed: %s)", given,
+             f->ti->toon ? "json, toon" : "json");
+    buf b = BUF_INIT;
+    buf_puts(&b, "{\"code\":\"Public.BadRequest\",\"description\":");
+    const char *d = en ? "Invalid parameters" : "参数错误";
+    const char *sol = en ? "Please check if the parameters are correct" : "请检查参数是否正确";
+    json_write_string(&b, d, strlen(d));
+    buf_puts(&b, ",\"solution\":");
+    json_write_string(&b, sol, strlen(sol));
+    buf_puts(&b, ",\"link\":\"\",\"details\":");
+    json_write_string(&b, details, strlen(details));
+    buf_putc(&b, '}');
+    f->outcome = "invalid_response_format";
+    if (f->mcp) {
+        buf m = BUF_INIT;
+        buf_puts(&m, "{\"content\":[{\"type\":\"text\",\"text\":");
+        json_write_string(&m, b.data, b.len);
+        buf_puts(&m, "}],\"isError\":true}");
+        respond(f, 200, 1, m.data, m.len, 0);
+        buf_free(&m);
+    } else {
+        respond(f, 400, 1, b.data, b.len, 0);
+    }
+    buf_free(&b);
+    return -1;
+}
+
 /* ---- entry ---- */
 
 void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const json_value *meta)
@@ -739,6 +818,8 @@ void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const 
     f->args = args ? json_clone(args) : json_new_object();
     json_remove(f->args, "bkn_context");
     guard_strip_hints(f->args);
+    if (pick_format(f) < 0)
+        return;
 
     /* Normalized input: the arguments minus bkn_context, with the context's ids,
      * canonical JSON (SPEC §8). */
@@ -757,6 +838,7 @@ void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const 
             json_set(cx, "causation_event_ids", json_clone(f->ctx.causation_event_ids));
         json_set(in, "bkn_context", cx);
     }
+    json_set(in, "response_format", json_new_str(f->toon ? "toon" : "json", 4));
     if (c->query) /* REST query parameters are arguments too */
         json_set(in, "query", json_clone(c->query));
     idem_input_hash(in, f->input_hash);

@@ -12,6 +12,7 @@
 #include <lualib.h>
 
 #include "json_lua.h"
+#include "toon_lua.h"
 #include "util.h"
 
 #define LVM_HOOK_EVERY 1000
@@ -464,8 +465,8 @@ void lvm_require(lua_State *L, const char *name)
     lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_SOURCES);
     if (lua_getfield(L, -1, name) != LUA_TTABLE)
         luaL_error(L,
-                   "module '%s' not found (only lua/ and tools/_lib/ modules and cljson "
-                   "can be required)",
+                   "module '%s' not found (only lua/ and tools/_lib/ modules, cljson and "
+                   "cltoon can be required)",
                    name);
     lua_rawgeti(L, -1, 1);
     lua_rawgeti(L, -2, 2);
@@ -658,6 +659,11 @@ static int setup_p(lua_State *L)
     lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, "cljson");
+    lua_pop(L, 2);
+    luaL_requiref(L, "cltoon", luaopen_cltoon, 0);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "cltoon");
     lua_pop(L, 2);
 
     lvm_push_proxy(L, g);

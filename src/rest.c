@@ -20,13 +20,8 @@ void rest_handle(req_ctx *c)
         return;
     }
     const char *fmt = evhttp_find_header(&q, "response_format");
-    if (fmt && strcmp(fmt, "json")) {
-        char m[200];
-        snprintf(m, sizeof m, "invalid response_format: \"%.60s\" (allowed: json)", fmt);
-        evhttp_clear_headers(&q);
-        req_reply_error(c, 400, NULL, m);
-        return;
-    }
+    if (fmt) /* checked against the tool's formats by flow.c */
+        snprintf(c->format, sizeof c->format, "%.15s", fmt), c->format_given = 1;
     /* The other query parameters fill arguments the body leaves out (kn_id, ot_id, ...). */
     struct evkeyval *kv;
     TAILQ_FOREACH(kv, &q, next)

@@ -88,6 +88,8 @@ typedef struct req_ctx {
     struct flow *flow;     /* a business call in progress */
     struct lifecycle *lc;  /* a lifecycle tool call in progress */
     json_value *query;     /* REST query parameters (object of strings), or NULL */
+    char format[16];       /* REST ?response_format= as given */
+    int format_given;
     json_value *reqinfo;   /* ctx.request, built on first use */
 } req_ctx;
 
