@@ -797,7 +797,8 @@ void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const 
     f->mcp = c->kind == ROUTE_MCP;
     c->flow = f;
     /* MCP business tools and the REST execution routes need a context (SPEC §7). */
-    f->needs_context = f->mcp || !strcmp(ti->kind, "execute");
+    /* ... but the MCP proxy route may always go ad hoc (SPEC §4, §7). */
+    f->needs_context = f->mcp || (!strcmp(ti->kind, "execute") && !c->proxy);
     char err[300];
     if (flow_hint(c, meta, "X-OpenBKN-Client-Invocation-Id", "openbkn.ai/client-invocation-id",
                   f->invocation, sizeof f->invocation, err, sizeof err) < 0) {

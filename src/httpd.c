@@ -568,6 +568,37 @@ static size_t header_bytes(struct evhttp_request *req)
     return n;
 }
 
+/* "{mcp_id}/tools/{tool_name}/call" -> the two decoded ids; -1 when malformed. */
+static int parse_proxy_path(req_ctx *c, const char *p)
+{
+    const char *slash = strchr(p, '/');
+    if (!slash || slash == p || strncmp(slash, "/tools/", 7) != 0)
+        return -1;
+    const char *name = slash + 7, *end = strchr(name, '/');
+    if (!end || end == name || strcmp(end, "/call") != 0)
+        return -1;
+    char *id = evhttp_uridecode(p, 0, NULL);
+    char *tool = NULL;
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%.*s", (int)(end - name), name);
+    tool = evhttp_uridecode(tmp, 0, NULL);
+    int rc = -1;
+    if (id && tool) {
+        char *cut = strchr(id, '/');
+        if (cut)
+            *cut = '\0';
+        if (*id && *tool && strlen(id) < sizeof c->proxy_mcp_id &&
+            strlen(tool) < sizeof c->proxy_tool) {
+            snprintf(c->proxy_mcp_id, sizeof c->proxy_mcp_id, "%s", id);
+            snprintf(c->proxy_tool, sizeof c->proxy_tool, "%s", tool);
+            rc = 0;
+        }
+    }
+    free(id);
+    free(tool);
+    return rc;
+}
+
 static void gencb(struct evhttp_request *req, void *arg)
 {
     app *a = arg;
@@ -626,6 +657,30 @@ static void gencb(struct evhttp_request *req, void *arg)
         if (!origin_allowed(c)) {
             req_reply_error(c, 403, "Public.Forbidden.OriginRejected",
                             "Origin or Host header not allowed (DNS rebinding protection)");
+            return;
+        }
+    } else if (!strncmp(rest, "/mcp/proxy/", 11)) {
+        if (parse_proxy_path(c, rest + 11) < 0) {
+            not_found(c);
+            return;
+        }
+        c->kind = ROUTE_REST;
+        c->proxy = 1;
+        snprintf(c->surface, sizeof c->surface, "rest");
+        snprintf(c->tool, sizeof c->tool, "mcp_proxy_call");
+        tools_gen *g = tools_host_acquire(a->tools);
+        const tools_info *ti = g ? tools_gen_find(g, c->tool) : NULL;
+        int visible = ti && (ti->surfaces & SURFACE_PROXY);
+        if (g)
+            tools_gen_release(g);
+        if (!visible) {
+            c->tool[0] = '\0';
+            not_found(c);
+            return;
+        }
+        if (strcmp(c->method, "POST")) {
+            req_add_header(c, "Allow", "POST");
+            req_reply_error(c, 405, NULL, "use POST on the MCP proxy route");
             return;
         }
     } else if (!strncmp(rest, "/kn/", 4) && rest[4]) {

@@ -54,7 +54,24 @@ void rest_handle(req_ctx *c)
         return;
     }
     c->gen = tools_host_acquire(c->app->tools);
-    const tools_info *ti = c->gen ? tools_gen_find_rest(c->gen, c->tool) : NULL;
+    const tools_info *ti = NULL;
+    if (c->proxy) {
+        /* The body is the MCP tool's flat parameters (plus an optional bkn_context). */
+        ti = c->gen ? tools_gen_find(c->gen, "mcp_proxy_call") : NULL;
+        json_value *args = json_new_object();
+        json_set(args, "mcp_id", json_new_str(c->proxy_mcp_id, strlen(c->proxy_mcp_id)));
+        json_set(args, "tool_name", json_new_str(c->proxy_tool, strlen(c->proxy_tool)));
+        const json_value *ctx = json_get(c->msg, "bkn_context");
+        if (ctx)
+            json_set(args, "bkn_context", json_clone(ctx));
+        json_value *params = json_clone(c->msg);
+        json_remove(params, "bkn_context");
+        json_set(args, "parameters", params);
+        json_free(c->msg);
+        c->msg = args;
+    } else {
+        ti = c->gen ? tools_gen_find_rest(c->gen, c->tool) : NULL;
+    }
     if (!ti) { /* the catalogue changed since routing */
         req_reply_error(c, 404, NULL, "no such route");
         return;

@@ -89,8 +89,10 @@ typedef struct req_ctx {
     struct lifecycle *lc;  /* a lifecycle tool call in progress */
     json_value *query;     /* REST query parameters (object of strings), or NULL */
     char format[16];       /* REST ?response_format= as given */
+    int proxy;             /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
+    char proxy_mcp_id[256], proxy_tool[256];
     int format_given;
-    json_value *reqinfo;   /* ctx.request, built on first use */
+    json_value *reqinfo; /* ctx.request, built on first use */
 } req_ctx;
 
 /* httpd.c */

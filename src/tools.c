@@ -462,6 +462,8 @@ static int info_p(lua_State *L)
             t->surfaces |= SURFACE_REST;
         else if (s && strcmp(s, "ptc") == 0)
             t->surfaces |= SURFACE_PTC;
+        else if (s && strcmp(s, "proxy") == 0)
+            t->surfaces |= SURFACE_PROXY;
         lua_pop(L, 1);
     }
     lua_pop(L, 2);
@@ -1000,7 +1002,7 @@ void tools_host_stats_get(tools_host *h, tools_host_stats *out)
     out->live = tools_gen_live();
 }
 
-static const char *const SURFACE_NAMES[] = {"mcp", "compact", "rest", "ptc"};
+static const char *const SURFACE_NAMES[] = {"mcp", "compact", "rest", "ptc", "proxy"};
 
 void tools_host_status_json(tools_host *h, buf *out)
 {
@@ -1020,7 +1022,7 @@ void tools_host_status_json(tools_host *h, buf *out)
         buf_printf(out, ",\"file\":\"%s.lua\",\"sha256\":\"%s\",\"order\":%d,\"kind\":\"%s\"",
                    t->name, hash ? hash : "", t->order, t->kind);
         buf_puts(out, ",\"surfaces\":[");
-        for (s = 0; s < 4; s++)
+        for (s = 0; s < (int)(sizeof SURFACE_NAMES / sizeof SURFACE_NAMES[0]); s++)
             if (t->surfaces & (1u << s)) {
                 buf_printf(out, "%s\"%s\"", first ? "" : ",", SURFACE_NAMES[s]);
                 first = 0;

@@ -22,7 +22,8 @@ enum {
     SURFACE_MCP = 1,     /* listed on /mcp */
     SURFACE_COMPACT = 2, /* listed on /mcp-compact */
     SURFACE_REST = 4,    /* POST /kn/<name> */
-    SURFACE_PTC = 8      /* /mcp/ptc */
+    SURFACE_PTC = 8,     /* /mcp/ptc */
+    SURFACE_PROXY = 16   /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
 };
 
 typedef struct tools_info {
