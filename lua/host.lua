@@ -150,6 +150,122 @@ local function is_object(v)
     return mt == cljson.object_mt or next(v) == nil or rawlen(v) == 0
 end
 
+local function has_surface(tool, surface)
+    for _, s in ipairs(tool.surfaces or {}) do
+        if s == surface then
+            return true
+        end
+    end
+    return false
+end
+
+-- Gated-off tools do not exist for this call (SPEC §9.1: indistinguishable from
+-- never built). gates comes from ctx.config.gates ({NAME = true|false}).
+local function gated_off(tool, ctx)
+    if tool.gate == nil then
+        return false
+    end
+    local cfg = type(ctx) == "table" and ctx.config
+    local gates = type(cfg) == "table" and cfg.gates
+    return not (type(gates) == "table" and gates[tool.gate] == true)
+end
+
+-- What ctx.invoke may run: tools an agent may call by name (listed on /mcp or
+-- /mcp-compact). REST-only and proxy-only tools answer by other rules (SPEC §9.1).
+local function invocable(tool, ctx)
+    return tool ~= nil and (has_surface(tool, "mcp") or has_surface(tool, "compact")) and
+        not gated_off(tool, ctx)
+end
+
+local NOT_FOUND = {
+    ["zh-CN"] = { "工具不存在：%s", "请先用 search_capabilities 查找可用能力，再按返回的名称调用。" },
+    ["en-US"] = { "No such tool: %s",
+                  "Find available capabilities with search_capabilities, then call one by the name it returns." },
+}
+
+-- The one error for unknown, REST-only, proxy-only and gated-off names, so that a
+-- caller cannot tell them apart (SPEC §5).
+local function unknown_tool_error(name, lang)
+    local t = NOT_FOUND[lang] or NOT_FOUND["zh-CN"]
+    return {
+        status = 404,
+        code = "Public.NotFound",
+        description = string.format(t[1], tostring(name)),
+        solution = t[2],
+        details = { tool = tostring(name) },
+    }
+end
+
+-- Depth guard: a tool invoked through ctx.invoke may itself invoke (execute_tool
+-- of execute_tool), but not without bound.
+local MAX_INVOKE_DEPTH = 3
+
+local run -- forward: validates and runs one tool (defined below)
+
+-- ctx.invoke(name, args) -> result | nil, err. Runs another tool of this generation
+-- with the same ctx: the same kn_id fallback, schema validation and defaults as a
+-- direct call. err is a tool error table (what `handle` would return).
+local function make_invoke(ctx)
+    local depth = 0
+    return function(name, args)
+        local tool = tools[name]
+        if type(name) ~= "string" or not invocable(tool, ctx) then
+            return nil, unknown_tool_error(name, ctx.lang)
+        end
+        if depth >= MAX_INVOKE_DEPTH then
+            return nil, { status = 400, code = "Public.BadRequest",
+                          details = { reason = "nested tool invocations are limited to " .. MAX_INVOKE_DEPTH } }
+        end
+        -- no pcall: a raise in the inner tool is a bug and ends the whole call
+        -- through the incident path, like a raise in the outer one
+        depth = depth + 1
+        local res, err, bad = run(tool, args, ctx, nil)
+        depth = depth - 1
+        if bad then
+            local e = invalid_arguments(bad, ctx.lang)
+            return nil, { status = 400, code = e.code, description = e.description,
+                          solution = e.solution, details = e.details }
+        end
+        if res == nil and err == nil then
+            err = { code = "tool_error", details = "the tool returned nothing" }
+        end
+        return res, err
+    end
+end
+
+-- ctx.list_tools() -> array (by order, then name) of {name, title, description,
+-- input_schema, surfaces, group, kind}, texts resolved for ctx.lang; gated-off
+-- tools left out.
+local function make_list_tools(ctx)
+    return function()
+        local lang = ctx.lang
+        if lang ~= "zh-CN" and lang ~= "en-US" then
+            lang = catalog.default_language
+        end
+        local out = {}
+        for _, t in ipairs(order) do
+            if not gated_off(t, ctx) then
+                local surfaces = {}
+                for i, s in ipairs(t.surfaces) do
+                    surfaces[i] = s
+                end
+                out[#out + 1] = {
+                    name = t.name, title = t.title[lang], description = t.description[lang],
+                    input_schema = schema.localize(t.input_schema, lang),
+                    surfaces = surfaces, group = t.group, kind = t.kind, order = t.order,
+                }
+            end
+        end
+        table.sort(out, function(a, b)
+            if a.order ~= b.order then
+                return a.order < b.order
+            end
+            return a.name < b.name
+        end)
+        return out
+    end
+end
+
 -- invoke(name, args, ctx, query) -> status, body, error_code
 -- Runs as the call's coroutine; a raise propagates to C (incident, traceback logged).
 function M.invoke(name, args, ctx, query)
@@ -157,7 +273,31 @@ function M.invoke(name, args, ctx, query)
     if not tool then
         error("unknown tool '" .. tostring(name) .. "'", 0)
     end
+    if type(ctx) == "table" then
+        if ctx.invoke == nil then
+            ctx.invoke = make_invoke(ctx)
+        end
+        if ctx.list_tools == nil then
+            ctx.list_tools = make_list_tools(ctx)
+        end
+    end
     local lang = ctx.lang
+    local res, err, bad = run(tool, args, ctx, query)
+    if bad then
+        return 400, invalid_arguments(bad, lang), "invalid_arguments"
+    end
+    if res == nil then
+        return tool_error(err, lang)
+    end
+    if not is_object(res) then
+        error("tool '" .. name .. "' returned a " .. type(res) ..
+            " that is not a JSON object (return a table, or nil, err)", 0)
+    end
+    return 200, res, nil
+end
+
+-- run(tool, args, ctx, query) -> result | nil, err | nil, nil, validation errors
+run = function(tool, args, ctx, query)
     if args == nil then
         args = cljson.object()
     end
@@ -176,19 +316,11 @@ function M.invoke(name, args, ctx, query)
     if tool.input_schema then
         local v, errs = schema.validate(tool.input_schema, args)
         if v == nil then
-            return 400, invalid_arguments(errs, lang), "invalid_arguments"
+            return nil, nil, errs or {}
         end
         args = v
     end
-    local res, err = tool.handle(args, ctx)
-    if res == nil then
-        return tool_error(err, lang)
-    end
-    if not is_object(res) then
-        error("tool '" .. name .. "' returned a " .. type(res) ..
-            " that is not a JSON object (return a table, or nil, err)", 0)
-    end
-    return 200, res, nil
+    return tool.handle(args, ctx)
 end
 
 return M

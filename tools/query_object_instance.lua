@@ -4,6 +4,7 @@
 local cljson = require "cljson"
 local util = require "_lib.util"
 local condition = require "_lib.condition"
+local permission = require "_lib.permission"
 
 local DEFAULT_LIMIT = 10
 
@@ -197,12 +198,18 @@ end
 
 -- Maps a failed call: 4xx keeps its status as Public.<Status>; 5xx and
 -- transport failures become 502.
-local function map_error(res, err, lang)
+-- A 403 targets this one object type: it carries permission_guidance (SPEC §13).
+local function map_error(res, err, args, ctx)
+    local lang = ctx.lang
     if res == nil then
         return util.bad_gateway(lang, util.transport_details(err))
     end
     if res.status >= 400 and res.status < 500 then
-        return util.public_error(res.status, lang, util.body_details(res))
+        local e = util.public_error(res.status, lang, util.body_details(res))
+        if res.status == 403 then
+            e.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
+        end
+        return e
     end
     return util.bad_gateway(lang, util.body_details(res))
 end
@@ -210,13 +217,19 @@ end
 function M.handle(args, ctx)
     local res, err = ctx.http(M.shape_request(args))
     if res == nil or not util.is_2xx(res) then
-        return nil, map_error(res, err, ctx.lang)
+        return nil, map_error(res, err, args, ctx)
     end
     local body = util.try_json(res)
     if body == nil then
         return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
     end
-    return M.trim_response(body, args)
+    body = M.trim_response(body, args)
+    -- masked fields, names only or a narrowed row scope (only requested properties count)
+    local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
+    if guidance ~= nil then
+        body.permission_guidance = guidance
+    end
+    return body
 end
 
 return M

@@ -19,8 +19,11 @@ import bknSafe from './services/bkn_safe.mjs';
 import bknBackend from './services/bkn_backend.mjs';
 import ontologyQuery from './services/ontology_query.mjs';
 import traceCore from './services/trace_core.mjs';
+import mfModelApi from './services/mf_model_api.mjs';
+import operatorIntegration from './services/operator_integration.mjs';
+import vega from './services/vega.mjs';
 
-const SERVICES = [oauth, bknSafe, bknBackend, ontologyQuery, traceCore];
+const SERVICES = [oauth, bknSafe, bknBackend, ontologyQuery, traceCore, mfModelApi, operatorIntegration, vega];
 const MAX_BODY = 10 * 1024 * 1024;
 
 function parseArgs(argv) {

@@ -142,4 +142,31 @@ function M.is_2xx(res)
         res.status < 300
 end
 
+-- A failed ontology-query / vega call: a 4xx keeps its status as Public.<Status>
+-- with the downstream error as details; 5xx and transport failures become 502.
+function M.upstream_failure(res, err, lang)
+    if res == nil then
+        return M.bad_gateway(lang, M.transport_details(err))
+    end
+    if res.status >= 400 and res.status < 500 then
+        return M.public_error(res.status, lang, M.body_details(res))
+    end
+    return M.bad_gateway(lang, M.body_details(res))
+end
+
+-- A 2xx body that is not JSON: 502 (the upstream broke its contract).
+function M.invalid_json(lang)
+    return M.bad_gateway(lang, { reason = "invalid_json" })
+end
+
+-- A gateway 400 for a check the tool makes itself (details: what to fix).
+function M.bad_request(lang, details)
+    return M.public_error(400, lang, details)
+end
+
+-- A new JSON object with an explicit member order (keys set later go after).
+function M.object(t, keys)
+    return cljson.object(t or {}, keys)
+end
+
 return M

@@ -2,7 +2,7 @@
 
 const MAX_RECORDS = 10000;
 
-export const FAULT_SERVICES = ['ontology_query', 'bkn_backend', 'oauth', 'bkn_safe', 'trace_core', '*'];
+export const FAULT_SERVICES = ['ontology_query', 'bkn_backend', 'oauth', 'bkn_safe', 'trace_core', 'mf_model_api', 'operator_integration', 'vega', '*'];
 const FAULT_MODES = ['close', 'hang'];
 
 export class Recorder {

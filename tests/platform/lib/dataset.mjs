@@ -2,9 +2,13 @@
 // lossless parser so identifiers above 2^53 and number spellings stay exact.
 //
 // File shape: {knowledge_network, concept_groups, object_types, relation_types,
-// action_types, instances: {<ot_id>: [row, ...]}}. An object type may carry the
-// simulator-only key `access` (who may query it, masked fields, row filter); it is
-// never sent to clients.
+// action_types, metrics, capabilities, action_executions, instances: {<ot_id>: [row, ...]}}.
+// Simulator-only keys, never sent to clients: `access` on an object type (who may
+// query it, masked fields, row filter), `condition` on an action type (the targets it
+// scans when called without instances) and `result` (the template of a per-object result:
+// "{{param}}" is replaced by the resolved parameter), and on a seeded execution `targets`
+// (instance identities), `fail` (indexes of the targets that failed) and `generate` (a count of
+// per-object results produced on read instead of stored).
 
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -32,6 +36,9 @@ export function loadDataset(dir = DATA_DIR) {
       objectTypes,
       relationTypes: doc.relation_types || [],
       actionTypes: doc.action_types || [],
+      metrics: doc.metrics || [],
+      capabilities: doc.capabilities || [],
+      actionExecutions: doc.action_executions || [],
     });
   }
   return {
@@ -48,6 +55,13 @@ export function loadDataset(dir = DATA_DIR) {
       return (n && n.objectTypes.get(otId)) || null;
     },
   };
+}
+
+/** An action type definition as the services return it (simulator keys removed). */
+export function publicActionType(def) {
+  const out = {};
+  for (const [k, v] of Object.entries(def)) if (k !== 'condition' && k !== 'result') out[k] = v;
+  return out;
 }
 
 /** An object type definition as bkn-backend returns it (simulator keys removed). */

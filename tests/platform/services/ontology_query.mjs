@@ -1,10 +1,16 @@
-// ontology-query, internal face: object instance search (downstream.md §1.3, §6.4).
-// POST /api/ontology-query/in/v1/knowledge-networks/{kn}/object-types/{ot}
-// with x-http-method-override: GET and Content-Type: application/json.
+// ontology-query, internal face (downstream.md §1.3-§1.9, §3.1, §6.4). Under
+// /api/ontology-query/in/v1/knowledge-networks/{kn}/:
+//   POST object-types/{ot}              instance search (x-http-method-override: GET)
+//   GET  object-types/{ot}/schema       visibility probe (permission_guidance)
+//   POST object-types/{ot}/properties   logic property values (override GET)
+//   POST subgraph?query_type=relation_path
+//   actions and executions: see ontology_actions.mjs
 
+import { createHash } from 'node:crypto';
 import { json, platformError, parseBody, isPlainObject } from '../lib/http.mjs';
 import { isNumeric, compareNumeric, parse as parseJson } from '../lib/json.mjs';
 import { publicObjectType } from '../lib/dataset.mjs';
+import { actionInfo, executeAction, getExecutionLegacy, getExecutionPaged, listExecutions, resetActions } from './ontology_actions.mjs';
 
 const BASE = '/api/ontology-query/in/v1/knowledge-networks/';
 const INVALID = 'OntologyQuery.ObjectType.InvalidParameter';
@@ -236,7 +242,8 @@ function mask(v) {
 function applyAccess(def, rows, accountId) {
   if (!def.access) return { rows };
   const grant = Object.prototype.hasOwnProperty.call(def.access, accountId) ? def.access[accountId] : null;
-  if (!grant) return { refused: true };
+  // query_data: false = may view the definition (schema probe) but not query the data.
+  if (!grant || grant.query_data === false) return { refused: true };
   const masked = new Set(grant.masked || []);
   let out = rows.map((r) => {
     const m = { ...r };
@@ -262,17 +269,27 @@ function instanceMeta(def, kn, row) {
   };
 }
 
-function search(ctx, knId, otId) {
-  const started = Date.now();
-  const { lang } = ctx;
+/** The POST-as-GET checks shared by the search endpoints; an error reply or null. */
+function checkSearchHeaders(ctx) {
   const ct = String(ctx.headers['content-type'] || '').toLowerCase();
   if (!/^application\/json\s*(;|$)/.test(ct)) {
-    return platformError(406, 'OntologyQuery.InvalidRequestHeader.ContentType', `Content-Type must be application/json, got "${ct}"`, lang);
+    return platformError(406, 'OntologyQuery.InvalidRequestHeader.ContentType', `Content-Type must be application/json, got "${ct}"`, ctx.lang);
   }
   const override = String(ctx.headers['x-http-method-override'] || '').toUpperCase();
   if (override !== 'GET') {
-    return platformError(400, 'OntologyQuery.InvalidRequestHeader.MethodOverride', 'x-http-method-override must be GET', lang);
+    return platformError(400, 'OntologyQuery.InvalidRequestHeader.MethodOverride', 'x-http-method-override must be GET', ctx.lang);
   }
+  return null;
+}
+
+const forbidden = (ctx, knId, otId) =>
+  platformError(403, 'Public.Forbidden', `Public.Forbidden: query_data was not granted for object_type:${knId}/${otId}`, ctx.lang);
+
+function search(ctx, knId, otId) {
+  const started = Date.now();
+  const { lang } = ctx;
+  const badHeaders = checkSearchHeaders(ctx);
+  if (badHeaders) return badHeaders;
   const n = ctx.dataset.network(knId);
   if (!n) return platformError(404, 'OntologyQuery.KnowledgeNetwork.NotFound', `knowledge network ${knId} not found`, lang);
   const ot = n.objectTypes.get(otId);
@@ -289,9 +306,7 @@ function search(ctx, knId, otId) {
   }
 
   const access = applyAccess(ot.def, ot.rows, String(ctx.headers['x-account-id']));
-  if (access.refused) {
-    return platformError(403, 'Public.Forbidden', `Public.Forbidden: query_data was not granted for object_type:${knId}/${otId}`, lang);
-  }
+  if (access.refused) return forbidden(ctx, knId, otId);
 
   const relevance = usesRelevance(req.condition);
   let hits = [];
@@ -338,19 +353,296 @@ function search(ctx, knId, otId) {
   return json(200, body);
 }
 
-export { validateCondition, evaluate, compare };
+// ---------- schema probe (permission_guidance visibility, downstream.md §3.1) ----------
+
+/** GET object-types/{ot}/schema: 2xx means the caller may view the definition. */
+function schemaProbe(ctx, n, otId) {
+  const ot = n.objectTypes.get(otId);
+  if (!ot) return platformError(404, 'OntologyQuery.ObjectType.NotFound', `object type ${otId} not found in knowledge network ${n.kn.id}`, ctx.lang);
+  const account = String(ctx.headers['x-account-id']);
+  const def = ot.def;
+  const grant = def.access ? (Object.prototype.hasOwnProperty.call(def.access, account) ? def.access[account] : null) : {};
+  if (!grant) return forbidden(ctx, n.kn.id, otId);
+  const masked = new Set(grant.masked || []);
+  const viewOnly = grant.query_data === false;
+  const perms = {};
+  for (const p of def.data_properties) perms[p.name] = viewOnly ? 'schema' : masked.has(p.name) ? 'masked' : 'full';
+  const props = publicObjectType(def).data_properties.map((p) => {
+    if (perms[p.name] === 'full') return p;
+    const q = { ...p };
+    delete q.condition_operations; // withheld values cannot be filtered on
+    return q;
+  });
+  return json(200, { schema_definition: props, effective_permissions: perms });
+}
+
+// ---------- logic properties (downstream.md §1.5 step 3) ----------
+
+const STEPS = { day: 86400000, week: 7 * 86400000, month: 30 * 86400000, quarter: 91 * 86400000, year: 365 * 86400000 };
+
+// Deterministic pseudo-values: the same instance and property always give the same number.
+function seed(...parts) {
+  return createHash('sha256').update(parts.join('|')).digest().readUInt32BE(0);
+}
+
+/** The value of one logic property for one row; throws BadRequest on bad params. */
+function logicValue(lp, row, instanceId, params) {
+  const inputs = (lp.parameters || []).filter((p) => p.value_from === 'input');
+  const missing = inputs.filter((p) => params[p.name] === undefined || params[p.name] === null).map((p) => p.name);
+  if (missing.length) throw new BadRequest(`missing dynamic params for ${lp.name}: ${missing.join(', ')}`);
+  const h = seed(instanceId, lp.name);
+  if (lp.type === 'metric') {
+    for (const k of ['start', 'end']) {
+      if (!(typeof params[k] === 'number' && Number.isInteger(params[k]))) throw new BadRequest(`${lp.name}.${k} must be an integer timestamp in ms`);
+    }
+    if (params.end < params.start) throw new BadRequest(`${lp.name}: end is before start`);
+    const step = params.step ?? null;
+    if (step !== null && !STEPS[step]) throw new BadRequest(`${lp.name}.step must be one of ${Object.keys(STEPS).join(', ')}`);
+    if (params.instant === true || step === null) return h % 1000;
+    const points = [];
+    for (let t = params.start, i = 0; t <= params.end && i < 120; t += STEPS[step], i++) {
+      points.push({ time: t, value: seed(instanceId, lp.name, t) % 1000 });
+    }
+    return points;
+  }
+  // Tool-backed: the tool's answer, built from its resolved parameters.
+  const resolved = {};
+  for (const p of lp.parameters || []) resolved[p.name] = p.value_from === 'property' ? row[p.value] ?? null : params[p.name];
+  return { risk_level: ['low', 'medium', 'high'][h % 3], score: h % 100, ...resolved };
+}
+
+/** POST object-types/{ot}/properties: values of logic properties for given instances. */
+function logicProperties(ctx, n, otId) {
+  const started = Date.now();
+  const badHeaders = checkSearchHeaders(ctx);
+  if (badHeaders) return badHeaders;
+  const ot = n.objectTypes.get(otId);
+  if (!ot) return platformError(404, 'OntologyQuery.ObjectType.NotFound', `object type ${otId} not found in knowledge network ${n.kn.id}`, ctx.lang);
+  const parsed = parseBody(ctx.bodyText, {});
+  if (parsed.error) return platformError(400, INVALID, `invalid JSON body: ${parsed.error}`, ctx.lang);
+  const body = parsed.value;
+  const access = applyAccess(ot.def, ot.rows, String(ctx.headers['x-account-id']));
+  let datas;
+  try {
+    if (!isPlainObject(body)) throw new BadRequest('request body must be a JSON object');
+    for (const k of Object.keys(body)) {
+      if (!['_instance_identities', 'properties', 'dynamic_params'].includes(k)) throw new BadRequest(`unknown field "${k}"`);
+    }
+    const ids = body._instance_identities;
+    if (!Array.isArray(ids) || ids.length === 0 || !ids.every(isPlainObject)) throw new BadRequest('_instance_identities must be a non-empty array of objects');
+    const props = body.properties;
+    if (!Array.isArray(props) || props.length === 0 || !props.every((p) => typeof p === 'string')) throw new BadRequest('properties must be a non-empty array of strings');
+    const dyn = body.dynamic_params ?? {};
+    if (!isPlainObject(dyn)) throw new BadRequest('dynamic_params must be an object');
+    const lps = ot.def.logic_properties || [];
+    const unknown = props.filter((p) => !lps.some((l) => l.name === p));
+    if (unknown.length) throw new BadRequest(`logic properties not found: ${unknown.join(', ')} (available: ${lps.map((l) => l.name).join(', ')})`);
+    if (access.refused) return forbidden(ctx, n.kn.id, otId);
+    datas = [];
+    for (const identity of ids) {
+      const row = access.rows.find((r) => ot.def.primary_keys.every((pk) => pk in identity && compare(r[pk], identity[pk]) === 0));
+      if (!row) continue; // unknown, or outside the caller's row filter
+      const meta = instanceMeta(ot.def, n.kn.id, row);
+      const out = {};
+      for (const pk of ot.def.primary_keys) out[pk] = row[pk];
+      for (const name of props) {
+        const p = dyn[name] ?? {};
+        if (!isPlainObject(p)) throw new BadRequest(`dynamic_params.${name} must be an object`);
+        out[name] = logicValue(lps.find((l) => l.name === name), row, meta._instance_id, p);
+      }
+      Object.assign(out, meta);
+      datas.push(out);
+    }
+  } catch (e) {
+    if (e instanceof BadRequest) return platformError(400, INVALID, e.message, ctx.lang);
+    throw e;
+  }
+  const reply = { datas };
+  if (access.permissions) reply.effective_permissions = access.permissions;
+  if (access.rowFilter) reply.row_filter_applied = true;
+  reply.overall_ms = Date.now() - started;
+  return json(200, reply);
+}
+
+// ---------- subgraph by relation paths (downstream.md §1.4) ----------
+
+const MAX_EDGES = 10;
+
+function validatePath(n, p, i) {
+  const at = `relation_type_paths[${i}]`;
+  if (!isPlainObject(p)) throw new BadRequest(`${at} must be an object`);
+  for (const k of Object.keys(p)) if (!['object_types', 'relation_types', 'limit'].includes(k)) throw new BadRequest(`${at}: unknown field "${k}"`);
+  const nodes = p.object_types;
+  const edges = p.relation_types;
+  if (!Array.isArray(edges) || edges.length === 0) throw new BadRequest(`${at}.relation_types must be a non-empty array`);
+  if (edges.length > MAX_EDGES) throw new BadRequest(`${at}: at most ${MAX_EDGES} relation types per path`);
+  if (!Array.isArray(nodes) || nodes.length !== edges.length + 1) throw new BadRequest(`${at}.object_types must have one more entry than relation_types`);
+  let limit = p.limit ?? 0;
+  if (!(typeof limit === 'number' && Number.isInteger(limit) && limit >= 0)) throw new BadRequest(`${at}.limit must be a non-negative integer`);
+  if (limit === 0) limit = 2000;
+  const steps = edges.map((e, j) => {
+    const where = `${at}.relation_types[${j}]`;
+    if (!isPlainObject(e) || !e.relation_type_id || !e.source_object_type_id || !e.target_object_type_id) {
+      throw new BadRequest(`${where} needs relation_type_id, source_object_type_id and target_object_type_id`);
+    }
+    const rt = n.relationTypes.find((r) => r.id === e.relation_type_id);
+    if (!rt) throw new NotFound('OntologyQuery.RelationType.NotFound', `relation type ${e.relation_type_id} not found in knowledge network ${n.kn.id}`);
+    let forward;
+    if (rt.source_object_type_id === e.source_object_type_id && rt.target_object_type_id === e.target_object_type_id) forward = true;
+    else if (rt.source_object_type_id === e.target_object_type_id && rt.target_object_type_id === e.source_object_type_id) forward = false;
+    else throw new BadRequest(`${where}: ${e.source_object_type_id} -> ${e.target_object_type_id} does not match relation type ${rt.id} (${rt.source_object_type_id} -> ${rt.target_object_type_id})`);
+    if (!isPlainObject(nodes[j]) || nodes[j].id !== e.source_object_type_id) throw new BadRequest(`${at}.object_types[${j}].id must be ${e.source_object_type_id}`);
+    if (!isPlainObject(nodes[j + 1]) || nodes[j + 1].id !== e.target_object_type_id) throw new BadRequest(`${at}.object_types[${j + 1}].id must be ${e.target_object_type_id}`);
+    return { rt, forward };
+  });
+  const nodeSpecs = nodes.map((node, j) => {
+    const where = `${at}.object_types[${j}]`;
+    for (const k of Object.keys(node)) if (!['id', 'condition', 'sort', 'limit'].includes(k)) throw new BadRequest(`${where}: unknown field "${k}"`);
+    const ot = n.objectTypes.get(node.id);
+    if (!ot) throw new NotFound('OntologyQuery.ObjectType.NotFound', `object type ${node.id} not found in knowledge network ${n.kn.id}`);
+    validateCondition(node.condition, `${where}.condition`);
+    let nl = node.limit ?? 0;
+    if (!(typeof nl === 'number' && Number.isInteger(nl))) throw new BadRequest(`${where}.limit must be an integer`);
+    if (nl === 0) nl = 1000;
+    if (nl < 1 || nl > 10000) throw new BadRequest(`${where}.limit ${nl} out of range [1, 10000]`);
+    const sort = node.sort ?? [];
+    if (!Array.isArray(sort) || !sort.every((s) => isPlainObject(s) && typeof s.field === 'string' && (s.direction === 'asc' || s.direction === 'desc'))) {
+      throw new BadRequest(`${where}.sort must be [{field, direction: asc|desc}]`);
+    }
+    const order = sort.map((s) => ({ field: s.field, direction: s.direction }));
+    for (const pk of ot.def.primary_keys) if (!order.some((o) => o.field === pk)) order.push({ field: pk, direction: 'asc' });
+    return { ot, condition: node.condition ?? null, limit: nl, order };
+  });
+  return { steps, nodeSpecs, limit };
+}
+
+class NotFound extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+function subgraph(ctx, n) {
+  const started = Date.now();
+  const badHeaders = checkSearchHeaders(ctx);
+  if (badHeaders) return badHeaders;
+  const queryType = ctx.query.get('query_type') ?? '';
+  if (queryType !== 'relation_path') {
+    return platformError(400, INVALID, `query_type "${queryType}" is not supported by the simulator (only relation_path)`, ctx.lang);
+  }
+  const parsed = parseBody(ctx.bodyText, {});
+  if (parsed.error) return platformError(400, INVALID, `invalid JSON body: ${parsed.error}`, ctx.lang);
+  const body = parsed.value;
+  const account = String(ctx.headers['x-account-id']);
+  const entries = [];
+  try {
+    if (!isPlainObject(body)) throw new BadRequest('request body must be a JSON object');
+    for (const k of Object.keys(body)) if (k !== 'relation_type_paths') throw new BadRequest(`unknown field "${k}"`);
+    const paths = body.relation_type_paths;
+    if (!Array.isArray(paths) || paths.length === 0) throw new BadRequest('relation_type_paths must be a non-empty array');
+    const specs = paths.map((p, i) => validatePath(n, p, i));
+    for (const { steps, nodeSpecs, limit } of specs) {
+      // Candidates per node: the caller's visible rows, filtered, sorted, limited.
+      const candidates = [];
+      for (const spec of nodeSpecs) {
+        const access = applyAccess(spec.ot.def, spec.ot.rows, account);
+        if (access.refused) return forbidden(ctx, n.kn.id, spec.ot.def.id);
+        const rows = access.rows.filter((r) => evaluate(spec.condition, r).ok);
+        rows.sort((a, b) => compareBy(spec.order, a, b));
+        candidates.push(rows.slice(0, spec.limit));
+      }
+      const objects = {};
+      const relationPaths = [];
+      const objectOf = (spec, row) => {
+        const meta = instanceMeta(spec.ot.def, n.kn.id, row);
+        if (!objects[meta._instance_id]) {
+          objects[meta._instance_id] = {
+            ...meta,
+            object_type_id: spec.ot.def.id,
+            object_type_name: spec.ot.def.name,
+            properties: { ...row, ...meta },
+          };
+        }
+        return meta._instance_id;
+      };
+      const linked = (step, cur, next) =>
+        step.rt.mapping_rules.every((m) => {
+          const [src, tgt] = step.forward ? [cur, next] : [next, cur];
+          return compare(src[m.source_property.name], tgt[m.target_property.name]) === 0;
+        });
+      const walk = (j, chain) => {
+        if (relationPaths.length >= limit) return;
+        if (j === steps.length) {
+          const ids = chain.map((row, k) => objectOf(nodeSpecs[k], row));
+          relationPaths.push({
+            relations: steps.map((step, k) => ({
+              relation_type_id: step.rt.id,
+              relation_type_name: step.rt.name,
+              source_object_id: step.forward ? ids[k] : ids[k + 1],
+              target_object_id: step.forward ? ids[k + 1] : ids[k],
+            })),
+            length: steps.length,
+          });
+          return;
+        }
+        for (const next of candidates[j + 1]) if (linked(steps[j], chain[j], next)) walk(j + 1, [...chain, next]);
+      };
+      for (const start of candidates[0]) walk(0, [start]);
+      entries.push({ objects, relation_paths: relationPaths, current_path_number: relationPaths.length, overall_ms: Date.now() - started });
+    }
+  } catch (e) {
+    if (e instanceof BadRequest) return platformError(400, INVALID, e.message, ctx.lang);
+    if (e instanceof NotFound) return platformError(404, e.code, e.message, ctx.lang);
+    throw e;
+  }
+  return json(200, { entries });
+}
+
+// ---------- routing ----------
+
+/** [method, pattern, handler(ctx, n, ...captures)]; "*" captures one path segment. */
+const ROUTES = [
+  ['POST', ['object-types', '*'], (ctx, n, ot) => search(ctx, n.kn.id, ot)],
+  ['GET', ['object-types', '*', 'schema'], schemaProbe],
+  ['POST', ['object-types', '*', 'properties'], logicProperties],
+  ['POST', ['subgraph'], subgraph],
+  ['POST', ['action-types', '*'], actionInfo],
+  ['POST', ['action-types', '*', 'execute'], executeAction],
+  ['GET', ['action-executions', '*'], getExecutionLegacy],
+  ['GET', ['action-logs'], listExecutions],
+  ['GET', ['action-logs', '*'], getExecutionPaged],
+];
+
+export { validateCondition, evaluate, compare, applyAccess, instanceMeta, checkSearchHeaders, compareBy };
 
 export default {
   name: 'ontology_query',
   prefix: '/api/ontology-query/',
+  reset(state) {
+    resetActions(state);
+  },
   handle(ctx) {
     if (!ctx.path.startsWith(BASE)) return null;
     const parts = ctx.path.slice(BASE.length).split('/');
-    if (!(parts.length === 3 && parts[1] === 'object-types' && parts[0] && parts[2])) return null;
+    if (!parts[0] || parts.slice(1).some((s) => s === '')) return null;
+    const rest = parts.slice(1);
+    const matches = ROUTES.filter(([, pat]) => pat.length === rest.length && pat.every((s, i) => s === '*' || s === rest[i]));
+    if (matches.length === 0) return null;
     if (!ctx.headers['x-account-id']) {
       return platformError(401, 'OntologyQuery.Unauthorized', 'missing x-account-id header', ctx.lang);
     }
-    if (ctx.method !== 'POST') return platformError(405, 'Public.MethodNotAllowed', `${ctx.method} not supported here`, ctx.lang);
-    return search(ctx, decodeURIComponent(parts[0]), decodeURIComponent(parts[2]));
+    const route = matches.find(([m]) => m === ctx.method);
+    if (!route) return platformError(405, 'Public.MethodNotAllowed', `${ctx.method} not supported here`, ctx.lang);
+    // Header checks come before the 404s, as documented in the README.
+    if (route[0] === 'POST' && route[1][2] !== 'execute') {
+      const bad = checkSearchHeaders(ctx);
+      if (bad) return bad;
+    }
+    const knId = decodeURIComponent(parts[0]);
+    const n = ctx.dataset.network(knId);
+    if (!n) return platformError(404, 'OntologyQuery.KnowledgeNetwork.NotFound', `knowledge network ${knId} not found`, ctx.lang);
+    const captures = route[1].map((s, i) => (s === '*' ? decodeURIComponent(rest[i]) : null)).filter((s) => s !== null);
+    return route[2](ctx, n, ...captures);
   },
 };

@@ -160,8 +160,10 @@ describe("query_object_instance", function()
 
     describe("errors", function()
         local function err_call(status, fixture, lang, body)
+            -- a 403 also runs the visibility probe of permission_guidance (refused here)
             local res, err = helper.call(tool, { kn_id = "kn_medical", ot_id = "drug" },
-                { lang = lang, responses = { { status = status, fixture = fixture, body = body } } })
+                { lang = lang, responses = { { status = status, fixture = fixture, body = body },
+                    { status = 403, fixture = "oq_error_403.json" } } })
             assert.is_nil(res)
             return err
         end

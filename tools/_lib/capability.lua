@@ -1,0 +1,70 @@
+-- _lib.capability: the network's capabilities in the execution factory
+-- (reference/downstream.md §1.20-§1.21): the mounted list from bkn-backend and the
+-- caller-visible toolbox catalogue.
+local util = require "_lib.util"
+local upstream_error = require "_lib.upstream_error"
+
+local M = {}
+
+local SUMMARY = {
+    mounted = { ["zh-CN"] = "无法获取知识网络挂载的能力", ["en-US"] = "Unable to list the network's capabilities" },
+    catalogue = { ["zh-CN"] = "无法读取工具箱目录", ["en-US"] = "Unable to read the toolbox catalogue" },
+}
+M.SUMMARY = SUMMARY
+
+-- mounted(ctx, kn_id) -> array of {capability_type, box_id, capability_id} | nil, err
+-- limit=-1 turns bkn-backend's default paging (10) off.
+function M.mounted(ctx, kn_id)
+    local res, err = ctx.http({ upstream = "bkn_backend", method = "GET",
+        path = "/in/v1/knowledge-networks/" .. util.escape(kn_id) .. "/capabilities",
+        query = { limit = "-1" } })
+    if res == nil or not util.is_2xx(res) then
+        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY.mounted)
+    end
+    local body, berr = upstream_error.json_object(res, ctx.lang)
+    if body == nil then
+        return nil, berr
+    end
+    local out = {}
+    for _, e in ipairs(type(body.entries) == "table" and body.entries or {}) do
+        if type(e) == "table" and type(e.capability_id) == "string" and e.capability_id ~= "" and
+            type(e.capability_type) == "string" then
+            local box = type(e.box_id) == "string" and e.box_id or ""
+            if box ~= "" or e.capability_type == "skill" then
+                out[#out + 1] = { capability_type = e.capability_type, box_id = box,
+                                  capability_id = e.capability_id }
+            end
+        end
+    end
+    return out
+end
+
+-- catalogue(ctx, box_id) -> {tool_id = tool} of the enabled tools the caller may
+-- see | nil, err. Bounded walk: at most 50 pages of 100.
+function M.catalogue(ctx, box_id)
+    local tools = {}
+    for page = 1, 50 do
+        local res, err = ctx.http({ upstream = "operator_integration", method = "GET",
+            path = "/internal-v1/caller/tool-box/" .. util.escape(box_id) .. "/tools/list",
+            query = { status = "enabled", page = tostring(page), page_size = "100" } })
+        if res == nil or not util.is_2xx(res) then
+            return nil, upstream_error.map(res, err, ctx.lang, SUMMARY.catalogue)
+        end
+        local body, berr = upstream_error.json_object(res, ctx.lang)
+        if body == nil then
+            return nil, berr
+        end
+        local list = type(body.tools) == "table" and body.tools or {}
+        for _, t in ipairs(list) do
+            if type(t) == "table" and type(t.tool_id) == "string" then
+                tools[t.tool_id] = t
+            end
+        end
+        if #list < 100 or body.has_next == false then
+            break
+        end
+    end
+    return tools
+end
+
+return M

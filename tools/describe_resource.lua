@@ -1,0 +1,106 @@
+-- describe_resource (REST only): the columns and connector of one data resource
+-- (reference/downstream.md §1.19; vega /in/v1/resources/{id} and
+-- /in/v1/catalogs/{id}). The reference reads the resource twice; once is enough.
+local util = require "_lib.util"
+
+local function text(zh, en)
+    return { ["zh-CN"] = zh, ["en-US"] = en }
+end
+
+local M = {
+    name = "describe_resource",
+    version = "1.0.0",
+    kind = "read",
+    title = text("数据资源详情", "Resource Detail"),
+    description = text(
+        "查看一个数据资源的连接器类型和字段（名称、类型、说明），用于编写 run_sql。",
+        "Shows one data resource's connector type and columns (name, type, description), " ..
+            "for writing run_sql queries."),
+    group = "query",
+    order = 420,
+    surfaces = { "rest" },
+    formats = { "json", "toon" },
+    upstream = "vega",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "resource_id" },
+        properties = {
+            resource_id = {
+                type = "string",
+                minLength = 1,
+                maxLength = 256,
+                description = text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"),
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            resource_id = { type = "string" },
+            connector_type = { type = "string" },
+            columns = { type = "array", items = { type = "object" } },
+        },
+    },
+}
+
+local function first_entry(body)
+    if type(body) == "table" and type(body.entries) == "table" and type(body.entries[1]) == "table" then
+        return body.entries[1]
+    end
+    return nil
+end
+
+-- GET an envelope {"entries":[…]} -> first entry | nil (absent) | nil, err
+local function get_first(ctx, path)
+    local res, err = ctx.http { upstream = "vega", method = "GET", path = path }
+    if res == nil or not util.is_2xx(res) then
+        return nil, util.upstream_failure(res, err, ctx.lang)
+    end
+    local body = util.try_json(res)
+    if body == nil then
+        return nil, util.invalid_json(ctx.lang)
+    end
+    return first_entry(body)
+end
+
+-- The response for a resource and its catalog (columns are the decoded
+-- schema_definition entries, trimmed in place).
+function M.trim_response(resource, catalog)
+    local columns = type(resource.schema_definition) == "table" and resource.schema_definition or util.array()
+    for _, c in ipairs(columns) do
+        util.keep_only(c, { "name", "type", "description" })
+        if c.description == "" or util.is_null(c.description) then
+            c.description = nil
+        end
+    end
+    return util.object({ resource_id = resource.id, connector_type = catalog.connector_type,
+        columns = util.array(columns) }, { "resource_id", "connector_type", "columns" })
+end
+
+function M.handle(args, ctx)
+    local id = args.resource_id
+    local resource, err = get_first(ctx, "/in/v1/resources/" .. util.escape(id))
+    if err then
+        return nil, err
+    end
+    if resource == nil then
+        return nil, util.public_error(404, ctx.lang, "resource " .. id .. " not found")
+    end
+    local catalog_id = resource.catalog_id
+    if type(catalog_id) ~= "string" or catalog_id == "" then
+        return nil, util.bad_request(ctx.lang, "resource " .. id .. " has no catalog")
+    end
+    local catalog
+    catalog, err = get_first(ctx, "/in/v1/catalogs/" .. util.escape(catalog_id))
+    if err then
+        return nil, err
+    end
+    if catalog == nil or type(catalog.connector_type) ~= "string" or catalog.connector_type == "" then
+        return nil, util.bad_request(ctx.lang, "catalog " .. catalog_id .. " of resource " .. id ..
+            " not found or has no connector type")
+    end
+    return M.trim_response(resource, catalog)
+end
+
+return M

@@ -1,0 +1,198 @@
+-- execute_tool: the on-demand gateway's execution half (SPEC §9.2;
+-- reference/downstream.md §1.21). Runs one capability found by
+-- search_capabilities:
+--   * without toolbox_id, tool_id names a Context Loader tool, run through
+--     ctx.invoke with the same validation and ctx as a direct call. REST-only,
+--     proxy-only and gated-off tools are refused exactly like unknown ones;
+--   * with toolbox_id, a capability the network mounts in the execution factory:
+--     an MCP tool (toolbox_id = MCP server id) through the MCP proxy, or a
+--     function tool of a toolbox through the toolbox proxy.
+-- The core applies the same auth, lifecycle and idempotency as to any call.
+local cljson = require "cljson"
+local util = require "_lib.util"
+local capability = require "_lib.capability"
+local upstream_error = require "_lib.upstream_error"
+
+local M = {
+    name = "execute_tool",
+    version = "1.0.0",
+    kind = "execute",
+    title = { ["zh-CN"] = "执行能力", ["en-US"] = "Execute Tool" },
+    description = {
+        ["zh-CN"] = "按 search_capabilities 返回的标识调用一个能力，arguments 按该能力的 input_schema 填写。" ..
+            "kind=tool 的能力只传 tool_id；执行工厂的能力（function、mcp_tool）同时传 toolbox_id 与 kn_id。" ..
+            "返回该能力的原始结果。",
+        ["en-US"] = "Runs one capability by the ids search_capabilities returned; fill arguments " ..
+            "per its input_schema. For kind=tool pass only tool_id; for execution-factory " ..
+            "capabilities (function, mcp_tool) also pass toolbox_id and kn_id. Returns the " ..
+            "capability's own result.",
+    },
+    group = "capability",
+    order = 620,
+    surfaces = { "mcp", "compact", "rest" },
+    formats = { "json", "toon" },
+    upstream = "operator_integration",
+    annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "tool_id" },
+        properties = {
+            kn_id = {
+                type = "string",
+                minLength = 1,
+                description = {
+                    ["zh-CN"] = "知识网络 ID（执行工厂能力必填）",
+                    ["en-US"] = "Knowledge network id (required for execution-factory capabilities)",
+                },
+            },
+            tool_id = {
+                type = "string",
+                minLength = 1,
+                maxLength = 256,
+                description = {
+                    ["zh-CN"] = "search_capabilities 返回的 tool_id",
+                    ["en-US"] = "The tool_id returned by search_capabilities",
+                },
+            },
+            toolbox_id = {
+                type = "string",
+                minLength = 1,
+                maxLength = 256,
+                description = {
+                    ["zh-CN"] = "search_capabilities 返回的 toolbox_id（仅执行工厂能力）",
+                    ["en-US"] = "The toolbox_id returned by search_capabilities (factory capabilities only)",
+                },
+            },
+            arguments = {
+                type = "object",
+                default = {},
+                description = {
+                    ["zh-CN"] = "调用参数，按该能力的 input_schema 填写",
+                    ["en-US"] = "Arguments, per the capability's input_schema",
+                },
+            },
+        },
+    },
+}
+
+local KN_REQUIRED = {
+    ["zh-CN"] = { "缺少 kn_id：执行工厂能力的范围是知识网络挂载的能力",
+                  "请传入 kn_id（或 X-Kn-ID 请求头）后重试" },
+    ["en-US"] = { "kn_id is required: tool scope is what the knowledge network has mounted",
+                  "Pass kn_id (or the X-Kn-ID header) and retry" },
+}
+local NOT_MOUNTED = {
+    ["zh-CN"] = { "该工具未挂载到此知识网络", "请用 search_capabilities 查找该知识网络可用的能力" },
+    ["en-US"] = { "This tool is not mounted on the knowledge network",
+                  "Find the network's capabilities with search_capabilities" },
+}
+local NOT_EXECUTABLE = {
+    ["zh-CN"] = { "该工具不在你可调用的已启用目录中：可能已停用、所属工具箱未发布，或当前账号无权访问",
+                  "请用 search_capabilities 重新查找可用能力，或联系管理员" },
+    ["en-US"] = { "This tool is not in the enabled catalogue you can call: it may be disabled, " ..
+                      "its toolbox may be unpublished, or this account may not have access",
+                  "Search again with search_capabilities, or contact an administrator" },
+}
+
+-- The capability's answer as an object: JSON objects as they are, anything else
+-- under "result" (the envelope must be an object).
+local function as_object(res)
+    local v = util.try_json(res)
+    if type(v) == "table" and not cljson.is_array(v) and getmetatable(v) ~= cljson.number_mt then
+        return v
+    end
+    local out = cljson.object()
+    if v == nil then
+        out.result = res.body or ""
+    else
+        out.result = v
+    end
+    return out
+end
+
+-- Does the named tool take kn_id? (execute_tool's own kn_id is passed on only then,
+-- because a schema without it would refuse the field.)
+local function declares_kn_id(ctx, name)
+    if type(ctx.list_tools) ~= "function" then
+        return false
+    end
+    for _, t in ipairs(ctx.list_tools()) do
+        if t.name == name then
+            local props = type(t.input_schema) == "table" and t.input_schema.properties
+            return type(props) == "table" and props.kn_id ~= nil
+        end
+    end
+    return false
+end
+
+local function run_local(args, ctx)
+    local inner = args.arguments or cljson.object()
+    -- the core's own arguments never reach the inner tool's schema
+    inner.bkn_context = nil
+    inner.response_format = nil
+    if inner.kn_id == nil and args.kn_id ~= nil and declares_kn_id(ctx, args.tool_id) then
+        inner.kn_id = args.kn_id
+    end
+    return ctx.invoke(args.tool_id, inner)
+end
+
+local function call_factory(ctx, req, summary)
+    local res, err = ctx.http(req)
+    if res == nil or not util.is_2xx(res) then
+        return nil, upstream_error.map(res, err, ctx.lang, summary)
+    end
+    return as_object(res)
+end
+
+local function run_factory(args, ctx)
+    if args.kn_id == nil then
+        return nil, upstream_error.local_error(400, ctx.lang, KN_REQUIRED, nil)
+    end
+    local mounted, merr = capability.mounted(ctx, args.kn_id)
+    if mounted == nil then
+        return nil, merr
+    end
+    local kind
+    for _, m in ipairs(mounted) do
+        if m.box_id == args.toolbox_id and m.capability_id == args.tool_id and
+            (m.capability_type == "mcp_tool" or m.capability_type == "function") then
+            kind = m.capability_type
+        end
+    end
+    local ids = { toolbox_id = args.toolbox_id, tool_id = args.tool_id }
+    if kind == nil then
+        return nil, upstream_error.local_error(400, ctx.lang, NOT_MOUNTED, ids)
+    end
+    local params = args.arguments or cljson.object()
+    if kind == "mcp_tool" then
+        local body = cljson.object({}, { "tool_name", "parameters" })
+        body.tool_name = args.tool_id
+        body.parameters = params
+        return call_factory(ctx, { upstream = "operator_integration", method = "POST",
+            path = "/internal-v1/mcp/proxy/" .. util.escape(args.toolbox_id) .. "/tool/call", json = body },
+            { ["zh-CN"] = "MCP 工具调用失败", ["en-US"] = "The MCP tool call failed" })
+    end
+    local cat, cerr = capability.catalogue(ctx, args.toolbox_id)
+    if cat == nil then
+        return nil, cerr
+    end
+    if cat[args.tool_id] == nil then
+        return nil, upstream_error.local_error(400, ctx.lang, NOT_EXECUTABLE, ids)
+    end
+    local body = cljson.object()
+    body.body = params -- the toolbox proxy takes the arguments under "body"
+    return call_factory(ctx, { upstream = "operator_integration", method = "POST",
+        path = "/internal-v1/caller/tool-box/" .. util.escape(args.toolbox_id) .. "/proxy/" ..
+            util.escape(args.tool_id), json = body },
+        { ["zh-CN"] = "工具调用失败", ["en-US"] = "The tool call failed" })
+end
+
+function M.handle(args, ctx)
+    if args.toolbox_id == nil then
+        return run_local(args, ctx)
+    end
+    return run_factory(args, ctx)
+end
+
+return M

@@ -1,0 +1,60 @@
+-- get_relation_types: relation types of a network by id or name, from the
+-- bkn-backend export view (reference/downstream.md §1.12).
+local util = require "_lib.util"
+local knschema = require "_lib.knschema"
+
+local function text(zh, en)
+    return { ["zh-CN"] = zh, ["en-US"] = en }
+end
+
+local M = {
+    name = "get_relation_types",
+    version = "1.0.0",
+    kind = "read",
+    title = text("关系类详情", "Relation Type Detail"),
+    description = text(
+        "按 ID（或名称）获取关系类详情：起止对象类与映射规则（mapping_rules）。ID 来自 get_kn_detail " ..
+            "或 search_schema；找不到的放在 missing。",
+        "Gets relation types by id (or name): their source and target object types and " ..
+            "mapping_rules. Ids come from get_kn_detail or search_schema; ids not found are " ..
+            "listed in missing."),
+    group = "discovery",
+    order = 150,
+    surfaces = { "mcp", "rest" },
+    formats = { "json", "toon" },
+    upstream = "bkn_backend",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "kn_id", "ids" },
+        properties = {
+            kn_id = knschema.kn_id_schema(),
+            ids = knschema.ids_schema("关系类 ID 或名称（来自 get_kn_detail）",
+                "Relation type ids or names (from get_kn_detail)"),
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            kn_id = { type = "string" },
+            relation_types = { type = "array", items = { type = "object" } },
+            missing = { type = "array", items = { type = "string" } },
+        },
+    },
+}
+
+function M.handle(args, ctx)
+    local kn, err = knschema.export(ctx, args.kn_id)
+    if not kn then
+        return nil, err
+    end
+    local matched, missing = knschema.match(kn.relation_types, args.ids)
+    local out = util.object({ kn_id = args.kn_id, relation_types = matched },
+        { "kn_id", "relation_types", "missing" })
+    if #missing > 0 then
+        out.missing = missing
+    end
+    return out
+end
+
+return M

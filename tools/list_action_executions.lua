@@ -1,0 +1,188 @@
+-- list_action_executions: the action execution history of a knowledge network
+-- (seed 002; SPEC §9.1; reference/downstream.md §1.9). Offset paging or the
+-- search_after cursor; when search_after is sent, offset is ignored (not an error).
+local util = require "_lib.util"
+local action = require "_lib.action"
+local upstream_error = require "_lib.upstream_error"
+
+local DEFAULT_LIMIT = 20
+
+local M = {
+    name = "list_action_executions",
+    version = "1.0.0",
+    kind = "read",
+    title = { ["zh-CN"] = "执行历史", ["en-US"] = "Action History" },
+    description = {
+        ["zh-CN"] = "翻阅某个知识网络下的行动执行记录，可按行动类、状态、触发方式与开始时间区间过滤。" ..
+            "分页二选一：offset 偏移翻页，或把上一页返回的 search_after 原样传回做游标翻页" ..
+            "（传了 search_after 时 offset 被忽略）。limit 默认 20，最大 1000。" ..
+            "列表不含逐对象结果，需要时用 get_action_execution 查单次执行。",
+        ["en-US"] = "Pages through the action executions of a knowledge network, filtered by " ..
+            "action type, status, trigger type and start-time range. Page either by offset or by " ..
+            "passing back the search_after of the previous page unchanged (offset is ignored " ..
+            "when search_after is sent). limit defaults to 20, at most 1000. Entries carry no " ..
+            "per-object results; use get_action_execution for one execution.",
+    },
+    group = "action",
+    order = 340,
+    surfaces = { "mcp", "rest" },
+    formats = { "json", "toon" },
+    upstream = "ontology_query",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "kn_id" },
+        properties = {
+            kn_id = {
+                type = "string",
+                minLength = 1,
+                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
+            },
+            action_type_id = {
+                type = "string",
+                description = { ["zh-CN"] = "按行动类过滤", ["en-US"] = "Only this action type" },
+            },
+            status = {
+                enum = { "pending", "running", "completed", "failed", "cancelled" },
+                description = { ["zh-CN"] = "按状态过滤", ["en-US"] = "Only this status" },
+            },
+            trigger_type = {
+                enum = { "manual", "scheduled" },
+                description = { ["zh-CN"] = "按触发方式过滤", ["en-US"] = "Only this trigger type" },
+            },
+            start_time_from = {
+                type = "integer",
+                minimum = 0,
+                description = {
+                    ["zh-CN"] = "开始时间下界（Unix 毫秒）",
+                    ["en-US"] = "Start time lower bound (Unix ms)",
+                },
+            },
+            start_time_to = {
+                type = "integer",
+                minimum = 0,
+                description = {
+                    ["zh-CN"] = "开始时间上界（Unix 毫秒）",
+                    ["en-US"] = "Start time upper bound (Unix ms)",
+                },
+            },
+            offset = {
+                type = "integer",
+                minimum = 0,
+                description = {
+                    ["zh-CN"] = "偏移翻页；传了 search_after 时忽略",
+                    ["en-US"] = "Rows to skip; ignored when search_after is sent",
+                },
+            },
+            limit = {
+                type = "integer",
+                minimum = 0,
+                maximum = 1000,
+                default = DEFAULT_LIMIT,
+                description = {
+                    ["zh-CN"] = "每页条数，默认 20，最大 1000（0 表示默认值）",
+                    ["en-US"] = "Page size, default 20, at most 1000 (0 means the default)",
+                },
+            },
+            search_after = {
+                type = "array",
+                maxItems = 16,
+                description = {
+                    ["zh-CN"] = "游标翻页：上一页返回的 search_after，原样传回",
+                    ["en-US"] = "Page cursor: the search_after of the previous page, unchanged",
+                },
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            entries = { type = "array", items = { type = "object" } },
+            total_count = { type = "integer" },
+            search_after = { type = "array" },
+        },
+    },
+}
+
+local function has_cursor(args)
+    return type(args.search_after) == "table" and #args.search_after > 0
+end
+
+-- ontology-query splits search_after on "," and reads the parts as strings.
+local function cursor_text(values)
+    local parts = {}
+    for i, v in ipairs(values) do
+        parts[i] = util.query_value(v) or ""
+    end
+    return table.concat(parts, ",")
+end
+
+function M.shape_request(args)
+    local q = { need_total = "true" }
+    q.action_type_id = (args.action_type_id ~= nil and args.action_type_id ~= "") and args.action_type_id or nil
+    q.status = args.status
+    q.trigger_type = args.trigger_type
+    if args.start_time_from and args.start_time_from > 0 then
+        q.start_time_from = tostring(args.start_time_from)
+    end
+    if args.start_time_to and args.start_time_to > 0 then
+        q.start_time_to = tostring(args.start_time_to)
+    end
+    local limit = args.limit
+    if limit == nil or limit == 0 then
+        limit = DEFAULT_LIMIT
+    end
+    q.limit = tostring(limit)
+    if has_cursor(args) then
+        q.search_after = cursor_text(args.search_after)
+    elseif args.offset and args.offset > 0 then
+        q.offset = tostring(args.offset)
+    end
+    return {
+        upstream = "ontology_query",
+        method = "GET",
+        path = action.kn_path(args.kn_id) .. "/action-logs",
+        query = q,
+    }
+end
+
+function M.trim_response(body)
+    util.keep_only(body, { "entries", "total_count", "search_after" })
+    if type(body.entries) ~= "table" then
+        body.entries = util.array()
+    end
+    for _, e in ipairs(body.entries) do
+        action.trim_execution(e, false)
+        if type(e) == "table" then
+            -- they describe a page of results that a list entry does not carry
+            e.results_offset = nil
+            e.results_limit = nil
+        end
+    end
+    if util.is_null(body.total_count) then
+        body.total_count = nil
+    end
+    if util.is_null(body.search_after) then
+        body.search_after = nil
+    end
+    return body
+end
+
+local SUMMARY = {
+    ["zh-CN"] = "无法获取行动执行历史",
+    ["en-US"] = "Unable to retrieve the action execution history",
+}
+
+function M.handle(args, ctx)
+    local res, err = ctx.http(M.shape_request(args))
+    if res == nil or not util.is_2xx(res) then
+        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
+    end
+    local body, berr = upstream_error.json_object(res, ctx.lang)
+    if body == nil then
+        return nil, berr
+    end
+    return M.trim_response(body)
+end
+
+return M

@@ -1,0 +1,116 @@
+-- list_skills: published skills of the execution factory's skill market
+-- (reference/downstream.md §1.13).
+local cljson = require "cljson"
+local util = require "_lib.util"
+local upstream_error = require "_lib.upstream_error"
+
+local M = {
+    name = "list_skills",
+    version = "1.0.0",
+    kind = "read",
+    title = { ["zh-CN"] = "技能列表", ["en-US"] = "Skill List" },
+    description = {
+        ["zh-CN"] = "列出执行工厂中已发布的技能，可按名称（模糊）和分类过滤，按页返回。" ..
+            "用 get_skill_content 读取某个技能的 SKILL.md 与文件清单。",
+        ["en-US"] = "Lists the published skills of the execution factory, filtered by name " ..
+            "(fuzzy) and category, page by page. Read a skill's SKILL.md and file list with " ..
+            "get_skill_content.",
+    },
+    group = "skill",
+    order = 520,
+    surfaces = { "mcp", "rest" },
+    formats = { "json", "toon" },
+    upstream = "operator_integration",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        properties = {
+            name = {
+                type = "string",
+                maxLength = 256,
+                description = { ["zh-CN"] = "技能名称（模糊匹配）", ["en-US"] = "Skill name (fuzzy match)" },
+            },
+            category = {
+                type = "string",
+                maxLength = 128,
+                description = { ["zh-CN"] = "技能分类", ["en-US"] = "Skill category" },
+            },
+            page = {
+                type = "integer",
+                minimum = 1,
+                default = 1,
+                description = { ["zh-CN"] = "页码，从 1 开始", ["en-US"] = "Page number, from 1" },
+            },
+            page_size = {
+                type = "integer",
+                minimum = 1,
+                maximum = 100,
+                default = 20,
+                description = { ["zh-CN"] = "每页条数，默认 20，最大 100", ["en-US"] = "Page size, default 20, at most 100" },
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            entries = { type = "array", items = { type = "object" } },
+            total_count = { type = "integer" },
+            page = { type = "integer" },
+            page_size = { type = "integer" },
+            message = { type = "string" },
+        },
+    },
+}
+
+function M.shape_request(args)
+    local q = { page = tostring(args.page or 1), page_size = tostring(args.page_size or 20) }
+    if args.name ~= nil and args.name ~= "" then
+        q.name = args.name
+    end
+    if args.category ~= nil and args.category ~= "" then
+        q.category = args.category
+    end
+    return { upstream = "operator_integration", method = "GET", path = "/internal-v1/skills/market", query = q }
+end
+
+local EMPTY = {
+    ["zh-CN"] = "没有匹配的已发布技能。请在执行工厂中注册并发布技能，或放宽名称、分类过滤条件。",
+    ["en-US"] = "No published skills matched. Register and publish a skill in Execution Factory, " ..
+        "or broaden the name or category filter.",
+}
+
+function M.trim_response(body, lang)
+    local entries = type(body.data) == "table" and body.data or util.array()
+    for _, e in ipairs(entries) do
+        util.keep_only(e, { "skill_id", "name", "description", "version", "category" })
+    end
+    local out = cljson.object({}, { "entries", "total_count", "page", "page_size", "message" })
+    out.entries = setmetatable(entries, cljson.array_mt)
+    out.total_count = util.is_null(body.total) and #entries or body.total
+    if not util.is_null(body.page) then
+        out.page = body.page
+    end
+    if not util.is_null(body.page_size) then
+        out.page_size = body.page_size
+    end
+    if #entries == 0 then
+        out.message = EMPTY[lang] or EMPTY["zh-CN"]
+    end
+    return out
+end
+
+local SUMMARY = { ["zh-CN"] = "无法获取技能列表", ["en-US"] = "Unable to retrieve the skill list" }
+
+function M.handle(args, ctx)
+    local res, err = ctx.http(M.shape_request(args))
+    if res == nil or not util.is_2xx(res) then
+        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
+    end
+    local body, berr = upstream_error.json_object(res, ctx.lang)
+    if body == nil then
+        return nil, berr
+    end
+    return M.trim_response(body, ctx.lang)
+end
+
+return M

@@ -1,0 +1,62 @@
+-- mcp_proxy_call: the tool behind POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call
+-- (SPEC §4; reference/downstream.md Errata): one call to a tool of an MCP server
+-- registered in the execution factory. Listed on no surface ("proxy" only); the
+-- route fills mcp_id and tool_name from the path and parameters from the body.
+-- Any failure is a 502 (the reference's contract), with the factory's body as details.
+local cljson = require "cljson"
+local util = require "_lib.util"
+
+local M = {
+    name = "mcp_proxy_call",
+    version = "1.0.0",
+    kind = "execute",
+    title = { ["zh-CN"] = "MCP 代理调用", ["en-US"] = "MCP Proxy Call" },
+    description = {
+        ["zh-CN"] = "调用执行工厂中注册的某个 MCP 服务器的一个工具，原样返回其结果。",
+        ["en-US"] = "Calls one tool of an MCP server registered in the execution factory and " ..
+            "returns its result as it is.",
+    },
+    group = "capability",
+    order = 630,
+    surfaces = { "proxy" },
+    formats = { "json" },
+    upstream = "operator_integration",
+    annotations = { openWorldHint = true },
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "mcp_id", "tool_name" },
+        properties = {
+            mcp_id = { type = "string", minLength = 1, maxLength = 256 },
+            tool_name = { type = "string", minLength = 1, maxLength = 256 },
+            parameters = { type = "object", default = {} },
+        },
+    },
+}
+
+function M.shape_request(args)
+    local body = cljson.object({}, { "tool_name", "parameters" })
+    body.tool_name = args.tool_name
+    body.parameters = args.parameters or cljson.object()
+    return { upstream = "operator_integration", method = "POST",
+             path = "/internal-v1/mcp/proxy/" .. util.escape(args.mcp_id) .. "/tool/call", json = body }
+end
+
+function M.handle(args, ctx)
+    local res, err = ctx.http(M.shape_request(args))
+    if res == nil then
+        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+    end
+    if not util.is_2xx(res) then
+        local e = util.bad_gateway(ctx.lang, util.body_details(res))
+        e.details = { status = res.status, body = e.details }
+        return nil, e
+    end
+    local v = util.try_json(res)
+    if type(v) ~= "table" or cljson.is_array(v) or getmetatable(v) == cljson.number_mt then
+        return nil, util.bad_gateway(ctx.lang, { reason = "not_a_json_object" })
+    end
+    return v
+end
+
+return M

@@ -1,0 +1,153 @@
+-- read_skill_file: one file of a skill package by its relative path
+-- (reference/downstream.md §1.15). Paths that leave the package are refused here
+-- with a 400 before any downstream call (SPEC §21), whatever the factory would do.
+local cljson = require "cljson"
+local util = require "_lib.util"
+local skill = require "_lib.skill"
+local upstream_error = require "_lib.upstream_error"
+
+local M = {
+    name = "read_skill_file",
+    version = "1.0.0",
+    kind = "read",
+    title = { ["zh-CN"] = "读技能文件", ["en-US"] = "Read Skill File" },
+    description = {
+        ["zh-CN"] = "按相对路径读取技能包中的一个文件（rel_path 取自 get_skill_content 的 files）。" ..
+            "路径必须位于技能包内：绝对路径与 .. 一律拒绝。文本文件返回 content（超过 40000 字符截断）；" ..
+            "二进制文件不返回 content。",
+        ["en-US"] = "Reads one file of a skill package by its relative path (rel_path from the " ..
+            "files of get_skill_content). The path must stay inside the package: absolute paths " ..
+            "and .. are refused. Text files come with content (cut at 40000 characters); binary " ..
+            "files come without it.",
+    },
+    group = "skill",
+    order = 540,
+    surfaces = { "mcp", "rest" },
+    formats = { "json", "toon" },
+    upstream = "operator_integration",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "skill_id", "rel_path" },
+        properties = {
+            skill_id = {
+                type = "string",
+                minLength = 1,
+                maxLength = 256,
+                description = { ["zh-CN"] = "技能 ID", ["en-US"] = "Skill id" },
+            },
+            rel_path = {
+                type = "string",
+                minLength = 1,
+                maxLength = 1024,
+                description = {
+                    ["zh-CN"] = "技能包内的相对路径，如 refs/checklist.md",
+                    ["en-US"] = "Path relative to the package root, e.g. refs/checklist.md",
+                },
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            skill_id = { type = "string" },
+            rel_path = { type = "string" },
+            mime_type = { type = "string" },
+            file_type = { type = "string" },
+            content = { type = "string" },
+            truncated = { type = "boolean" },
+            message = { type = "string" },
+        },
+    },
+}
+
+local TRAVERSAL = {
+    ["zh-CN"] = { "rel_path 无效：路径必须位于技能包内（不能是绝对路径，也不能包含 ..）",
+                  "请使用 get_skill_content 返回的 files[].rel_path" },
+    ["en-US"] = { "Invalid rel_path: the path must stay inside the skill package (no absolute " ..
+                      "path, no ..)",
+                  "Use a files[].rel_path returned by get_skill_content" },
+}
+
+-- rel_path_ok(p) -> boolean: relative, no "..", no control characters; checked
+-- after percent-decoding so that %2e%2e cannot slip through.
+local function rel_path_ok(p)
+    local decoded = p:gsub("%%(%x%x)", function(h)
+        return string.char(tonumber(h, 16))
+    end)
+    for _, s in ipairs({ p, decoded }) do
+        if s:find("[%z\1-\31\127]") or s:match("^[/\\]") or s:match("^%a:") or s:find("~", 1, true) == 1 then
+            return false
+        end
+        for seg in s:gmatch("[^/\\]+") do
+            if seg == ".." then
+                return false
+            end
+        end
+    end
+    return true
+end
+
+function M.shape_request(args)
+    local body = cljson.object()
+    body.rel_path = args.rel_path
+    return { upstream = "operator_integration", method = "POST",
+             path = skill.path(args.skill_id, "/files/read"), json = body }
+end
+
+local BINARY = {
+    ["zh-CN"] = "该技能文件不是文本文件，未返回内容。",
+    ["en-US"] = "The skill file is not textual; its content is not returned.",
+}
+local TRUNCATED = {
+    ["zh-CN"] = "技能文件过大已截断。",
+    ["en-US"] = "The skill file was truncated because it is too large.",
+}
+
+function M.trim_response(meta, content, args, lang)
+    local l = lang == "en-US" and "en-US" or "zh-CN"
+    local out = cljson.object({}, { "skill_id", "rel_path", "mime_type", "file_type", "content",
+        "truncated", "message" })
+    out.skill_id = util.is_null(meta.skill_id) and args.skill_id or meta.skill_id
+    out.rel_path = util.is_null(meta.rel_path) and args.rel_path or meta.rel_path
+    if not util.is_null(meta.mime_type) then
+        out.mime_type = meta.mime_type
+    end
+    if not util.is_null(meta.file_type) then
+        out.file_type = meta.file_type
+    end
+    if not skill.is_text(content, meta.mime_type) then
+        out.message = BINARY[l]
+        return out
+    end
+    local cut
+    out.content, cut = skill.truncate(content, skill.MAX_RUNES)
+    if cut then
+        out.truncated = true
+        out.message = TRUNCATED[l]
+    end
+    return out
+end
+
+local SUMMARY = { ["zh-CN"] = "无法读取技能文件", ["en-US"] = "Unable to read the skill file" }
+
+function M.handle(args, ctx)
+    if not rel_path_ok(args.rel_path) then
+        return nil, upstream_error.local_error(400, ctx.lang, TRAVERSAL, { rel_path = args.rel_path })
+    end
+    local res, err = ctx.http(M.shape_request(args))
+    if res == nil or not util.is_2xx(res) then
+        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
+    end
+    local meta, merr = upstream_error.json_object(res, ctx.lang)
+    if meta == nil then
+        return nil, merr
+    end
+    local content, derr = skill.download(ctx, meta.url)
+    if content == nil then
+        return nil, derr
+    end
+    return M.trim_response(meta, content, args, ctx.lang)
+end
+
+return M

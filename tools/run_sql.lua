@@ -1,0 +1,104 @@
+-- run_sql (REST only): one read-only SELECT over data resources through vega
+-- (reference/downstream.md §1.17, §5.1). REST-only because it answers by the
+-- caller's own data-resource grants and bypasses the network's property rules
+-- (SPEC §9.1). The guard refuses everything else locally, before any call.
+local cljson = require "cljson"
+local util = require "_lib.util"
+local sqlguard = require "_lib.sqlguard"
+
+local function text(zh, en)
+    return { ["zh-CN"] = zh, ["en-US"] = en }
+end
+
+local M = {
+    name = "run_sql",
+    version = "1.0.0",
+    kind = "read",
+    title = text("SQL 查询", "Run SQL"),
+    description = text(
+        "对数据资源执行一条只读的 MySQL 方言 SELECT。表用 {{.resource_id}} 占位符引用（资源 ID 见 " ..
+            "list_resources），标识符用反引号。不允许注释、多条语句、INTO、加锁读、写操作或 DDL。",
+        "Runs one read-only SELECT (MySQL dialect) over data resources. Reference tables with " ..
+            "{{.resource_id}} placeholders (ids from list_resources) and quote identifiers with " ..
+            "backticks. Comments, several statements, INTO, locking reads, writes and DDL are refused."),
+    group = "query",
+    order = 240,
+    surfaces = { "rest" },
+    formats = { "json", "toon" },
+    upstream = "vega",
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "sql" },
+        properties = {
+            sql = {
+                type = "string",
+                minLength = 1,
+                maxLength = 65536,
+                description = text("一条只读 SELECT，表写作 {{.resource_id}}",
+                    "One read-only SELECT; tables written as {{.resource_id}}"),
+            },
+            query_timeout = {
+                type = "integer",
+                minimum = 1,
+                maximum = 3600,
+                description = text("查询超时（秒）", "Query timeout in seconds"),
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            columns = { type = "array", items = { type = "object" } },
+            entries = { type = "array", items = { type = "object" } },
+            total_count = { type = "integer" },
+            warnings = { type = "array" },
+        },
+    },
+}
+
+function M.shape_request(args)
+    local body = util.object({
+        query = args.sql, -- forwarded unchanged, placeholders intact
+        query_format = "sql",
+        input_dialect = "mysql",
+        query_timeout_sec = args.query_timeout,
+        paging = util.object({ mode = "single", limit = 10000 }, { "mode", "limit" }),
+    }, { "query", "query_format", "input_dialect", "query_timeout_sec", "paging" })
+    return { upstream = "vega", method = "POST", path = "/in/v1/resources/query", json = body }
+end
+
+function M.trim_response(body)
+    if type(body) ~= "table" then
+        body = cljson.object()
+    end
+    util.keep_only(body, { "columns", "entries", "total_count", "warnings" })
+    if type(body.columns) ~= "table" then
+        body.columns = util.array()
+    end
+    if type(body.entries) ~= "table" then
+        body.entries = util.array()
+    end
+    if util.is_null(body.total_count) then
+        body.total_count = nil
+    end
+    return body
+end
+
+function M.handle(args, ctx)
+    local ok, msg = sqlguard.check(args.sql)
+    if not ok then
+        return nil, util.bad_request(ctx.lang, msg)
+    end
+    local res, err = ctx.http(M.shape_request(args))
+    if res == nil or not util.is_2xx(res) then
+        return nil, util.upstream_failure(res, err, ctx.lang)
+    end
+    local body = util.try_json(res)
+    if body == nil then
+        return nil, util.invalid_json(ctx.lang)
+    end
+    return M.trim_response(body)
+end
+
+return M
