@@ -438,18 +438,21 @@ static int ctx_http(lua_State *L)
     /* managed_proxy = <kn_id>: a read of a bound tool's published definition as the
      * network's managed proxy account (SPEC §9.1 get_action_info), which may read only
      * name, description and schemas. Only GETs on the execution factory. */
-    lua_getfield(L, 1, "managed_proxy");
-    const char *proxy_kn = lua_tostring(L, -1);
     char proxy_id[300];
-    if (proxy_kn) {
-        if (strcmp(upname, "operator_integration") || strcmp(method, "GET") || !*proxy_kn ||
-            strlen(proxy_kn) > 200)
+    const char *proxy_kn = NULL;
+    lua_getfield(L, 1, "managed_proxy");
+    if (!lua_isnil(L, -1)) {
+        const char *kn = lua_tostring(L, -1);
+        if (!kn || strcmp(upname, "operator_integration") || strcmp(method, "GET") || !*kn ||
+            strlen(kn) > 200)
             return luaL_error(L, "ctx.http: managed_proxy is only for GETs on "
                                  "operator_integration, with a kn_id");
-        snprintf(proxy_id, sizeof proxy_id, "kn-proxy-%s", proxy_kn);
+        snprintf(proxy_id, sizeof proxy_id, "kn-proxy-%s", kn);
+        proxy_kn = proxy_id;
     }
+    lua_pop(L, 1); /* keep the stack slots of the later fields where they are */
     if (c->has_who) {
-        hdr_add(L, &H, "x-account-id", proxy_kn ? proxy_id : c->who.account_id);
+        hdr_add(L, &H, "x-account-id", proxy_kn ? proxy_kn : c->who.account_id);
         hdr_add(L, &H, "x-account-type", proxy_kn ? "app" : c->who.account_type);
         if (c->who.tenant_id[0])
             hdr_add(L, &H, "x-tenant-id", c->who.tenant_id);
