@@ -10,6 +10,9 @@ import { startStack, PREFIX } from './lib/stack.mjs';
 const TOKEN = 'demo-user-token';
 const QUERY_ARGS =
   '{"kn_id":"kn_medical","ot_id":"ot_drug","condition":{"field":"drug_id","operation":"==","value":9007199254740993}}';
+// The same arguments asking MCP for the JSON text block (MCP defaults to TOON,
+// SPEC §12): the byte comparisons with the REST body need JSON on both sides.
+const asJson = (argsJson) => argsJson.replace(/^\{/, '{"response_format":"json",');
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const TRACEPARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;
 
@@ -125,7 +128,7 @@ test('query_object_instance returns the simulator row byte for byte on REST and 
   assert.equal(recs.length, 1);
   assert.ok(recs[0].body.includes('"value":9007199254740993'), recs[0].body);
 
-  const m = await toolsCall('query_object_instance', QUERY_ARGS);
+  const m = await toolsCall('query_object_instance', asJson(QUERY_ARGS));
   assert.equal(m.status, 200, m.text);
   assert.ok(m.text.includes('"isError":false'), m.text);
   const structured = rawMember(m.text, 'structuredContent');
@@ -172,7 +175,7 @@ test('list_knowledge_networks over MCP forwards the same and matches the REST re
   assert.equal(restRes.status, 200, restRes.text);
   const since = await lastSeq();
   const rid = 'req_fidelity-mcp-0002';
-  const m = await toolsCall('list_knowledge_networks', '{}', { 'bkn-request-id': rid, traceparent: TRACEPARENT });
+  const m = await toolsCall('list_knowledge_networks', '{"response_format":"json"}', { 'bkn-request-id': rid, traceparent: TRACEPARENT });
   assert.equal(m.status, 200, m.text);
   assert.equal(m.headers.get('bkn-request-id'), rid);
   assert.ok(m.text.includes('"isError":false'), m.text);
@@ -188,6 +191,17 @@ test('list_knowledge_networks over MCP forwards the same and matches the REST re
   assert.match(h.traceparent, new RegExp(`^00-${TRACE_ID}-`));
   assert.equal(h.authorization, undefined);
   assert.ok(!JSON.stringify(recs[0]).includes(TOKEN), 'the token leaked downstream');
+
+  // Without response_format the text block is TOON (the MCP default); the
+  // structured result is the same object, byte for byte.
+  const d = await toolsCall('list_knowledge_networks', '{}');
+  assert.equal(d.status, 200, d.text);
+  assert.ok(d.text.includes('"isError":false'), d.text);
+  assert.equal(rawMember(d.text, 'structuredContent'), restRes.text);
+  const toon = textBlock(d.text);
+  assert.match(toon, /^entries\[3\]\{id,name,business_domain,module_type,description\}:\n  kn_/, toon);
+  assert.match(toon, /\ntotal_count: 3$/, toon);
+  assert.ok(!toon.trimStart().startsWith('{'), toon);
 });
 
 test('without a caller request id the generated one is returned and forwarded', async () => {

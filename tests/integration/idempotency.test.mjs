@@ -62,7 +62,13 @@ const simCall = async (method, p, body) => {
   return r.json();
 };
 const lastSeq = async () => (await simCall('GET', '/_sim/requests')).last_seq;
-const ontologyCalls = async (since) => (await simCall('GET', `/_sim/requests?since=${since}&service=ontology_query`)).requests;
+const ontologyRequests = async (since) => (await simCall('GET', `/_sim/requests?since=${since}&service=ontology_query`)).requests;
+// Executions of query_object_instance: the object-type query itself (POST-as-GET on
+// …/object-types/{ot}). When a result carries permission_guidance the tool also
+// sends the visibility probe GET …/object-types/{ot}/schema (SPEC §13, cached per
+// account and object type), which is not an execution of the call.
+const isQuery = (r) => r.method === 'POST' && /\/object-types\/[^/?]+(\?|$)/.test(r.path);
+const ontologyCalls = async (since) => (await ontologyRequests(since)).filter(isQuery);
 
 async function start(token, agent) {
   const r = await mcpRaw('bkn_start_interaction', { question: 'q', agent_name: agent, conversation_mode: 'new' }, { token });
@@ -213,12 +219,18 @@ test("a second principal reusing an invocation id runs its own call and never se
   assert.equal(b.status, 403, b.text);
   assert.doesNotMatch(b.text, /138\*\*\*\*5678/);
   assert.equal((await ontologyCalls(seq)).length, 2);
+  // both answers carry permission_guidance: one visibility probe per principal
+  const probes = (await ontologyRequests(seq)).filter((r) => r.method === 'GET' && r.path.endsWith('/object-types/ot_patient/schema'));
+  assert.deepEqual(probes.map((r) => r.headers['x-account-id']).sort(), ['u_demo', 'u_other']);
+  const sent = (await ontologyRequests(seq)).length;
   // each principal now has its own record under the id: replays stay apart
   const a2 = await rest('query_object_instance', body, { [INV]: id });
   assert.equal(a2.text, a.text);
   const b2 = await rest('query_object_instance', body, { [INV]: id }, 'demo-user2-token');
   assert.equal(b2.status, 403);
   assert.equal(b2.text, b.text);
+  // a replay sends nothing at all to ontology-query, not even a probe
+  assert.equal((await ontologyRequests(seq)).length, sent);
   assert.equal((await ontologyCalls(seq)).length, 2);
   // managed, on MCP: each principal gets its own receipt under its own interaction
   const m1 = await mcpRaw('query_object_instance', query({ bkn_context: T }), { meta: { [META_INV]: id } });

@@ -15,6 +15,15 @@ const CONF = path.join(ROOT, 'etc/context-loader.conf');
 // Nothing listens here: the failing starts never reach an upstream.
 const NO_SIM = 'http://127.0.0.1:9';
 const BROKEN = 'local M = {\n    name = "broken",\n    version = "1.0.0" +\n}\nreturn M\n';
+// The business tools /mcp lists from a tools directory: files declaring the "mcp"
+// surface and no gate (file name = tool name), sorted by name.
+function mcpToolsOf(dir) {
+  return fs.readdirSync(dir).filter((f) => f.endsWith('.lua')).filter((f) => {
+    const src = fs.readFileSync(path.join(dir, f), 'utf8');
+    return /^    surfaces = \{[^}]*"mcp"/m.test(src) && !/^    gate = /m.test(src);
+  }).map((f) => f.slice(0, -4)).sort();
+}
+const luaFiles = (dir) => fs.readdirSync(dir).filter((f) => f.endsWith('.lua'));
 
 const tmpDirs = [];
 const running = [];
@@ -177,6 +186,10 @@ test('admin reload: 200 for a good dir, 422 naming file:line for a broken file, 
   };
   try {
     const sid = await initialize(stack.server);
+    const base = mcpToolsOf(dir);
+    assert.ok(base.includes('list_knowledge_networks') && base.includes('query_object_instance'), base.join(' '));
+    assert.deepEqual(await toolNames(sid), base);
+    const withCopy = [...base, 'list_knowledge_networks_copy'].sort();
     const same = await reload();
     assert.equal(same.status, 200, JSON.stringify(same.json));
     assert.equal(same.json.ok, true);
@@ -189,7 +202,7 @@ test('admin reload: 200 for a good dir, 422 naming file:line for a broken file, 
     fs.writeFileSync(path.join(dir, 'list_knowledge_networks_copy.lua'), copy);
     const added = await reload();
     assert.equal(added.status, 200, JSON.stringify(added.json));
-    assert.deepEqual(await toolNames(sid), ['list_knowledge_networks', 'list_knowledge_networks_copy', 'query_object_instance']);
+    assert.deepEqual(await toolNames(sid), withCopy);
     const viaCopy = await post(`${stack.server.base}${PREFIX}/kn/list_knowledge_networks_copy`, '{}');
     assert.equal(viaCopy.status, 200, viaCopy.text);
 
@@ -199,7 +212,7 @@ test('admin reload: 200 for a good dir, 422 naming file:line for a broken file, 
     assert.equal(bad.json.ok, false);
     assert.match(bad.json.report, /broken\.lua:4:/);
     // The previous generation keeps serving, unchanged.
-    assert.deepEqual(await toolNames(sid), ['list_knowledge_networks', 'list_knowledge_networks_copy', 'query_object_instance']);
+    assert.deepEqual(await toolNames(sid), withCopy);
     const call = await post(stack.server.mcpUrl, { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'list_knowledge_networks', arguments: {} } }, { 'mcp-session-id': sid });
     assert.equal(call.json.result.isError, false, call.text);
     const restCall = await post(`${stack.server.base}${PREFIX}/kn/query_object_instance`, { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 });
@@ -210,11 +223,12 @@ test('admin reload: 200 for a good dir, 422 naming file:line for a broken file, 
     fs.rmSync(path.join(dir, 'list_knowledge_networks_copy.lua'));
     const fixed = await reload();
     assert.equal(fixed.status, 200, JSON.stringify(fixed.json));
-    assert.deepEqual(await toolNames(sid), ['list_knowledge_networks', 'query_object_instance']);
+    assert.deepEqual(await toolNames(sid), base);
     const gone = await post(`${stack.server.base}${PREFIX}/kn/list_knowledge_networks_copy`, '{}');
     assert.equal(gone.status, 404);
     const ready = await (await fetch(`${stack.server.base}/health/ready`, { signal: AbortSignal.timeout(5000) })).json();
-    assert.equal(ready.tools, 2);
+    assert.equal(ready.tools, luaFiles(dir).length);
+    assert.equal(ready.tools, luaFiles(path.join(ROOT, 'tools')).length);
     assert.ok(ready.generation >= 3, JSON.stringify(ready));
   } finally {
     assert.equal(await stack.stop(), 0);

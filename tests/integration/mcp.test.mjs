@@ -4,7 +4,26 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { startStack, PREFIX } from './lib/stack.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startStack, ROOT, PREFIX } from './lib/stack.mjs';
+
+// The catalogue as the tools directory declares it (file name = tool name; the
+// top-level surfaces, order, kind and gate of each file), so that this test follows
+// the files rather than a copy of their list.
+function declaredTools() {
+  const dir = path.join(ROOT, 'tools');
+  return fs.readdirSync(dir).filter((f) => f.endsWith('.lua')).map((f) => {
+    const src = fs.readFileSync(path.join(dir, f), 'utf8');
+    const field = (k) => new RegExp(`^    ${k} = (.+?),?$`, 'm').exec(src)?.[1];
+    const surfaces = [...(field('surfaces') ?? '').matchAll(/"([a-z_]+)"/g)].map((m) => m[1]);
+    return { name: f.slice(0, -4), surfaces, order: Number(field('order')), kind: JSON.parse(field('kind')), gate: field('gate') };
+  });
+}
+// tools/list of /mcp with the default configuration (no gate switched on): the two
+// lifecycle tools (the core's, orders 10 and 20), then the MCP business tools by order.
+const MCP_TOOLS = declaredTools().filter((t) => t.surfaces.includes('mcp') && !t.gate).sort((a, b) => a.order - b.order);
+const MCP_NAMES = ['bkn_start_interaction', 'bkn_finish_interaction', ...MCP_TOOLS.map((t) => t.name)];
 
 const VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'];
 const CJK = /[\u4e00-\u9fff]/;
@@ -141,22 +160,29 @@ test('tools/list entries carry the display metadata, localized per Accept-Langua
   assert.equal(zh.status, 200, zh.text);
   const tools = zh.json.result.tools;
   // the two lifecycle tools come first (orders 10, 20), then the business tools by order
-  assert.deepEqual(tools.map((t) => t.name),
-    ['bkn_start_interaction', 'bkn_finish_interaction', 'list_knowledge_networks', 'query_object_instance']);
+  assert.equal(MCP_TOOLS.length, 17, MCP_NAMES.join(' ')); // SPEC §9.1: 2 lifecycle + 17 business
+  for (const n of ['list_knowledge_networks', 'query_object_instance', 'execute_action', 'execute_tool'])
+    assert.ok(MCP_NAMES.includes(n), `${n} is not declared for /mcp`);
+  for (const n of ['run_sql', 'list_resources', 'describe_resource', 'execute_skill', 'mcp_proxy_call'])
+    assert.ok(!MCP_NAMES.includes(n), `${n} must not be listed on /mcp`);
+  assert.deepEqual(tools.map((t) => t.name), MCP_NAMES);
   assert.equal(zh.json.result.nextCursor, undefined);
   assert.equal(tools[0].title, '开始交互');
   assert.equal(tools[0]._meta['openbkn.ai/group'], 'lifecycle');
   assert.equal(tools[0].annotations.readOnlyHint, false);
+  const declared = Object.fromEntries(MCP_TOOLS.map((t) => [t.name, t]));
   for (const t of tools.slice(2)) {
     for (const k of ['name', 'title', 'description', 'inputSchema', 'annotations', '_meta'])
       assert.ok(t[k] !== undefined, `${t.name} lacks ${k}`);
     assert.equal(t.inputSchema.type, 'object');
-    assert.equal(t.annotations.readOnlyHint, true);
+    // read tools are read-only; execute_action and execute_tool are not
+    assert.equal(t.annotations.readOnlyHint, declared[t.name].kind === 'read', t.name);
     assert.equal(typeof t._meta['openbkn.ai/group'], 'string');
     assert.ok(t._meta['openbkn.ai/group_title'].length > 0);
-    assert.equal(typeof t._meta['openbkn.ai/order'], 'number');
+    assert.equal(t._meta['openbkn.ai/order'], declared[t.name].order, t.name);
     assert.match(t.title, CJK);
   }
+  assert.equal(tools.find((t) => t.name === 'execute_action').annotations.readOnlyHint, false);
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   assert.equal(byName.list_knowledge_networks.title, '知识网络列表');
   assert.equal(byName.list_knowledge_networks._meta['openbkn.ai/group'], 'discovery');
@@ -182,7 +208,7 @@ test('tools/list paginates with a cursor (page size 1) and rejects a bad cursor'
   const sid = await initialize(url);
   const seen = [];
   let cursor;
-  for (let page = 0; page < 5; page++) {
+  for (let page = 0; page <= MCP_NAMES.length; page++) {
     const r = await post(url, rpc(10 + page, 'tools/list', cursor === undefined ? {} : { cursor }), { 'mcp-session-id': sid });
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.result.tools.length, 1, r.text);
@@ -191,7 +217,7 @@ test('tools/list paginates with a cursor (page size 1) and rejects a bad cursor'
     if (cursor === undefined) break;
     assert.equal(typeof cursor, 'string');
   }
-  assert.deepEqual(seen, ['bkn_start_interaction', 'bkn_finish_interaction', 'list_knowledge_networks', 'query_object_instance']);
+  assert.deepEqual(seen, MCP_NAMES);
   assert.equal(cursor, undefined);
   for (const bad of ['nonsense', 'o:', 'o:x1', 42]) {
     const r = await post(url, rpc(20, 'tools/list', { cursor: bad }), { 'mcp-session-id': sid });
@@ -208,11 +234,21 @@ test('tools/call success has a text block, structuredContent and isError false',
   assert.equal(res.isError, false);
   assert.equal(res.content.length, 1);
   assert.equal(res.content[0].type, 'text');
-  assert.deepEqual(JSON.parse(res.content[0].text), res.structuredContent);
+  // the default text block is TOON (SPEC §12): a table of the two entries
+  const lines = res.content[0].text.split('\n');
+  assert.match(lines[0], /^entries\[2\]\{id,/, res.content[0].text);
+  assert.deepEqual(lines.slice(1, 3).map((l) => l.trim().split(',')[0]), ['kn_supplychain', 'kn_medical']);
+  assert.equal(lines[3], 'total_count: 3');
   assert.equal(res.structuredContent.entries.length, 2);
   assert.equal(res.structuredContent.total_count, 3);
   // Sorted by name code point: 供应链 < 医药 < 运维.
   assert.deepEqual(res.structuredContent.entries.map((e) => e.id), ['kn_supplychain', 'kn_medical']);
+
+  // response_format json: the text block is the structured result as JSON
+  const j = await post(stack.server.mcpUrl, rpc(6, 'tools/call', { name: 'list_knowledge_networks', arguments: { limit: 2, sort: 'name', direction: 'asc', response_format: 'json' } }), { 'mcp-session-id': sid });
+  assert.equal(j.json.result.isError, false, j.text);
+  assert.deepEqual(JSON.parse(j.json.result.content[0].text), j.json.result.structuredContent);
+  assert.deepEqual(j.json.result.structuredContent, res.structuredContent);
 });
 
 test('sessions: missing 400, unknown 404, another principal 404, DELETE ends it', async () => {
@@ -323,7 +359,7 @@ test('/mcp/ with a trailing slash behaves like /mcp', async () => {
   // A session from one spelling works on the other.
   assert.equal((await post(stack.server.mcpUrl, rpc(1, 'ping'), { 'mcp-session-id': sid })).status, 200);
   const list = await post(url, rpc(2, 'tools/list'), { 'mcp-session-id': sid });
-  assert.equal(list.json.result.tools.length, 4);
+  assert.deepEqual(list.json.result.tools.map((t) => t.name), MCP_NAMES);
   const call = await post(url, rpc(3, 'tools/call', { name: 'list_knowledge_networks', arguments: {} }), { 'mcp-session-id': sid });
   assert.equal(call.json.result.isError, false, call.text);
   assert.equal((await post(url, rpc(1, 'ping'))).status, 400);

@@ -1,0 +1,309 @@
+// TOON end to end (SPEC §12): a business tool's TOON text, over MCP (the default and
+// response_format "toon") and over REST (?response_format=toon, application/toon),
+// decodes with the reference decoder (@toon-format/toon 2.3.1, installed in
+// build/ext) to exactly the JSON result of the same call; an invalid
+// response_format is a 400 (REST) or a tool error (MCP) naming the allowed values.
+//
+// Results are compared losslessly: the JSON side is read by a parser that keeps each
+// number's text. The reference decoder turns every numeric token into a JS number
+// (docs/toon.md), so a number a double cannot hold (9007199254740993,
+// 12345678901234567890123) must decode to Number(text) and appear with the same
+// digits in the TOON text itself.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { startStack, ROOT, PREFIX } from './lib/stack.mjs';
+
+const TOON_JS = path.join(ROOT, 'build/ext/node_modules/@toon-format/toon/dist/index.mjs');
+const NO_EXT = fs.existsSync(TOON_JS) ? false : `the reference TOON decoder is not installed (${TOON_JS}; run the test command's setup)`;
+
+// A tool whose file declares only json cannot render TOON (SPEC §12 asks it of every
+// business tool); such a case is reported as todo rather than hidden.
+function toonTodo(tool) {
+  const src = fs.readFileSync(path.join(ROOT, 'tools', `${tool}.lua`), 'utf8');
+  const formats = /^    formats = \{([^}]*)\}/m.exec(src)?.[1] ?? '';
+  return formats.includes('"toon"') ? false : `tools/${tool}.lua declares formats {${formats.trim()}} without "toon"`;
+}
+
+const CASES = [
+  { tool: 'list_knowledge_networks', args: {} },
+  { tool: 'get_kn_detail', args: { kn_id: 'kn_medical' } },
+  {
+    tool: 'query_object_instance',
+    // the ot_drug row with drug_id 2^53+1, batch_no beyond int64, tags [] and ext {}
+    argsJson: '{"kn_id":"kn_medical","ot_id":"ot_drug","condition":{"field":"drug_id","operation":"==","value":9007199254740993}}',
+    bigs: ['9007199254740993', '12345678901234567890123'],
+  },
+];
+
+let stack;
+let sid;
+let decode;
+
+async function post(url, body, headers = {}) {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer demo-user-token', ...headers },
+    body,
+    signal: AbortSignal.timeout(10000),
+  });
+  return { status: r.status, headers: r.headers, text: await r.text() };
+}
+
+// ---- lossless JSON: numbers stay { num: text }, objects are { obj: [[k, v], ...] }
+function parseLossless(text) {
+  let i = 0;
+  const ws = () => { while (i < text.length && ' \t\r\n'.includes(text[i])) i++; };
+  const str = () => {
+    const m = /^"(?:[^"\\]|\\.)*"/.exec(text.slice(i));
+    if (!m) throw new Error(`string expected at ${i}`);
+    i += m[0].length;
+    return JSON.parse(m[0]);
+  };
+  const expect = (ch) => { ws(); if (text[i] !== ch) throw new Error(`'${ch}' expected at ${i}`); i++; };
+  function val() {
+    ws();
+    const c = text[i];
+    if (c === '{') {
+      i++;
+      const obj = [];
+      ws();
+      if (text[i] === '}') { i++; return { obj }; }
+      for (;;) {
+        ws();
+        const k = str();
+        expect(':');
+        obj.push([k, val()]);
+        ws();
+        if (text[i] === '}') { i++; return { obj }; }
+        expect(',');
+      }
+    }
+    if (c === '[') {
+      i++;
+      const arr = [];
+      ws();
+      if (text[i] === ']') { i++; return { arr }; }
+      for (;;) {
+        arr.push(val());
+        ws();
+        if (text[i] === ']') { i++; return { arr }; }
+        expect(',');
+      }
+    }
+    if (c === '"') return str();
+    for (const [lit, v] of [['true', true], ['false', false], ['null', null]]) {
+      if (text.startsWith(lit, i)) { i += lit.length; return v; }
+    }
+    const m = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/.exec(text.slice(i));
+    if (!m) throw new Error(`value expected at ${i}`);
+    i += m[0].length;
+    return { num: m[0] };
+  }
+  const v = val();
+  ws();
+  if (i !== text.length) throw new Error(`trailing text at ${i}`);
+  return v;
+}
+
+const member = (v, key) => v.obj.find(([k]) => k === key)?.[1];
+
+// The mathematical value of a number text as sign, significant digits and point.
+function normNum(t) {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(t);
+  let digits = m[2] + (m[3] ?? '');
+  let point = m[2].length + Number(m[4] ?? 0);
+  const lead = digits.match(/^0*/)[0].length;
+  digits = digits.slice(lead).replace(/0+$/, '');
+  point -= lead;
+  return digits ? `${m[1]}${digits}@${point}` : '0';
+}
+const fitsDouble = (t) => normNum(String(Number(t))) === normNum(t);
+
+// Numeric tokens of a TOON text outside quoted strings, normalised, with their counts.
+function toonNumbers(toon) {
+  const bare = toon.replace(/"(?:[^"\\]|\\.)*"/g, ' ');
+  const counts = new Map();
+  for (const m of bare.matchAll(/(?<![\w.-])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])/gi)) {
+    const n = normNum(m[0]);
+    counts.set(n, (counts.get(n) ?? 0) + 1);
+  }
+  return counts;
+}
+
+// Compares the decoded TOON value with the lossless JSON value; collects the numbers
+// a double cannot hold. Rows of a table take the key order of their first row.
+function compare(want, got, where, bigs, rowKeys) {
+  if (want === null || typeof want !== 'object') {
+    assert.strictEqual(got, want, where);
+    return;
+  }
+  if ('num' in want) {
+    assert.equal(typeof got, 'number', `${where}: ${JSON.stringify(got)} is not a number`);
+    assert.equal(got, Number(want.num) || 0, `${where}: ${got} != ${want.num}`);
+    if (!fitsDouble(want.num)) bigs.push([where, want.num]);
+    return;
+  }
+  if ('arr' in want) {
+    assert.ok(Array.isArray(got), `${where}: array expected, got ${JSON.stringify(got)}`);
+    assert.equal(got.length, want.arr.length, `${where}: length`);
+    const first = want.arr[0]?.obj?.map(([k]) => k);
+    want.arr.forEach((v, i) => compare(v, got[i], `${where}[${i}]`, bigs, first));
+    return;
+  }
+  assert.ok(got !== null && typeof got === 'object' && !Array.isArray(got), `${where}: object expected, got ${JSON.stringify(got)}`);
+  const keys = want.obj.map(([k]) => k);
+  const gotKeys = Object.keys(got);
+  if (!(rowKeys && JSON.stringify(gotKeys) === JSON.stringify(rowKeys))) assert.deepEqual(gotKeys, keys, `${where}: keys`);
+  for (const [k, v] of want.obj) compare(v, got[k], `${where}.${k}`, bigs);
+}
+
+// Asserts that TOON text decodes (strict) to the JSON text's value; returns the
+// number of out-of-double numbers checked by their digits.
+function assertSameValue(toon, jsonText, what) {
+  let decoded;
+  try {
+    decoded = decode(toon, { strict: true });
+  } catch (e) {
+    assert.fail(`${what}: the reference decoder rejects the TOON text (${e.message}):\n${toon}`);
+  }
+  const bigs = [];
+  compare(parseLossless(jsonText), decoded, what, bigs);
+  // every occurrence: as many tokens with those digits as the JSON has numbers
+  const nums = toonNumbers(toon);
+  const need = new Map();
+  for (const [where, digits] of bigs) {
+    const n = normNum(digits);
+    need.set(n, (need.get(n) ?? 0) + 1);
+    assert.ok((nums.get(n) ?? 0) >= need.get(n), `${where}: ${digits} is not in the TOON text:\n${toon}`);
+  }
+  return bigs.length;
+}
+
+// The raw text of the JSON value starting at text[start] ('{' or '['), by bracket
+// matching outside strings.
+function rawValueAt(text, start) {
+  let depth = 0;
+  let inStr = false;
+  for (let i = start; i < text.length; i++) {
+    const ch = text[i];
+    if (inStr) {
+      if (ch === '\\') i++;
+      else if (ch === '"') inStr = false;
+    } else if (ch === '"') inStr = true;
+    else if (ch === '{' || ch === '[') depth++;
+    else if (ch === '}' || ch === ']') {
+      depth--;
+      if (depth === 0) return text.slice(start, i + 1);
+    }
+  }
+  throw new Error(`unterminated value at ${start}`);
+}
+
+// tools/call over MCP: the result's text block and the raw structuredContent text.
+async function mcpCall(tool, argsJson) {
+  const r = await post(stack.server.mcpUrl, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"${tool}","arguments":${argsJson}}}`, { 'mcp-session-id': sid });
+  assert.equal(r.status, 200, r.text);
+  const res = JSON.parse(r.text).result; // numbers are read from the raw text below
+  assert.ok(res, r.text);
+  assert.equal(res.content.length, 1, r.text);
+  assert.equal(res.content[0].type, 'text');
+  const at = r.text.indexOf('"structuredContent":');
+  return { isError: res.isError, text: res.content[0].text, structured: at < 0 ? undefined : rawValueAt(r.text, at + '"structuredContent":'.length), raw: r.text };
+}
+
+const withFormat = (argsJson, fmt) => (argsJson === '{}' ? `{"response_format":"${fmt}"}` : argsJson.replace(/^\{/, `{"response_format":"${fmt}",`));
+const restUrl = (tool, query = '') => `${stack.server.base}${PREFIX}/kn/${tool}${query}`;
+
+before(async () => {
+  if (NO_EXT) return;
+  ({ decode } = await import(pathToFileURL(TOON_JS).href));
+  stack = await startStack({ capture: 'disabled' });
+  const r = await post(stack.server.mcpUrl, '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"toon","version":"1"}}}');
+  assert.equal(r.status, 200, r.text);
+  sid = r.headers.get('mcp-session-id');
+  assert.ok(sid);
+});
+
+after(async () => {
+  if (stack) assert.equal(await stack.stop(), 0);
+});
+
+for (const c of CASES) {
+  const argsJson = c.argsJson ?? JSON.stringify(c.args);
+  const opts = { skip: NO_EXT, todo: NO_EXT ? false : toonTodo(c.tool) };
+  test(`${c.tool}: MCP TOON (default and explicit) and REST ?response_format=toon decode to the JSON result`, opts, async () => {
+    // MCP, response_format toon
+    const t = await mcpCall(c.tool, withFormat(argsJson, 'toon'));
+    assert.equal(t.isError, false, t.raw);
+    assert.ok(t.structured, `no structuredContent: ${t.raw}`);
+    assert.ok(!/^\s*[{[]/.test(t.text), `the text block is not TOON:\n${t.text}`);
+    let bigs = assertSameValue(t.text, t.structured, `${c.tool} (MCP toon)`);
+
+    // MCP without response_format: TOON is the default, the same text
+    const d = await mcpCall(c.tool, argsJson);
+    assert.equal(d.isError, false, d.raw);
+    assert.equal(d.text, t.text);
+    assert.equal(d.structured, t.structured);
+
+    // MCP json: the text block is the structured result byte for byte
+    const j = await mcpCall(c.tool, withFormat(argsJson, 'json'));
+    assert.equal(j.isError, false, j.raw);
+    assert.equal(j.text, j.structured);
+    assert.equal(j.structured, t.structured);
+
+    // REST: JSON by default; ?response_format=toon gives application/toon with the same text
+    const rj = await post(restUrl(c.tool), argsJson);
+    assert.equal(rj.status, 200, rj.text);
+    assert.match(rj.headers.get('content-type') ?? '', /^application\/json/);
+    assert.equal(rj.text, j.text);
+    const rt = await post(restUrl(c.tool, '?response_format=toon'), argsJson);
+    assert.equal(rt.status, 200, rt.text);
+    assert.match(rt.headers.get('content-type') ?? '', /^application\/toon\b/);
+    assert.equal(rt.text, t.text);
+    bigs += assertSameValue(rt.text, rj.text, `${c.tool} (REST toon)`);
+
+    for (const digits of c.bigs ?? []) {
+      assert.ok(rj.text.includes(digits), `${digits} not in the JSON result: ${rj.text}`);
+      assert.ok(toonNumbers(t.text).has(normNum(digits)), `${digits} not in the TOON text:\n${t.text}`);
+    }
+    if (c.bigs) assert.ok(bigs >= 2 * c.bigs.length, `only ${bigs} out-of-double numbers were compared`);
+  });
+}
+
+test('an invalid response_format: REST 400 and an MCP tool error, both naming json, toon', { skip: NO_EXT }, async () => {
+  for (const bad of ['xml', 'TOON', '']) {
+    const r = await post(restUrl('list_knowledge_networks', `?response_format=${encodeURIComponent(bad)}`), '{}', { 'accept-language': 'en-US' });
+    if (bad === '') {
+      // an empty value means the default, JSON (as the reference does)
+      assert.equal(r.status, 200, r.text);
+      assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
+      assert.equal(parseLossless(r.text).obj[0][0], 'entries');
+      continue;
+    }
+    assert.equal(r.status, 400, `${bad}: ${r.text}`);
+    assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
+    const e = JSON.parse(r.text);
+    assert.equal(e.code, 'Public.BadRequest', r.text);
+    assert.match(e.details, /response_format/, r.text);
+    assert.match(e.details, /json, toon/, r.text);
+    assert.ok(e.details.includes(bad), r.text);
+  }
+  for (const bad of ['"xml"', '"TOON"', '1', 'null', '["toon"]']) {
+    const m = await mcpCall('list_knowledge_networks', `{"response_format":${bad}}`);
+    assert.equal(m.isError, true, `${bad}: ${m.raw}`);
+    assert.equal(m.structured, undefined, m.raw);
+    const e = JSON.parse(m.text);
+    assert.equal(e.code, 'Public.BadRequest', m.text);
+    assert.match(e.details, /response_format/, m.text);
+    assert.match(e.details, /json, toon/, m.text);
+  }
+  // nothing reached bkn-backend for a refused format
+  const since = (await (await fetch(`${stack.sim.base}/_sim/requests`, { signal: AbortSignal.timeout(5000) })).json()).last_seq;
+  await post(restUrl('list_knowledge_networks', '?response_format=xml'), '{}');
+  await mcpCall('list_knowledge_networks', '{"response_format":"xml"}');
+  const recs = (await (await fetch(`${stack.sim.base}/_sim/requests?since=${since}&service=bkn_backend`, { signal: AbortSignal.timeout(5000) })).json()).requests;
+  assert.deepEqual(recs, []);
+});
