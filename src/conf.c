@@ -95,6 +95,9 @@ static const conf_key KEYS[] = {
      "registers execute_skill, /kn/execute_skill and /mcp/ptc"},
     {"ptc.sandbox_mcp_url", "PTC_SANDBOX_MCP_URL", T_STR, "",
      "in-cluster URL the PTC sandbox calls"},
+    {"mcp.progress_interval_ms", NULL, T_INT, "2000",
+     "a call still running after this long streams notifications/progress (when the client "
+     "sent a progressToken); 0 disables"},
     {"mcp.tools_page_size", NULL, T_INT, "100", "tools/list page size (cursor pagination)"},
     {"shutdown_grace_s", NULL, T_INT, "10", "SIGTERM: time allowed for in-flight calls"},
     {"access_log", NULL, T_BOOL, "true", "one JSON line per request on stderr"},

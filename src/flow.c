@@ -8,6 +8,7 @@
 #include "toon.h"
 
 struct flow {
+    int64_t trace_t0;
     req_ctx *c;
     app *a;
     const tools_info *ti;
@@ -39,6 +40,20 @@ struct flow {
     const char *outcome;
     json_value *receipt; /* from attempt complete/fail */
 };
+
+/* Trace Core wait time, for the access log (SPEC §20: durations split by upstream,
+ * Trace Core and Lua). */
+static void trace_time_begin(flow *f)
+{
+    f->trace_t0 = now_mono_ms();
+}
+
+static void trace_time_end(flow *f)
+{
+    if (f->trace_t0 && f->c)
+        f->c->trace_ms += now_mono_ms() - f->trace_t0;
+    f->trace_t0 = 0;
+}
 
 static void run_tool(flow *f);
 
@@ -327,6 +342,7 @@ static void on_finalized(const trace_reply *r, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
+    trace_time_end(f);
     if (r->status == TRACE_OK && r->body) {
         const json_value *rc = json_get(r->body, "receipt");
         if (rc)
@@ -385,6 +401,7 @@ static void finalize(flow *f)
     buf_puts(&path, "/operations/");
     buf_puts(&path, trace_path_escape(f->operation_id, &esc));
     buf_printf(&path, "/attempts/%ld:%s", f->attempt, f->is_error ? "fail" : "complete");
+    trace_time_begin(f);
     f->tc = trace_request(f->a->trace, &f->c->who, lang_tag(f->c->lang), "POST", path.data, b, 1,
                           on_finalized, f);
     buf_free(&path);
@@ -435,6 +452,7 @@ static void on_probe(probe_verdict v, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
+    trace_time_end(f);
     if (v == PROBE_DOWN) {
         /* Verified outage: admitted, unrecorded, and the response says so. */
         f->unrecorded = 1;
@@ -448,6 +466,7 @@ static void on_probe(probe_verdict v, void *arg)
 static void probe(flow *f)
 {
     trace_note_failure(f->a->trace);
+    trace_time_begin(f);
     f->tc = trace_probe(f->a->trace, on_probe, f);
 }
 
@@ -455,6 +474,7 @@ static void on_ensure(const trace_reply *r, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
+    trace_time_end(f);
     if (r->status == TRACE_UNAVAILABLE) {
         probe(f);
         return;
@@ -538,6 +558,7 @@ static void ensure_operation(flow *f)
     buf_printf(&path, "/conversations/%s/interactions/%s/operations:ensure",
                trace_path_escape(f->ctx.conversation_id, &e1),
                trace_path_escape(f->ctx.interaction_id, &e2));
+    trace_time_begin(f);
     f->tc = trace_request(f->a->trace, &f->c->who, lang_tag(f->c->lang), "POST", path.data, b, 0,
                           on_ensure, f);
     buf_free(&path);
@@ -550,6 +571,7 @@ static void on_interaction(const trace_reply *r, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
+    trace_time_end(f);
     if (r->status == TRACE_UNAVAILABLE) {
         probe(f);
         return;
@@ -596,6 +618,7 @@ static void begin_record(flow *f)
     }
     buf path = BUF_INIT, e = BUF_INIT;
     buf_printf(&path, "/interactions/%s", trace_path_escape(f->ctx.interaction_id, &e));
+    trace_time_begin(f);
     f->tc = trace_request(f->a->trace, &f->c->who, lang_tag(f->c->lang), "GET", path.data, NULL, 1,
                           on_interaction, f);
     buf_free(&path);
@@ -615,6 +638,7 @@ static void on_adhoc_probe(probe_verdict v, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
+    trace_time_end(f);
     if (v == PROBE_DOWN) {
         f->unrecorded = 1; /* verified outage: admitted, unrecorded */
         run_tool(f);
@@ -627,6 +651,7 @@ static void on_policy(capture_state st, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
+    trace_time_end(f);
     if (st == CAPTURE_UNKNOWN) {
         probe(f);
         return;
@@ -643,6 +668,7 @@ static void on_policy(capture_state st, void *arg)
             trace_stats_t ts;
             trace_stats(f->a->trace, &ts);
             if (ts.breaker != TRACE_BREAKER_CLOSED) {
+                trace_time_begin(f);
                 f->tc = trace_probe(f->a->trace, on_adhoc_probe, f);
                 return;
             }
@@ -670,6 +696,7 @@ static void decide_trace(flow *f)
         run_tool(f); /* REST reads and the proxy may always go ad hoc */
         return;
     }
+    trace_time_begin(f);
     f->tc = trace_capture_policy(f->a->trace, &f->c->who, on_policy, f);
 }
 

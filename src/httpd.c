@@ -210,8 +210,10 @@ static void access_log(req_ctx *c, size_t bytes_out)
     if (c->outcome)
         buf_printf(&b, ",\"outcome\":\"%s\"", c->outcome);
     buf_printf(&b,
-               ",\"duration_ms\":%lld,\"lua_ms\":%lld,\"upstream_ms\":%lld,\"bytes_out\":%zu}\n",
-               (long long)dur, (long long)c->lua_ms, (long long)c->upstream_ms, bytes_out);
+               ",\"duration_ms\":%lld,\"lua_ms\":%lld,\"upstream_ms\":%lld,\"trace_core_ms\":%lld,"
+               "\"bytes_out\":%zu%s}\n",
+               (long long)dur, (long long)c->lua_ms, (long long)c->upstream_ms,
+               (long long)c->trace_ms, bytes_out, c->sse ? ",\"sse\":true" : "");
     fputs(b.data, stderr);
     buf_free(&b);
 }
@@ -232,6 +234,9 @@ static void ctx_free(req_ctx *c)
     json_free(c->query);
     json_free(c->reqinfo);
     buf_free(&c->rpc_id);
+    buf_free(&c->progress_token);
+    if (c->progress_timer)
+        event_free(c->progress_timer);
     free(c);
 }
 
@@ -271,8 +276,21 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
     c->status = 499;
     c->outcome = "client_closed";
     access_log(c, 0);
-    if (evhttp_request_get_connection(c->req) == NULL)
-        evhttp_send_reply(c->req, 499, "Client Closed", NULL);
+    if (evhttp_request_get_connection(c->req) == NULL) {
+        if (c->sse)
+            evhttp_send_reply_end(c->req);
+        else
+            evhttp_send_reply(c->req, 499, "Client Closed", NULL);
+    }
+    ctx_free(c);
+}
+
+void req_end_stream(req_ctx *c, size_t bytes_out)
+{
+    async_end(c);
+    evhttp_send_reply_end(c->req);
+    c->status = 200;
+    access_log(c, bytes_out);
     ctx_free(c);
 }
 

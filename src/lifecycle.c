@@ -8,6 +8,7 @@
 #include "guard.h"
 
 struct lifecycle {
+    int64_t trace_t0;
     req_ctx *c;
     app *a;
     int finish; /* 0 = start, 1 = finish */
@@ -19,6 +20,20 @@ struct lifecycle {
     char answer_ref[200];
     trace_call *tc;
 };
+
+/* Trace Core wait time, for the access log (SPEC §20: durations split by upstream,
+ * Trace Core and Lua). */
+static void trace_time_begin(lifecycle *l)
+{
+    l->trace_t0 = now_mono_ms();
+}
+
+static void trace_time_end(lifecycle *l)
+{
+    if (l->trace_t0 && l->c)
+        l->c->trace_ms += now_mono_ms() - l->trace_t0;
+    l->trace_t0 = 0;
+}
 
 /* ---- catalogue entries ---- */
 
@@ -252,6 +267,7 @@ static void on_interaction_created(const trace_reply *r, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
+    trace_time_end(l);
     if (r->status != TRACE_OK || !r->body) {
         fail_trace(l, r);
         return;
@@ -291,6 +307,7 @@ static void create_interaction(lifecycle *l)
     buf path = BUF_INIT, e = BUF_INIT;
     buf_printf(&path, "/conversations/%s/interactions", trace_path_escape(l->conversation_id, &e));
     /* Safe to retry: Core answers a replay of the same key with the same Interaction. */
+    trace_time_begin(l);
     l->tc = core(l, "POST", path.data, b, 1, on_interaction_created);
     buf_free(&path);
     buf_free(&e);
@@ -301,6 +318,7 @@ static void on_conversation(const trace_reply *r, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
+    trace_time_end(l);
     const char *cid =
         r->status == TRACE_OK && r->body ? json_get_string(r->body, "conversation_id") : NULL;
     if (!cid) {
@@ -376,6 +394,7 @@ static void start(lifecycle *l)
     json_value *b = json_new_object();
     json_set(b, "external_conversation_key", json_new_str(ext, strlen(ext)));
     json_set(b, "idempotency_key", json_new_str(ikey, strlen(ikey)));
+    trace_time_begin(l);
     l->tc = core(l, "POST", "/conversations:ensure-current", b, 1, on_conversation);
     json_free(b);
 }
@@ -386,6 +405,7 @@ static void on_finished(const trace_reply *r, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
+    trace_time_end(l);
     if (r->status != TRACE_OK || !r->body) {
         fail_trace(l, r);
         return;
@@ -417,6 +437,7 @@ static void post_finish(lifecycle *l)
         json_set(b, "reason", json_new_str(reason, strlen(reason)));
     buf path = BUF_INIT, e = BUF_INIT;
     buf_printf(&path, "/interactions/%s/finish", trace_path_escape(l->interaction_id, &e));
+    trace_time_begin(l);
     l->tc = core(l, "POST", path.data, b, 1, on_finished);
     buf_free(&path);
     buf_free(&e);
@@ -427,6 +448,7 @@ static void on_artifact(const trace_reply *r, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
+    trace_time_end(l);
     const char *id =
         r->status == TRACE_OK && r->body ? json_get_string(r->body, "artifact_id") : NULL;
     if (!id) {
@@ -481,6 +503,7 @@ static void post_answer(lifecycle *l, const json_value *inter)
     json_set(b, "initiator", json_new_str(ini.data, ini.len));
     buf_free(&ini);
     json_set(b, "agent_or_app", json_new_str(app_id, strlen(app_id)));
+    trace_time_begin(l);
     l->tc = core(l, "POST", "/evidence/artifacts", b, 1, on_artifact);
     json_free(b);
 }
@@ -489,6 +512,7 @@ static void on_pre_read(const trace_reply *r, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
+    trace_time_end(l);
     if (r->status != TRACE_OK || !r->body) {
         fail_trace(l, r);
         return;
@@ -559,6 +583,7 @@ static void finish(lifecycle *l)
     }
     buf path = BUF_INIT, e = BUF_INIT;
     buf_printf(&path, "/interactions/%s", trace_path_escape(iid, &e));
+    trace_time_begin(l);
     l->tc = core(l, "GET", path.data, NULL, 1, on_pre_read);
     buf_free(&path);
     buf_free(&e);

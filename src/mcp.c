@@ -68,6 +68,16 @@ static void rpc_error(req_ctx *c, int http_status, int code, const char *message
     buf_free(&b);
 }
 
+static void sse_send(req_ctx *c, const char *json, size_t len)
+{
+    struct evbuffer *e = evbuffer_new();
+    evbuffer_add(e, "event: message\ndata: ", 21);
+    evbuffer_add(e, json, len);
+    evbuffer_add(e, "\n\n", 2);
+    evhttp_send_reply_chunk(c->req, e);
+    evbuffer_free(e);
+}
+
 void mcp_send_result(req_ctx *c, const char *result, size_t len)
 {
     buf b = BUF_INIT;
@@ -76,8 +86,64 @@ void mcp_send_result(req_ctx *c, const char *result, size_t len)
     buf_puts(&b, ",\"result\":");
     buf_append(&b, result, len);
     buf_putc(&b, '}');
-    req_reply(c, 200, "application/json", b.data, b.len);
+    if (c->progress_timer) {
+        event_free(c->progress_timer);
+        c->progress_timer = NULL;
+    }
+    if (c->sse) {
+        /* The stream began with progress notifications; the result ends it. */
+        sse_send(c, b.data, b.len);
+        req_end_stream(c, b.len);
+    } else {
+        req_reply(c, 200, "application/json", b.data, b.len);
+    }
     buf_free(&b);
+}
+
+/* The call is still running after mcp.progress_interval_ms: switch the response to
+ * an SSE stream (the client's Accept admits it) and send notifications/progress,
+ * again at every interval, until the result ends the stream (SPEC §5, §20). */
+static void on_progress(evutil_socket_t fd, short ev, void *arg)
+{
+    req_ctx *c = arg;
+    (void)fd;
+    (void)ev;
+    if (!c->sse) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream");
+        evhttp_add_header(h, "Cache-Control", "no-store");
+        evhttp_add_header(h, "bkn-request-id", c->request_id);
+        evhttp_send_reply_start(c->req, 200, "OK");
+        c->sse = 1;
+    }
+    c->progress_n++;
+    buf b = BUF_INIT;
+    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{"
+                 "\"progressToken\":");
+    buf_append(&b, c->progress_token.data, c->progress_token.len);
+    buf_printf(&b, ",\"progress\":%d,\"message\":", c->progress_n);
+    char m[160];
+    snprintf(m, sizeof m, "%s is still running (%lld ms)", c->tool,
+             (long long)(now_mono_ms() - c->t0));
+    json_write_string(&b, m, strlen(m));
+    buf_puts(&b, "}}");
+    sse_send(c, b.data, b.len);
+    buf_free(&b);
+}
+
+/* Arms progress notifications when the client sent _meta.progressToken. */
+static void arm_progress(req_ctx *c, const json_value *meta)
+{
+    const json_value *tok = meta ? json_get(meta, "progressToken") : NULL;
+    if (!tok || (json_typeof(tok) != JSON_STRING && json_typeof(tok) != JSON_INT))
+        return;
+    long ms = conf_int(c->app->cfg, "mcp.progress_interval_ms");
+    if (ms <= 0)
+        return;
+    json_write(&c->progress_token, tok, 0);
+    c->progress_timer = event_new(c->app->base, -1, EV_PERSIST, on_progress, c);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    event_add(c->progress_timer, &tv);
 }
 
 static int tool_visible(app *a, const tools_info *ti)
@@ -210,6 +276,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
         return;
     }
     req_async_begin(c);
+    arm_progress(c, meta);
     flow_start(c, ti, args, meta);
 }
 

@@ -93,6 +93,13 @@ typedef struct req_ctx {
     char proxy_mcp_id[256], proxy_tool[256];
     int format_given;
     json_value *reqinfo; /* ctx.request, built on first use */
+    /* MCP progress (SPEC §20): the client's progressToken (JSON text) and, once the
+     * call outlasts mcp.progress_interval_ms, the response switched to an SSE stream. */
+    buf progress_token;
+    struct event *progress_timer;
+    int progress_n;
+    int sse;
+    int64_t trace_ms; /* time spent waiting for Trace Core */
 } req_ctx;
 
 /* httpd.c */
@@ -112,6 +119,8 @@ const char *req_body(req_ctx *c, size_t *len);
 void req_async_begin(req_ctx *c);
 /* The request became a long-lived stream owned elsewhere: log it, free ctx, keep req. */
 void req_detach(req_ctx *c, int status);
+/* Ends an SSE response begun with evhttp_send_reply_start: logs, frees c. */
+void req_end_stream(req_ctx *c, size_t bytes_out);
 /* Fills a call environment from the request (strings borrowed from c). */
 void req_call_env(req_ctx *c, call_env *env);
 /* Whether the gate of a tool is switched on. */
