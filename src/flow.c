@@ -38,6 +38,7 @@ struct flow {
     int status;
     buf body;
     const char *outcome;
+    char outcome_buf[64];
     json_value *receipt; /* from attempt complete/fail */
 };
 
@@ -431,7 +432,10 @@ static void on_call_done(const call_result *res, void *arg)
         }
         json_free(v);
     }
-    f->outcome = res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok";
+    /* res and its strings die with the call: keep a copy of the code for the log */
+    snprintf(f->outcome_buf, sizeof f->outcome_buf, "%s",
+             res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok");
+    f->outcome = f->outcome_buf;
     f->c->outcome = f->outcome;
     if (f->record)
         finalize(f);

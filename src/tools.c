@@ -39,6 +39,7 @@ struct tools_gen {
     size_t n;
     tool_file *files;
     size_t nfiles;
+    char runtime[65]; /* digest of lua/ and tools/_lib/ sources this generation loaded */
 };
 
 /* Errors of the last rejected reload of one file ("file:line: message" lines). */
@@ -340,6 +341,7 @@ typedef struct load_ctx {
     int line;
     buf *errs;
     tools_info *info; /* filled by info_p */
+    const tools_info *same; /* the previous generation's info for an unchanged file */
 } load_ctx;
 
 static int host_p(lua_State *L)
@@ -468,6 +470,11 @@ static int info_p(lua_State *L)
     }
     lua_pop(L, 2);
     for (l = 0; l < LANG_COUNT; l++) {
+        if (c->same && c->same->list_json[l]) {
+            /* Same file, same runtime: the entry would come out byte for byte the same. */
+            t->list_json[l] = xstrdup(c->same->list_json[l]);
+            continue;
+        }
         push_host_fn(L, c->g, "list_entry");
         lua_pushstring(L, c->f->name);
         lua_pushstring(L, LANG_TAGS[l]);
@@ -513,9 +520,61 @@ static void lib_dir_of(const char *dir, char **out)
     sprintf(*out, "%s/_lib", dir);
 }
 
+static int lua_file_filter(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return n > 4 && e->d_name[0] != '.' && strcmp(e->d_name + n - 4, ".lua") == 0;
+}
+
+/* Appends "name sha256\n" for every dir/<name>.lua, in name order. */
+static void digest_dir(const char *dir, buf *out)
+{
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, lua_file_filter, alphasort);
+    for (int i = 0; i < n; i++) {
+        char *path = xmalloc(strlen(dir) + strlen(list[i]->d_name) + 2);
+        char *text = NULL, h[65];
+        size_t len = 0;
+        sprintf(path, "%s/%s", dir, list[i]->d_name);
+        if (read_all(path, &text, &len) == 0) {
+            sha256_hex(text, len, h);
+            buf_printf(out, "%s %s\n", list[i]->d_name, h);
+        }
+        free(text);
+        free(path);
+        free(list[i]);
+    }
+    free(list);
+}
+
+/* Digest of everything a tool's catalogue entry can depend on besides its own file:
+ * the trusted runtime (lua/) and the shared helpers (tools/_lib/). */
+static void runtime_digest(const char *lua_dir, const char *lib_dir, char out[65])
+{
+    buf b = BUF_INIT;
+    buf_puts(&b, "lua\n");
+    digest_dir(lua_dir, &b);
+    buf_puts(&b, "_lib\n");
+    digest_dir(lib_dir, &b);
+    sha256_hex(b.data ? b.data : "", b.len, out);
+    buf_free(&b);
+}
+
+static const tools_info *find_info(const tools_gen *g, const char *name)
+{
+    for (size_t i = 0; g && i < g->n; i++)
+        if (!strcmp(g->infos[i].name, name))
+            return &g->infos[i];
+    return NULL;
+}
+
+static const char *find_hash(const tools_gen *g, const char *name);
+
 /* Builds a generation from dir. Returns NULL when anything failed; every problem is
- * appended to errs as "file:line: message\n". */
-static tools_gen *gen_build(const tools_config *cfg, const char *dir, buf *errs)
+ * appended to errs as "file:line: message\n". prev (may be NULL): the generation
+ * being replaced, whose catalogue entries are reused for unchanged files. */
+static tools_gen *gen_build(const tools_config *cfg, const char *dir, const tools_gen *prev,
+                            buf *errs)
 {
     tools_gen *g = xcalloc(1, sizeof *g);
     src_file *files = NULL;
@@ -537,6 +596,9 @@ static tools_gen *gen_build(const tools_config *cfg, const char *dir, buf *errs)
         goto done;
     }
     lib_dir_of(dir, &lib_dir);
+    runtime_digest(cfg->lua_dir, lib_dir, g->runtime);
+    if (prev && strcmp(prev->runtime, g->runtime) != 0)
+        prev = NULL; /* the runtime changed: every entry is rebuilt */
     /* the state may hold a few calls at their cap plus the generation itself */
     g->vm = lvm_new(cfg->lua_dir, lib_dir, cfg->mem_cap_bytes * 8 + ((size_t)256 << 20), &err);
     if (!g->vm) {
@@ -587,6 +649,9 @@ static tools_gen *gen_build(const tools_config *cfg, const char *dir, buf *errs)
     for (i = 0; i < nfiles; i++) {
         c.f = &files[i];
         c.info = &g->infos[g->n];
+        const char *old_hash = prev ? find_hash(prev, files[i].name) : NULL;
+        c.same = old_hash && !strcmp(old_hash, files[i].hash) ? find_info(prev, files[i].name)
+                                                               : NULL;
         if (lvm_cpcall(lvm_state(g->vm), info_p, &c, &err) != 0) {
             add_error(errs, files[i].fname, c.line, err);
             free(err);
@@ -711,7 +776,7 @@ int tools_host_reload(tools_host *h, const char *dir, char **report)
 {
     buf errs = BUF_INIT;
     int64_t t0 = now_mono_ms();
-    tools_gen *g = gen_build(&h->cfg, dir, &errs);
+    tools_gen *g = gen_build(&h->cfg, dir, h->current, &errs);
     size_t i;
     int added = 0, changed = 0, removed = 0;
 
@@ -1094,7 +1159,7 @@ int tools_check_dir(const tools_config *cfg, const char *dir, char **report)
     config_copy(&copy, &ups, cfg);
     copy.fetch = NULL;
     copy.base = NULL;
-    g = gen_build(&copy, dir, &errs);
+    g = gen_build(&copy, dir, NULL, &errs);
     if (g) {
         buf r = BUF_INIT;
         buf_printf(&r, "%s: %zu tools OK", dir, g->n);

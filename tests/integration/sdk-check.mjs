@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
 const ext = process.argv[2];
-const args = JSON.stringify({ kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1, response_format: undefined,
+const args = JSON.stringify({ kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1, response_format: 'json',
   condition: { field: 'name', operation: '==', value_from: 'const', value: '阿司匹林肠溶片' } });
 const r = spawnSync(process.execPath, [path.join(ext, 'sdk-client.mjs'), process.env.MCP_URL, 'query_object_instance', args],
   { encoding: 'utf8', env: { ...process.env, MCP_TERMINATE: '1' }, timeout: 60000 });

@@ -59,7 +59,7 @@ export function serverEnv(simBase, extra = {}) {
 }
 
 // Starts the server; resolves when both listeners are bound.
-export async function startServer(simBase, { bin = process.env.CL_BIN || path.join(ROOT, 'build/context-loader'), env = {}, args = [], quiet = true } = {}) {
+export async function startServer(simBase, { bin = process.env.CL_BIN || path.join(ROOT, 'build/context-loader'), env = {}, args = [], quiet = !process.env.CL_VERBOSE } = {}) {
   const proc = spawn(bin, ['--config', path.join(ROOT, 'etc/context-loader.conf'), ...args],
     { stdio: ['ignore', 'inherit', 'pipe'], env: { ...process.env, ...serverEnv(simBase, env) } });
   proc.stderr.proc = proc;
