@@ -177,7 +177,7 @@ static void record_metrics(req_ctx *c)
     if (!lifecycle_is_tool(c->tool) && !(c->gen && tools_gen_find_rest(c->gen, c->tool)))
         return;
     metrics_tool_call(g_metrics, c->tool, c->outcome, now_mono_ms() - c->t0, c->lua_ms,
-                      c->upstream_ms);
+                      c->upstream_ms, c->trace_ms);
     if (upstream_failure(c))
         metrics_upstream_error(g_metrics, c->tool);
 }

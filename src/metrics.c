@@ -31,7 +31,7 @@ typedef struct tool_series {
 
 typedef struct tool_hist {
     char *tool;
-    hist total, lua, upstream;
+    hist total, lua, upstream, trace;
     uint64_t upstream_errors;
 } tool_hist;
 
@@ -109,7 +109,7 @@ static void hist_observe(hist *h, int64_t ms)
 }
 
 void metrics_tool_call(metrics *m, const char *tool, const char *outcome, int64_t total_ms,
-                       int64_t lua_ms, int64_t upstream_ms)
+                       int64_t lua_ms, int64_t upstream_ms, int64_t trace_ms)
 {
     size_t i;
     tool_hist *h;
@@ -130,6 +130,7 @@ void metrics_tool_call(metrics *m, const char *tool, const char *outcome, int64_
     hist_observe(&h->total, total_ms);
     hist_observe(&h->lua, lua_ms);
     hist_observe(&h->upstream, upstream_ms);
+    hist_observe(&h->trace, trace_ms);
 }
 
 void metrics_upstream_error(metrics *m, const char *tool)
@@ -250,6 +251,10 @@ void metrics_render(const metrics *m, buf *out)
                          "Time spent waiting on upstreams per call.");
     for (i = 0; i < m->n_hists; i++)
         write_hist(out, "cl_tool_upstream_seconds", m->hists[i].tool, &m->hists[i].upstream);
+    metrics_write_header(out, "cl_tool_trace_core_seconds", "histogram",
+                         "Time spent waiting on BKN Trace Core per call.");
+    for (i = 0; i < m->n_hists; i++)
+        write_hist(out, "cl_tool_trace_core_seconds", m->hists[i].tool, &m->hists[i].trace);
     metrics_write_header(out, "cl_upstream_errors_total", "counter",
                          "Tool calls that ended on an upstream failure.");
     for (i = 0; i < m->n_hists; i++) {

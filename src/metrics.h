@@ -25,7 +25,7 @@ void metrics_request(metrics *m, const char *route, int status);
 /* One finished tool call: latency histograms (seconds) of the whole request, of Lua
  * and of upstream waits, by tool; the count by tool and outcome. */
 void metrics_tool_call(metrics *m, const char *tool, const char *outcome, int64_t total_ms,
-                       int64_t lua_ms, int64_t upstream_ms);
+                       int64_t lua_ms, int64_t upstream_ms, int64_t trace_ms);
 /* A tool call that ended on an upstream failure (timeout, unreachable, 5xx). */
 void metrics_upstream_error(metrics *m, const char *tool);
 

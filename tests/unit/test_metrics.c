@@ -26,10 +26,10 @@ int main(void)
     metrics_request(m, "/mcp", 200);
     metrics_request(m, "/mcp", 200);
     metrics_request(m, "/kn", 500);
-    metrics_tool_call(m, "t1", "ok", 3, 1, 0);              /* 0.003 s: first bucket */
-    metrics_tool_call(m, "t1", "ok", 120, 20, 100);         /* 0.12 s: le=0.25 */
-    metrics_tool_call(m, "t1", "tool_raised", 40000, 5, 0); /* past every bucket */
-    metrics_tool_call(m, "t\"2\\\n", NULL, 0, 0, 0);
+    metrics_tool_call(m, "t1", "ok", 3, 1, 0, 2);              /* 0.003 s: first bucket */
+    metrics_tool_call(m, "t1", "ok", 120, 20, 100, 0);         /* 0.12 s: le=0.25 */
+    metrics_tool_call(m, "t1", "tool_raised", 40000, 5, 0, 0); /* past every bucket */
+    metrics_tool_call(m, "t\"2\\\n", NULL, 0, 0, 0, 0);
     metrics_upstream_error(m, "t1");
     metrics_render(m, &b);
 
@@ -49,6 +49,8 @@ int main(void)
     CHECK(has_line(b.data, "cl_tool_call_duration_seconds_count{tool=\"t1\"} 3"));
     CHECK(has_line(b.data, "cl_tool_call_duration_seconds_sum{tool=\"t1\"} 40.123"));
     CHECK(has_line(b.data, "cl_tool_upstream_seconds_bucket{tool=\"t1\",le=\"0.1\"} 3"));
+    CHECK(has_line(b.data, "cl_tool_trace_core_seconds_count{tool=\"t1\"} 3"));
+    CHECK(has_line(b.data, "cl_tool_trace_core_seconds_sum{tool=\"t1\"} 0.002"));
     CHECK(has_line(b.data, "cl_upstream_errors_total{tool=\"t1\"} 1"));
 
     buf_reset(&b);
