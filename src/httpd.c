@@ -586,6 +586,32 @@ static size_t header_bytes(struct evhttp_request *req)
     return n;
 }
 
+/* A REST-style tool route: the tool must exist, be on the surface and not be gated
+ * off - otherwise it is an unknown path - and take POST. Replies and returns -1 when
+ * the request cannot go on. */
+static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char *post_only)
+{
+    c->kind = ROUTE_REST;
+    snprintf(c->surface, sizeof c->surface, "rest");
+    snprintf(c->tool, sizeof c->tool, "%s", tool);
+    tools_gen *g = tools_host_acquire(c->app->tools);
+    const tools_info *ti = g ? tools_gen_find_rest(g, c->tool) : NULL;
+    int visible = ti && (ti->surfaces & surface) && app_gate_enabled(c->app, ti->gate);
+    if (g)
+        tools_gen_release(g);
+    if (!visible) {
+        c->tool[0] = '\0';
+        not_found(c);
+        return -1;
+    }
+    if (strcmp(c->method, "POST")) {
+        req_add_header(c, "Allow", "POST");
+        req_reply_error(c, 405, NULL, post_only);
+        return -1;
+    }
+    return 0;
+}
+
 /* "{mcp_id}/tools/{tool_name}/call" -> the two decoded ids; -1 when malformed. */
 static int parse_proxy_path(req_ctx *c, const char *p)
 {
@@ -682,45 +708,12 @@ static void gencb(struct evhttp_request *req, void *arg)
             not_found(c);
             return;
         }
-        c->kind = ROUTE_REST;
         c->proxy = 1;
-        snprintf(c->surface, sizeof c->surface, "rest");
-        snprintf(c->tool, sizeof c->tool, "mcp_proxy_call");
-        tools_gen *g = tools_host_acquire(a->tools);
-        const tools_info *ti = g ? tools_gen_find(g, c->tool) : NULL;
-        int visible = ti && (ti->surfaces & SURFACE_PROXY);
-        if (g)
-            tools_gen_release(g);
-        if (!visible) {
-            c->tool[0] = '\0';
-            not_found(c);
+        if (route_tool(c, "mcp_proxy_call", SURFACE_PROXY, "use POST on the MCP proxy route") < 0)
             return;
-        }
-        if (strcmp(c->method, "POST")) {
-            req_add_header(c, "Allow", "POST");
-            req_reply_error(c, 405, NULL, "use POST on the MCP proxy route");
-            return;
-        }
     } else if (!strncmp(rest, "/kn/", 4) && rest[4]) {
-        c->kind = ROUTE_REST;
-        snprintf(c->surface, sizeof c->surface, "rest");
-        snprintf(c->tool, sizeof c->tool, "%s", rest + 4);
-        /* A tool that is absent, gated off or not on REST is an unknown path. */
-        tools_gen *g = tools_host_acquire(a->tools);
-        const tools_info *ti = g ? tools_gen_find_rest(g, c->tool) : NULL;
-        int visible = ti && (ti->surfaces & SURFACE_REST) && app_gate_enabled(a, ti->gate);
-        if (g)
-            tools_gen_release(g);
-        if (!visible) {
-            c->tool[0] = '\0';
-            not_found(c);
+        if (route_tool(c, rest + 4, SURFACE_REST, "use POST on /kn routes") < 0)
             return;
-        }
-        if (strcmp(c->method, "POST")) {
-            req_add_header(c, "Allow", "POST");
-            req_reply_error(c, 405, NULL, "use POST on /kn routes");
-            return;
-        }
     } else {
         not_found(c);
         return;
