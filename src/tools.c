@@ -340,8 +340,9 @@ typedef struct load_ctx {
     src_file *f;
     int line;
     buf *errs;
-    tools_info *info; /* filled by info_p */
+    tools_info *info;       /* filled by info_p */
     const tools_info *same; /* the previous generation's info for an unchanged file */
+    int unchanged;          /* same bytes and runtime as in the previous generation */
 } load_ctx;
 
 static int host_p(lua_State *L)
@@ -401,7 +402,8 @@ static int load_file_p(lua_State *L)
     push_host_fn(L, c->g, "register");
     lua_pushstring(L, f->name);
     lua_pushvalue(L, -3);
-    if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
+    lua_pushboolean(L, c->unchanged);
+    if (lua_pcall(L, 3, 2, 0) != LUA_OK) {
         add_error(c->errs, f->fname, c->line, lua_tostring(L, -1));
         return 0;
     }
@@ -623,6 +625,8 @@ static tools_gen *gen_build(const tools_config *cfg, const char *dir, const tool
         c.f = &files[i];
         c.errs = errs;
         c.line = return_line(files[i].text, files[i].len);
+        const char *prev_hash = prev ? find_hash(prev, files[i].name) : NULL;
+        c.unchanged = prev_hash && !strcmp(prev_hash, files[i].hash);
         /* a top-level infinite loop must not hang a reload */
         memset(&budget, 0, sizeof budget);
         budget.instr_limit = cfg->instr_budget;
@@ -650,8 +654,8 @@ static tools_gen *gen_build(const tools_config *cfg, const char *dir, const tool
         c.f = &files[i];
         c.info = &g->infos[g->n];
         const char *old_hash = prev ? find_hash(prev, files[i].name) : NULL;
-        c.same = old_hash && !strcmp(old_hash, files[i].hash) ? find_info(prev, files[i].name)
-                                                               : NULL;
+        c.same =
+            old_hash && !strcmp(old_hash, files[i].hash) ? find_info(prev, files[i].name) : NULL;
         if (lvm_cpcall(lvm_state(g->vm), info_p, &c, &err) != 0) {
             add_error(errs, files[i].fname, c.line, err);
             free(err);
