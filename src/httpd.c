@@ -438,6 +438,10 @@ static void dispatch(req_ctx *c)
 {
     if (c->kind == ROUTE_MCP)
         mcp_handle(c);
+    else if (c->kind == ROUTE_INFO)
+        info_handle(c);
+    else if (c->kind == ROUTE_TOOLKIT)
+        toolkit_handle(c);
     else
         rest_handle(c);
 }
@@ -690,9 +694,26 @@ static void gencb(struct evhttp_request *req, void *arg)
         return;
     }
     const char *rest = c->path + plen;
-    if (!strcmp(rest, "/mcp") || !strcmp(rest, "/mcp/")) {
+    int ptc_on = conf_bool(a->cfg, "execute_skill_enabled");
+    const char *mcp_surface = !strcmp(rest, "/mcp") || !strcmp(rest, "/mcp/") ? "mcp"
+                              : !strcmp(rest, "/mcp-compact") || !strcmp(rest, "/mcp-compact/")
+                                  ? "compact"
+                              : ptc_on && (!strcmp(rest, "/mcp/ptc") || !strcmp(rest, "/mcp/ptc/"))
+                                  ? "ptc" /* gated: off, it is an unknown path (SPEC §22.2) */
+                                  : NULL;
+    if (!strcmp(c->method, "GET") &&
+        (!strcmp(rest, "/mcp/info") || !strcmp(rest, "/mcp-compact/info") ||
+         !strcmp(rest, "/mcp/ptc/info") || !strcmp(rest, "/mcp/ptc/toolkit") ||
+         !strcmp(rest, "/mcp/toolkit"))) {
+        /* Self-description and the PTC toolkit: authenticated GETs, never gated. */
+        c->kind = strstr(rest, "toolkit") ? ROUTE_TOOLKIT : ROUTE_INFO;
+        snprintf(c->surface, sizeof c->surface, "%s",
+                 !strncmp(rest, "/mcp-compact", 12) ? "compact"
+                 : !strncmp(rest, "/mcp/ptc", 8)    ? "ptc"
+                                                    : "mcp");
+    } else if (mcp_surface) {
         c->kind = ROUTE_MCP;
-        snprintf(c->surface, sizeof c->surface, "mcp");
+        snprintf(c->surface, sizeof c->surface, "%s", mcp_surface);
         if (strcmp(c->method, "POST") && strcmp(c->method, "GET") && strcmp(c->method, "DELETE")) {
             req_add_header(c, "Allow", "GET, POST, DELETE");
             req_reply_error(c, 405, NULL, "use POST, GET or DELETE on the MCP endpoint");

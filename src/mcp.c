@@ -146,9 +146,19 @@ static void arm_progress(req_ctx *c, const json_value *meta)
     event_add(c->progress_timer, &tv);
 }
 
-static int tool_visible(app *a, const tools_info *ti)
+/* The listing surface of the request: /mcp, /mcp-compact or /mcp/ptc. */
+static unsigned surface_bit(const req_ctx *c)
 {
-    return ti && (ti->surfaces & SURFACE_MCP) && app_gate_enabled(a, ti->gate);
+    if (!strcmp(c->surface, "compact"))
+        return SURFACE_COMPACT;
+    if (!strcmp(c->surface, "ptc"))
+        return SURFACE_PTC;
+    return SURFACE_MCP;
+}
+
+static int tool_visible(const req_ctx *c, const tools_info *ti)
+{
+    return ti && (ti->surfaces & surface_bit(c)) && app_gate_enabled(c->app, ti->gate);
 }
 
 /* ---- methods ---- */
@@ -210,7 +220,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     size_t lens[2] = {(size_t)(second - 1 - lc.data), strlen(second)};
     for (size_t i = 0; i < 2 + n && !more; i++) {
         const tools_info *ti = i >= 2 ? tools_gen_info(g, i - 2) : NULL;
-        if (i >= 2 && !tool_visible(c->app, ti))
+        if (i >= 2 && !tool_visible(c, ti))
             continue;
         if (seen++ < offset)
             continue;
@@ -266,7 +276,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     }
     c->gen = tools_host_acquire(c->app->tools);
     const tools_info *ti = c->gen ? tools_gen_find(c->gen, name) : NULL;
-    if (!tool_visible(c->app, ti)) {
+    if (!tool_visible(c, ti)) {
         /* Absent, gated off and REST-only tools must be indistinguishable. */
         buf m = BUF_INIT;
         buf_puts(&m, "Unknown tool: ");

@@ -56,7 +56,7 @@ typedef struct app {
     json_value *ctx_config; /* ctx.config for tools (permission_request, gates) */
 } app;
 
-typedef enum { ROUTE_NONE, ROUTE_MCP, ROUTE_REST } route_kind;
+typedef enum { ROUTE_NONE, ROUTE_MCP, ROUTE_REST, ROUTE_INFO, ROUTE_TOOLKIT } route_kind;
 
 struct flow;
 struct lifecycle;
@@ -138,6 +138,12 @@ void mcp_heartbeat(app *a);
 /* After a reload swapped generations: sends notifications/tools/list_changed on every
  * open GET stream when the listed catalogue (any surface, any language) changed. */
 void mcp_tools_changed(app *a, tools_gen *cur);
+
+/* info.c: GET /mcp/info, /mcp-compact/info, /mcp/ptc/info (c->surface says which),
+ * JSON or, for Accept: text/html, the catalogue page (SPEC §15). */
+void info_handle(req_ctx *c);
+/* ptc.c: GET /mcp/ptc/toolkit and the deprecated /mcp/toolkit (SPEC §14). */
+void toolkit_handle(req_ctx *c);
 
 /* rest.c: POST /kn/<tool>, after authentication. */
 void rest_handle(req_ctx *c);
