@@ -2,7 +2,9 @@
 -- match a question (reference/downstream.md §1.2, simplified): the export view,
 -- object types ranked by bkn-backend's own search (knn + match) with a lexical
 -- fallback, relation and action types ranked lexically and by their ranked
--- endpoints, metrics by bkn-backend's metric search.
+-- endpoints, metrics by bkn-backend's metric search. With enable_rerank (default)
+-- the top object candidates and the relations are reranked by mf-model-api's
+-- reranker; when it is off or fails, the simple ranking stands.
 local cljson = require "cljson"
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
@@ -56,7 +58,8 @@ local M = {
                 description = text("精简输出（MCP 默认 true，REST 默认 false）",
                     "Brief output (default true on MCP, false on REST)") },
             enable_rerank = { type = "boolean", default = true,
-                description = text("对象类使用语义检索排序", "Rank object types with semantic search") },
+                description = text("用重排模型对对象类和关系类重新排序（失败时用简单匹配）",
+                    "Rerank object and relation types with the reranker model (simple matching if it fails)") },
             include_columns = { type = "boolean", default = false,
                 description = text("属性带上映射的列名", "Include the mapped column of each property") },
         },
@@ -114,22 +117,119 @@ local function lexical(query, ...)
     return score
 end
 
-local function ranked(list, score_of)
-    local scored = {}
+-- list -> { {it, score, i}, ... } best first, ties in list order (all kept)
+local function scored(list, score_of)
+    local out = {}
     for i, it in ipairs(list) do
-        scored[#scored + 1] = { it = it, score = score_of(it), i = i }
+        out[#out + 1] = { it = it, score = score_of(it), i = i }
     end
-    table.sort(scored, function(a, b)
+    table.sort(out, function(a, b)
         if a.score ~= b.score then
             return a.score > b.score
         end
         return a.i < b.i
     end)
+    return out
+end
+
+-- The simple ranking: the items that match at all, best first.
+local function ranked(list, score_of)
     local out = {}
-    for _, s in ipairs(scored) do
+    for _, s in ipairs(scored(list, score_of)) do
         if s.score > 0 then
             out[#out + 1] = s.it
         end
+    end
+    return out
+end
+
+-- Reranking bounds: the reference reranks at most 200 object candidates; the
+-- relation cap and the short timeout keep one slow or huge call from holding the
+-- tool (the simple ranking is always there to fall back on).
+local RERANK_OBJECTS = 200
+local RERANK_RELATIONS = 800
+local RERANK_TIMEOUT_MS = 5000
+local DOC_MAX_BYTES = 1000
+
+-- One reranker document: the non-empty parts, cut at a character boundary.
+local function document(...)
+    local parts = {}
+    for _, v in ipairs({ ... }) do
+        if type(v) == "string" and v ~= "" then
+            parts[#parts + 1] = v
+        end
+    end
+    local d = table.concat(parts, " ")
+    if #d > DOC_MAX_BYTES then
+        local cut = utf8.offset(d, 0, DOC_MAX_BYTES + 1) -- start of the character holding that byte
+        d = d:sub(1, cut - 1)
+    end
+    return d
+end
+
+local function object_document(ot)
+    return document(ot.name or ot.id, ot.comment)
+end
+
+-- The endpoints' names say what a relation links, which its own name often does not.
+local function relation_document(rt, by_id)
+    local src, dst = by_id[rt.source_object_type_id], by_id[rt.target_object_type_id]
+    return document(rt.name or rt.id, "(" .. tostring(src and src.name or rt.source_object_type_id) .. " -> " ..
+        tostring(dst and dst.name or rt.target_object_type_id) .. ")", rt.comment)
+end
+
+-- mf-model-api reranker: docs -> { [1-based doc index] = relevance score } | nil, why.
+-- A malformed answer is a failure as a whole: half-trusted scores would mix two rankings.
+local function rerank(ctx, query, docs)
+    local res, err = ctx.http { upstream = "mf_model_api", method = "POST", path = "/v1/small-model/reranker",
+        timeout_ms = RERANK_TIMEOUT_MS, json = util.object({ query = query, documents = util.array(docs),
+            model = "" }, { "query", "documents", "model" }) }
+    if not util.is_2xx(res) then
+        return nil, res and ("status " .. tostring(res.status))
+            or (type(err) == "table" and tostring(err.code) or "unreachable")
+    end
+    local body = util.try_json(res)
+    if type(body) ~= "table" or type(body.results) ~= "table" then
+        return nil, "no results in the answer"
+    end
+    local scores = {}
+    for _, r in ipairs(body.results) do
+        local idx = type(r) == "table" and r.index or nil
+        local s = type(r) == "table" and cljson.tonumber(r.relevance_score) or nil
+        if math.type(idx) ~= "integer" or idx < 0 or idx >= #docs or type(s) ~= "number" or s ~= s
+            or s == math.huge or s == -math.huge then
+            return nil, "malformed result"
+        end
+        scores[idx + 1] = s
+    end
+    return scores
+end
+
+-- Reranked order of scored entries whose first `n` were sent as documents from
+-- position `first`: items the reranker scored above 0 lead, best first; the rest
+-- keep the simple order and are kept only if they match simply.
+local function reordered(entries, scores, first, n)
+    local lead, rest = {}, {}
+    for pos, e in ipairs(entries) do
+        local r = pos <= n and scores[first + pos - 1] or nil
+        if r and r > 0 then
+            lead[#lead + 1] = { it = e.it, r = r, pos = pos }
+        elseif e.score > 0 then
+            rest[#rest + 1] = e.it
+        end
+    end
+    table.sort(lead, function(a, b)
+        if a.r ~= b.r then
+            return a.r > b.r
+        end
+        return a.pos < b.pos
+    end)
+    local out = {}
+    for _, l in ipairs(lead) do
+        out[#out + 1] = l.it
+    end
+    for _, it in ipairs(rest) do
+        out[#out + 1] = it
     end
     return out
 end
@@ -256,19 +356,22 @@ function M.handle(args, ctx)
             candidates[#candidates + 1] = ot
         end
     end
-    local scores = (scope.objects or scope.relations) and args.enable_rerank and searched_scores(ctx, args) or nil
-    local ranked_ots = ranked(candidates, function(ot)
+    local scores = (scope.objects or scope.relations) and searched_scores(ctx, args) or nil
+    local ot_entries = scored(candidates, function(ot)
         local s = lexical(args.query, ot.id, ot.name, ot.comment)
         return scores and (scores[ot.id] or 0) * 100 + s or s
     end)
+    local ranked_ots = {}
+    for _, e in ipairs(ot_entries) do
+        if e.score > 0 then
+            ranked_ots[#ranked_ots + 1] = e.it
+        end
+    end
     local ot_rank = {}
     for i, ot in ipairs(ranked_ots) do
         ot_rank[ot.id] = i
     end
-    local out = util.object({ object_types = util.array(), relation_types = util.array(),
-        action_types = util.array(), metric_types = util.array() },
-        { "object_types", "relation_types", "action_types", "metric_types" })
-    local picked = {}
+    local rt_entries = {}
     if scope.relations then
         local rts = {}
         for _, rt in ipairs(type(kn.relation_types) == "table" and kn.relation_types or {}) do
@@ -280,16 +383,55 @@ function M.handle(args, ctx)
             local r = ot_rank[id]
             return r and math.max(0, 6 - r) or 0
         end
-        for _, rt in ipairs(ranked(rts, function(rt)
+        rt_entries = scored(rts, function(rt)
             return lexical(args.query, rt.id, rt.name, rt.comment) + endpoint_bonus(rt.source_object_type_id) +
                 endpoint_bonus(rt.target_object_type_id)
-        end)) do
-            if #out.relation_types >= max then
-                break
-            end
-            out.relation_types[#out.relation_types + 1] = relation_concept(rt, brief)
-            picked[#picked + 1] = rt
+        end)
+    end
+    local ranked_rts = {}
+    for _, e in ipairs(rt_entries) do
+        if e.score > 0 then
+            ranked_rts[#ranked_rts + 1] = e.it
         end
+    end
+    if args.enable_rerank then
+        -- one reranker call: the top object candidates (they also order the action
+        -- types), then the relations
+        local docs = {}
+        local n_ot = (scope.objects or scope.actions) and math.min(#ot_entries, RERANK_OBJECTS) or 0
+        local n_rt = math.min(#rt_entries, RERANK_RELATIONS)
+        for i = 1, n_ot do
+            docs[#docs + 1] = object_document(ot_entries[i].it)
+        end
+        for i = 1, n_rt do
+            docs[#docs + 1] = relation_document(rt_entries[i].it, by_id)
+        end
+        if #docs > 0 then
+            local rs, why = rerank(ctx, args.query, docs)
+            if rs then
+                if n_ot > 0 then
+                    ranked_ots = reordered(ot_entries, rs, 1, n_ot)
+                    ot_rank = {}
+                    for i, ot in ipairs(ranked_ots) do
+                        ot_rank[ot.id] = i
+                    end
+                end
+                ranked_rts = reordered(rt_entries, rs, n_ot + 1, n_rt)
+            else
+                ctx.log("warn", "reranker unavailable (" .. why .. "): simple ranking kept")
+            end
+        end
+    end
+    local out = util.object({ object_types = util.array(), relation_types = util.array(),
+        action_types = util.array(), metric_types = util.array() },
+        { "object_types", "relation_types", "action_types", "metric_types" })
+    local picked = {}
+    for _, rt in ipairs(ranked_rts) do
+        if #out.relation_types >= max then
+            break
+        end
+        out.relation_types[#out.relation_types + 1] = relation_concept(rt, brief)
+        picked[#picked + 1] = rt
     end
     if scope.objects then
         local seen = {}

@@ -1,0 +1,88 @@
+// search_schema reranking over the wire (reference/downstream.md §1.2 step 3): the
+// tool sends one mf-model-api reranker request carrying the question,
+// enable_rerank:false sends none, and a failing reranker still gets an answer from
+// the simple ranking. REST twin, ad hoc (no bkn_context), capture disabled.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startStack, PREFIX } from './lib/stack.mjs';
+
+let stack;
+const H = { 'content-type': 'application/json', authorization: 'Bearer demo-user-token' };
+// the simulator's reranker ranks 不良反应上报 above 药企 for this question; the simple
+// ranking does the opposite (tests/spec/tools/search_schema_spec.lua, recorded)
+const Q = '药品由哪家企业生产';
+
+before(async () => { stack = await startStack({ capture: 'disabled' }); });
+after(async () => { assert.equal(await stack.stop(), 0); });
+
+async function sim(method, path, body) {
+  const r = await fetch(`${stack.sim.base}${path}`, {
+    method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body),
+    signal: AbortSignal.timeout(5000),
+  });
+  assert.equal(r.status, 200, `${method} ${path}`);
+  return r.json();
+}
+
+async function search(args) {
+  const r = await fetch(`${stack.server.base}${PREFIX}/kn/search_schema`, {
+    method: 'POST', headers: H, body: JSON.stringify({ kn_id: 'kn_medical', query: Q, ...args }),
+    signal: AbortSignal.timeout(20000),
+  });
+  const json = await r.json();
+  assert.equal(r.status, 200, JSON.stringify(json));
+  return json;
+}
+
+// Reranker requests the simulator received since `seq`.
+async function rerankRequests(seq) {
+  const { requests } = await sim('GET', `/_sim/requests?service=mf_model_api&since=${seq}`);
+  return requests.filter((r) => r.path === '/api/private/mf-model-api/v1/small-model/reranker');
+}
+
+const ids = (list) => list.map((c) => c.concept_id);
+
+test('enable_rerank (default) sends one reranker request with the question and uses its scores', async () => {
+  const { last_seq: seq } = await sim('POST', '/_sim/reset');
+  const res = await search({});
+  const reqs = await rerankRequests(seq);
+  assert.equal(reqs.length, 1);
+  assert.equal(reqs[0].method, 'POST');
+  const body = JSON.parse(reqs[0].body);
+  assert.equal(body.query, Q);
+  assert.equal(body.model, '');
+  // every object candidate, then every relation, as name + comment
+  assert.equal(body.documents.length, 9);
+  assert.ok(body.documents.includes('生产于 (药品 -> 生产企业) 药品由生产企业生产'), JSON.stringify(body.documents));
+  const ots = ids(res.object_types);
+  assert.ok(ots.indexOf('ot_adverse_event') >= 0 && ots.indexOf('ot_adverse_event') < ots.indexOf('ot_company'), ots.join());
+  assert.equal(res.relation_types[0].concept_id, 'rt_produced_by');
+});
+
+test('enable_rerank:false sends no reranker request; the simple ranking orders the result', async () => {
+  const { last_seq: seq } = await sim('POST', '/_sim/reset');
+  const res = await search({ enable_rerank: false });
+  assert.deepEqual(await rerankRequests(seq), []);
+  const ots = ids(res.object_types);
+  assert.ok(ots.indexOf('ot_company') >= 0 && ots.indexOf('ot_company') < ots.indexOf('ot_adverse_event'), ots.join());
+  assert.ok(res.object_types.length > 0 && res.relation_types.length > 0);
+});
+
+test('a reranker fault still answers, with the simple ranking', async () => {
+  let { last_seq: seq } = await sim('POST', '/_sim/reset');
+  const simple = await search({ enable_rerank: false });
+  ({ last_seq: seq } = await sim('POST', '/_sim/reset'));
+  await sim('POST', '/_sim/faults', { service: 'mf_model_api', status: 500, count: 1 });
+  const res = await search({});
+  assert.equal((await rerankRequests(seq)).length, 1); // tried once (faulted requests are recorded)
+  assert.deepEqual(res, simple);
+  const { faults } = await sim('GET', '/_sim/faults');
+  assert.equal(faults[0].hits, 1);
+  // a dropped connection (transport error) falls back the same way; libcurl may
+  // retry once on a fresh connection when a reused one dies, hence count 2
+  ({ last_seq: seq } = await sim('POST', '/_sim/reset'));
+  await sim('POST', '/_sim/faults', { service: 'mf_model_api', mode: 'close', count: 2 });
+  assert.deepEqual(await search({}), simple);
+  assert.ok((await rerankRequests(seq)).length >= 1);
+  await sim('POST', '/_sim/reset');
+});
