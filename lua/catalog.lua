@@ -12,10 +12,11 @@ local GROUPS = {
     action = { ["zh-CN"] = "行动", ["en-US"] = "Actions" },
     skill = { ["zh-CN"] = "技能", ["en-US"] = "Skills" },
     capability = { ["zh-CN"] = "能力", ["en-US"] = "Capabilities" },
+    execution = { ["zh-CN"] = "代码执行", ["en-US"] = "Code Execution" },
 }
 
 -- The group ids a tool may use, in display order.
-M.groups = { "lifecycle", "discovery", "query", "action", "skill", "capability" }
+M.groups = { "lifecycle", "discovery", "query", "action", "skill", "capability", "execution" }
 
 local function lang_of(lang)
     if lang == "en-US" then

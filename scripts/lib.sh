@@ -5,7 +5,8 @@ export ROOT
 
 # Debian packages the build, the tests and the demo need.
 APT_PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev lua5.4 liblua5.4-dev
-  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check ca-certificates"
+  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check ca-certificates
+  libhiredis-dev redis-server nginx chromium fonts-wqy-zenhei python3"
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
@@ -45,6 +46,12 @@ install_checks() {
       sh "$CHECKS/setup.sh" "$ROOT/build/ext" >/dev/null
     else
       cp "$CHECKS"/*.mjs "$ROOT/build/ext/"
+    fi
+    # mcp-remote: the Claude Desktop entry of /mcp/info runs it (tests/integration/info.test.mjs).
+    if [ ! -f "$ROOT/build/ext/node_modules/mcp-remote/package.json" ]; then
+      echo "==> installing mcp-remote (npm)"
+      (cd "$ROOT/build/ext" && npm install --no-audit --no-fund --loglevel=error mcp-remote@0.15.1 >/dev/null) ||
+        echo "!! mcp-remote could not be installed; its test will be skipped" >&2
     fi
   else
     echo "!! external checks not found (set CL_CHECKS_DIR); those tests will be skipped" >&2

@@ -36,6 +36,9 @@ struct call {
     char *traceparent;
     char *kn_id_header;
     const json_value *env_query, *env_request, *env_config; /* borrowed during call_start */
+    const json_value *env_bkn;                              /* borrowed during call_start */
+    char *operation_id;
+    char *caller_token; /* wiped before it is freed; never pushed into Lua */
     char *surface;
     lang_id lang;
     int64_t deadline_ms;
@@ -451,6 +454,31 @@ static int ctx_http(lua_State *L)
         proxy_kn = proxy_id;
     }
     lua_pop(L, 1); /* keep the stack slots of the later fields where they are */
+    /* caller_token = true: the caller's own bearer token as Authorization, for the
+     * execution factory's public face only (SPEC §14: PTC runs with the caller's
+     * own token). The token never enters Lua. */
+    char authz[4200];
+    lua_getfield(L, 1, "caller_token");
+    if (!lua_isnil(L, -1)) {
+        if (!lua_isboolean(L, -1) || strcmp(upname, "operator_integration") || proxy_kn)
+            return luaL_error(L, "ctx.http: caller_token = true is only for operator_integration");
+        if (lua_toboolean(L, -1)) {
+            if (!c->caller_token || strlen(c->caller_token) > sizeof authz - 8) {
+                lua_pop(L, 1);
+                lua_settop(L, 0);
+                lua_pushnil(L);
+                lua_createtable(L, 0, 2);
+                lua_pushliteral(L, "caller_token_missing");
+                lua_setfield(L, -2, "code");
+                lua_pushliteral(L, "the request carries no bearer token to forward");
+                lua_setfield(L, -2, "message");
+                return 2;
+            }
+            snprintf(authz, sizeof authz, "Bearer %s", c->caller_token);
+            hdr_add(L, &H, "authorization", authz);
+        }
+    }
+    lua_pop(L, 1);
     if (c->has_who) {
         hdr_add(L, &H, "x-account-id", proxy_kn ? proxy_kn : c->who.account_id);
         hdr_add(L, &H, "x-account-type", proxy_kn ? "app" : c->who.account_type);
@@ -513,6 +541,7 @@ static int ctx_http(lua_State *L)
     req.max_response = c->cfg->max_response_bytes;
     c->fetch_t0 = now_mono_ms();
     c->freq = fetch_start(c->cfg->fetch, &req, on_fetch, c, &ferr);
+    memset(authz, 0, sizeof authz); /* curl holds its own copy of the headers */
     if (!c->freq)
         return luaL_error(L, "ctx.http: %s", ferr ? ferr : "cannot start the request");
     c->upstream_calls++;
@@ -824,6 +853,14 @@ static void cleanup(call *c)
     free(c->traceparent);
     free(c->kn_id_header);
     free(c->surface);
+    free(c->operation_id);
+    if (c->caller_token) {
+        /* volatile: the wipe must not be optimised away before free */
+        volatile char *p = c->caller_token;
+        while (*p)
+            *p++ = '\0';
+        free(c->caller_token);
+    }
     free(c);
     g_inflight--;
 }
@@ -934,6 +971,23 @@ static int setup_p(lua_State *L)
         cljson_push(L, c->env_config);
         lua_setfield(L, ctx, "config");
     }
+    if (c->env_bkn && json_typeof(c->env_bkn) == JSON_OBJECT) {
+        static const char *const keys[] = {"conversation_id", "interaction_id",
+                                           "parent_operation_id"};
+        lua_createtable(L, 0, 3);
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            const char *v = json_get_string(c->env_bkn, keys[k]);
+            if (v) {
+                lua_pushstring(L, v);
+                lua_setfield(L, -2, keys[k]);
+            }
+        }
+        lua_setfield(L, ctx, "bkn_context");
+    }
+    if (c->operation_id) {
+        lua_pushstring(L, c->operation_id);
+        lua_setfield(L, ctx, "operation_id");
+    }
     if (c->env_query)
         cljson_push(L, c->env_query);
     else
@@ -971,6 +1025,10 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     c->kn_id_header =
         env && env->kn_id_header && env->kn_id_header[0] ? xstrdup(env->kn_id_header) : NULL;
     c->surface = xstrdup(env && env->surface ? env->surface : "");
+    c->operation_id =
+        env && env->operation_id && env->operation_id[0] ? xstrdup(env->operation_id) : NULL;
+    c->caller_token =
+        env && env->caller_token && env->caller_token[0] ? xstrdup(env->caller_token) : NULL;
     c->lang = env && env->lang >= 0 && env->lang < LANG_COUNT ? env->lang : LANG_ZH_CN;
     c->deadline_ms = env ? env->deadline_ms : 0;
     c->budget.instr_limit = cfg->instr_budget;
@@ -980,9 +1038,10 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     c->env_query = env ? env->query : NULL;
     c->env_request = env ? env->request : NULL;
     c->env_config = env ? env->config : NULL;
+    c->env_bkn = env ? env->bkn_context : NULL;
     lvm_set_budget(c->vm, &c->budget);
     int setup_rc = lvm_cpcall(c->L, setup_p, c, &err);
-    c->env_query = c->env_request = c->env_config = NULL; /* borrowed for the setup only */
+    c->env_query = c->env_request = c->env_config = c->env_bkn = NULL; /* setup only */
     if (setup_rc != 0) {
         lvm_budget b = c->budget;
         lvm_set_budget(c->vm, NULL);

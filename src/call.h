@@ -28,6 +28,17 @@ typedef struct call_env {
                                   args where absent, coerced by the schema; or NULL */
     const json_value *request; /* ctx.request: {host, forwarded_host, forwarded_proto} */
     const json_value *config;  /* ctx.config: deployment settings tools may read */
+    /* ctx.bkn_context: the call's validated turn context {conversation_id,
+       interaction_id, parent_operation_id?} (borrowed during call_start; NULL when the
+       call is ad hoc). Only those three string members are passed on. */
+    const json_value *bkn_context;
+    /* ctx.operation_id: the Operation recorded for this call, or NULL; copied. */
+    const char *operation_id;
+    /* The caller's raw bearer token, or NULL; copied into the call, wiped and freed
+       when the call ends, never logged and never visible to Lua: ctx.http sends it
+       as Authorization only on an explicit caller_token = true to the upstream
+       operator_integration (the execution factory's public face, SPEC §14). */
+    const char *caller_token;
 } call_env;
 
 typedef struct call_result {

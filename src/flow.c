@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "callcheck.h"
 #include "guard.h"
 #include "toon.h"
 
@@ -230,27 +231,7 @@ int flow_hint(req_ctx *c, const json_value *meta, const char *header, const char
         }
         v = m ? json_get_str(m, NULL) : NULL;
     }
-    if (!v)
-        return 0;
-    while (*v == ' ' || *v == '\t')
-        v++;
-    size_t n = strlen(v);
-    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        n--;
-    if (n == 0 || n > 256 || n >= outlen) {
-        snprintf(err, errlen, "%s must be 1 to 256 printable ASCII characters without spaces", src);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)v[i];
-        if (ch < 0x21 || ch > 0x7e) {
-            snprintf(err, errlen, "%s must be printable ASCII without spaces", src);
-            return -1;
-        }
-    }
-    memcpy(out, v, n);
-    out[n] = '\0';
-    return 0;
+    return callcheck_hint(v, src, out, outlen, err, errlen);
 }
 
 void flow_operation_key(const char *conversation_id, const char *interaction_id,
@@ -447,6 +428,8 @@ static void run_tool(flow *f)
 {
     call_env env;
     req_call_env(f->c, &env);
+    /* PTC: the sandbox's calls name this run as their parent operation */
+    env.operation_id = f->operation_id[0] ? f->operation_id : NULL;
     f->c->call = call_start(f->c->gen, f->ti, f->args, &env, on_call_done, f);
 }
 
@@ -771,27 +754,14 @@ static void on_idem(idem_decision d, const char *response, size_t len, void *arg
  * argument before the tool's own schema is checked. */
 static int pick_format(flow *f)
 {
-    char given[64] = "";
-    const json_value *v = json_get(f->args, "response_format");
-    if (!f->mcp && f->c->format_given)
-        snprintf(given, sizeof given, "%s", f->c->format);
-    else if (v && json_typeof(v) == JSON_STRING)
-        snprintf(given, sizeof given, "%s", json_get_str(v, NULL));
-    else if (v)
-        snprintf(given, sizeof given, "(not a string)");
-    json_remove(f->args, "response_format");
-    if (!given[0]) {
-        f->toon = f->mcp && f->ti->toon;
-        return 0;
-    }
-    if (!strcmp(given, "json") || (f->ti->toon && !strcmp(given, "toon"))) {
-        f->toon = !strcmp(given, "toon");
-        return 0;
-    }
-    int en = f->c->lang == LANG_EN_US;
     char details[200];
-    snprintf(details, sizeof details, "invalid response_format: \"%.60s\" (allowed: %s)", given,
-             f->ti->toon ? "json, toon" : "json");
+    int rc = callcheck_format(f->c->format_given ? f->c->format : NULL,
+                              json_get(f->args, "response_format"), f->mcp, f->ti->toon, &f->toon,
+                              details, sizeof details);
+    json_remove(f->args, "response_format");
+    if (rc == 0)
+        return 0;
+    int en = f->c->lang == LANG_EN_US;
     buf b = BUF_INIT;
     buf_puts(&b, "{\"code\":\"Public.BadRequest\",\"description\":");
     const char *d = en ? "Invalid parameters" : "参数错误";

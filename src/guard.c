@@ -4,6 +4,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Drops the bytes of s that do not form valid UTF-8: messages quote caller text
+ * (keys, the X-Kn-ID header) through %.Ns and fixed buffers, which can split a
+ * character, and the message is written into JSON verbatim (found by
+ * tests/fuzz/fuzz_guard.c). */
+static void utf8_scrub(char *s)
+{
+    size_t i = 0, o = 0, n = strlen(s);
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        if (i + k > n || !json_utf8_valid(s + i, k)) {
+            i++;
+            continue;
+        }
+        memmove(s + o, s + i, k);
+        o += k;
+        i += k;
+    }
+    s[o] = '\0';
+}
+
 static int refuse(guard_refusal *why, const char *code, const char *mcp_action,
                   const char *rest_action, int status, const char *msg)
 {
@@ -13,6 +34,7 @@ static int refuse(guard_refusal *why, const char *code, const char *mcp_action,
     why->rest_status = status;
     why->retryable = 0;
     snprintf(why->message, sizeof why->message, "%s", msg);
+    utf8_scrub(why->message);
     return -1;
 }
 
@@ -93,7 +115,6 @@ static int parse_refs(const json_value *refs, const char *kn_id, json_value **ou
     if (n > 64)
         return bad_ref(why, 64, "at most 64 business_refs are allowed");
     json_value *list = json_new_array();
-    buf seen = BUF_INIT; /* "\n"-joined type|id|version keys, for de-duplication */
     for (size_t i = 0; i < n; i++) {
         const json_value *r = json_at(refs, i);
         if (json_typeof(r) != JSON_OBJECT) {
@@ -148,13 +169,16 @@ static int parse_refs(const json_value *refs, const char *kn_id, json_value **ou
             bad_ref(why, i, err);
             goto fail;
         }
-        buf key = BUF_INIT;
-        buf_printf(&key, "\n%s|", type);
-        buf_append(&key, id, idlen);
-        buf_printf(&key, "|%s\n", version);
-        int dup = seen.data && strstr(seen.data, key.data) != NULL;
-        buf_append(&seen, key.data, key.len - 1);
-        buf_free(&key);
+        /* Compared member by member: a joined-text search missed a duplicate of the
+         * latest ref and could confuse ids holding the separators (fuzz_guard). */
+        int dup = 0;
+        for (size_t j = 0; j < json_count(list) && !dup; j++) {
+            const json_value *o = json_at(list, j);
+            size_t olen;
+            const char *oid = json_get_str(json_get(o, "ref_id"), &olen);
+            dup = !strcmp(json_get_string(o, "ref_type"), type) && olen == idlen &&
+                  !memcmp(oid, id, idlen) && !strcmp(json_get_string(o, "version"), version);
+        }
         if (dup)
             continue;
         json_value *o = json_new_object();
@@ -163,11 +187,9 @@ static int parse_refs(const json_value *refs, const char *kn_id, json_value **ou
         json_set(o, "version", json_new_str(version, strlen(version)));
         json_push(list, o);
     }
-    buf_free(&seen);
     *out = list;
     return 0;
 fail:
-    buf_free(&seen);
     json_free(list);
     return -1;
 }

@@ -2,6 +2,8 @@
  * and the access log. Route handlers live in mcp.c and rest.c. */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
+#include <event2/bufferevent.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <sys/queue.h>
@@ -12,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "connguard.h"
 #include "flow.h"
 #include "lifecycle.h"
 #include "metrics.h"
@@ -27,43 +30,91 @@ const char *lang_tag(lang_id l)
     return LANG_TAGS[l < LANG_COUNT ? l : 0];
 }
 
-/* Picks the supported language with the highest q-value; ties keep header order. */
+/* Which supported language a language range names: zh, zh-CN, zh-Hans(-...), zh_CN
+ * (any zh) -> zh-CN; en, en-* -> en-US; -1 for others. */
+static int lang_of_range(const char *tag, size_t n)
+{
+    if (n < 2 || (n > 2 && tag[2] != '-' && tag[2] != '_'))
+        return -1;
+    if (tolower((unsigned char)tag[0]) == 'z' && tolower((unsigned char)tag[1]) == 'h')
+        return LANG_ZH_CN;
+    if (tolower((unsigned char)tag[0]) == 'e' && tolower((unsigned char)tag[1]) == 'n')
+        return LANG_EN_US;
+    return -1;
+}
+
+/* Accept-Language with RFC 9110 q-values: per supported language the most specific
+ * range that names it gives its q (so "zh-CN;q=0, zh" refuses zh-CN); "*" gives
+ * its q to every language not named; q=0 (or a malformed q) refuses. The highest q
+ * wins, ties keep header order, and among languages reached only through "*" the
+ * deployment's default comes first. Nothing acceptable -> the default. */
 lang_id lang_from_accept(const char *h, lang_id dflt)
 {
-    if (!h || !*h)
-        return dflt;
-    lang_id best = dflt;
-    double best_q = 0.0;
-    const char *p = h;
-    while (*p) {
-        while (*p == ' ' || *p == ',')
+    double q[LANG_COUNT];
+    size_t spec[LANG_COUNT], pos[LANG_COUNT];
+    double star_q = -1.0;
+    size_t star_pos = 0, idx = 0;
+    for (int l = 0; l < LANG_COUNT; l++) {
+        q[l] = -1.0;
+        spec[l] = 0;
+        pos[l] = 0;
+    }
+    for (const char *p = h ? h : ""; *p; idx++) {
+        while (*p == ' ' || *p == ',' || *p == '\t')
             p++;
+        if (!*p)
+            break;
         const char *tag = p;
-        while (*p && *p != ';' && *p != ',' && *p != ' ')
+        while (*p && *p != ';' && *p != ',' && *p != ' ' && *p != '\t')
             p++;
         size_t tlen = (size_t)(p - tag);
-        double q = 1.0;
+        double qv = 1.0;
         while (*p && *p != ',') {
-            if (*p == ';') {
+            if (*p != ';') {
                 p++;
-                while (*p == ' ')
-                    p++;
-                if ((p[0] == 'q' || p[0] == 'Q') && p[1] == '=')
-                    q = strtod(p + 2, NULL);
-            } else {
+                continue;
+            }
+            p++;
+            while (*p == ' ' || *p == '\t')
                 p++;
+            if ((p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
+                char *end = NULL;
+                qv = strtod(p + 2, &end);
+                if (end == p + 2 || qv != qv || qv < 0)
+                    qv = 0; /* malformed: not acceptable */
+                if (qv > 1)
+                    qv = 1;
+                p = end > p + 2 ? end : p + 2;
             }
         }
-        int cand = -1;
-        if (tlen >= 2 && (tag[0] == 'z' || tag[0] == 'Z') && (tag[1] == 'h' || tag[1] == 'H') &&
-            (tlen == 2 || tag[2] == '-' || tag[2] == '_'))
-            cand = LANG_ZH_CN;
-        else if (tlen >= 2 && (tag[0] == 'e' || tag[0] == 'E') &&
-                 (tag[1] == 'n' || tag[1] == 'N') && (tlen == 2 || tag[2] == '-' || tag[2] == '_'))
-            cand = LANG_EN_US;
-        if (cand >= 0 && q > best_q) {
-            best_q = q;
-            best = (lang_id)cand;
+        if (tlen == 1 && tag[0] == '*') {
+            if (star_q < 0) {
+                star_q = qv;
+                star_pos = idx;
+            }
+            continue;
+        }
+        int l = lang_of_range(tag, tlen);
+        if (l < 0 || tlen < spec[l])
+            continue;
+        if (tlen > spec[l] || q[l] < 0) {
+            q[l] = qv;
+            spec[l] = tlen;
+            pos[l] = idx;
+        }
+    }
+    lang_id best = dflt;
+    double best_q = 0.0;
+    size_t best_pos = (size_t)-1;
+    for (int k = 0; k < LANG_COUNT; k++) {
+        /* The default first, so that it wins ties among "*"-only languages. */
+        int l = k == 0 ? (int)dflt : (k == (int)dflt ? 0 : k);
+        double lq = q[l] >= 0 ? q[l] : star_q;
+        size_t lp = q[l] >= 0 ? pos[l] : star_pos;
+        if (lq > best_q || (lq == best_q && lq > 0 && lp < best_pos)) {
+            best = (lang_id)l;
+            best_q = lq;
+            best_pos = lp;
         }
     }
     return best;
@@ -224,6 +275,8 @@ static void ctx_free(req_ctx *c)
         flow_cancel(c->flow);
     if (c->lc)
         lifecycle_cancel(c->lc);
+    if (c->session_wait)
+        session_cancel(c->session_wait);
     if (c->auth)
         auth_cancel(c->auth);
     if (c->call)
@@ -237,6 +290,8 @@ static void ctx_free(req_ctx *c)
     buf_free(&c->progress_token);
     if (c->progress_timer)
         event_free(c->progress_timer);
+    if (c->close_watch)
+        event_free(c->close_watch);
     free(c);
 }
 
@@ -244,6 +299,10 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg);
 
 static void async_end(req_ctx *c)
 {
+    if (c->close_watch) {
+        event_free(c->close_watch);
+        c->close_watch = NULL;
+    }
     if (c->on_close_set) {
         struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
         if (evcon)
@@ -251,6 +310,28 @@ static void async_end(req_ctx *c)
         c->on_close_set = 0;
         c->app->inflight--;
     }
+}
+
+/* libevent stops reading a server connection once its request is complete, so a
+ * client that hangs up while we work would go unnoticed until the reply is written
+ * (the work and its upstream calls would run to the end). This watch sees the EOF
+ * or reset and frees the connection, which runs on_conn_close. Bytes of a pipelined
+ * request end the watch: they are not a hang-up. */
+static void on_close_watch(evutil_socket_t fd, short what, void *arg)
+{
+    req_ctx *c = arg;
+    char byte;
+    (void)what;
+    ssize_t n = recv(fd, &byte, 1, MSG_PEEK);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        event_add(c->close_watch, NULL);
+        return;
+    }
+    if (n > 0)
+        return;
+    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+    if (evcon)
+        evhttp_connection_free(evcon); /* frees c (and this event) via on_conn_close */
 }
 
 void req_async_begin(req_ctx *c)
@@ -262,6 +343,12 @@ void req_async_begin(req_ctx *c)
         evhttp_connection_set_closecb(evcon, on_conn_close, c);
         c->on_close_set = 1;
         c->app->inflight++;
+        struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+        if (fd >= 0 && !c->close_watch) {
+            c->close_watch = event_new(c->app->base, fd, EV_READ, on_close_watch, c);
+            event_add(c->close_watch, NULL);
+        }
     }
 }
 
@@ -463,20 +550,30 @@ static void on_auth(auth_status st, const principal *who, const char *detail, vo
     }
 }
 
-static void authenticate(req_ctx *c)
+/* The raw bearer token of the request (a pointer into its headers, so it lives and
+ * dies with the request and is never copied into req_ctx), or NULL. */
+static const char *req_bearer(req_ctx *c)
 {
     const char *h = req_header(c, "Authorization");
     if (!h)
         h = req_header(c, "X-Authorization");
-    if (!h || !*h) {
-        reply_unauthorized(c, "missing bearer token");
-        return;
-    }
+    if (!h || !*h)
+        return NULL;
     const char *tok = h;
     if (str_istartswith(h, "Bearer "))
         tok = h + 7;
     while (*tok == ' ')
         tok++;
+    return tok;
+}
+
+static void authenticate(req_ctx *c)
+{
+    const char *tok = req_bearer(c);
+    if (!tok) {
+        reply_unauthorized(c, "missing bearer token");
+        return;
+    }
     req_async_begin(c);
     c->auth = auth_check(c->app->auth, tok, strlen(tok), on_auth, c);
 }
@@ -647,9 +744,13 @@ static int parse_proxy_path(req_ctx *c, const char *p)
     return rc;
 }
 
+/* Whole-request deadline of the public listener (slow-loris defence). */
+static connguard *g_guard;
+
 static void gencb(struct evhttp_request *req, void *arg)
 {
     app *a = arg;
+    connguard_request_done(g_guard, req);
     req_ctx *c = xcalloc(1, sizeof *c);
     c->app = a;
     c->req = req;
@@ -992,6 +1093,9 @@ int httpd_start(app *a, char *err, size_t errlen)
      * the limit and the cap gencb answers the JSON 413. */
     evhttp_set_max_body_size(a->http, 2 * conf_int(a->cfg, "limits.max_body_bytes"));
     evhttp_set_timeout(a->http, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
+    /* evhttp's timeout restarts with every byte; this bounds the whole request */
+    g_guard = connguard_new(a->base, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
+    connguard_attach(g_guard, a->http);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
                                             EVHTTP_REQ_PATCH);
@@ -1001,6 +1105,7 @@ int httpd_start(app *a, char *err, size_t errlen)
         return -1;
     a->listen_loopback = is_loopback_bound(a->listener);
     print_bound(a->listener, "public");
+    ptc_init(a);
 
     if (!g_metrics)
         g_metrics = metrics_new();
@@ -1030,11 +1135,14 @@ void httpd_free(app *a)
 {
     if (a->http)
         evhttp_free(a->http);
+    connguard_free(g_guard);
+    g_guard = NULL;
     if (a->admin_http)
         evhttp_free(a->admin_http);
     a->http = a->admin_http = NULL;
     metrics_free(g_metrics);
     g_metrics = NULL;
+    ptc_free();
 }
 
 void req_detach(req_ctx *c, int status)
@@ -1069,4 +1177,15 @@ void req_call_env(req_ctx *c, call_env *env)
     }
     env->request = c->reqinfo;
     env->config = c->app->ctx_config;
+    /* The validated turn context (flow has checked it before any call starts): the
+     * arguments of tools/call on MCP, the body on REST. */
+    const json_value *args = c->msg;
+    if (args && c->kind == ROUTE_MCP) {
+        const json_value *params = json_get(c->msg, "params");
+        args = params ? json_get(params, "arguments") : NULL;
+    }
+    const json_value *bkn =
+        args && json_typeof(args) == JSON_OBJECT ? json_get(args, "bkn_context") : NULL;
+    env->bkn_context = bkn && json_typeof(bkn) == JSON_OBJECT ? bkn : NULL;
+    env->caller_token = c->authed ? req_bearer(c) : NULL;
 }

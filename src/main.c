@@ -223,19 +223,41 @@ int main(int argc, char **argv)
     tcfg.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
     tcfg.default_business_domain = conf_str(a.cfg, "default_business_domain");
     a.trace = trace_new(a.base, a.fetch, &tcfg);
-    if (strcmp(conf_str(a.cfg, "state_store"), "memory") != 0) {
-        fprintf(stderr,
-                "context-loader: config key state_store: only 'memory' is supported so far\n");
+    const char *ss = conf_str(a.cfg, "state_store");
+    if (!strcmp(ss, "memory")) {
+        a.store = store_memory_new(a.base, (size_t)conf_int(a.cfg, "idempotency.max_records"));
+    } else if (!strncmp(ss, "redis://", 8)) {
+        /* Several instances share idempotency records and ended sessions (SPEC §19). */
+        store_redis_config rc;
+        memset(&rc, 0, sizeof rc);
+        rc.url = ss;
+        rc.connect_timeout_ms = conf_int(a.cfg, "state_store.connect_timeout_ms");
+        rc.command_timeout_ms = conf_int(a.cfg, "state_store.command_timeout_ms");
+        rc.reconnect_max_ms = conf_int(a.cfg, "state_store.reconnect_max_ms");
+        rc.key_prefix = conf_str(a.cfg, "state_store.key_prefix");
+        a.store = store_redis_new(a.base, &rc, err, sizeof err);
+        if (!a.store) {
+            fprintf(stderr, "context-loader: config key state_store: %s\n", err);
+            goto done;
+        }
+        if (!*conf_str(a.cfg, "session_secret"))
+            fprintf(stderr,
+                    "{\"ts\":%lld,\"level\":\"warn\",\"msg\":\"state_store is shared but "
+                    "session_secret is empty: session ids work only on the instance "
+                    "that minted them\"}\n",
+                    (long long)now_wall_ms());
+    } else {
+        fprintf(stderr, "context-loader: config key state_store: expected memory or "
+                        "redis://[[user]:password@]host[:port][/db]\n");
         goto done;
     }
-    a.store = store_memory_new(a.base, (size_t)conf_int(a.cfg, "idempotency.max_records"));
     idem_config icfg;
     memset(&icfg, 0, sizeof icfg);
     icfg.ttl_ms = conf_int(a.cfg, "idempotency_ttl_s") * 1000;
     icfg.wait_ms = conf_int(a.cfg, "idempotency.wait_ms");
     a.idem = idem_new(a.base, a.store, &icfg);
-    a.sessions =
-        session_new(conf_str(a.cfg, "session_secret"), conf_int(a.cfg, "idempotency_ttl_s"));
+    a.sessions = session_new(conf_str(a.cfg, "session_secret"),
+                             conf_int(a.cfg, "idempotency_ttl_s"), a.store);
 
     for (int l = 0; l < LANG_COUNT; l++) {
         char path[1024];

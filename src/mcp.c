@@ -8,6 +8,7 @@
 
 #include "flow.h"
 #include "lifecycle.h"
+#include "mcp_msg.h"
 #include "server.h"
 
 static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
@@ -58,11 +59,7 @@ static int accepts(const char *accept, const char *type)
 static void rpc_error(req_ctx *c, int http_status, int code, const char *message)
 {
     buf b = BUF_INIT;
-    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    buf_puts(&b, c->rpc_id.len ? c->rpc_id.data : "null");
-    buf_printf(&b, ",\"error\":{\"code\":%d,\"message\":", code);
-    json_write_string(&b, message, strlen(message));
-    buf_puts(&b, "}}");
+    mcp_write_error(&b, c->rpc_id.data, code, message);
     c->outcome = "rpc_error";
     req_reply(c, http_status, "application/json", b.data, b.len);
     buf_free(&b);
@@ -161,6 +158,24 @@ static int tool_visible(const req_ctx *c, const tools_info *ti)
     return ti && (ti->surfaces & surface_bit(c)) && app_gate_enabled(c->app, ti->gate);
 }
 
+void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, buf *out)
+{
+    tools_gen *g = tools_host_acquire(a->tools);
+    size_t n = g ? tools_gen_count(g) : 0;
+    buf_putc(out, '[');
+    lifecycle_list_entries(out, lang);
+    for (size_t i = 0; i < n; i++) {
+        const tools_info *ti = tools_gen_info(g, i);
+        if (!(ti->surfaces & surface) || (!ignore_gates && !app_gate_enabled(a, ti->gate)))
+            continue;
+        buf_putc(out, ',');
+        buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang) : ti->list_json[lang]);
+    }
+    buf_putc(out, ']');
+    if (g)
+        tools_gen_release(g);
+}
+
 /* ---- methods ---- */
 
 static void do_initialize(req_ctx *c, const json_value *params)
@@ -190,18 +205,11 @@ static void do_initialize(req_ctx *c, const json_value *params)
 static void do_tools_list(req_ctx *c, const json_value *params)
 {
     size_t offset = 0;
-    const char *cursor = params ? json_get_string(params, "cursor") : NULL;
-    if (params && json_get(params, "cursor") && !cursor) {
-        rpc_error(c, 200, -32602, "Invalid params: cursor must be a string");
+    char err[128];
+    int code = mcp_parse_cursor(params, &offset, err, sizeof err);
+    if (code) {
+        rpc_error(c, 200, code, err);
         return;
-    }
-    if (cursor) {
-        char *end = NULL;
-        if (strncmp(cursor, "o:", 2) != 0 || !cursor[2] ||
-            (offset = strtoul(cursor + 2, &end, 10), *end)) {
-            rpc_error(c, 200, -32602, "Invalid params: unknown cursor");
-            return;
-        }
     }
     tools_gen *g = tools_host_acquire(c->app->tools);
     buf b = BUF_INIT;
@@ -232,6 +240,8 @@ static void do_tools_list(req_ctx *c, const json_value *params)
             buf_putc(&b, ',');
         if (i < 2)
             buf_append(&b, entries[i], lens[i]);
+        else if (surface_bit(c) == SURFACE_PTC)
+            buf_puts(&b, ptc_list_json(c->app, g, ti, c->lang)); /* run_code: the digest */
         else
             buf_puts(&b, ti->list_json[c->lang]);
     }
@@ -249,26 +259,17 @@ static void do_tools_list(req_ctx *c, const json_value *params)
 
 static void do_tools_call(req_ctx *c, const json_value *params)
 {
-    if (!params || json_typeof(params) != JSON_OBJECT) {
-        rpc_error(c, 200, -32602, "Invalid params: params must be an object with a tool name");
+    mcp_call mc;
+    char err[128];
+    int code = mcp_parse_call(params, &mc, err, sizeof err);
+    if (mc.name)
+        snprintf(c->tool, sizeof c->tool, "%s", mc.name);
+    if (code) {
+        rpc_error(c, 200, code, err);
         return;
     }
-    const char *name = json_get_string(params, "name");
-    const json_value *args = json_get(params, "arguments");
-    if (!name) {
-        rpc_error(c, 200, -32602, "Invalid params: name must be a string");
-        return;
-    }
-    snprintf(c->tool, sizeof c->tool, "%s", name);
-    const json_value *meta = json_get(params, "_meta");
-    if (meta && json_typeof(meta) != JSON_OBJECT)
-        meta = NULL;
-    if (args && json_typeof(args) != JSON_OBJECT && json_typeof(args) != JSON_NULL) {
-        rpc_error(c, 200, -32602, "Invalid params: arguments must be an object");
-        return;
-    }
-    if (args && json_typeof(args) == JSON_NULL)
-        args = NULL;
+    const char *name = mc.name;
+    const json_value *args = mc.args, *meta = mc.meta;
     if (lifecycle_is_tool(name)) {
         req_async_begin(c);
         lifecycle_call(c, name, args, meta);
@@ -412,24 +413,78 @@ void mcp_close_streams(app *a)
 
 /* ---- entry ---- */
 
-/* Checks Mcp-Session-Id; replies and returns -1 when it is missing or not valid. */
-static int check_session(req_ctx *c, const char **sid_out)
+/* ---- sessions: ended ids live in the state store (shared with Redis, SPEC §19) ---- */
+
+/* The store could not be asked: a retryable error, never a silent accept. */
+static void session_store_unavailable(req_ctx *c)
+{
+    buf b = BUF_INIT;
+    const char *msg = "Service Unavailable: the session store (state_store) cannot be reached; "
+                      "retry the request";
+    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    buf_puts(&b, c->rpc_id.len ? c->rpc_id.data : "null");
+    buf_puts(&b, ",\"error\":{\"code\":-32000,\"message\":");
+    json_write_string(&b, msg, strlen(msg));
+    buf_puts(&b, ",\"data\":{\"code\":\"state_store_unavailable\",\"retryable\":true,"
+                 "\"retry_after_ms\":1000}}}");
+    req_add_header(c, "Retry-After", "1");
+    c->outcome = "state_store_unavailable";
+    req_reply(c, 503, "application/json", b.data, b.len);
+    buf_free(&b);
+}
+
+static void post_dispatch(req_ctx *c);
+static void open_stream(req_ctx *c, const char *sid);
+
+static void on_session_ended(session_status st, void *arg)
+{
+    req_ctx *c = arg;
+    c->session_wait = NULL;
+    if (st == SESSION_UNAVAILABLE) {
+        session_store_unavailable(c);
+        return;
+    }
+    c->outcome = "session_ended";
+    req_reply(c, 204, NULL, NULL, 0);
+}
+
+static void on_session(session_status st, void *arg)
+{
+    req_ctx *c = arg;
+    c->session_wait = NULL;
+    if (st == SESSION_UNAVAILABLE) {
+        session_store_unavailable(c);
+        return;
+    }
+    if (st != SESSION_OK) {
+        rpc_error(c, 404, -32001, "Session ended: initialize a new session");
+        return;
+    }
+    const char *sid = req_header(c, "Mcp-Session-Id");
+    if (!strcmp(c->method, "POST"))
+        post_dispatch(c);
+    else if (!strcmp(c->method, "GET"))
+        open_stream(c, sid);
+    else /* DELETE */
+        c->session_wait = session_end(c->app->sessions, sid, on_session_ended, c);
+}
+
+/* Checks Mcp-Session-Id, then goes on in on_session (the ended-session lookup is
+ * asynchronous); replies at once when the id is missing or not valid. */
+static void check_session(req_ctx *c)
 {
     const char *sid = req_header(c, "Mcp-Session-Id");
     if (!sid || !*sid) {
         rpc_error(c, 400, -32600, "Bad Request: Mcp-Session-Id header is required");
-        return -1;
+        return;
     }
-    session_status st = session_verify(c->app->sessions, &c->who, sid);
-    if (st != SESSION_OK) {
-        rpc_error(c, 404, -32001,
-                  st == SESSION_ENDED ? "Session ended: initialize a new session"
-                                      : "Session not found: initialize a new session");
-        return -1;
+    session_wait *w = NULL;
+    if (session_verify(c->app->sessions, &c->who, sid, on_session, c, &w) != 0) {
+        rpc_error(c, 404, -32001, "Session not found: initialize a new session");
+        return;
     }
-    if (sid_out)
-        *sid_out = sid;
-    return 0;
+    req_async_begin(c);
+    c->session_wait = w;
 }
 
 static void handle_post(req_ctx *c)
@@ -447,82 +502,54 @@ static void handle_post(req_ctx *c)
     }
     size_t len;
     const char *body = req_body(c, &len);
-    char err[256];
-    json_limits lim = {(size_t)conf_int(c->app->cfg, "limits.json_max_depth"), 0};
-    c->msg = json_parse(body, len, &lim, err, sizeof err);
-    if (!c->msg) {
-        char m[320];
-        snprintf(m, sizeof m, "Parse error: %s", err);
-        rpc_error(c, 400, -32700, m);
+    char err[320];
+    mcp_msg m;
+    int code = mcp_parse_message(body, len, (size_t)conf_int(c->app->cfg, "limits.json_max_depth"),
+                                 &m, err, sizeof err);
+    /* The request context takes the message and the id text (freed with it). */
+    c->msg = m.msg;
+    buf_free(&c->rpc_id);
+    c->rpc_id = m.id;
+    if (code) {
+        rpc_error(c, m.http_status, code, err);
         return;
     }
-    if (json_typeof(c->msg) != JSON_OBJECT) {
-        rpc_error(c, 400, -32600,
-                  json_typeof(c->msg) == JSON_ARRAY
-                      ? "Invalid Request: batches are not supported"
-                      : "Invalid Request: a JSON-RPC message must be an object");
+    if (m.kind == MCP_MSG_RESPONSE) {
+        /* A response from the client: accepted, nothing to do. */
+        c->outcome = "client_response";
+        req_reply(c, 202, NULL, NULL, 0);
         return;
     }
-    const json_value *id = json_get(c->msg, "id");
-    if (id && (json_typeof(id) == JSON_STRING || json_typeof(id) == JSON_INT ||
-               json_typeof(id) == JSON_NUMTEXT || json_typeof(id) == JSON_DOUBLE))
-        json_write(&c->rpc_id, id, 0);
-    const char *jsonrpc = json_get_string(c->msg, "jsonrpc");
-    if (!jsonrpc || strcmp(jsonrpc, "2.0")) {
-        rpc_error(c, 400, -32600, "Invalid Request: jsonrpc must be \"2.0\"");
-        return;
-    }
-    if (id && !c->rpc_id.len) {
-        rpc_error(c, 400, -32600, "Invalid Request: id must be a string or a number");
-        return;
-    }
-    const json_value *mv = json_get(c->msg, "method");
-    if (!mv) {
-        if (id && (json_get(c->msg, "result") || json_get(c->msg, "error"))) {
-            /* A response from the client: accepted, nothing to do. */
-            c->outcome = "client_response";
-            req_reply(c, 202, NULL, NULL, 0);
-            return;
-        }
-        rpc_error(c, 400, -32600, "Invalid Request: method is required");
-        return;
-    }
-    if (json_typeof(mv) != JSON_STRING) {
-        rpc_error(c, 400, -32600, "Invalid Request: method must be a string");
-        return;
-    }
-    const char *method = json_get_string(c->msg, "method");
-    const json_value *params = json_get(c->msg, "params");
-    if (params && json_typeof(params) != JSON_OBJECT) {
-        rpc_error(c, 200, -32602, "Invalid params: params must be an object");
-        return;
-    }
+    const char *method = m.method;
+    const json_value *params = m.params;
     if (!strcmp(method, "initialize")) {
-        if (!id) {
-            rpc_error(c, 400, -32600, "Invalid Request: initialize must be a request with an id");
-            return;
-        }
         do_initialize(c, params);
         return;
     }
-    if (check_session(c, NULL) < 0)
-        return;
-    if (!id) { /* notifications: nothing to answer */
+    check_session(c); /* goes on in post_dispatch */
+}
+
+/* A POST after its session check: the message was validated by handle_post. */
+static void post_dispatch(req_ctx *c)
+{
+    char err[320];
+    int code;
+    const char *method = json_get_string(c->msg, "method");
+    const json_value *params = json_get(c->msg, "params");
+    if (!json_get(c->msg, "id")) { /* a notification: nothing to answer */
         c->outcome = "notification";
         req_reply(c, 202, NULL, NULL, 0);
         return;
     }
-    if (!strcmp(method, "ping")) {
+    if ((code = mcp_check_method(method, err, sizeof err)) != 0) {
+        rpc_error(c, 200, code, err);
+    } else if (!strcmp(method, "ping")) {
         c->outcome = "ok";
         mcp_send_result(c, "{}", 2);
     } else if (!strcmp(method, "tools/list")) {
         do_tools_list(c, params);
     } else if (!strcmp(method, "tools/call")) {
         do_tools_call(c, params);
-    } else {
-        char m[300];
-        snprintf(m, sizeof m, "Method not found: %.200s", method);
-        rpc_error(c, 200, -32601, m);
     }
 }
 
@@ -541,21 +568,13 @@ void mcp_handle(req_ctx *c)
         handle_post(c);
         return;
     }
-    const char *sid = NULL;
     if (!strcmp(c->method, "GET")) {
         if (!accepts(req_header(c, "Accept"), "text/event-stream")) {
             rpc_error(c, 406, -32600, "Not Acceptable: GET needs Accept: text/event-stream");
             return;
         }
-        if (check_session(c, &sid) < 0)
-            return;
-        open_stream(c, sid);
+        check_session(c); /* goes on in open_stream */
         return;
     }
-    /* DELETE */
-    if (check_session(c, &sid) < 0)
-        return;
-    session_end(c->app->sessions, sid);
-    c->outcome = "session_ended";
-    req_reply(c, 204, NULL, NULL, 0);
+    check_session(c); /* DELETE: goes on in session_end */
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "callcheck.h"
 #include "flow.h"
 #include "server.h"
 
@@ -35,22 +36,12 @@ void rest_handle(req_ctx *c)
     evhttp_clear_headers(&q);
     size_t len;
     const char *body = req_body(c, &len);
-    const char *ct = req_header(c, "Content-Type");
-    if (len && (!ct || !str_istartswith(ct, "application/json"))) {
-        req_reply_error(c, 415, NULL, "Content-Type must be application/json");
-        return;
-    }
-    char err[256];
-    json_limits lim = {(size_t)conf_int(c->app->cfg, "limits.json_max_depth"), 0};
-    c->msg = len ? json_parse(body, len, &lim, err, sizeof err) : json_new_object();
-    if (!c->msg) {
-        char m[320];
-        snprintf(m, sizeof m, "invalid JSON body: %s", err);
-        req_reply_error(c, 400, NULL, m);
-        return;
-    }
-    if (json_typeof(c->msg) != JSON_OBJECT) {
-        req_reply_error(c, 400, NULL, "the body must be a JSON object of tool arguments");
+    char err[320];
+    int status;
+    if (callcheck_rest_body(body, len, req_header(c, "Content-Type"),
+                            (size_t)conf_int(c->app->cfg, "limits.json_max_depth"), &c->msg,
+                            &status, err, sizeof err) < 0) {
+        req_reply_error(c, status, NULL, err);
         return;
     }
     c->gen = tools_host_acquire(c->app->tools);

@@ -84,9 +84,11 @@ typedef struct req_ctx {
     const char *outcome;
     int64_t lua_ms, upstream_ms;
     int on_close_set;
+    struct event *close_watch; /* hang-up watch on the client socket while async */
     int caller_request_id; /* the request id came from the caller (a retry hint) */
     struct flow *flow;     /* a business call in progress */
     struct lifecycle *lc;  /* a lifecycle tool call in progress */
+    struct session_wait *session_wait; /* Mcp-Session-Id check or end in the store */
     json_value *query;     /* REST query parameters (object of strings), or NULL */
     char format[16];       /* REST ?response_format= as given */
     int proxy;             /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
@@ -132,6 +134,10 @@ lang_id lang_from_accept(const char *accept_language, lang_id dflt);
 /* Sends {"jsonrpc":"2.0","id":<request id>,"result":<result>} and frees c. */
 void mcp_send_result(req_ctx *c, const char *result, size_t len);
 void mcp_handle(req_ctx *c);
+/* Appends the JSON array of what tools/list of a surface (SURFACE_MCP, _COMPACT or
+ * _PTC) shows in lang, all pages at once: the lifecycle tools, then the visible tools
+ * of the current generation. ignore_gates lists gated tools whatever their switch. */
+void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, buf *out);
 /* Closes every open SSE stream (shutdown). */
 void mcp_close_streams(app *a);
 void mcp_heartbeat(app *a);
@@ -144,6 +150,17 @@ void mcp_tools_changed(app *a, tools_gen *cur);
 void info_handle(req_ctx *c);
 /* ptc.c: GET /mcp/ptc/toolkit and the deprecated /mcp/toolkit (SPEC §14). */
 void toolkit_handle(req_ctx *c);
+/* ptc.c: after the listeners are bound: the sandbox callback URL (ptc.sandbox_mcp_url,
+ * else http://<listener>/<prefix>/mcp/), also set as ctx.config.ptc.sandbox_mcp_url. */
+void ptc_init(app *a);
+const char *ptc_sandbox_url(void);
+/* ptc.c: the tools/list entry of ti as /mcp/ptc lists it: for the PTC tools the
+ * description the toolkit renders (run_code's is the signature list of the sandbox
+ * functions), else ti->list_json[lang]. Borrowed: valid while g is held and until the
+ * next ptc_* call for another generation. */
+const char *ptc_list_json(app *a, tools_gen *g, const tools_info *ti, lang_id lang);
+/* ptc.c: frees the cached renderings (shutdown). */
+void ptc_free(void);
 
 /* rest.c: POST /kn/<tool>, after authentication. */
 void rest_handle(req_ctx *c);

@@ -8,25 +8,27 @@
 
 #include "util.h"
 
-typedef struct ended {
-    char rnd[33];
-    int64_t expires_ms;
-    struct ended *next;
-} ended;
-
-#define ENDED_BUCKETS 1024
-
 struct session_ctx {
     unsigned char secret[64];
     size_t secret_len;
     long ended_ttl_s;
-    ended *buckets[ENDED_BUCKETS];
-    size_t n_ended;
+    store *st;
 };
 
-session_ctx *session_new(const char *secret, long ended_ttl_s)
+/* One pending store lookup or write; freed in its store callback. */
+struct session_wait {
+    session_cb cb;
+    void *arg;
+    store_op *op;
+    int ending; /* session_end rather than session_verify */
+};
+
+#define ENDED_PREFIX "session:ended:"
+
+session_ctx *session_new(const char *secret, long ended_ttl_s, store *st)
 {
     session_ctx *s = xcalloc(1, sizeof *s);
+    s->st = st;
     if (secret && *secret) {
         /* Long secrets are hashed down to a fixed key. */
         unsigned int n = 0;
@@ -44,14 +46,6 @@ void session_free(session_ctx *s)
 {
     if (!s)
         return;
-    for (size_t i = 0; i < ENDED_BUCKETS; i++) {
-        ended *e = s->buckets[i];
-        while (e) {
-            ended *next = e->next;
-            free(e);
-            e = next;
-        }
-    }
     OPENSSL_cleanse(s->secret, sizeof s->secret);
     free(s);
 }
@@ -83,14 +77,6 @@ void session_mint(session_ctx *s, const principal *who, char out[SESSION_ID_LEN 
     out[65] = '\0';
 }
 
-static unsigned bucket_of(const char *rnd)
-{
-    unsigned h = 2166136261u;
-    for (int i = 0; i < 32; i++)
-        h = (h ^ (unsigned char)rnd[i]) * 16777619u;
-    return h % ENDED_BUCKETS;
-}
-
 static int is_hex32(const char *p)
 {
     for (int i = 0; i < 32; i++) {
@@ -101,26 +87,7 @@ static int is_hex32(const char *p)
     return 1;
 }
 
-static int is_ended(session_ctx *s, const char *rnd)
-{
-    int64_t now = now_wall_ms();
-    ended **pp = &s->buckets[bucket_of(rnd)];
-    while (*pp) {
-        ended *e = *pp;
-        if (e->expires_ms <= now) { /* prune expired entries as we walk */
-            *pp = e->next;
-            free(e);
-            s->n_ended--;
-            continue;
-        }
-        if (memcmp(e->rnd, rnd, 32) == 0)
-            return 1;
-        pp = &e->next;
-    }
-    return 0;
-}
-
-session_status session_verify(session_ctx *s, const principal *who, const char *id)
+session_status session_check_id(session_ctx *s, const principal *who, const char *id)
 {
     if (!id || strlen(id) != SESSION_ID_LEN || id[32] != '.' || !is_hex32(id) || !is_hex32(id + 33))
         return SESSION_INVALID;
@@ -128,27 +95,63 @@ session_status session_verify(session_ctx *s, const principal *who, const char *
     memcpy(rnd, id, 32);
     rnd[32] = '\0';
     tag_for(s, rnd, who, tag);
-    if (CRYPTO_memcmp(tag, id + 33, 32) != 0)
+    return CRYPTO_memcmp(tag, id + 33, 32) == 0 ? SESSION_OK : SESSION_INVALID;
+}
+
+static void ended_key(const char *id, char out[sizeof ENDED_PREFIX + 32])
+{
+    memcpy(out, ENDED_PREFIX, sizeof ENDED_PREFIX - 1);
+    memcpy(out + sizeof ENDED_PREFIX - 1, id, 32);
+    out[sizeof ENDED_PREFIX - 1 + 32] = '\0';
+}
+
+static void on_store(int rc, const char *val, size_t len, void *arg)
+{
+    session_wait *w = arg;
+    session_status st;
+    if (rc < 0)
+        st = SESSION_UNAVAILABLE;
+    else if (w->ending)
+        st = SESSION_ENDED; /* set answers 0 */
+    else
+        st = rc == 0 ? SESSION_ENDED : SESSION_OK;
+    session_cb cb = w->cb;
+    void *cb_arg = w->arg;
+    free(w);
+    cb(st, cb_arg);
+}
+
+int session_verify(session_ctx *s, const principal *who, const char *id, session_cb cb, void *arg,
+                   session_wait **wait)
+{
+    if (session_check_id(s, who, id) != SESSION_OK)
         return SESSION_INVALID;
-    return is_ended(s, rnd) ? SESSION_ENDED : SESSION_OK;
+    char key[sizeof ENDED_PREFIX + 32];
+    ended_key(id, key);
+    session_wait *w = xcalloc(1, sizeof *w);
+    w->cb = cb;
+    w->arg = arg;
+    w->op = store_get(s->st, key, on_store, w);
+    *wait = w;
+    return 0;
 }
 
-void session_end(session_ctx *s, const char *id)
+session_wait *session_end(session_ctx *s, const char *id, session_cb cb, void *arg)
 {
-    if (!id || strlen(id) != SESSION_ID_LEN)
-        return;
-    if (is_ended(s, id))
-        return;
-    ended *e = xcalloc(1, sizeof *e);
-    memcpy(e->rnd, id, 32);
-    e->expires_ms = now_wall_ms() + (int64_t)s->ended_ttl_s * 1000;
-    unsigned b = bucket_of(id);
-    e->next = s->buckets[b];
-    s->buckets[b] = e;
-    s->n_ended++;
+    char key[sizeof ENDED_PREFIX + 32];
+    ended_key(id, key);
+    session_wait *w = xcalloc(1, sizeof *w);
+    w->cb = cb;
+    w->arg = arg;
+    w->ending = 1;
+    w->op = store_set(s->st, key, "1", 1, s->ended_ttl_s * 1000, on_store, w);
+    return w;
 }
 
-size_t session_ended_count(const session_ctx *s)
+void session_cancel(session_wait *w)
 {
-    return s->n_ended;
+    if (!w)
+        return;
+    store_cancel(w->op); /* the callback will not run: free the wait now */
+    free(w);
 }

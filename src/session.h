@@ -4,30 +4,54 @@
  * random "|" principal key) truncated to 16 bytes. Any replica with the same
  * secret verifies an id without shared state, and an id minted for one principal
  * fails verification for every other principal. Ended sessions (DELETE) are kept
- * in a set with a TTL (memory today; the shared store when several instances run).
+ * in the state store under "session:ended:<random part>" for ended_ttl_s, so with
+ * a shared store (Redis, SPEC §19) a session ended on one replica is refused on
+ * every other. Checking and ending are therefore asynchronous, and a store failure
+ * is reported (SESSION_UNAVAILABLE: answer a retryable 503), never taken as "not
+ * ended".
  *
- * Ownership: the session_ctx copies the secret. */
+ * Ownership: the session_ctx copies the secret and borrows the store, which must
+ * outlive it. A session_wait handle is valid until its callback has started or
+ * session_cancel was called. Callbacks always run from the event loop, never
+ * inside session_verify / session_end. */
 #ifndef CL_SESSION_H
 #define CL_SESSION_H
 
 #include <stddef.h>
 
 #include "principal.h"
+#include "store.h"
 
 #define SESSION_ID_LEN 65 /* 32 + 1 + 32 chars */
 
 typedef struct session_ctx session_ctx;
 
-typedef enum { SESSION_OK, SESSION_INVALID, SESSION_ENDED } session_status;
+typedef enum {
+    SESSION_OK,
+    SESSION_INVALID,    /* malformed, or not minted for this principal with our secret */
+    SESSION_ENDED,      /* verify: ended; session_end: now recorded as ended */
+    SESSION_UNAVAILABLE /* the state store failed: retry later */
+} session_status;
 
-/* secret may be NULL or empty: a random secret is generated (single instance). */
-session_ctx *session_new(const char *secret, long ended_ttl_s);
+typedef struct session_wait session_wait;
+typedef void (*session_cb)(session_status st, void *arg);
+
+/* secret may be NULL or empty: a random secret is generated (single instance).
+ * ended_ttl_s <= 0: one day. */
+session_ctx *session_new(const char *secret, long ended_ttl_s, store *st);
 void session_free(session_ctx *s);
 
 void session_mint(session_ctx *s, const principal *who, char out[SESSION_ID_LEN + 1]);
-session_status session_verify(session_ctx *s, const principal *who, const char *id);
-/* Marks a verified id ended. */
-void session_end(session_ctx *s, const char *id);
-size_t session_ended_count(const session_ctx *s);
+/* The HMAC check alone: SESSION_OK or SESSION_INVALID. */
+session_status session_check_id(session_ctx *s, const principal *who, const char *id);
+/* Returns SESSION_INVALID at once (no callback) when the HMAC check fails;
+ * otherwise 0 with *wait set, and cb later gets SESSION_OK, SESSION_ENDED or
+ * SESSION_UNAVAILABLE. */
+int session_verify(session_ctx *s, const principal *who, const char *id, session_cb cb, void *arg,
+                   session_wait **wait);
+/* Records a verified id as ended: cb gets SESSION_ENDED once the store has it, or
+ * SESSION_UNAVAILABLE (then nothing was recorded: the client should retry). */
+session_wait *session_end(session_ctx *s, const char *id, session_cb cb, void *arg);
+void session_cancel(session_wait *w);
 
 #endif

@@ -90,6 +90,46 @@ store *store_memory_new(struct event_base *base, size_t max_entries);
 /* Test hook: the next n operations fail with rc -1 (and change nothing). */
 void store_memory_fail_next(store *s, int n);
 
+/* ---- Redis backend (store_redis.c, hiredis + its libevent adapter) ----
+ * One pipelined connection per store. store_redis_new only starts connecting: it
+ * never waits, and nothing ever blocks the loop (host names are resolved with
+ * evdns). Until the connection is up (TCP, AUTH, SELECT, scripts loaded), and
+ * during an outage, every operation fails fast with rc -1 (still from the loop,
+ * never synchronously); the store reconnects by itself with exponential backoff.
+ * A command without an answer after command_timeout_ms counts as an outage: the
+ * connection is dropped, every pending operation answers -1, and it reconnects.
+ * claim, set_if and del_if are small server-side Lua scripts (EVALSHA, EVAL after
+ * NOSCRIPT), so each is atomic on the server. Ordering as in the interface, except
+ * that an operation re-sent after NOSCRIPT runs after those issued before the retry.
+ * Every key is prefixed with key_prefix. stats.entries is 0 (not tracked). */
+typedef struct store_redis_url {
+    char host[256];
+    int port;       /* default 6379 */
+    int db;         /* default 0 */
+    char user[128]; /* "" = none (AUTH <password>) */
+    char pass[256]; /* "" = no AUTH */
+} store_redis_url;
+
+/* Parses redis://[[user][:password]@]host[:port][/db] (host may be [v6]; user and
+ * password may be %-encoded). 0, or -1 with err. */
+int store_redis_parse_url(const char *url, store_redis_url *out, char *err, size_t errlen);
+
+/* Zero / NULL fields take the defaults. */
+typedef struct store_redis_config {
+    const char *url;         /* required */
+    long connect_timeout_ms; /* TCP + AUTH + SELECT + script load; default 1000 */
+    long command_timeout_ms; /* one command's answer; default 1000 */
+    long reconnect_min_ms;   /* first backoff; default 50 */
+    long reconnect_max_ms;   /* backoff cap; default 2000 */
+    const char *key_prefix;  /* default "" */
+} store_redis_config;
+
+/* NULL with err when the URL is bad. The store borrows base; copies cfg. */
+store *store_redis_new(struct event_base *base, const store_redis_config *cfg, char *err,
+                       size_t errlen);
+/* 1 while the connection is ready for commands (0 for other backends). */
+int store_redis_ready(const store *s);
+
 /* ---- for backends ----
  * A backend embeds `store` as its first member and fills the vtable; store.c
  * dispatches and keeps the shared counters. A backend's op embeds store_op first. */

@@ -264,23 +264,37 @@ test('capabilities search: refs only, listing order, query ranking, filters, top
   envelope(await post(path, { refs, types: ['tool'] }), 400);
 });
 
-test('function execute (PTC): Bearer required, deterministic stdout, exit codes, execute grant', async () => {
+test('function execute (PTC): real python and sh, work dir per work_dir, limits, Bearer and execute grant', async () => {
   const bearer = { authorization: 'Bearer demo-user-token', 'x-account-id': 'u_demo' };
   const py = await post('/v1/function/execute', {
-    code: 'def helper():\n    print("stub noise")\n\ndef handler(event):\n    _configure(event)\n    print("hello")\n    print(\'世界\')\n',
-    language: 'python', event: { bkn: {} }, timeout: 60,
+    code: 'import os\ndef helper():\n    print("stub noise")\n\ndef handler(event):\n    print("hello", event["bkn"]["conversation_id"])\n    print(\'世界\')\n'
+      + '    print(os.environ["BKN_TOKEN"], os.environ["BKN_MCP_URL"])\n    open("note.txt", "w").write("from python\\n")\n',
+    language: 'python', event: { bkn: { conversation_id: 'c1' }, mcp: 'http://127.0.0.1:1/mcp/' }, timeout: 60, work_dir: 'conv-c1',
   }, bearer);
   assert.equal(py.status, 200, py.text);
-  assert.deepEqual(py.json, { stdout: 'hello\n世界\n', stderr: '', exit_code: 0 });
+  assert.deepEqual(py.json, { stdout: 'hello c1\n世界\ndemo-user-token http://127.0.0.1:1/mcp/\n', stderr: '', exit_code: 0 });
+  const same = await post('/v1/function/execute', { code: 'cat note.txt; ls', language: 'shell', work_dir: 'conv-c1' }, bearer);
+  assert.deepEqual(same.json, { stdout: 'from python\nnote.txt\n', stderr: '', exit_code: 0 }, 'same work_dir: the file is there');
+  const other = await post('/v1/function/execute', { code: 'ls note.txt', language: 'shell', work_dir: 'conv-c2' }, bearer);
+  assert.notEqual(other.json.exit_code, 0, 'another work_dir does not see it');
   const boom = await post('/v1/function/execute', { code: 'raise ValueError("bad")', language: 'python' }, bearer);
   assert.equal(boom.json.exit_code, 1);
   assert.match(boom.json.stderr, /ValueError: bad/);
-  const sh = await post('/v1/function/execute', { code: 'mkdir -p /workspace/conv-a && cd /workspace/conv-a\necho "hi there"\nexit 3', language: 'shell' }, bearer);
+  const sh = await post('/v1/function/execute', { code: 'echo "hi there"\nexit 3', language: 'shell' }, bearer);
   assert.deepEqual(sh.json, { stdout: 'hi there\n', stderr: '', exit_code: 3 });
+  const t0 = Date.now();
+  const slow = await post('/v1/function/execute', { code: 'sleep 30 & sleep 30; echo never', language: 'shell', timeout: 1 }, bearer);
+  assert.equal(slow.json.exit_code, 124, slow.text);
+  assert.match(slow.json.stderr, /time limit/);
+  assert.ok(Date.now() - t0 < 10000, 'the whole process group is killed at the limit');
+  const big = await post('/v1/function/execute', { code: 'print("x" * (3 << 20))', language: 'python' }, bearer);
+  assert.equal(big.json.truncated, true);
+  assert.equal(big.json.stdout.length, 1 << 20);
   envelope(await post('/v1/function/execute', { code: 'print(1)', language: 'python' }, {}), 401);
   envelope(await post('/v1/function/execute', { code: '', language: 'python' }, bearer), 400);
   envelope(await post('/v1/function/execute', { code: 'x', language: 'ruby' }, bearer), 400);
   envelope(await post('/v1/function/execute', { code: 'x', language: 'shell', timeout: 0 }, bearer), 400);
+  envelope(await post('/v1/function/execute', { code: 'x', language: 'shell', work_dir: '../up' }, bearer), 400);
   envelope(await post('/v1/function/execute', { code: 'x', language: 'shell' }, { authorization: 'Bearer demo-user2-token' }), 403);
 });
 

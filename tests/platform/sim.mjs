@@ -12,7 +12,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadDataset } from './lib/dataset.mjs';
 import { Recorder, Faults } from './lib/control.mjs';
-import { json, platformError, parseBody, langOf } from './lib/http.mjs';
+import { json, platformError, parseBody, langOf, sendTruncated } from './lib/http.mjs';
 import { stringify } from './lib/json.mjs';
 import oauth from './services/oauth.mjs';
 import bknSafe from './services/bkn_safe.mjs';
@@ -125,6 +125,8 @@ export function createSimulator() {
     });
 
     const fault = faults.take(service, path);
+    // mode "truncate" cuts whatever would be sent (the injected status or the real answer)
+    const reply = fault?.mode === 'truncate' ? sendTruncated : send;
     if (fault) {
       if (fault.latency_ms) await new Promise((r) => setTimeout(r, fault.latency_ms));
       if (res.destroyed) return undefined;
@@ -142,7 +144,7 @@ export function createSimulator() {
           error_code: 'Sim.InjectedFault', description: 'injected fault', solution: '', error_link: '',
           error_details: `fault ${fault.id} on ${service}`,
         });
-        return send(res, { status: fault.status, body, headers: { 'content-type': 'application/json; charset=utf-8' } });
+        return reply(res, { status: fault.status, body, headers: { 'content-type': 'application/json; charset=utf-8' } });
       }
     }
 
@@ -158,7 +160,7 @@ export function createSimulator() {
         : platformError(500, 'Public.InternalServerError', `simulator error: ${e.message}`, lang);
     }
     if (!r) r = platformError(404, 'Public.NotFound', `no route ${method} ${path}`, lang);
-    return send(res, r);
+    return reply(res, r);
   };
 
   const server = http.createServer((req, res) => {

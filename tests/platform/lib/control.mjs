@@ -3,7 +3,9 @@
 const MAX_RECORDS = 10000;
 
 export const FAULT_SERVICES = ['ontology_query', 'bkn_backend', 'oauth', 'bkn_safe', 'trace_core', 'mf_model_api', 'operator_integration', 'vega', '*'];
-const FAULT_MODES = ['close', 'hang'];
+// truncate: the answer declares its full Content-Length, sends half the body and
+// closes the socket (a truncated upstream response).
+const FAULT_MODES = ['close', 'hang', 'truncate'];
 
 export class Recorder {
   constructor() {

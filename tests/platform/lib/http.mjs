@@ -15,6 +15,17 @@ const TEXTS = {
   503: ['服务不可用', 'Service unavailable', '请稍后重试', 'Retry later'],
 };
 
+/**
+ * Sends r's status and headers with the full Content-Length, then half the body, then
+ * destroys the socket: the client sees a body cut mid-way (fault mode "truncate").
+ */
+export function sendTruncated(res, r) {
+  if (res.destroyed || res.headersSent) return;
+  const body = Buffer.from(r.body ?? '', 'utf8');
+  res.writeHead(r.status, { ...r.headers, 'content-length': body.length });
+  res.write(body.subarray(0, Math.floor(body.length / 2)), () => res.socket?.destroy());
+}
+
 /** "en" when Accept-Language starts with en, else "zh" (the platform default). */
 export function langOf(headers) {
   const al = String(headers['accept-language'] || '').trim().toLowerCase();

@@ -9,8 +9,10 @@
 //    content and files: no headers needed, an HMAC signature and an expiry instead.
 // Grants use the simulator-only `access` key of a record (lib/grants.mjs).
 
-import { readFileSync } from 'node:fs';
+import { readFileSync, mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
+import { tmpdir } from 'node:os';
+import { spawn, execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createHmac, createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { parse } from '../lib/json.mjs';
@@ -449,41 +451,107 @@ function capabilitiesSearch(ctx) {
 
 // ---------------------------------------------------------------- function execution (PTC)
 
-// A deterministic stand-in for the sandbox: python print("literal") and shell echo
-// lines produce stdout; raise / exit N produce a failure.
-function runCode(code, language) {
-  const out = [];
-  let stderr = '';
-  let exit = 0;
-  let lines = code.split('\n');
-  if (language === 'python') {
-    const h = lines.findIndex((l) => /^def handler\(event\):/.test(l));
-    if (h >= 0) lines = lines.slice(h + 1); // skip the stub's own definitions
-    for (const l of lines) {
-      let m = /^\s*print\((['"])(.*)\1\)\s*$/.exec(l);
-      if (m) out.push(m[2]);
-      else if ((m = /^\s*raise (\w+)\((['"]?)(.*?)\2\)\s*$/.exec(l))) {
-        stderr = `Traceback (most recent call last):\n${m[1]}: ${m[3]}\n`;
-        exit = 1;
-        break;
-      }
-    }
-  } else {
-    for (const raw of lines) {
-      const l = raw.trim();
-      let m;
-      if (!l || l.startsWith('#') || /^(mkdir|cd)\b/.test(l) || /^mkdir -p \S+ && cd \S+$/.test(l)) continue;
-      if ((m = /^echo\s+(['"]?)(.*)\1$/.exec(l))) out.push(m[2]);
-      else if ((m = /^exit\s+(\d+)$/.exec(l))) {
-        exit = Number(m[1]);
-        break;
-      } else out.push(`(simulated) ${l}`);
-    }
+// The sandbox, for real but only as test equipment (SPEC §14, §18): python3 -I or
+// sh -c in a throwaway work directory per work_dir (one per conversation, picked by
+// Context Loader) under a temp root made on first use and removed when the process
+// exits; a time limit that kills the whole process group; capped output. The
+// sandbox's environment gets the stub's callback URL (event.mcp) and the caller's
+// own token, so the stub can call back as the caller. Loopback callers only.
+const OUTPUT_CAP = 1 << 20; // bytes of stdout and of stderr
+const DEFAULT_TIMEOUT_S = 60;
+let sandboxRoot = null;
+let pythonBin = null;
+
+function sandboxDir(workDir) {
+  if (!sandboxRoot) {
+    sandboxRoot = mkdtempSync(join(tmpdir(), 'cl-sim-sandbox-'));
+    process.on('exit', () => { try { rmSync(sandboxRoot, { recursive: true, force: true }); } catch { /* gone */ } });
   }
-  return { stdout: out.length ? out.join('\n') + '\n' : '', stderr, exit_code: exit };
+  const dir = join(sandboxRoot, workDir);
+  mkdirSync(dir, { recursive: true });
+  return dir;
 }
 
-function functionExecute(ctx) {
+// The interpreter behind `python3` (a pyenv shim needs an environment the sandbox does not get).
+function python() {
+  if (!pythonBin) {
+    try {
+      pythonBin = execFileSync('python3', ['-c', 'import sys; print(sys.executable)'], { encoding: 'utf8', timeout: 10000 }).trim();
+    } catch {
+      pythonBin = 'python3';
+    }
+  }
+  return pythonBin;
+}
+
+// Calls handler(event) when the submitted code defines one (the stub's convention).
+const PY_TRAILER = '\n\nif __name__ == "__main__" and callable(globals().get("handler")):\n'
+  + '    import json as _sim_json, sys as _sim_sys\n'
+  + '    handler(_sim_json.loads(_sim_sys.stdin.read() or "{}"))\n';
+
+function collect(stream, out) {
+  stream.on('data', (c) => {
+    const room = OUTPUT_CAP - out.size;
+    if (room <= 0) { out.truncated = true; return; }
+    const part = c.length > room ? c.subarray(0, room) : c;
+    if (part.length < c.length) out.truncated = true;
+    out.chunks.push(part);
+    out.size += part.length;
+  });
+}
+
+function runSandbox({ code, language, event, timeout, workDir, token }) {
+  return new Promise((resolve) => {
+    const dir = sandboxDir(workDir);
+    const env = {
+      PATH: '/usr/local/bin:/usr/bin:/bin', HOME: dir, LANG: 'C.UTF-8',
+      BKN_MCP_URL: typeof event.mcp === 'string' ? event.mcp : '', BKN_TOKEN: token,
+    };
+    let cmd; let args; let input = ''; let cleanup = null; let done = false;
+    if (language === 'python') {
+      const runDir = mkdtempSync(join(sandboxRoot, '.run-'));
+      const script = join(runDir, 'main.py');
+      writeFileSync(script, code + PY_TRAILER);
+      cmd = python();
+      args = ['-I', script];
+      input = JSON.stringify(event);
+      cleanup = () => rmSync(runDir, { recursive: true, force: true });
+    } else {
+      cmd = 'sh';
+      args = ['-c', code];
+    }
+    const child = spawn(cmd, args, { cwd: dir, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+    const out = { chunks: [], size: 0, truncated: false };
+    const err = { chunks: [], size: 0, truncated: false };
+    collect(child.stdout, out);
+    collect(child.stderr, err);
+    child.stdin.on('error', () => {});
+    child.stdin.end(input);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      try { process.kill(-child.pid, 'SIGKILL'); } catch { /* already gone */ }
+    }, timeout * 1000);
+    const finish = (exitCode) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      try { process.kill(-child.pid, 'SIGKILL'); } catch { /* the group is gone */ }
+      if (cleanup) cleanup();
+      let stderr = Buffer.concat(err.chunks).toString('utf8');
+      if (timedOut) stderr += `\n(sandbox) killed after the ${timeout} s time limit\n`;
+      const r = { stdout: Buffer.concat(out.chunks).toString('utf8'), stderr, exit_code: timedOut ? 124 : exitCode };
+      if (out.truncated || err.truncated) r.truncated = true;
+      resolve(r);
+    };
+    child.on('error', () => finish(127));
+    child.on('close', (status, signal) => finish(status ?? (signal ? 128 + 9 : 1)));
+  });
+}
+
+const LOOPBACK_HOST = /^(127\.0\.0\.1|localhost|\[::1\])(:\d+)?$/i;
+
+async function functionExecute(ctx) {
   const who = bearerAccount(ctx.headers);
   if (!who) return err(ctx, 401, 'Public.Unauthorized', 'a valid Bearer token of the caller is required');
   const b = bodyObject(ctx);
@@ -494,10 +562,17 @@ function functionExecute(ctx) {
   if (language !== 'python' && language !== 'shell') return bad('language must be python or shell');
   if (timeout !== undefined && !(Number.isInteger(timeout) && timeout >= 1 && timeout <= 600)) return bad('timeout must be an integer from 1 to 600');
   if (b.value.event !== undefined && !isPlainObject(b.value.event)) return bad('event must be a JSON object');
+  const workDir = b.value.work_dir === undefined ? 'shared' : b.value.work_dir;
+  if (typeof workDir !== 'string' || !/^[A-Za-z0-9_-]{1,80}$/.test(workDir)) return bad('work_dir must be 1-80 characters of [A-Za-z0-9_-]');
   if (!can(FUNCTION_ACCESS, who.id, 'execute')) {
     return err(ctx, 403, 'Public.Forbidden', `Public.Forbidden: execute was not granted for the function runtime to ${who.id}`);
   }
-  return json(200, runCode(code, language));
+  if (!LOOPBACK_HOST.test(String(ctx.headers.host || ''))) {
+    return err(ctx, 403, 'Public.Forbidden', 'the simulated sandbox runs code for loopback callers only');
+  }
+  const token = /^Bearer (.+)$/.exec(String(ctx.headers.authorization))[1];
+  const r = await runSandbox({ code, language, event: b.value.event || {}, timeout: timeout || DEFAULT_TIMEOUT_S, workDir, token });
+  return json(200, r);
 }
 
 // ---------------------------------------------------------------- routing

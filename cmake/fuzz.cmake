@@ -1,0 +1,44 @@
+# Area "fuzz": libFuzzer targets beyond the JSON codec (cmake/json.cmake has that
+# one): the TOON encoder, JSON-RPC/MCP message handling, REST body handling and the
+# bkn_context rules. With CL_FUZZ=ON (clang) each is a real libFuzzer binary under
+# ASan/UBSan with a bounded CTest run (<target>_fuzz, label "fuzz"); otherwise the
+# same harness is linked with tests/fuzz/replay.c and replays its seed corpus
+# (including the regression inputs of past crashes) as <target>_fuzz_replay.
+# Each target compiles the sources it needs, never clcore. docs/fuzzing.md says how
+# to run them longer.
+set(CL_FUZZ_DIR ${CMAKE_SOURCE_DIR}/tests/fuzz)
+# Seconds per target in the bounded CTest run (scripts/test runs all of them).
+set(CL_FUZZ_SECONDS 20 CACHE STRING "max_total_time of each bounded fuzz run")
+
+function(cl_fuzz_target name)
+  set(srcs ${CL_FUZZ_DIR}/fuzz_${name}.c)
+  foreach(s ${ARGN})
+    list(APPEND srcs ${CMAKE_SOURCE_DIR}/src/${s})
+  endforeach()
+  set(corpus ${CL_FUZZ_DIR}/corpus/${name})
+  if(CL_FUZZ)
+    add_executable(fuzz_${name} ${srcs})
+    target_compile_options(fuzz_${name} PRIVATE -fsanitize=fuzzer,address,undefined
+                                                -fno-sanitize-recover=undefined)
+    target_link_options(fuzz_${name} PRIVATE -fsanitize=fuzzer,address,undefined)
+    # New inputs go to the first directory (build tree), never the source corpus.
+    file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz_${name}_corpus)
+    add_test(NAME ${name}_fuzz
+             COMMAND fuzz_${name} -max_total_time=${CL_FUZZ_SECONDS} -timeout=5
+                     -rss_limit_mb=2048 -max_len=16384 -print_final_stats=1
+                     -artifact_prefix=${CMAKE_BINARY_DIR}/fuzz_${name}-
+                     ${CMAKE_BINARY_DIR}/fuzz_${name}_corpus ${corpus})
+    set_tests_properties(${name}_fuzz PROPERTIES TIMEOUT 120 LABELS "fuzz")
+  else()
+    add_executable(fuzz_${name} ${srcs} ${CL_FUZZ_DIR}/replay.c)
+    add_test(NAME ${name}_fuzz_replay COMMAND fuzz_${name} ${corpus})
+    set_tests_properties(${name}_fuzz_replay PROPERTIES TIMEOUT 60 LABELS "fuzz_replay")
+  endif()
+  target_include_directories(fuzz_${name} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CL_FUZZ_DIR})
+  target_link_libraries(fuzz_${name} PRIVATE PkgConfig::CRYPTO m)
+endfunction()
+
+cl_fuzz_target(toon toon.c json.c util.c)
+cl_fuzz_target(guard guard.c json.c util.c)
+cl_fuzz_target(mcp mcp_msg.c json.c util.c)
+cl_fuzz_target(rest callcheck.c guard.c json.c util.c)

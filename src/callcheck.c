@@ -1,0 +1,105 @@
+/* callcheck: pure input checks of a business call. See callcheck.h. */
+#include "callcheck.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Drops the bytes of s that do not form valid UTF-8. Details quote caller text
+ * through %.Ns, which can split a character, and are written into JSON verbatim
+ * (found by tests/fuzz/fuzz_rest.c). */
+static void utf8_scrub(char *s)
+{
+    size_t i = 0, o = 0, n = strlen(s);
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        if (i + k > n || !json_utf8_valid(s + i, k)) {
+            i++;
+            continue;
+        }
+        memmove(s + o, s + i, k);
+        o += k;
+        i += k;
+    }
+    s[o] = '\0';
+}
+
+int callcheck_rest_body(const char *body, size_t len, const char *content_type, size_t max_depth,
+                        json_value **out, int *status, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (len && (!content_type || !str_istartswith(content_type, "application/json"))) {
+        *status = 415;
+        snprintf(err, errlen, "Content-Type must be application/json");
+        return -1;
+    }
+    char perr[256];
+    json_limits lim = {max_depth, 0};
+    json_value *v = len ? json_parse(body, len, &lim, perr, sizeof perr) : json_new_object();
+    if (!v) {
+        *status = 400;
+        snprintf(err, errlen, "invalid JSON body: %s", perr);
+        return -1;
+    }
+    if (json_typeof(v) != JSON_OBJECT) {
+        json_free(v);
+        *status = 400;
+        snprintf(err, errlen, "the body must be a JSON object of tool arguments");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int callcheck_format(const char *query, const json_value *arg, int mcp, int tool_toon, int *toon,
+                     char *details, size_t dlen)
+{
+    char given[64] = "";
+    if (!mcp && query)
+        snprintf(given, sizeof given, "%s", query);
+    else if (arg && json_typeof(arg) == JSON_STRING)
+        snprintf(given, sizeof given, "%s", json_get_str(arg, NULL));
+    else if (arg)
+        snprintf(given, sizeof given, "(not a string)");
+    if (!given[0]) {
+        *toon = mcp && tool_toon;
+        return 0;
+    }
+    if (!strcmp(given, "json") || (tool_toon && !strcmp(given, "toon"))) {
+        *toon = !strcmp(given, "toon");
+        return 0;
+    }
+    snprintf(details, dlen, "invalid response_format: \"%.60s\" (allowed: %s)", given,
+             tool_toon ? "json, toon" : "json");
+    utf8_scrub(details);
+    return -1;
+}
+
+int callcheck_hint(const char *v, const char *src, char *out, size_t outlen, char *err,
+                   size_t errlen)
+{
+    out[0] = '\0';
+    if (!v)
+        return 0;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        n--;
+    if (n == 0 || n > 256 || n >= outlen) {
+        snprintf(err, errlen, "%s must be 1 to 256 printable ASCII characters without spaces", src);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        if (ch < 0x21 || ch > 0x7e) {
+            snprintf(err, errlen, "%s must be printable ASCII without spaces", src);
+            return -1;
+        }
+    }
+    memcpy(out, v, n);
+    out[n] = '\0';
+    return 0;
+}

@@ -1,0 +1,148 @@
+/* mcp_msg: JSON-RPC message validation without a server. See mcp_msg.h. */
+#include "mcp_msg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(mcp_msg *m, int status, int code, char *err, size_t errlen, const char *msg)
+{
+    m->http_status = status;
+    snprintf(err, errlen, "%s", msg);
+    return code;
+}
+
+int mcp_parse_message(const char *body, size_t len, size_t max_depth, mcp_msg *out, char *err,
+                      size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    char perr[256];
+    json_limits lim = {max_depth, 0};
+    out->msg = json_parse(body ? body : "", len, &lim, perr, sizeof perr);
+    if (!out->msg) {
+        out->http_status = 400;
+        snprintf(err, errlen, "Parse error: %s", perr);
+        return -32700;
+    }
+    json_type t = json_typeof(out->msg);
+    if (t != JSON_OBJECT)
+        return fail(out, 400, -32600, err, errlen,
+                    t == JSON_ARRAY ? "Invalid Request: batches are not supported"
+                                    : "Invalid Request: a JSON-RPC message must be an object");
+    const json_value *id = json_get(out->msg, "id");
+    out->has_id = id != NULL;
+    if (id && (json_typeof(id) == JSON_STRING || json_typeof(id) == JSON_INT ||
+               json_typeof(id) == JSON_NUMTEXT || json_typeof(id) == JSON_DOUBLE))
+        json_write(&out->id, id, 0);
+    const char *jsonrpc = json_get_string(out->msg, "jsonrpc");
+    if (!jsonrpc || strcmp(jsonrpc, "2.0"))
+        return fail(out, 400, -32600, err, errlen, "Invalid Request: jsonrpc must be \"2.0\"");
+    if (id && !out->id.len)
+        return fail(out, 400, -32600, err, errlen,
+                    "Invalid Request: id must be a string or a number");
+    const json_value *mv = json_get(out->msg, "method");
+    if (!mv) {
+        if (id && (json_get(out->msg, "result") || json_get(out->msg, "error"))) {
+            out->kind = MCP_MSG_RESPONSE;
+            return 0;
+        }
+        return fail(out, 400, -32600, err, errlen, "Invalid Request: method is required");
+    }
+    if (json_typeof(mv) != JSON_STRING)
+        return fail(out, 400, -32600, err, errlen, "Invalid Request: method must be a string");
+    out->method = json_get_str(mv, NULL);
+    const json_value *params = json_get(out->msg, "params");
+    if (params && json_typeof(params) != JSON_OBJECT)
+        return fail(out, 200, -32602, err, errlen, "Invalid params: params must be an object");
+    out->params = params;
+    if (!strcmp(out->method, "initialize") && !id)
+        return fail(out, 400, -32600, err, errlen,
+                    "Invalid Request: initialize must be a request with an id");
+    out->kind = id ? MCP_MSG_REQUEST : MCP_MSG_NOTIFICATION;
+    return 0;
+}
+
+void mcp_msg_free(mcp_msg *m)
+{
+    json_free(m->msg);
+    buf_free(&m->id);
+    m->msg = NULL;
+    m->method = NULL;
+    m->params = NULL;
+}
+
+int mcp_parse_call(const json_value *params, mcp_call *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!params || json_typeof(params) != JSON_OBJECT) {
+        snprintf(err, errlen, "Invalid params: params must be an object with a tool name");
+        return -32602;
+    }
+    out->name = json_get_string(params, "name");
+    if (!out->name) {
+        snprintf(err, errlen, "Invalid params: name must be a string");
+        return -32602;
+    }
+    const json_value *meta = json_get(params, "_meta");
+    out->meta = meta && json_typeof(meta) == JSON_OBJECT ? meta : NULL;
+    const json_value *args = json_get(params, "arguments");
+    if (args && json_typeof(args) != JSON_OBJECT && json_typeof(args) != JSON_NULL) {
+        snprintf(err, errlen, "Invalid params: arguments must be an object");
+        return -32602;
+    }
+    out->args = args && json_typeof(args) == JSON_OBJECT ? args : NULL;
+    return 0;
+}
+
+int mcp_parse_cursor(const json_value *params, size_t *offset, char *err, size_t errlen)
+{
+    *offset = 0;
+    const char *cursor = params ? json_get_string(params, "cursor") : NULL;
+    if (params && json_get(params, "cursor") && !cursor) {
+        snprintf(err, errlen, "Invalid params: cursor must be a string");
+        return -32602;
+    }
+    if (cursor) {
+        char *end = NULL;
+        if (strncmp(cursor, "o:", 2) != 0 || !cursor[2] ||
+            (*offset = strtoul(cursor + 2, &end, 10), *end)) {
+            snprintf(err, errlen, "Invalid params: unknown cursor");
+            return -32602;
+        }
+    }
+    return 0;
+}
+
+int mcp_check_method(const char *method, char *err, size_t errlen)
+{
+    static const char *const KNOWN[] = {"initialize", "ping", "tools/list", "tools/call"};
+    for (size_t i = 0; i < sizeof KNOWN / sizeof KNOWN[0]; i++)
+        if (!strcmp(method, KNOWN[i]))
+            return 0;
+    snprintf(err, errlen, "Method not found: %.200s", method);
+    return -32601;
+}
+
+/* Length of the longest valid UTF-8 prefix of s: "%.200s" above can split a
+ * character, and the reply must stay valid JSON (found by fuzz_mcp). */
+static size_t utf8_prefix(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        if (i + k > n || !json_utf8_valid(s + i, k))
+            break;
+        i += k;
+    }
+    return i;
+}
+
+void mcp_write_error(buf *out, const char *id_json, int code, const char *message)
+{
+    buf_puts(out, "{\"jsonrpc\":\"2.0\",\"id\":");
+    buf_puts(out, id_json && *id_json ? id_json : "null");
+    buf_printf(out, ",\"error\":{\"code\":%d,\"message\":", code);
+    json_write_string(out, message, utf8_prefix(message, strlen(message)));
+    buf_puts(out, "}}");
+}

@@ -1,0 +1,62 @@
+/* mcp_msg: the pure part of MCP's JSON-RPC handling (SPEC §5), factored out of
+ * mcp.c so that it runs without a server (tests/fuzz/fuzz_mcp.c): one POST body
+ * -> a validated JSON-RPC message, the tools/call and tools/list params, the
+ * unknown-method error, and the error reply text. Every failure carries the exact
+ * JSON-RPC code, message and HTTP status the server sends.
+ *
+ * Ownership: an mcp_msg owns msg and id (mcp_msg_free, also after a failure);
+ * method and params point into msg. mcp_call's members point into the params
+ * given. */
+#ifndef CL_MCP_MSG_H
+#define CL_MCP_MSG_H
+
+#include <stddef.h>
+
+#include "json.h"
+#include "util.h"
+
+typedef enum {
+    MCP_MSG_REQUEST,      /* method and id: gets a result or an error */
+    MCP_MSG_NOTIFICATION, /* method, no id: 202 (after the session check) */
+    MCP_MSG_RESPONSE      /* a response from the client (id + result/error): 202 */
+} mcp_msg_kind;
+
+typedef struct mcp_msg {
+    json_value *msg; /* the parsed body, NULL when it did not parse */
+    buf id;          /* JSON text of a string or number id; empty otherwise */
+    int has_id;      /* an "id" member is present (of any type) */
+    mcp_msg_kind kind;
+    const char *method;       /* NULL for MCP_MSG_RESPONSE */
+    const json_value *params; /* an object, or NULL when absent */
+    int http_status;          /* of the error reply when the result is not 0 */
+} mcp_msg;
+
+/* Parses and validates one POST body (max_depth 0 = the JSON default). Returns 0,
+ * or the JSON-RPC error code (-32700, -32600, -32602) with the message in err and
+ * out->http_status set; out->id holds the id text whenever it could be read, so the
+ * error reply can echo it. Call mcp_msg_free either way. */
+int mcp_parse_message(const char *body, size_t len, size_t max_depth, mcp_msg *out, char *err,
+                      size_t errlen);
+void mcp_msg_free(mcp_msg *m);
+
+typedef struct mcp_call {
+    const char *name;       /* set as soon as it is known to be a string */
+    const json_value *args; /* object, or NULL (absent or null) */
+    const json_value *meta; /* object, or NULL (absent or not an object: ignored) */
+} mcp_call;
+
+/* tools/call params. Returns 0, or -32602 with the message in err (HTTP 200). */
+int mcp_parse_call(const json_value *params, mcp_call *out, char *err, size_t errlen);
+
+/* tools/list params: the pagination offset from "cursor" ("o:<n>"; 0 without one).
+ * Returns 0, or -32602 with the message in err (HTTP 200). */
+int mcp_parse_cursor(const json_value *params, size_t *offset, char *err, size_t errlen);
+
+/* Returns 0 for a method the server implements, else -32601 with the message. */
+int mcp_check_method(const char *method, char *err, size_t errlen);
+
+/* Appends the JSON-RPC error reply; id_json is the id's JSON text (NULL or "" ->
+ * null). A message with invalid UTF-8 is cut before it, so the reply stays JSON. */
+void mcp_write_error(buf *out, const char *id_json, int code, const char *message);
+
+#endif

@@ -1,0 +1,174 @@
+#!/bin/bash
+# Gateway vs peers (issue 17 item 1) and the cost of tracing (item 2). Not part of
+# scripts/test. One run, wrk at 1, 16 and 256 connections, DURATION seconds each
+# (default 10), against:
+#   (u) the canned upstream itself (nginx serving the simulator's captured
+#       ontology-query response to the benchmark request) - the baseline;
+#   (a) context-loader: ad hoc REST POST /kn/query_object_instance (10 rows, JSON);
+#   (b) context-loader: the same call over MCP tools/call in a session (capture
+#       disabled, so no bkn_context);
+#   (c) nginx proxying the same request to the same upstream;
+#   (d) nginx + Lua (libnginx-mod-http-lua, lua-cjson) doing the tool's work.
+# Then: a managed MCP call (capture enabled on the simulator's Trace Core, bkn_context
+# of a started interaction) against the same ad hoc call, at 1 and 16 connections.
+# Prints requests/s, p50/p99, latency added over (u), the ratios, and a diff showing
+# that (d) corrupts the 64-bit ids and empty arrays that (a) keeps exact.
+# Usage: tests/bench/gateway-bench.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
+#   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
+set -eu
+. "$(dirname "$0")/gateway/common.sh"
+BUILD=${1:-$ROOT/build-bench}
+DURATION=${DURATION:-10}
+CONNS=${CONNS:-1 16 256}
+
+bench_install wrk nginx libnginx-mod-http-lua lua-cjson curl nodejs
+[ -n "${NO_BUILD:-}" ] || bench_build "$BUILD"
+ulimit -n 65536 2>/dev/null || ulimit -n 4096 2>/dev/null || true
+bench_work
+
+start_sim disabled
+capture_canned
+start_upstream
+start_peers
+start_gateway CL_TRACE_CORE_CAPTURE_POLICY_TTL_S=1
+mcp_session
+
+printf '%s' "$REST_ARGS" >"$WORK/rest.json"
+mcp_call_body "$REST_ARGS" >"$WORK/mcp.json"
+printf '{"limit":10,"sort":[{"field":"drug_id","direction":"desc"}],"need_total":true}' >"$WORK/upstream.json"
+AUTH="authorization: Bearer $TOKEN"
+MCPH="$AUTH|accept: $MCP_ACCEPT|mcp-session-id: $SID"
+
+U_URL="$UPSTREAM$OQ_PATH?include_type_info=false&include_logic_params=false"
+A_URL="$GW$PREFIX/kn/query_object_instance"
+B_URL="$GW$PREFIX/mcp"
+C_URL="http://127.0.0.1:$PROXY_PORT/"
+D_URL="http://127.0.0.1:$LUA_PORT/"
+
+post() { # url body-file headers(|-separated)
+  hdr=()
+  IFS='|' read -r -a hs <<<"$3"
+  for h in "${hs[@]}"; do [ -n "$h" ] && hdr+=(-H "$h"); done
+  curl -s -X POST "$1" -H 'content-type: application/json' "${hdr[@]}" --data-binary @"$2"
+}
+
+# ---- correctness first: every target answers 200 with the rows
+post "$U_URL" "$WORK/upstream.json" "" >"$WORK/out-u.json"
+post "$A_URL" "$WORK/rest.json" "$AUTH" >"$WORK/out-a.json"
+post "$B_URL" "$WORK/mcp.json" "$MCPH" >"$WORK/out-b.json"
+post "$C_URL" "$WORK/upstream.json" "" >"$WORK/out-c.json"
+post "$D_URL" "$WORK/rest.json" "" >"$WORK/out-d.json"
+for t in u a b c d; do
+  grep -q '阿司匹林肠溶片' "$WORK/out-$t.json" || { echo "target $t gave:" >&2; head -c 600 "$WORK/out-$t.json" >&2; exit 1; }
+done
+cmp -s "$WORK/canned.json" "$WORK/out-c.json" || { echo "(c) does not pass the body through" >&2; exit 1; }
+
+first_row() { # file: the first drug_id, batch_no, tags and ext (key order may differ)
+  for f in drug_id batch_no tags ext; do
+    grep -o "\"$f\":[^,]*" "$1" | head -1 | sed 's/^\("tags":\[[^]]*\]\).*/\1/; s/^\("ext":{}\).*/\1/' | tr '\n' ' '
+  done
+}
+echo "== Fidelity: first row, upstream vs gateway (a) vs nginx+Lua (d)"
+echo "upstream : $(first_row "$WORK/canned.json")"
+echo "gateway  : $(first_row "$WORK/out-a.json")"
+echo "nginx+Lua: $(first_row "$WORK/out-d.json")"
+diff <(tr ',' '\n' <"$WORK/out-a.json" | grep -E '"(drug_id|batch_no|tags|ext|_instance_identity)"' | head -6) \
+  <(tr ',' '\n' <"$WORK/out-d.json" | grep -E '"(drug_id|batch_no|tags|ext|_instance_identity)"' | head -6) |
+  sed 's/^/  /' || true
+grep -q '"drug_id":9007199254740993,.*"batch_no":12345678901234567890123,"tags":\[\],"ext":{}' "$WORK/out-a.json" ||
+  { echo "gateway (a) changed the row" >&2; exit 1; }
+if grep -q '"drug_id":9007199254740993' "$WORK/out-d.json"; then d_exact=yes; else d_exact=no; fi
+echo "gateway keeps ids and [] exact: yes; nginx+Lua: $d_exact"
+echo
+
+RES=$WORK/results.txt; : >"$RES"
+run_wrk() { # label conns url body headers
+  t=1; [ "$2" -gt 1 ] && t=2
+  line=$(WRK_BODY_FILE=$4 WRK_HEADERS=$5 wrk -t"$t" -c"$2" -d"${DURATION}s" --timeout 10s \
+    -s "$BENCH_DIR/wrk-post.lua" "$3" | grep '^WRK ' || true)
+  [ -n "$line" ] || line="WRK 0 0 0 0 1 0"
+  echo "$1 $2 ${line#WRK }" >>"$RES"
+}
+warm() { WRK_BODY_FILE=$3 WRK_HEADERS=$4 wrk -t2 -c16 -d2s -s "$BENCH_DIR/wrk-post.lua" "$2" >/dev/null; }
+warm u "$U_URL" "$WORK/upstream.json" ""
+warm a "$A_URL" "$WORK/rest.json" "$AUTH"
+warm b "$B_URL" "$WORK/mcp.json" "$MCPH"
+warm c "$C_URL" "$WORK/upstream.json" ""
+warm d "$D_URL" "$WORK/rest.json" ""
+
+for c in $CONNS; do
+  run_wrk u "$c" "$U_URL" "$WORK/upstream.json" ""
+  run_wrk a "$c" "$A_URL" "$WORK/rest.json" "$AUTH"
+  run_wrk b "$c" "$B_URL" "$WORK/mcp.json" "$MCPH"
+  run_wrk c "$c" "$C_URL" "$WORK/upstream.json" ""
+  run_wrk d "$c" "$D_URL" "$WORK/rest.json" ""
+done
+
+# ---- tracing: switch the simulated deployment to capture enabled; the gateway
+# re-reads the policy within a second (CL_TRACE_CORE_CAPTURE_POLICY_TTL_S=1).
+curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
+sleep 2
+post "$B_URL" "$WORK/mcp.json" "$MCPH" >"$WORK/out-refused.json"
+grep -q 'bkn_start_interaction' "$WORK/out-refused.json" ||
+  { echo "capture enabled, but an MCP call without bkn_context was not refused:" >&2; head -c 400 "$WORK/out-refused.json" >&2; exit 1; }
+printf '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"bkn_start_interaction","arguments":{"question":"benchmark","agent_name":"bench","conversation_mode":"new"}}}' >"$WORK/start.json"
+post "$B_URL" "$WORK/start.json" "$MCPH" >"$WORK/out-start.json"
+conv=$(grep -o '"conversation_id":"[^"\\]*"' "$WORK/out-start.json" | head -1 | cut -d'"' -f4)
+inter=$(grep -o '"interaction_id":"[^"\\]*"' "$WORK/out-start.json" | head -1 | cut -d'"' -f4)
+[ -n "$conv" ] && [ -n "$inter" ] || { echo "bkn_start_interaction failed:" >&2; head -c 400 "$WORK/out-start.json" >&2; exit 1; }
+mcp_call_body "$(printf '%s' "$REST_ARGS" | sed "s/^{/{\"bkn_context\":{\"conversation_id\":\"$conv\",\"interaction_id\":\"$inter\"},/")" >"$WORK/managed.json"
+post "$B_URL" "$WORK/managed.json" "$MCPH" >"$WORK/out-m.json"
+grep -q 'bkn_receipt' "$WORK/out-m.json" || { echo "managed call has no receipt:" >&2; head -c 600 "$WORK/out-m.json" >&2; exit 1; }
+warm m "$B_URL" "$WORK/managed.json" "$MCPH"
+for c in 1 16; do
+  run_wrk m "$c" "$B_URL" "$WORK/managed.json" "$MCPH"
+done
+# a failed managed call is a 200 with isError: show what it said
+post "$B_URL" "$WORK/managed.json" "$MCPH" >"$WORK/out-m2.json"
+if grep -q '"isError":true' "$WORK/out-m2.json"; then
+  echo "!! a managed call after the load failed: $(head -c 400 "$WORK/out-m2.json")"
+fi
+
+# ---- report
+awk -v dur="$DURATION" -v nproc="$(nproc)" '
+  { rps[$1","$2] = $3; p50[$1","$2] = $4 / 1000; p99[$1","$2] = $5 / 1000; err[$1","$2] = $7 + $8
+    if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
+  END {
+    name["u"] = "(u) canned upstream (nginx)"; name["a"] = "(a) gateway REST ad hoc"
+    name["b"] = "(b) gateway MCP ad hoc"; name["c"] = "(c) nginx proxy"
+    name["d"] = "(d) nginx + Lua + cjson"; name["m"] = "(m) gateway MCP managed"
+    printf "== wrk, %d s per cell, %d cores shared by wrk, nginx and the gateway\n", dur, nproc
+    printf "%-5s %-30s %10s %9s %9s %10s %10s %7s\n", "conns", "target", "req/s", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "failed"
+    for (i = 1; i <= n; i++) {
+      c = order[i]
+      split("u a b c d m", ts, " ")
+      for (j = 1; j <= 6; j++) {
+        t = ts[j]; k = t "," c
+        if (!(k in rps)) continue
+        printf "%-5s %-30s %10.0f %9.3f %9.3f %10s %10s %7d\n", c, name[t], rps[k], p50[k], p99[k],
+          t == "u" ? "-" : sprintf("%.3f", p50[k] - p50["u," c]),
+          t == "u" ? "-" : sprintf("%.3f", p99[k] - p99["u," c]), err[k]
+      }
+    }
+    print ""
+    print "== Ratios (throughput)"
+    printf "%-5s %12s %12s %12s %14s\n", "conns", "(a)/(d)", "(a)/(c)", "(b)/(a)", "managed/(b)"
+    for (i = 1; i <= n; i++) {
+      c = order[i]
+      printf "%-5s %12s %12s %12s %14s\n", c,
+        rps["d," c] ? sprintf("%.2fx", rps["a," c] / rps["d," c]) : "-",
+        rps["c," c] ? sprintf("%.2fx", rps["a," c] / rps["c," c]) : "-",
+        rps["a," c] ? sprintf("%.2fx", rps["b," c] / rps["a," c]) : "-",
+        (("m," c) in rps) && rps["b," c] ? sprintf("%.2fx", rps["m," c] / rps["b," c]) : "-"
+    }
+    print ""
+    print "== Tracing cost (managed MCP call with Trace Core round trips vs the same ad hoc call)"
+    for (i = 1; i <= n; i++) {
+      c = order[i]; k = "m," c
+      if (!(k in rps)) continue
+      printf "%-5s managed %8.0f req/s p50 %.3f ms p99 %.3f ms | ad hoc %8.0f req/s p50 %.3f ms | +p50 %.3f ms%s\n",
+        c, rps[k], p50[k], p99[k], rps["b," c], p50["b," c], p50[k] - p50["b," c],
+        err[k] ? sprintf("  INVALID: %d calls failed", err[k]) : ""
+    }
+  }' "$RES"
+if [ -n "${RESULTS_FILE:-}" ]; then cp "$RES" "$RESULTS_FILE"; fi

@@ -1,0 +1,149 @@
+# Shared by tests/bench/{gateway,memory,callgrind}-bench scripts (sourced, POSIX sh):
+# installs the bench tools, builds the server, starts and stops the simulator, the
+# canned upstream (nginx), the nginx peers and context-loader, all on 127.0.0.1 with
+# free ports, each stopped by its PID on exit.
+BENCH_ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BENCH_DIR=$BENCH_ROOT/tests/bench/gateway
+# scripts/lib.sh derives ROOT from $0; set it back for this layout after sourcing.
+. "$BENCH_ROOT/scripts/lib.sh"
+ROOT=$BENCH_ROOT
+
+# Debian packages, installed with apt when missing (like scripts/lib.sh install_deps).
+bench_install() { # packages...
+  missing=""
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+  done
+  if [ -n "$missing" ]; then
+    echo "==> installing Debian packages:$missing" >&2
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  fi
+}
+
+# Builds context-loader and cljson.so optimised with symbols (callgrind names them).
+bench_build() { # build_dir
+  cmake -S "$ROOT" -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build "$1" --target context-loader cljson -j"$(nproc)" >/dev/null
+}
+
+BENCH_PIDS=""
+bench_work() {
+  WORK=$(mktemp -d /tmp/cl-gwbench.XXXXXX)
+  mkdir -p "$WORK/tmp-body" "$WORK/tmp-proxy" "$WORK/tmp-fastcgi" "$WORK/tmp-uwsgi" "$WORK/tmp-scgi"
+  # nginx workers run as nobody when started by root: they read canned.json here.
+  chmod 755 "$WORK"; chmod 777 "$WORK"/tmp-*
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+bench_cleanup() {
+  for p in $BENCH_PIDS; do kill "$p" 2>/dev/null || true; done
+  for p in $BENCH_PIDS; do wait "$p" 2>/dev/null || true; done
+  [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
+}
+bench_stop() { # pid
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  BENCH_PIDS=$(echo " $BENCH_PIDS " | sed "s/ $1 / /")
+}
+
+free_port() {
+  node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"
+}
+wait_port() { # port
+  i=0
+  until (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; do
+    i=$((i + 1)); [ $i -lt 200 ] || { echo "nothing listens on $1" >&2; return 1; }; sleep 0.05
+  done
+}
+# /dev/tcp is a bash feature: the scripts run under bash.
+
+# The simulator (OAuth, Trace Core, the other upstreams). capture: enabled|disabled.
+start_sim() { # capture
+  SIM_TRACE_CAPTURE=$1 node "$ROOT/tests/platform/sim.mjs" --port 0 --host 127.0.0.1 --ttl 7200 \
+    >"$WORK/sim.out" 2>"$WORK/sim.err" &
+  SIM_PID=$!; BENCH_PIDS="$BENCH_PIDS $SIM_PID"
+  i=0
+  until grep -q '"base"' "$WORK/sim.out"; do
+    i=$((i + 1)); [ $i -lt 200 ] || { cat "$WORK/sim.err" >&2; return 1; }; sleep 0.05
+  done
+  SIM=$(sed 's/.*"base":"\([^"]*\)".*/\1/' "$WORK/sim.out")
+}
+
+# The benchmark request: 10 rows of ot_drug, largest drug_id first, so the first
+# row carries 9007199254740993, 12345678901234567890123, [] and {}.
+REST_ARGS='{"kn_id":"kn_medical","ot_id":"ot_drug","limit":10,"sort":[{"field":"drug_id","direction":"desc"}]}'
+OQ_PATH=/api/ontology-query/in/v1/knowledge-networks/kn_medical/object-types/ot_drug
+# Captures the simulator's ontology-query response to that request (the body the
+# tool sends upstream, as shape_request builds it) into $WORK/canned.json.
+capture_canned() {
+  curl -sf -X POST "$SIM$OQ_PATH?include_type_info=false&include_logic_params=false" \
+    -H 'content-type: application/json' -H 'x-http-method-override: GET' \
+    -H 'x-account-id: u_demo' -H 'x-account-type: user' \
+    -d '{"limit":10,"sort":[{"field":"drug_id","direction":"desc"}],"need_total":true}' \
+    >"$WORK/canned.json"
+  grep -q '"drug_id":9007199254740993' "$WORK/canned.json"
+}
+
+render_conf() { # template out
+  sed -e "s#@WORK@#$WORK#g" -e "s#@DIR@#$BENCH_DIR#g" -e "s#@UPSTREAM_PORT@#${UPSTREAM_PORT:-0}#g" \
+    -e "s#@PROXY_PORT@#${PROXY_PORT:-0}#g" -e "s#@LUA_PORT@#${LUA_PORT:-0}#g" "$1" >"$2"
+}
+start_upstream() {
+  UPSTREAM_PORT=$(free_port)
+  render_conf "$BENCH_DIR/upstream.conf" "$WORK/upstream.conf"
+  nginx -p "$WORK" -c "$WORK/upstream.conf" -e "$WORK/upstream-error.log" &
+  UPSTREAM_PID=$!; BENCH_PIDS="$BENCH_PIDS $UPSTREAM_PID"
+  wait_port "$UPSTREAM_PORT"
+  UPSTREAM=http://127.0.0.1:$UPSTREAM_PORT
+}
+start_peers() {
+  PROXY_PORT=$(free_port); LUA_PORT=$(free_port)
+  render_conf "$BENCH_DIR/peers.conf" "$WORK/peers.conf"
+  nginx -p "$WORK" -c "$WORK/peers.conf" -e "$WORK/peers-error.log" &
+  PEERS_PID=$!; BENCH_PIDS="$BENCH_PIDS $PEERS_PID"
+  wait_port "$PROXY_PORT"; wait_port "$LUA_PORT"
+}
+
+# context-loader wired to the simulator, with ontology-query at the canned upstream.
+# Extra environment may be given as NAME=value arguments. Prefix a command (e.g.
+# valgrind ...) with GW_WRAP.
+start_gateway() { # [NAME=value...]
+  env CL_LISTEN=127.0.0.1:0 CL_ADMIN_LISTEN=127.0.0.1:0 CL_TOOLS_DIR="$ROOT/tools" CL_LUA_DIR="$ROOT/lua" \
+    CL_UPSTREAM_ONTOLOGY_QUERY_URL="$UPSTREAM/api/ontology-query" \
+    CL_UPSTREAM_BKN_BACKEND_URL="$SIM/api/bkn-backend" CL_UPSTREAM_VEGA_URL="$SIM/api/vega-backend" \
+    CL_UPSTREAM_OPERATOR_INTEGRATION_URL="$SIM/api/agent-operator-integration" \
+    CL_UPSTREAM_MF_MODEL_API_URL="$SIM/api/private/mf-model-api" \
+    CL_OAUTH_INTROSPECT_URL="$SIM/admin/oauth2/introspect" \
+    CL_BKN_SAFE_INTROSPECT_URL="$SIM/api/safe/v1/api-keys/introspect" \
+    BKN_TRACE_CORE_URL="$SIM" CL_ACCESS_LOG=false "$@" \
+    ${GW_WRAP:-} "$BUILD/context-loader" --config "$ROOT/etc/context-loader.conf" 2>"$WORK/gateway.log" &
+  GW_PID=$!; BENCH_PIDS="$BENCH_PIDS $GW_PID"
+  i=0
+  until grep -q '"listener":"public"' "$WORK/gateway.log"; do
+    i=$((i + 1)); [ $i -lt 1200 ] || { cat "$WORK/gateway.log" >&2; return 1; }; sleep 0.05
+  done
+  GW_PORT=$(grep '"listener":"public"' "$WORK/gateway.log" | sed 's/.*"port":\([0-9]*\).*/\1/')
+  GW=http://127.0.0.1:$GW_PORT
+  PREFIX=/api/agent-retrieval/v1
+}
+
+TOKEN=demo-user-token
+MCP_ACCEPT='application/json, text/event-stream'
+# Opens an MCP session on the gateway; sets SID.
+mcp_session() {
+  SID=$(curl -sf -D - -o /dev/null -X POST "$GW$PREFIX/mcp" -H "authorization: Bearer $TOKEN" \
+    -H 'content-type: application/json' -H "accept: $MCP_ACCEPT" \
+    -d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}' |
+    tr -d '\r' | awk -F': ' 'tolower($1)=="mcp-session-id" {print $2}')
+  [ -n "$SID" ] || { echo "no MCP session" >&2; return 1; }
+  curl -sf -o /dev/null -X POST "$GW$PREFIX/mcp" -H "authorization: Bearer $TOKEN" \
+    -H 'content-type: application/json' -H "accept: $MCP_ACCEPT" -H "mcp-session-id: $SID" \
+    -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+}
+mcp_call_body() { # arguments-json
+  printf '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_object_instance","arguments":%s}}' \
+    "$(printf '%s' "$1" | sed 's/^{/{"response_format":"json",/')"
+}
+
+rss_kb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }

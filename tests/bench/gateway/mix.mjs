@@ -1,0 +1,35 @@
+// mix.mjs GATEWAY_BASE N: the fixed request mix of callgrind.sh, sent one at a time
+// over keep-alive connections: an MCP initialize, then N ad hoc REST reads and N MCP
+// tools/call of the same query_object_instance request. Exits non-zero unless every
+// answer is a 200 carrying the rows. Prints the number of requests sent.
+const [base, nArg] = process.argv.slice(2);
+const n = Number(nArg || 200);
+const PREFIX = '/api/agent-retrieval/v1';
+const ARGS = '{"kn_id":"kn_medical","ot_id":"ot_drug","limit":10,"sort":[{"field":"drug_id","direction":"desc"}]}';
+const headers = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  authorization: 'Bearer demo-user-token',
+};
+
+async function post(path, body, extra = {}) {
+  const r = await fetch(base + PREFIX + path, {
+    method: 'POST', headers: { ...headers, ...extra }, body, signal: AbortSignal.timeout(60000),
+  });
+  const text = await r.text();
+  if (r.status !== 200 && r.status !== 202) throw new Error(`${path}: HTTP ${r.status} ${text.slice(0, 300)}`);
+  return { r, text };
+}
+
+const init = await post('/mcp', '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}');
+const sid = init.r.headers.get('mcp-session-id');
+await post('/mcp', '{"jsonrpc":"2.0","method":"notifications/initialized"}', { 'mcp-session-id': sid });
+const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_object_instance","arguments":${ARGS.replace(/^\{/, '{"response_format":"json",')}}}`;
+let sent = 2;
+for (let i = 0; i < n; i++) {
+  const a = await post('/kn/query_object_instance', ARGS);
+  const b = await post('/mcp', call, { 'mcp-session-id': sid });
+  sent += 2;
+  if (!a.text.includes('9007199254740993') || !b.text.includes('9007199254740993')) throw new Error('rows missing');
+}
+console.log(sent);

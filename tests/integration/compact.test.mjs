@@ -1,0 +1,184 @@
+// /mcp-compact (SPEC §9.2): exactly the 14 tools in display order, the other MCP
+// tools absent from its list and its tools/call but reachable through
+// search_capabilities -> execute_tool with the same results as a direct /mcp call,
+// REST-only tools never reachable, and the same lifecycle semantics as /mcp.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startStack, PREFIX } from './lib/stack.mjs';
+import { session, flatten, get } from './lib/mcp-session.mjs';
+
+const COMPACT = [
+  'bkn_start_interaction', 'bkn_finish_interaction', 'list_knowledge_networks', 'search_schema',
+  'get_kn_detail', 'get_object_types', 'query_object_instance', 'query_instance_subgraph',
+  'get_logic_properties_values', 'get_action_info', 'execute_action', 'get_action_execution',
+  'search_capabilities', 'execute_tool',
+];
+// The MCP tools only the gateway reaches on /mcp-compact, with arguments that work on
+// the demo data (execute_skill: the gate is on in this deployment).
+const GATEWAY = [
+  ['get_relation_types', { kn_id: 'kn_medical', ids: ['rt_produced_by'] }],
+  ['list_action_executions', { kn_id: 'kn_ops', limit: 2 }],
+  ['list_skills', {}],
+  ['get_skill_content', { skill_id: 'skill_contract_review' }],
+  ['read_skill_file', { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' }],
+  ['execute_skill', { skill_id: 'skill_contract_review', entry_shell: 'python main.py --input contract.txt' }],
+];
+const REST_ONLY = ['run_sql', 'list_resources', 'describe_resource'];
+
+let stack;
+let mcpUrl;
+let compactUrl;
+
+before(async () => {
+  stack = await startStack({ capture: 'enabled', env: { EXECUTE_SKILL_ENABLED: 'true' } });
+  mcpUrl = `${stack.server.base}${PREFIX}/mcp`;
+  compactUrl = `${stack.server.base}${PREFIX}/mcp-compact`;
+});
+
+after(async () => {
+  if (stack) assert.equal(await stack.stop(), 0);
+});
+
+const simGet = async (p) => (await fetch(`${stack.sim.base}${p}`, { signal: AbortSignal.timeout(5000) })).json();
+
+function ok(res) {
+  assert.ok(res.result, JSON.stringify(res));
+  assert.equal(res.result.isError, false, JSON.stringify(res.result));
+  return res.result.structuredContent;
+}
+
+function toolError(res) {
+  assert.ok(res.result, JSON.stringify(res));
+  assert.equal(res.result.isError, true, JSON.stringify(res.result));
+  return JSON.parse(res.result.content[0].text);
+}
+
+// A result without its receipt (each call is its own Operation). The simulator's
+// answers are deterministic, so everything else must match.
+function comparable(v) {
+  const c = structuredClone(v);
+  delete c.bkn_receipt;
+  return c;
+}
+
+async function turn(s, question) {
+  const st = ok(await s.call('bkn_start_interaction', { question, agent_name: 'compact-test', conversation_mode: 'new' }));
+  return { conversation_id: st.conversation_id, interaction_id: st.interaction_id };
+}
+
+test('/mcp-compact lists exactly the 14 tools, in display order, with the /mcp entries', async () => {
+  const compact = await (await session(compactUrl)).listAll();
+  const full = await (await session(mcpUrl)).listAll();
+  const names = compact.map((t) => t.name);
+  assert.deepEqual([...names].sort(), [...COMPACT].sort());
+  assert.equal(names.length, 14);
+  const orders = compact.map((t) => t._meta['openbkn.ai/order']);
+  assert.deepEqual(orders, [...orders].sort((a, b) => a - b), 'display order');
+  assert.deepEqual(names.slice(0, 2), ['bkn_start_interaction', 'bkn_finish_interaction']);
+  // Same tool, same entry (schemas with bkn_context, titles, metadata) as on /mcp.
+  for (const t of compact) assert.deepEqual(t, full.find((f) => f.name === t.name), t.name);
+  for (const [n] of GATEWAY) {
+    assert.ok(full.some((t) => t.name === n), `${n} is on /mcp`);
+    assert.ok(!names.includes(n), `${n} is not on /mcp-compact`);
+  }
+  // And its info says the same.
+  const info = await get(`${compactUrl}/info`);
+  assert.deepEqual(info.json.tools, compact.map(flatten));
+});
+
+test('the other tools are unknown to tools/call on /mcp-compact, like a missing tool', async () => {
+  const s = await session(compactUrl);
+  const ctx = await turn(s, 'unknown tools');
+  const unknown = await s.rpc('tools/call', { name: 'no_such_tool', arguments: { bkn_context: ctx } });
+  assert.equal(unknown.json.error.code, -32602);
+  for (const n of [...GATEWAY.map(([x]) => x), ...REST_ONLY]) {
+    const r = await s.rpc('tools/call', { name: n, arguments: { bkn_context: ctx } });
+    assert.equal(r.status, unknown.status, n);
+    assert.equal(r.json.error.code, -32602, n);
+    assert.equal(r.json.error.message.replace(n, 'no_such_tool'), unknown.json.error.message, n);
+    assert.equal(r.json.result, undefined);
+  }
+});
+
+test('search_capabilities on /mcp-compact finds exactly the unlisted MCP tools', async () => {
+  const s = await session(compactUrl);
+  const ctx = await turn(s, 'what else is there');
+  const found = ok(await s.call('search_capabilities', { kn_id: 'kn_medical', types: ['tool'], limit: 100, response_format: 'json', bkn_context: ctx }));
+  const names = found.capabilities.map((c) => c.tool_id);
+  assert.deepEqual([...names].sort(), GATEWAY.map(([n]) => n).sort());
+  for (const c of found.capabilities) {
+    assert.equal(c.kind, 'tool');
+    assert.equal(typeof c.description, 'string');
+    assert.equal(c.input_schema.type, 'object', c.tool_id);
+  }
+  // A query narrows it; REST-only tools are never among the results.
+  const skills = ok(await s.call('search_capabilities', { kn_id: 'kn_medical', types: ['tool'], query: 'skill', response_format: 'json', bkn_context: ctx }));
+  assert.ok(skills.capabilities.length >= 1 && skills.capabilities.every((c) => /skill/.test(c.tool_id)), JSON.stringify(skills));
+  for (const q of ['sql', 'resource', 'run_sql']) {
+    const r = await s.call('search_capabilities', { kn_id: 'kn_supplychain', query: q, response_format: 'json', bkn_context: ctx });
+    for (const n of REST_ONLY) assert.ok(!JSON.stringify(r).includes(`"${n}"`), `${q}: ${n}`);
+  }
+});
+
+test('execute_tool on /mcp-compact gives the same results as the direct /mcp call', async () => {
+  const direct = await session(mcpUrl);
+  const gw = await session(compactUrl);
+  const dctx = await turn(direct, 'direct');
+  const gctx = await turn(gw, 'through the gateway');
+  for (const [name, args] of GATEWAY) {
+    const a = ok(await direct.call(name, { ...args, response_format: 'json', bkn_context: dctx }));
+    const b = ok(await gw.call('execute_tool', { tool_id: name, arguments: args, response_format: 'json', bkn_context: gctx }));
+    assert.ok(Object.keys(comparable(a)).length > 0, name);
+    assert.deepEqual(comparable(b), comparable(a), name);
+    assert.equal(b.bkn_receipt.tool_name, 'execute_tool', 'the gateway call is recorded under the interaction');
+    assert.equal(b.bkn_receipt.interaction_id, gctx.interaction_id);
+  }
+  // TOON works through the gateway as well (the MCP default).
+  const toon = await gw.call('execute_tool', { tool_id: 'list_action_executions', arguments: { kn_id: 'kn_ops', limit: 2 }, bkn_context: gctx });
+  assert.equal(toon.result.isError, false);
+  assert.ok(!toon.result.content[0].text.trimStart().startsWith('{'), 'TOON text, not JSON');
+});
+
+test('REST-only tools are never reachable through execute_tool', async () => {
+  const s = await session(compactUrl);
+  const ctx = await turn(s, 'sql please');
+  const ghost = toolError(await s.call('execute_tool', { tool_id: 'no_such_tool', arguments: {}, response_format: 'json', bkn_context: ctx }));
+  const seq = (await simGet('/_sim/requests')).last_seq;
+  for (const n of REST_ONLY) {
+    const e = toolError(await s.call('execute_tool', { tool_id: n, arguments: { sql: 'SELECT 1' }, response_format: 'json', bkn_context: ctx }));
+    assert.deepEqual(JSON.parse(JSON.stringify(e).replaceAll(n, 'no_such_tool')), ghost, n);
+  }
+  const calls = (await simGet(`/_sim/requests?since=${seq}`)).requests.filter((r) => r.service === 'vega');
+  assert.deepEqual(calls, []);
+});
+
+test('lifecycle on /mcp-compact: bkn_context required with capture on; a full turn records receipts', async () => {
+  const s = await session(compactUrl);
+  for (const args of [{}, { bkn_context: {} }]) {
+    const e = toolError(await s.call('list_knowledge_networks', args));
+    assert.equal(e.error.required_action, 'bkn_start_interaction', JSON.stringify(e));
+    const g = toolError(await s.call('execute_tool', { tool_id: 'get_relation_types', arguments: GATEWAY[0][1], ...args }));
+    assert.equal(g.error.required_action, 'bkn_start_interaction', JSON.stringify(g));
+  }
+  const ctx = await turn(s, 'Which networks are there, and how are drugs related?');
+  const l = ok(await s.call('list_knowledge_networks', { response_format: 'json', bkn_context: ctx }));
+  assert.equal(l.total_count, 3);
+  const x = ok(await s.call('execute_tool', { tool_id: 'get_relation_types', arguments: GATEWAY[0][1], response_format: 'json', bkn_context: ctx }));
+  assert.equal(x.relation_types[0].id, 'rt_produced_by');
+  const receipts = [l.bkn_receipt, x.bkn_receipt];
+  for (const r of receipts) {
+    assert.equal(r.receipt_status, 'completed');
+    assert.equal(r.interaction_id, ctx.interaction_id);
+    assert.equal(r.conversation_id, ctx.conversation_id);
+  }
+  const fin = ok(await s.call('bkn_finish_interaction', { interaction_id: ctx.interaction_id, outcome: 'completed', answer: 'Three networks.' }));
+  assert.equal(fin.execution_status, 'completed');
+  const st = await simGet('/_sim/trace/state');
+  const inter = st.interactions.find((i) => i.interaction_id === ctx.interaction_id);
+  assert.deepEqual([...inter.operation_ids].sort(), receipts.map((r) => r.operation_id).sort());
+  assert.equal(inter.execution_status, 'completed');
+  for (const r of receipts) assert.equal(st.receipts.find((y) => y.receipt_id === r.receipt_id).receipt_status, 'completed');
+  // The finished interaction's context is terminal on this surface too.
+  const late = toolError(await s.call('list_knowledge_networks', { bkn_context: ctx }));
+  assert.equal(late.error.code, 'interaction_terminal');
+});

@@ -1,0 +1,294 @@
+// Scale-out (SPEC §19): two context-loader instances share one redis-server and sit
+// behind nginx (round-robin), all on 127.0.0.1, started here and stopped by PID.
+// A retry landing on the other instance replays the original result with one
+// downstream execution; concurrent duplicates spread over both run once; sessions
+// minted or ended on one instance are honoured by the other; killing Redis gives the
+// documented retryable errors, and service resumes after a restart, with no
+// duplicate execution. Skipped when redis-server or nginx is missing.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { startSimulator, startServer, stop, PREFIX } from './lib/stack.mjs';
+
+function which(cmd) {
+  for (const d of (process.env.PATH || '').split(':').concat(['/usr/sbin', '/sbin'])) {
+    const p = path.join(d, cmd);
+    try { fs.accessSync(p, fs.constants.X_OK); return p; } catch { /* next */ }
+  }
+  return null;
+}
+const REDIS = which('redis-server');
+const NGINX = which('nginx');
+const SKIP = !REDIS ? 'redis-server is not installed (apt-get install redis-server)'
+  : !NGINX ? 'nginx is not installed (apt-get install nginx)' : false;
+
+const INV = 'X-OpenBKN-Client-Invocation-Id';
+const SECRET = 'scaleout-test-secret';
+let tmp, redis, redisPort, nginx, lbPort, sim, A, B, T;
+let counter = 0;
+const uniq = (p) => `${p}-${process.pid}-${++counter}`;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try { if (await fn()) return; } catch { /* not yet */ }
+    if (Date.now() > end) throw new Error(`${what}: not ready after ${ms} ms`);
+    await sleep(50);
+  }
+}
+
+function redisPing() {
+  return new Promise((resolve) => {
+    const s = net.connect(redisPort, '127.0.0.1');
+    s.setTimeout(500, () => { s.destroy(); resolve(false); });
+    s.on('error', () => resolve(false));
+    s.on('connect', () => s.write('PING\r\n'));
+    s.on('data', (d) => { s.destroy(); resolve(d.toString().startsWith('+PONG')); });
+  });
+}
+
+// AOF with fsync on every write: what was stored survives kill -9 (as in production,
+// where losing idempotency records on a Redis restart would allow a second run).
+async function startRedis() {
+  redis = spawn(REDIS, ['--port', String(redisPort), '--bind', '127.0.0.1', '--dir', tmp, '--save', '',
+    '--appendonly', 'yes', '--appendfsync', 'always', '--daemonize', 'no', '--logfile', path.join(tmp, 'redis.log')],
+  { stdio: 'ignore' });
+  await waitFor(redisPing, 5000, 'redis-server');
+}
+
+async function startNginx(ports) {
+  const conf = path.join(tmp, 'nginx.conf');
+  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(tmp, d), { recursive: true });
+  fs.writeFileSync(conf, `daemon off;
+worker_processes 1;
+pid ${tmp}/nginx.pid;
+error_log ${tmp}/nginx-error.log warn;
+events { worker_connections 256; }
+http {
+  access_log ${tmp}/nginx-access.log;
+  client_body_temp_path ${tmp}/body;
+  proxy_temp_path ${tmp}/proxy;
+  fastcgi_temp_path ${tmp}/fastcgi;
+  uwsgi_temp_path ${tmp}/uwsgi;
+  scgi_temp_path ${tmp}/scgi;
+  upstream context_loader {
+${ports.map((p) => `    server 127.0.0.1:${p};`).join('\n')}
+  }
+  server {
+    listen 127.0.0.1:${lbPort};
+    location / {
+      proxy_pass http://context_loader;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_next_upstream off;
+      proxy_read_timeout 60s;
+      add_header X-Upstream $upstream_addr always;
+    }
+  }
+}
+`);
+  nginx = spawn(NGINX, ['-p', tmp, '-c', conf, '-e', path.join(tmp, 'nginx-error.log')], { stdio: 'ignore' });
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${lbPort}/`, { signal: AbortSignal.timeout(1000) })).status > 0, 5000, 'nginx');
+}
+
+async function post(url, body, headers = {}) {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer demo-user-token', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+    signal: AbortSignal.timeout(15000),
+  });
+  const text = await r.text();
+  let json;
+  try { json = JSON.parse(text); } catch { json = undefined; }
+  return { status: r.status, headers: r.headers, text, json };
+}
+
+const mcpUrl = (base) => `${base}${PREFIX}/mcp`;
+const LB = () => `http://127.0.0.1:${lbPort}`;
+
+async function initialize(base) {
+  const r = await post(mcpUrl(base), { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'scaleout', version: '1' } } });
+  assert.equal(r.status, 200, r.text);
+  return r.headers.get('mcp-session-id');
+}
+const ping = (base, sid) => post(mcpUrl(base), { jsonrpc: '2.0', id: 2, method: 'ping' }, { 'mcp-session-id': sid });
+async function endSession(base, sid) {
+  return fetch(mcpUrl(base), { method: 'DELETE', headers: { authorization: 'Bearer demo-user-token', 'mcp-session-id': sid }, signal: AbortSignal.timeout(5000) });
+}
+
+const rest = (base, tool, body, headers = {}) => post(`${base}${PREFIX}/kn/${tool}`, body, headers);
+const query = (extra = {}) => ({ kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 3, ...extra });
+const simCall = async (method, p, body) => {
+  const r = await fetch(`${sim.base}${p}`, { method, headers: { 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(5000) });
+  assert.ok(r.ok, `${method} ${p}: ${r.status}`);
+  return r.json();
+};
+const lastSeq = async () => (await simCall('GET', '/_sim/requests')).last_seq;
+const isQuery = (r) => r.method === 'POST' && /\/object-types\/[^/?]+(\?|$)/.test(r.path);
+const executions = async (since) => (await simCall('GET', `/_sim/requests?since=${since}&service=ontology_query`)).requests.filter(isQuery).length;
+
+before(async () => {
+  if (SKIP) return;
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-scaleout-'));
+  fs.chmodSync(tmp, 0o755); // nginx workers may run as another user
+  redisPort = await freePort();
+  lbPort = await freePort();
+  await startRedis();
+  sim = await startSimulator({ capture: 'enabled' });
+  const env = {
+    CL_STATE_STORE: `redis://127.0.0.1:${redisPort}/0`,
+    CL_SESSION_SECRET: SECRET,
+    CL_STATE_STORE_COMMAND_TIMEOUT_MS: '500',
+    CL_STATE_STORE_RECONNECT_MAX_MS: '300',
+    CL_STATE_STORE_KEY_PREFIX: `scaleout-${process.pid}:`,
+  };
+  A = await startServer(sim.base, { env });
+  B = await startServer(sim.base, { env });
+  await startNginx([new URL(A.base).port, new URL(B.base).port]);
+  const sid = await initialize(A.base);
+  const r = await post(mcpUrl(A.base), { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'bkn_start_interaction', arguments: { question: 'q', agent_name: 'scaleout', conversation_mode: 'new' } } }, { 'mcp-session-id': sid });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.result.isError, false, r.text);
+  const s = r.json.result.structuredContent;
+  T = { conversation_id: s.conversation_id, interaction_id: s.interaction_id };
+});
+
+after(async () => {
+  if (nginx) await stop(nginx, 'SIGQUIT');
+  const codes = [];
+  for (const s of [A, B]) if (s) codes.push(await s.stop());
+  if (sim) await sim.stop();
+  if (redis) await stop(redis);
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  for (const c of codes) assert.equal(c, 0);
+});
+
+test('a session id minted by one instance works on the other', { skip: SKIP }, async () => {
+  const sid = await initialize(A.base);
+  const r = await ping(B.base, sid);
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.json.result, {});
+});
+
+test('a session ended on one instance is refused on the other', { skip: SKIP }, async () => {
+  const sid = await initialize(A.base);
+  assert.equal((await ping(B.base, sid)).status, 200);
+  assert.equal((await endSession(B.base, sid)).status, 204);
+  for (const base of [A.base, B.base]) {
+    const r = await ping(base, sid);
+    assert.equal(r.status, 404, r.text);
+    assert.equal(r.json.error.code, -32001);
+  }
+});
+
+test('a retry with the same invocation id on the other instance replays the original, one execution', { skip: SKIP }, async () => {
+  const id = uniq('inv');
+  const seq = await lastSeq();
+  const a = await rest(A.base, 'query_object_instance', query({ bkn_context: T }), { [INV]: id });
+  assert.equal(a.status, 200, a.text);
+  assert.match(a.headers.get('bkn-receipt-id') || '', /^rcpt_/);
+  const b = await rest(B.base, 'query_object_instance', query({ bkn_context: T }), { [INV]: id });
+  assert.equal(b.status, 200, b.text);
+  assert.equal(b.text, a.text);
+  assert.equal(b.headers.get('bkn-receipt-id'), a.headers.get('bkn-receipt-id'));
+  // and through the load balancer, landing on both instances in turn
+  const seen = new Set();
+  for (let i = 0; i < 4; i++) {
+    const r = await rest(LB(), 'query_object_instance', query({ bkn_context: T }), { [INV]: id });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, a.text);
+    seen.add(r.headers.get('x-upstream'));
+  }
+  assert.equal(seen.size, 2, `round-robin over both instances: ${[...seen]}`);
+  assert.equal(await executions(seq), 1);
+  // other input under the same id is a conflict on the other instance too
+  const c = await rest(B.base, 'query_object_instance', query({ limit: 4, bkn_context: T }), { [INV]: id });
+  assert.equal(c.status, 409, c.text);
+  assert.equal(c.json.error.code, 'idempotency_conflict');
+  assert.equal(await executions(seq), 1);
+});
+
+test('concurrent duplicates spread over both instances run once', { skip: SKIP }, async () => {
+  const id = uniq('burst');
+  await simCall('POST', '/_sim/faults', { service: 'ontology_query', latency_ms: 400, count: 1 });
+  const seq = await lastSeq();
+  const body = JSON.stringify(query({ bkn_context: T }));
+  const all = await Promise.all(Array.from({ length: 10 }, () => rest(LB(), 'query_object_instance', body, { [INV]: id })));
+  const upstreams = new Set(all.map((r) => r.headers.get('x-upstream')));
+  assert.equal(upstreams.size, 2, `both instances served: ${[...upstreams]}`);
+  for (const r of all) {
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, all[0].text);
+  }
+  assert.equal(await executions(seq), 1);
+});
+
+test('Redis killed and restarted: retryable errors, then service resumes; no duplicate execution', { skip: SKIP }, async () => {
+  // before the outage: one call recorded, one session alive, one ended
+  const before = uniq('pre');
+  const seq = await lastSeq();
+  const orig = await rest(A.base, 'query_object_instance', query({ bkn_context: T }), { [INV]: before });
+  assert.equal(orig.status, 200, orig.text);
+  const live = await initialize(A.base);
+  const ended = await initialize(B.base);
+  assert.equal((await endSession(A.base, ended)).status, 204);
+
+  await stop(redis, 'SIGKILL');
+  redis = null;
+  const during = uniq('during');
+  for (const base of [A.base, B.base]) {
+    // a call with an invocation id needs the shared records: 503, retryable, nothing runs
+    const r = await rest(base, 'query_object_instance', query({ bkn_context: T }), { [INV]: during });
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.json.error.code, 'state_store_unavailable');
+    assert.equal(r.json.error.retryable, true);
+    // a session check needs the shared ended-session set: 503, never a silent accept
+    for (const sid of [live, ended]) {
+      const p = await ping(base, sid);
+      assert.equal(p.status, 503, p.text);
+      assert.equal(p.headers.get('retry-after'), '1');
+      assert.equal(p.json.error.data.code, 'state_store_unavailable');
+      assert.equal(p.json.error.data.retryable, true);
+    }
+    // ending a session cannot be recorded: 503 (the client retries), not a silent 204
+    assert.equal((await endSession(base, live)).status, 503);
+  }
+  assert.equal(await executions(seq), 1, 'nothing ran during the outage');
+  // a REST call without a retry hint needs no shared state and keeps working
+  const plain = await rest(LB(), 'query_object_instance', query({ bkn_context: T }));
+  assert.equal(plain.status, 200, plain.text);
+  assert.equal(await executions(seq), 2);
+
+  await startRedis();
+  // both instances reconnect by themselves (no restart)
+  for (const base of [A.base, B.base])
+    await waitFor(async () => (await ping(base, live)).status === 200, 5000, `${base} after the Redis restart`);
+  // what was recorded before the outage still holds
+  for (const base of [A.base, B.base]) {
+    const r = await rest(base, 'query_object_instance', query({ bkn_context: T }), { [INV]: before });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.text, orig.text);
+    assert.equal((await ping(base, ended)).status, 404);
+  }
+  // the call refused during the outage now runs, exactly once, wherever it lands
+  const r1 = await rest(B.base, 'query_object_instance', query({ bkn_context: T }), { [INV]: during });
+  assert.equal(r1.status, 200, r1.text);
+  const r2 = await rest(A.base, 'query_object_instance', query({ bkn_context: T }), { [INV]: during });
+  assert.equal(r2.text, r1.text);
+  assert.equal(await executions(seq), 3);
+});

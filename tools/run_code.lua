@@ -1,0 +1,73 @@
+-- run_code: PTC code mode (SPEC §14, docs/ptc.md). The model's Python runs in the
+-- execution factory's sandbox with the caller's own token, inside handler(event)
+-- after the stub: the BKN capabilities are the stub's functions, which call back
+-- into /mcp as the caller with this turn's bkn_context. Only stdout (and stderr,
+-- exit_code) returns. On /mcp/ptc the listed description is the signature list of
+-- those functions, rendered by the core from the tools actually registered.
+local cljson = require "cljson"
+local ptc = require "ptc"
+
+local M = {
+    name = "run_code",
+    version = "1.0.0",
+    kind = "execute",
+    title = { ["zh-CN"] = "运行代码", ["en-US"] = "Run Code" },
+    description = {
+        ["zh-CN"] = "在沙箱中运行一段 Python 脚本；BKN 的能力是脚本里可直接调用的函数，只有 stdout 返回。",
+        ["en-US"] = "Runs a Python script in the sandbox; the BKN capabilities are functions the " ..
+            "script calls directly, and only stdout returns.",
+    },
+    group = "execution",
+    order = 710,
+    surfaces = { "ptc" },
+    formats = { "json" },
+    upstream = "operator_integration",
+    annotations = { destructiveHint = false, openWorldHint = true },
+    input_schema = {
+        type = "object",
+        additionalProperties = false,
+        required = { "code" },
+        properties = {
+            code = {
+                type = "string",
+                minLength = 1,
+                maxLength = 200000,
+                description = {
+                    ["zh-CN"] = "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
+                    ["en-US"] = "Python code (no need to import the functions); only printed output returns",
+                },
+            },
+            timeout = {
+                type = "integer",
+                minimum = 1,
+                maximum = 600,
+                default = 60,
+                description = { ["zh-CN"] = "超时秒数，1-600", ["en-US"] = "Timeout in seconds, 1-600" },
+            },
+        },
+    },
+    output_schema = {
+        type = "object",
+        properties = {
+            stdout = { type = "string" },
+            stderr = { type = "string" },
+            exit_code = { type = "integer" },
+            truncated = { type = "boolean" },
+        },
+    },
+}
+
+function M.handle(args, ctx)
+    local code = args.code:gsub("[\r\n]+$", "")
+    if code:match("^%s*$") then
+        return nil, ptc.blank_error("code", ctx.lang)
+    end
+    local script = ptc.wrap_code(ptc.stub_for(ctx), code)
+    local out, err = ptc.execute(ctx, { code = script, language = "python", timeout = args.timeout }, cljson)
+    if out == nil then
+        return nil, err
+    end
+    return ptc.result(out, ctx.lang)
+end
+
+return M
