@@ -15,14 +15,14 @@
 #include "tools.h"
 
 typedef struct call_env {
-    const principal *who;    /* copied */
-    const char *request_id;  /* bkn-request-id, copied */
-    const char *traceparent; /* W3C traceparent of the inbound request, copied; child
-                                span ids are made per outbound call */
-    lang_id lang;            /* request language */
+    const principal *who;     /* copied */
+    const char *request_id;   /* bkn-request-id, copied */
+    const char *traceparent;  /* W3C traceparent of the inbound request, copied; child
+                                 span ids are made per outbound call */
+    lang_id lang;             /* request language */
     const char *kn_id_header; /* X-Kn-ID of the request, or NULL; copied */
-    const char *surface;     /* "mcp" | "compact" | "rest" | "ptc", copied */
-    int64_t deadline_ms;     /* now_mono_ms() based; 0 = none */
+    const char *surface;      /* "mcp" | "compact" | "rest" | "ptc", copied */
+    int64_t deadline_ms;      /* now_mono_ms() based; 0 = none */
     /* The following are borrowed during call_start only (pushed into Lua there). */
     const json_value *query;   /* REST query parameters (object of strings) merged into
                                   args where absent, coerced by the schema; or NULL */

@@ -300,10 +300,9 @@ fail:
 
 int guard_strip_hints(json_value *args)
 {
-    static const char *const HINTS[] = {"openbkn.ai/client-invocation-id",
-                                        "openbkn.ai/host-conversation-key",
-                                        "x-openbkn-client-invocation-id",
-                                        "x-openbkn-host-conversation-key"};
+    static const char *const HINTS[] = {
+        "openbkn.ai/client-invocation-id", "openbkn.ai/host-conversation-key",
+        "x-openbkn-client-invocation-id", "x-openbkn-host-conversation-key"};
     int removed = 0;
     if (!args || json_typeof(args) != JSON_OBJECT)
         return 0;

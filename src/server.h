@@ -84,14 +84,14 @@ typedef struct req_ctx {
     const char *outcome;
     int64_t lua_ms, upstream_ms;
     int on_close_set;
-    struct event *close_watch; /* hang-up watch on the client socket while async */
-    int caller_request_id; /* the request id came from the caller (a retry hint) */
-    struct flow *flow;     /* a business call in progress */
-    struct lifecycle *lc;  /* a lifecycle tool call in progress */
+    struct event *close_watch;         /* hang-up watch on the client socket while async */
+    int caller_request_id;             /* the request id came from the caller (a retry hint) */
+    struct flow *flow;                 /* a business call in progress */
+    struct lifecycle *lc;              /* a lifecycle tool call in progress */
     struct session_wait *session_wait; /* Mcp-Session-Id check or end in the store */
-    json_value *query;     /* REST query parameters (object of strings), or NULL */
-    char format[16];       /* REST ?response_format= as given */
-    int proxy;             /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
+    json_value *query;                 /* REST query parameters (object of strings), or NULL */
+    char format[16];                   /* REST ?response_format= as given */
+    int proxy;                         /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
     char proxy_mcp_id[256], proxy_tool[256];
     int format_given;
     json_value *reqinfo; /* ctx.request, built on first use */
