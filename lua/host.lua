@@ -296,6 +296,15 @@ function M.invoke(name, args, ctx, query)
         error("tool '" .. name .. "' returned a " .. type(res) ..
             " that is not a JSON object (return a table, or nil, err)", 0)
     end
+    -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx)
+    -- returns the value to encode for the text; structuredContent stays the result.
+    if ctx.response_format == "toon" and type(tool.render) == "function" then
+        local text, terr = require("cltoon").encode(tool.render(res, ctx))
+        if not text then
+            error("tool '" .. name .. "' render: " .. tostring(terr), 0)
+        end
+        return 200, res, nil, text
+    end
     return 200, res, nil
 end
 

@@ -54,6 +54,8 @@ struct call {
     int status;
     int is_error;
     buf body;
+    buf toon; /* the tool's own TOON rendering, when it has render() */
+    int toon_wanted;
     char *error_code;
     char incident[24];
     int64_t lua_ms;
@@ -717,6 +719,12 @@ static int collect_p(lua_State *L)
     } else if (cljson_encode(L, 2, &c->body, 0, err, sizeof err) != 0) {
         return luaL_error(L, "the tool's result cannot be encoded as JSON: %s", err);
     }
+    buf_reset(&c->toon);
+    if (n >= 4 && lua_type(L, 4) == LUA_TSTRING) {
+        size_t len;
+        const char *s = lua_tolstring(L, 4, &len);
+        buf_append(&c->toon, s, len);
+    }
     return 0;
 }
 
@@ -848,6 +856,7 @@ static void cleanup(call *c)
     }
     tools_gen_release(c->gen); /* may close the state: nothing Lua after this */
     buf_free(&c->body);
+    buf_free(&c->toon);
     free(c->error_code);
     free(c->request_id);
     free(c->traceparent);
@@ -878,6 +887,8 @@ static void finish(call *c)
         buf_puts(&c->body, "{}");
     res.body = c->body.data;
     res.body_len = c->body.len;
+    res.toon = c->toon.len ? c->toon.data : NULL;
+    res.toon_len = c->toon.len;
     res.incident_id = c->incident[0] ? c->incident : NULL;
     res.error_code = c->error_code;
     res.lua_ms = c->lua_ms;
@@ -947,6 +958,8 @@ static int setup_p(lua_State *L)
     lua_setfield(L, ctx, "request_id");
     lua_pushstring(L, c->surface);
     lua_setfield(L, ctx, "surface");
+    lua_pushstring(L, c->toon_wanted ? "toon" : "json");
+    lua_setfield(L, ctx, "response_format");
     if (c->kn_id_header) {
         lua_pushstring(L, c->kn_id_header);
         lua_setfield(L, ctx, "kn_id_header");
@@ -1038,6 +1051,7 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     c->env_query = env ? env->query : NULL;
     c->env_request = env ? env->request : NULL;
     c->env_config = env ? env->config : NULL;
+    c->toon_wanted = env ? env->toon : 0;
     c->env_bkn = env ? env->bkn_context : NULL;
     lvm_set_budget(c->vm, &c->budget);
     int setup_rc = lvm_cpcall(c->L, setup_p, c, &err);

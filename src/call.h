@@ -28,6 +28,7 @@ typedef struct call_env {
                                   args where absent, coerced by the schema; or NULL */
     const json_value *request; /* ctx.request: {host, forwarded_host, forwarded_proto} */
     const json_value *config;  /* ctx.config: deployment settings tools may read */
+    int toon;                  /* response_format is toon (ctx.response_format) */
     /* ctx.bkn_context: the call's validated turn context {conversation_id,
        interaction_id, parent_operation_id?} (borrowed during call_start; NULL when the
        call is ad hoc). Only those three string members are passed on. */
@@ -46,6 +47,8 @@ typedef struct call_result {
     int status;       /* REST status: 200 on success, else the error's status */
     const char *body; /* JSON text: the result object, or the error object */
     size_t body_len;
+    const char *toon; /* the tool's own TOON rendering (its render function), or NULL */
+    size_t toon_len;
     const char *incident_id; /* set when the tool raised (traceback logged), else NULL */
     const char *error_code;  /* "invalid_arguments", "tool_raised", ... or NULL */
     int64_t lua_ms;          /* time spent running Lua */

@@ -400,7 +400,9 @@ static void on_call_done(const call_result *res, void *arg)
     f->is_error = res->is_error;
     f->status = res->status;
     buf_append(&f->body, res->body, res->body_len);
-    if (f->toon && !res->is_error) {
+    if (f->toon && !res->is_error && res->toon) {
+        buf_append(&f->toon_text, res->toon, res->toon_len); /* the tool's own layout */
+    } else if (f->toon && !res->is_error) {
         /* TOON from the exact JSON result (big integers and key order intact). */
         char err[200];
         json_value *v = json_parse(res->body, res->body_len, NULL, err, sizeof err);
@@ -430,6 +432,7 @@ static void run_tool(flow *f)
     req_call_env(f->c, &env);
     /* PTC: the sandbox's calls name this run as their parent operation */
     env.operation_id = f->operation_id[0] ? f->operation_id : NULL;
+    env.toon = f->toon;
     f->c->call = call_start(f->c->gen, f->ti, f->args, &env, on_call_done, f);
 }
 
