@@ -21,7 +21,7 @@ static const char *const PROTOCOL_VERSIONS[] = {"2025-11-25", "2025-06-18", "202
 static double accept_q(const char *accept, const char *type)
 {
     const char *slash = strchr(type, '/');
-    size_t tlen = strlen(type), major = slash ? (size_t)(slash - type) : tlen;
+    size_t tlen = strlen(type), major = slash ? (size_t)(slash - type) : 0;
     double q_best = -1.0;
     int spec_best = -1;
     for (const char *p = accept; p && *p;) {
@@ -46,7 +46,8 @@ static double accept_q(const char *accept, const char *type)
         int spec = -1;
         if (n == tlen && !strncasecmp(r, type, n))
             spec = 2;
-        else if (n == major + 2 && !strncasecmp(r, type, major) && !strncmp(r + major, "/*", 2))
+        else if (major > 0 && major < 64 && n == major + 2 && !strncasecmp(r, type, major) &&
+                 !strncmp(r + major, "/*", 2))
             spec = 1;
         else if (n == 3 && !strncmp(r, "*/*", 3))
             spec = 0;
