@@ -6,26 +6,6 @@
 
 #include "util.h"
 
-/* Drops the bytes of s that do not form valid UTF-8. Details quote caller text
- * through %.Ns, which can split a character, and are written into JSON verbatim
- * (found by tests/fuzz/fuzz_rest.c). */
-static void utf8_scrub(char *s)
-{
-    size_t i = 0, o = 0, n = strlen(s);
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-        if (i + k > n || !json_utf8_valid(s + i, k)) {
-            i++;
-            continue;
-        }
-        memmove(s + o, s + i, k);
-        o += k;
-        i += k;
-    }
-    s[o] = '\0';
-}
-
 int callcheck_rest_body(const char *body, size_t len, const char *content_type, size_t max_depth,
                         json_value **out, int *status, char *err, size_t errlen)
 {
@@ -73,7 +53,7 @@ int callcheck_format(const char *query, const json_value *arg, int mcp, int tool
     }
     snprintf(details, dlen, "invalid response_format: \"%.60s\" (allowed: %s)", given,
              tool_toon ? "json, toon" : "json");
-    utf8_scrub(details);
+    json_utf8_scrub(details);
     return -1;
 }
 

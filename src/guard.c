@@ -4,27 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Drops the bytes of s that do not form valid UTF-8: messages quote caller text
- * (keys, the X-Kn-ID header) through %.Ns and fixed buffers, which can split a
- * character, and the message is written into JSON verbatim (found by
- * tests/fuzz/fuzz_guard.c). */
-static void utf8_scrub(char *s)
-{
-    size_t i = 0, o = 0, n = strlen(s);
-    while (i < n) {
-        unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-        if (i + k > n || !json_utf8_valid(s + i, k)) {
-            i++;
-            continue;
-        }
-        memmove(s + o, s + i, k);
-        o += k;
-        i += k;
-    }
-    s[o] = '\0';
-}
-
 static int refuse(guard_refusal *why, const char *code, const char *mcp_action,
                   const char *rest_action, int status, const char *msg)
 {
@@ -34,7 +13,7 @@ static int refuse(guard_refusal *why, const char *code, const char *mcp_action,
     why->rest_status = status;
     why->retryable = 0;
     snprintf(why->message, sizeof why->message, "%s", msg);
-    utf8_scrub(why->message);
+    json_utf8_scrub(why->message);
     return -1;
 }
 

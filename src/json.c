@@ -1172,3 +1172,20 @@ void json_write(buf *out, const json_value *v, int canonical)
     }
     }
 }
+
+void json_utf8_scrub(char *s)
+{
+    size_t i = 0, o = 0, n = strlen(s);
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        size_t k = c < 0x80 ? 1 : c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+        if (i + k > n || !json_utf8_valid(s + i, k)) {
+            i++;
+            continue;
+        }
+        memmove(s + o, s + i, k);
+        o += k;
+        i += k;
+    }
+    s[o] = '\0';
+}

@@ -90,6 +90,12 @@ void json_write_double(buf *out, double d);
 
 /* Validates UTF-8 (RFC 3629: no overlongs, surrogates or > U+10FFFF); returns 1 if valid. */
 int json_utf8_valid(const char *s, size_t len);
+
+/* Drops, in place, the bytes of the NUL-terminated s that do not form valid UTF-8.
+ * Error messages quote caller text through %.Ns and fixed buffers, which can split
+ * a character, and are then written into JSON verbatim (found by the guard and REST
+ * fuzz targets). */
+void json_utf8_scrub(char *s);
 /* Returns 1 if s is exactly one RFC 8259 number token (no whitespace). */
 int json_number_valid(const char *s, size_t len);
 
