@@ -495,30 +495,6 @@ void lvm_require(lua_State *L, const char *name)
 
 /* ---- building the state ---- */
 
-static int read_file(const char *path, char **text, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    buf b = BUF_INIT;
-    char chunk[8192];
-    size_t n;
-    int rc = -1;
-    if (!f)
-        return -1;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        buf_append(&b, chunk, n);
-        if (b.len > LVM_MAX_SOURCE)
-            goto done;
-    }
-    if (ferror(f))
-        goto done;
-    *text = buf_steal(&b, len);
-    rc = 0;
-done:
-    fclose(f);
-    buf_free(&b);
-    return rc;
-}
-
 typedef struct snap_args {
     const char *dir;
     const char *prefix;    /* module name prefix ("" or "_lib.") */
@@ -548,7 +524,8 @@ static int snapshot_p(lua_State *L)
             continue;
         path = xmalloc(strlen(a->dir) + n + 2);
         sprintf(path, "%s/%s", a->dir, e->d_name);
-        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || read_file(path, &text, &len) != 0) {
+        if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+            read_file_max(path, LVM_MAX_SOURCE, &text, &len) != 0) {
             free(path);
             continue;
         }

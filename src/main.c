@@ -21,21 +21,16 @@ static void usage(FILE *f)
           f);
 }
 
-static char *read_file(const char *path)
+/* A text file without its trailing newlines (file formatting, not text), or NULL. */
+static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char *text = NULL;
+    size_t len = 0;
+    if (read_file_max(path, 1 << 20, &text, &len) != 0)
         return NULL;
-    buf b = BUF_INIT;
-    char chunk[4096];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        buf_append(&b, chunk, n);
-    fclose(f);
-    /* Trailing newlines are file formatting, not part of the text. */
-    while (b.len && (b.data[b.len - 1] == '\n' || b.data[b.len - 1] == '\r'))
-        b.data[--b.len] = '\0';
-    return buf_steal(&b, NULL);
+    while (len && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
+    return text;
 }
 
 static void fill_tools_config(app *a, tools_config *tc)
@@ -263,7 +258,7 @@ int main(int argc, char **argv)
         char path[1024];
         snprintf(path, sizeof path, "%s/locales/instructions.%s.txt", conf_str(a.cfg, "lua_dir"),
                  lang_tag((lang_id)l));
-        a.instructions[l] = read_file(path);
+        a.instructions[l] = read_text(path);
     }
     /* ctx.config: the deployment settings tools may read. */
     a.ctx_config = json_new_object();

@@ -219,30 +219,6 @@ static int cmp_src(const void *a, const void *b)
     return strcmp(((const src_file *)a)->name, ((const src_file *)b)->name);
 }
 
-static int read_all(const char *path, char **text, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    buf b = BUF_INIT;
-    char chunk[8192];
-    size_t n;
-    int rc = -1;
-    if (!f)
-        return -1;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        buf_append(&b, chunk, n);
-        if (b.len > TOOLS_MAX_FILE)
-            goto done;
-    }
-    if (ferror(f))
-        goto done;
-    *text = buf_steal(&b, len);
-    rc = 0;
-done:
-    fclose(f);
-    buf_free(&b);
-    return rc;
-}
-
 /* Tool files: dir/<name>.lua, regular, not hidden ("."), not "_"-prefixed (reserved
  * for _lib and helpers), so editor temp files (".x.swp", "x.lua~", "#x.lua#") are
  * never taken for tools. */
@@ -271,7 +247,7 @@ static int scan_dir(const char *dir, src_file **out, size_t *n_out, buf *errs)
             continue;
         }
         memset(&f, 0, sizeof f);
-        if (read_all(path, &f.text, &f.len) != 0) {
+        if (read_file_max(path, TOOLS_MAX_FILE, &f.text, &f.len) != 0) {
             buf_printf(errs, "%s:1: cannot read the file (missing, unreadable or over %zu bytes)\n",
                        e->d_name, TOOLS_MAX_FILE);
             free(path);
@@ -538,7 +514,7 @@ static void digest_dir(const char *dir, buf *out)
         char *text = NULL, h[65];
         size_t len = 0;
         sprintf(path, "%s/%s", dir, list[i]->d_name);
-        if (read_all(path, &text, &len) == 0) {
+        if (read_file_max(path, TOOLS_MAX_FILE, &text, &len) == 0) {
             sha256_hex(text, len, h);
             buf_printf(out, "%s %s\n", list[i]->d_name, h);
         }

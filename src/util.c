@@ -176,3 +176,27 @@ int str_istartswith(const char *s, const char *prefix)
 {
     return strncasecmp(s, prefix, strlen(prefix)) == 0;
 }
+
+int read_file_max(const char *path, size_t max, char **text, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    buf b = BUF_INIT;
+    char chunk[8192];
+    size_t n;
+    int rc = -1;
+    if (!f)
+        return -1;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        buf_append(&b, chunk, n);
+        if (b.len > max)
+            goto done;
+    }
+    if (ferror(f))
+        goto done;
+    *text = buf_steal(&b, len);
+    rc = 0;
+done:
+    fclose(f);
+    buf_free(&b);
+    return rc;
+}

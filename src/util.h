@@ -34,6 +34,10 @@ void buf_reset(buf *b); /* len = 0, keeps memory */
 void buf_free(buf *b);
 char *buf_steal(buf *b, size_t *len); /* never NULL; buf is left empty */
 
+/* Reads a whole file into *text (NUL-terminated, caller frees) and its length into
+ * *len. Returns -1 when it cannot be read or is longer than max bytes. */
+int read_file_max(const char *path, size_t max, char **text, size_t *len);
+
 /* Monotonic clock in milliseconds; wall clock in milliseconds since the epoch. */
 int64_t now_mono_ms(void);
 int64_t now_wall_ms(void);
