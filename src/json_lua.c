@@ -221,7 +221,8 @@ typedef struct {
     size_t depth;
     const void *seen[ENC_MAX_DEPTH + 1];
     path_elem path[ENC_MAX_DEPTH + 1];
-    cbox *box;
+    cbox *box; /* tree mode: receives the root */
+    buf *w;    /* write mode (non-NULL): text is appended here, no tree is built */
     char *err;
     size_t errlen;
 } enc;
@@ -261,6 +262,22 @@ static void attach(enc *e, json_value *parent, const char *k, size_t klen, json_
         json_push(parent, v);
     else
         json_obj_append(parent, k, klen, v);
+}
+
+/* Same digits as json.c's integer writer (json_write of a JSON_INT). */
+static void write_int(buf *out, lua_Integer li)
+{
+    char t[24];
+    char *p = t + sizeof t;
+    int64_t i = (int64_t)li;
+    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (i < 0)
+        *--p = '-';
+    buf_append(out, p, (size_t)(t + sizeof t - p));
 }
 
 static int keyref_cmp(const void *a, const void *b)
@@ -368,7 +385,10 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
             lua_pop(L, 1);
             return enc_fail(e, "invalid cljson.number text");
         }
-        attach(e, parent, k, klen, json_new_numtext(s, len));
+        if (e->w)
+            buf_append(e->w, s, len);
+        else
+            attach(e, parent, k, klen, json_new_numtext(s, len));
         lua_pop(L, 1);
         return 0;
     }
@@ -405,9 +425,14 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
     }
     e->seen[e->depth] = self;
     if (kind == 1) {
-        json_value *arr = json_new_array();
-        attach(e, parent, k, klen, arr);
+        json_value *arr = NULL;
+        if (e->w)
+            buf_putc(e->w, '[');
+        else
+            attach(e, parent, k, klen, arr = json_new_array());
         for (lua_Integer i = 1; i <= count; i++) {
+            if (e->w && i > 1)
+                buf_putc(e->w, ',');
             lua_rawgeti(L, idx, i);
             e->path[e->depth] = (path_elem){NULL, 0, i};
             e->depth++;
@@ -417,10 +442,15 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
             if (rc < 0)
                 return -1;
         }
+        if (e->w)
+            buf_putc(e->w, ']');
         return 0;
     }
-    json_value *obj = json_new_object();
-    attach(e, parent, k, klen, obj);
+    json_value *obj = NULL;
+    if (e->w)
+        buf_putc(e->w, '{');
+    else
+        attach(e, parent, k, klen, obj = json_new_object());
     if (ordered_keys(L, idx, e->ord, e->canonical) < 0)
         return enc_fail(e, "table with non-string keys is neither an array nor an object");
     int keys = lua_gettop(L);
@@ -435,6 +465,14 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
         if (!json_utf8_valid(ks, kl)) {
             rc = enc_fail(e, "invalid UTF-8 in object key");
         } else {
+            if (e->w) {
+                /* Keys come from one Lua table, so they are unique and already in
+                 * the order json_write would give the tree (canonical included). */
+                if (i > 1)
+                    buf_putc(e->w, ',');
+                json_write_string(e->w, ks, kl);
+                buf_putc(e->w, ':');
+            }
             lua_pushvalue(L, -1);
             lua_rawget(L, idx);
             rc = conv(e, -1, obj, ks, kl);
@@ -444,6 +482,8 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
+    if (rc == 0 && e->w)
+        buf_putc(e->w, '}');
     return rc;
 }
 
@@ -453,19 +493,33 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     idx = lua_absindex(L, idx);
     switch (lua_type(L, idx)) {
     case LUA_TNIL:
-        attach(e, parent, k, klen, json_new_null());
+        if (e->w)
+            buf_append(e->w, "null", 4);
+        else
+            attach(e, parent, k, klen, json_new_null());
         return 0;
-    case LUA_TBOOLEAN:
-        attach(e, parent, k, klen, json_new_bool(lua_toboolean(L, idx)));
+    case LUA_TBOOLEAN: {
+        int b = lua_toboolean(L, idx);
+        if (e->w)
+            buf_append(e->w, b ? "true" : "false", b ? 4 : 5);
+        else
+            attach(e, parent, k, klen, json_new_bool(b));
         return 0;
+    }
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) {
-            attach(e, parent, k, klen, json_new_int((int64_t)lua_tointeger(L, idx)));
+            if (e->w)
+                write_int(e->w, lua_tointeger(L, idx));
+            else
+                attach(e, parent, k, klen, json_new_int((int64_t)lua_tointeger(L, idx)));
         } else {
             double d = (double)lua_tonumber(L, idx);
             if (!isfinite(d))
                 return enc_fail(e, "cannot encode a non-finite number");
-            attach(e, parent, k, klen, json_new_double(d));
+            if (e->w)
+                json_write_double(e->w, d);
+            else
+                attach(e, parent, k, klen, json_new_double(d));
         }
         return 0;
     case LUA_TSTRING: {
@@ -473,12 +527,18 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
         const char *s = lua_tolstring(L, idx, &len);
         if (!json_utf8_valid(s, len))
             return enc_fail(e, "invalid UTF-8 in string");
-        attach(e, parent, k, klen, json_new_str(s, len));
+        if (e->w)
+            json_write_string(e->w, s, len);
+        else
+            attach(e, parent, k, klen, json_new_str(s, len));
         return 0;
     }
     case LUA_TLIGHTUSERDATA:
         if (lua_touserdata(L, idx) == CLJSON_NULL) {
-            attach(e, parent, k, klen, json_new_null());
+            if (e->w)
+                buf_append(e->w, "null", 4);
+            else
+                attach(e, parent, k, klen, json_new_null());
             return 0;
         }
         return enc_fail(e, "cannot encode a light userdata");
@@ -492,9 +552,12 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     }
 }
 
-/* Converts the value at idx into box->root. May raise only on Lua memory errors,
- * in which case the box's __gc frees the partial tree. */
-static int convert(lua_State *L, int idx, cbox *box, int canonical, char *err, size_t errlen)
+/* Converts the value at idx into box->root (w == NULL), or writes its text straight
+ * into w (the fast path: same bytes as json_write of the tree, no tree built). May
+ * raise only on Lua memory errors, in which case the box's __gc frees the partial
+ * tree. */
+static int convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char *err,
+                   size_t errlen)
 {
     idx = lua_absindex(L, idx);
     ensure_registry(L);
@@ -514,6 +577,7 @@ static int convert(lua_State *L, int idx, cbox *box, int canonical, char *err, s
     e->ord = base + 4;
     e->canonical = canonical;
     e->box = box;
+    e->w = w;
     e->err = err;
     e->errlen = errlen;
     int rc = conv(e, idx, NULL, NULL, 0);
@@ -537,13 +601,9 @@ static int p_convert(lua_State *L)
 {
     pcall_args *a = lua_touserdata(L, 1);
     cbox *box = box_new(L);
-    a->rc = convert(L, 2, box, a->canonical, a->err, a->errlen);
-    if (a->rc == 0) {
-        if (a->write)
-            json_write(a->out, box->root, a->canonical);
-        else
-            a->result = box->root, box->root = NULL;
-    }
+    a->rc = convert(L, 2, box, a->write ? a->out : NULL, a->canonical, a->err, a->errlen);
+    if (a->rc == 0 && !a->write)
+        a->result = box->root, box->root = NULL;
     return 0;
 }
 
@@ -585,10 +645,28 @@ json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen)
     return a.result;
 }
 
+/* The former encoder (build a json_value tree, then json_write it), kept as the
+ * reference the direct writer is tested against (tests/unit/test_json.c). Same
+ * contract as cljson_encode. Not in json_lua.h: a test hook only. */
+int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen);
+int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen)
+{
+    pcall_args a = {idx, canonical, 0, NULL, NULL, err, errlen, -1};
+    if (run_protected(L, &a) < 0)
+        return -1;
+    json_write(out, a.result, canonical);
+    json_free(a.result);
+    return 0;
+}
+
 int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen)
 {
     pcall_args a = {idx, canonical, 1, out, NULL, err, errlen, -1};
-    return run_protected(L, &a);
+    size_t start = out->len;
+    int rc = run_protected(L, &a);
+    if (rc < 0)
+        out->len = start; /* drop the partial text, as the tree path never wrote any */
+    return rc;
 }
 
 /* ------------------------------------------------------------------ Lua API */
@@ -652,12 +730,9 @@ static int encode_impl(lua_State *L, int canonical)
     lua_settop(L, 1);
     char err[320];
     cbox *box = box_new(L);
-    if (convert(L, 1, box, canonical, err, sizeof err) < 0)
+    if (convert(L, 1, box, &box->out, canonical, err, sizeof err) < 0)
         return luaL_error(L, "cljson: %s", err);
-    json_write(&box->out, box->root, canonical);
     lua_pushlstring(L, box->out.data, box->out.len);
-    json_free(box->root);
-    box->root = NULL;
     buf_free(&box->out);
     return 1;
 }

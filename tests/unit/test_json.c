@@ -394,6 +394,165 @@ static void test_lua_bridge(void)
     lua_close(L);
 }
 
+/* Random Lua values for the encoder equivalence test: every shape the Lua model
+ * has, plus (rarely) each encode error. Deterministic per seed. */
+static const char *const gen_lua =
+    "local cj = require 'cljson'\n"
+    "local R\n"
+    "local strs = {'', 'a', 'caf\\xc3\\xa9', '\\0\\1\\31 \"q\" \\\\ \\b\\f\\n\\r\\t/', "
+    "'\\xe2\\x82\\xac\\xf0\\x9f\\x98\\x80', 'x\\127y', 'drug_id', 'k', '1', 'Z', 'aa', 'a\\0b'}\n"
+    "local floats = {1.0, 0.1, -0.0, 1e300, 5e-324, -2.5, 1e21, 123456789.125, 2^53, 1/3}\n"
+    "local ints = {0, -1, 1, math.maxinteger, math.mininteger, 9007199254740993, 42}\n"
+    "local nums = {'12345678901234567890123', '-1.5e+10', '0', '1E400', '-0.0'}\n"
+    "local function key() if R(3) == 1 then return strs[R(#strs)] end\n"
+    "  return string.char(96 + R(26)) .. (R(2) == 1 and tostring(R(99)) or '') end\n"
+    "local function val(d, bad)\n"
+    "  local r = R(d > 4 and 9 or 16)\n"
+    "  if bad and R(40) == 1 then local b = R(11)\n"
+    "    if b == 1 then return 0/0 elseif b == 2 then return -math.huge\n"
+    "    elseif b == 3 then return print elseif b == 4 then return coroutine.create(print)\n"
+    "    elseif b == 5 then return 'bad\\xff' elseif b == 6 then return {['k\\xc0'] = 1}\n"
+    "    elseif b == 7 then return {1, a = 2} elseif b == 8 then return {[1] = 1, [3] = 3}\n"
+    "    elseif b == 9 then return {[true] = 1}\n"
+    "    elseif b == 10 then return setmetatable({text = 'abc'}, cj.number_mt)\n"
+    "    else local t = {} local c = t for _ = 1, 600 do c[1] = {} c = c[1] end return t end end\n"
+    "  if r == 1 then return cj.null elseif r == 2 then return R(2) == 1\n"
+    "  elseif r == 3 then return ints[R(#ints)] elseif r == 4 then return R(1000000) - 500000\n"
+    "  elseif r == 5 then return floats[R(#floats)] elseif r == 6 then return (R(2^30) - 2^29) / "
+    "R(1000) + 0.5\n"
+    "  elseif r == 7 then return strs[R(#strs)] elseif r == 8 then return "
+    "cj.number(nums[R(#nums)])\n"
+    "  elseif r == 9 then return key()\n"
+    "  elseif r <= 11 then local t = {} for i = 1, R(6) - 1 do t[i] = val(d + 1, bad) end return "
+    "t\n"
+    "  elseif r == 12 then local t = cj.array() for i = 1, R(5) - 1 do t[i] = val(d + 1, bad) end "
+    "return t\n"
+    "  elseif r == 13 then local t = {} for _ = 1, R(6) - 1 do t[key()] = val(d + 1, bad) end "
+    "return t\n"
+    "  elseif r == 14 then local ks, t = {}, {} for i = 1, R(5) do ks[i] = key() t[ks[i]] = val(d "
+    "+ 1, bad) end\n"
+    "    t = cj.object(t, ks) for _ = 1, R(3) - 1 do t[key()] = val(d + 1, bad) end\n"
+    "    if R(3) == 1 then t[ks[1]] = nil end return t\n"
+    "  elseif r == 15 then return cj.decode('{\"z\":1,\"a\":[],\"m\":{},\"a\":2,\"k\":null}')\n"
+    "  else local t = {} t.self = (R(30) == 1 and bad) and t or val(d + 1, bad) return t end\n"
+    "end\n"
+    "return function(seed, bad) math.randomseed(seed) R = math.random return val(0, bad) end\n";
+
+/* The reference encoder in json_lua.c (json_value tree, then json_write); a test
+ * hook, not part of json_lua.h. */
+int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen);
+
+/* The direct encoder (cljson_encode) must give exactly the bytes of the tree path,
+ * and the same error messages, for every value. */
+static void test_lua_encode_equivalence(void)
+{
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    luaL_requiref(L, "cljson", luaopen_cljson, 1);
+    lua_pop(L, 1);
+    CHECK(luaL_dostring(L, gen_lua) == LUA_OK);
+    int genf = lua_gettop(L);
+    buf t = BUF_INIT, d = BUF_INIT;
+    char e1[320], e2[320];
+    int mismatches = 0, oks = 0, errs = 0;
+    for (int seed = 1; seed <= 6000; seed++) {
+        lua_pushvalue(L, genf);
+        lua_pushinteger(L, seed);
+        lua_pushboolean(L, seed % 3 == 0);
+        if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+            fprintf(stderr, "generator failed: %s\n", lua_tostring(L, -1));
+            mismatches++;
+            lua_pop(L, 1);
+            continue;
+        }
+        for (int canonical = 0; canonical <= 1; canonical++) {
+            buf_reset(&t);
+            buf_reset(&d);
+            buf_append(&d, "prefix", 6);
+            e1[0] = e2[0] = 0;
+            int rt = cljson_encode_tree(L, -1, &t, canonical, e1, sizeof e1);
+            int rc = cljson_encode(L, -1, &d, canonical, e2, sizeof e2);
+            int same = rc == rt;
+            if (same && rc == 0)
+                same = d.len == t.len + 6 && memcmp(d.data + 6, t.data, t.len) == 0;
+            else if (same)
+                same = strcmp(e1, e2) == 0 && d.len == 6;
+            if (!same && mismatches++ < 3)
+                fprintf(stderr, "seed %d canonical %d:\n tree:   %.*s %s\n direct: %.*s %s\n", seed,
+                        canonical, (int)t.len, t.data ? t.data : "", e1, (int)d.len, d.data, e2);
+            if (rc == 0)
+                oks++;
+            else
+                errs++;
+        }
+        lua_pop(L, 1);
+    }
+    CHECK(mismatches == 0);
+    CHECK(oks > 6000 && errs > 200); /* both outcomes were really exercised */
+    CHECK(lua_gettop(L) == genf);
+    buf_free(&t);
+    buf_free(&d);
+    lua_close(L);
+}
+
+/* A Lua allocator with a byte budget, to make every allocation point fail once. */
+typedef struct {
+    size_t used, cap;
+} capped;
+
+static void *capped_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    capped *c = ud;
+    size_t old = ptr ? osize : 0;
+    if (nsize == 0) {
+        free(ptr);
+        c->used -= old;
+        return NULL;
+    }
+    if (nsize > old && c->used + (nsize - old) > c->cap)
+        return NULL;
+    void *p = realloc(ptr, nsize);
+    if (p)
+        c->used = c->used - old + nsize;
+    return p;
+}
+
+/* The direct encoder under memory pressure: errors come back as -1 (never a crash
+ * or leak, which ASan would report), and with enough memory the text is right. */
+static void test_lua_encode_oom(void)
+{
+    const char *src = "local cj = require 'cljson'\n"
+                      "local t = cj.decode('{\"b\":[1,2.5,{\"x\":null}],\"a\":\"s\"}')\n"
+                      "t.z = {k = {1, 2, 3}, j = cj.number('1e400')} t.y = 'q' return t";
+    const char *want = "{\"b\":[1,2.5,{\"x\":null}],\"a\":\"s\",\"y\":\"q\","
+                       "\"z\":{\"j\":1e400,\"k\":[1,2,3]}}";
+    int ok_seen = 0, fail_seen = 0;
+    for (size_t extra = 0; extra < 65536 && !ok_seen; extra += 128) {
+        capped c = {0, (size_t)1 << 30};
+        lua_State *L = lua_newstate(capped_alloc, &c);
+        CHECK(L != NULL);
+        luaL_openlibs(L);
+        luaL_requiref(L, "cljson", luaopen_cljson, 1);
+        lua_pop(L, 1);
+        CHECK(luaL_dostring(L, src) == LUA_OK);
+        lua_gc(L, LUA_GCCOLLECT);
+        c.cap = c.used + extra;
+        buf b = BUF_INIT;
+        char err[320];
+        if (cljson_encode(L, -1, &b, 0, err, sizeof err) == 0) {
+            ok_seen = 1;
+            CHECK(b.len == strlen(want) && memcmp(b.data, want, b.len) == 0);
+        } else {
+            fail_seen = 1;
+            CHECK(b.len == 0);
+        }
+        c.cap = (size_t)1 << 30;
+        buf_free(&b);
+        lua_close(L);
+    }
+    CHECK(ok_seen && fail_seen);
+}
+
 static int run_unit(void)
 {
     test_types();
@@ -404,6 +563,8 @@ static int run_unit(void)
     test_limits();
     test_builders();
     test_lua_bridge();
+    test_lua_encode_equivalence();
+    test_lua_encode_oom();
     return CHECK_DONE();
 }
 
