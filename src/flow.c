@@ -57,6 +57,15 @@ static void trace_time_end(flow *f)
     f->trace_t0 = 0;
 }
 
+/* One Trace Core request of this call; its wait counts towards the Trace Core time. */
+static void core(flow *f, const char *method, const char *path, const json_value *body,
+                 int idempotent, trace_cb cb)
+{
+    trace_time_begin(f);
+    f->tc = trace_request(f->a->trace, &f->c->who, lang_tag(f->c->lang), method, path, body,
+                          idempotent, cb, f);
+}
+
 static void run_tool(flow *f);
 
 /* ---- small helpers ---- */
@@ -383,9 +392,7 @@ static void finalize(flow *f)
     buf_puts(&path, "/operations/");
     buf_puts(&path, trace_path_escape(f->operation_id, &esc));
     buf_printf(&path, "/attempts/%ld:%s", f->attempt, f->is_error ? "fail" : "complete");
-    trace_time_begin(f);
-    f->tc = trace_request(f->a->trace, &f->c->who, lang_tag(f->c->lang), "POST", path.data, b, 1,
-                          on_finalized, f);
+    core(f, "POST", path.data, b, 1, on_finalized);
     buf_free(&path);
     buf_free(&esc);
     json_free(b);
@@ -460,23 +467,29 @@ static void probe(flow *f)
     f->tc = trace_probe(f->a->trace, on_probe, f);
 }
 
+/* A Trace Core reply of the recording steps: 1 when it is a success with a body;
+ * otherwise the failure is answered (probe on unavailability, the API envelope, or
+ * the retryable unavailable error) and 0 is returned. */
+static int reply_ok(flow *f, const trace_reply *r)
+{
+    if (r->status == TRACE_UNAVAILABLE)
+        probe(f);
+    else if (r->status == TRACE_API_ERROR)
+        refuse_api(f, r);
+    else if (r->status != TRACE_OK || !r->body)
+        refuse_unavailable(f);
+    else
+        return 1;
+    return 0;
+}
+
 static void on_ensure(const trace_reply *r, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
     trace_time_end(f);
-    if (r->status == TRACE_UNAVAILABLE) {
-        probe(f);
+    if (!reply_ok(f, r))
         return;
-    }
-    if (r->status == TRACE_API_ERROR) {
-        refuse_api(f, r);
-        return;
-    }
-    if (r->status != TRACE_OK || !r->body) {
-        refuse_unavailable(f);
-        return;
-    }
     const json_value *op = json_get(r->body, "operation");
     const json_value *rc = json_get(r->body, "receipt");
     const json_value *exec = json_get(r->body, "execute");
@@ -548,9 +561,7 @@ static void ensure_operation(flow *f)
     buf_printf(&path, "/conversations/%s/interactions/%s/operations:ensure",
                trace_path_escape(f->ctx.conversation_id, &e1),
                trace_path_escape(f->ctx.interaction_id, &e2));
-    trace_time_begin(f);
-    f->tc = trace_request(f->a->trace, &f->c->who, lang_tag(f->c->lang), "POST", path.data, b, 0,
-                          on_ensure, f);
+    core(f, "POST", path.data, b, 0, on_ensure);
     buf_free(&path);
     buf_free(&e1);
     buf_free(&e2);
@@ -562,18 +573,8 @@ static void on_interaction(const trace_reply *r, void *arg)
     flow *f = arg;
     f->tc = NULL;
     trace_time_end(f);
-    if (r->status == TRACE_UNAVAILABLE) {
-        probe(f);
+    if (!reply_ok(f, r))
         return;
-    }
-    if (r->status == TRACE_API_ERROR) {
-        refuse_api(f, r);
-        return;
-    }
-    if (r->status != TRACE_OK || !r->body) {
-        refuse_unavailable(f);
-        return;
-    }
     const char *cid = json_get_string(r->body, "conversation_id");
     const char *st = json_get_string(r->body, "execution_status");
     const char *lease = json_get_string(r->body, "lease_token");
@@ -608,9 +609,7 @@ static void begin_record(flow *f)
     }
     buf path = BUF_INIT, e = BUF_INIT;
     buf_printf(&path, "/interactions/%s", trace_path_escape(f->ctx.interaction_id, &e));
-    trace_time_begin(f);
-    f->tc = trace_request(f->a->trace, &f->c->who, lang_tag(f->c->lang), "GET", path.data, NULL, 1,
-                          on_interaction, f);
+    core(f, "GET", path.data, NULL, 1, on_interaction);
     buf_free(&path);
     buf_free(&e);
 }

@@ -225,11 +225,53 @@ static void success(lifecycle *l, const json_value *inter, int finish)
     buf_free(&b);
 }
 
-static trace_call *core(lifecycle *l, const char *method, const char *path, const json_value *body,
-                        int idempotent, trace_cb cb)
+/* Starts a Trace Core call at fmt, whose one "%s" (if any) is id path-escaped; the
+ * wait counts towards the request's Trace Core time. */
+static void core(lifecycle *l, const char *method, const char *fmt, const char *id,
+                 const json_value *body, int idempotent, trace_cb cb)
 {
-    return trace_request(l->a->trace, &l->c->who, lang_tag(l->c->lang), method, path, body,
-                         idempotent, cb, l);
+    buf path = BUF_INIT, e = BUF_INIT;
+    if (id)
+        buf_printf(&path, fmt, trace_path_escape(id, &e));
+    else
+        buf_puts(&path, fmt);
+    trace_time_begin(l);
+    l->tc = trace_request(l->a->trace, &l->c->who, lang_tag(l->c->lang), method, path.data, body,
+                          idempotent, cb, l);
+    buf_free(&path);
+    buf_free(&e);
+}
+
+/* Member field of a successful reply; otherwise answers the failure and returns NULL
+ * (missing: the message when Core answered without it). */
+static const char *reply_field(lifecycle *l, const trace_reply *r, const char *field,
+                               const char *missing)
+{
+    const char *v = r->status == TRACE_OK && r->body ? json_get_string(r->body, field) : NULL;
+    if (v)
+        return v;
+    if (r->status == TRACE_OK)
+        fail(l, "trace_core_unavailable", missing, 1, "retry_later", NULL);
+    else
+        fail_trace(l, r);
+    return NULL;
+}
+
+/* "mcp:" + 32 hex of sha256 over the canonical {Args, Name, RequestID}: an idempotency
+ * key that only the arguments (and the request id) decide. */
+static void args_key(const json_value *args, const char *name, const char *request_id, char out[48])
+{
+    json_value *o = json_new_object();
+    json_set(o, "Args", json_clone(args));
+    json_set(o, "Name", json_new_str(name, strlen(name)));
+    json_set(o, "RequestID", json_new_str(request_id, strlen(request_id)));
+    buf t = BUF_INIT;
+    json_write(&t, o, 1);
+    char h[65];
+    sha256_hex(t.data, t.len, h);
+    snprintf(out, 48, "mcp:%.32s", h);
+    buf_free(&t);
+    json_free(o);
 }
 
 /* ---- validation ---- */
@@ -288,29 +330,15 @@ static void create_interaction(lifecycle *l)
     } else {
         /* Deterministic from the arguments and the request id (stable when a retry
          * reuses bkn-request-id). */
-        json_value *o = json_new_object();
-        json_set(o, "Args", json_clone(l->args));
-        json_set(o, "Name", json_new_str("bkn_start_interaction", 21));
-        json_set(o, "RequestID", json_new_str(l->c->request_id, strlen(l->c->request_id)));
-        buf t = BUF_INIT;
-        json_write(&t, o, 1);
-        char h[65];
-        sha256_hex(t.data, t.len, h);
-        snprintf(key, sizeof key, "mcp:%.32s", h);
-        buf_free(&t);
-        json_free(o);
+        args_key(l->args, "bkn_start_interaction", l->c->request_id, key);
     }
     json_value *b = json_new_object();
     json_set(b, "idempotency_key", json_new_str(key, strlen(key)));
     json_set(b, "request_hash", json_new_str(qhash, 64));
     json_set(b, "agent_name", json_new_str(agent, strlen(agent)));
-    buf path = BUF_INIT, e = BUF_INIT;
-    buf_printf(&path, "/conversations/%s/interactions", trace_path_escape(l->conversation_id, &e));
     /* Safe to retry: Core answers a replay of the same key with the same Interaction. */
-    trace_time_begin(l);
-    l->tc = core(l, "POST", path.data, b, 1, on_interaction_created);
-    buf_free(&path);
-    buf_free(&e);
+    core(l, "POST", "/conversations/%s/interactions", l->conversation_id, b, 1,
+         on_interaction_created);
     json_free(b);
 }
 
@@ -320,15 +348,9 @@ static void on_conversation(const trace_reply *r, void *arg)
     l->tc = NULL;
     trace_time_end(l);
     const char *cid =
-        r->status == TRACE_OK && r->body ? json_get_string(r->body, "conversation_id") : NULL;
-    if (!cid) {
-        if (r->status == TRACE_OK)
-            fail(l, "trace_core_unavailable", "BKN Trace Core answered without a conversation", 1,
-                 "retry_later", NULL);
-        else
-            fail_trace(l, r);
+        reply_field(l, r, "conversation_id", "BKN Trace Core answered without a conversation");
+    if (!cid)
         return;
-    }
     const char *given = json_get_string(l->args, "conversation_id");
     if (given && strcmp(given, cid)) {
         fail(l, "conversation_context_conflict",
@@ -394,8 +416,7 @@ static void start(lifecycle *l)
     json_value *b = json_new_object();
     json_set(b, "external_conversation_key", json_new_str(ext, strlen(ext)));
     json_set(b, "idempotency_key", json_new_str(ikey, strlen(ikey)));
-    trace_time_begin(l);
-    l->tc = core(l, "POST", "/conversations:ensure-current", b, 1, on_conversation);
+    core(l, "POST", "/conversations:ensure-current", NULL, b, 1, on_conversation);
     json_free(b);
 }
 
@@ -417,17 +438,8 @@ static void post_finish(lifecycle *l)
 {
     const char *outcome = json_get_string(l->args, "outcome");
     const char *reason = json_get_string(l->args, "reason");
-    json_value *o = json_new_object();
-    json_set(o, "Args", json_clone(l->args));
-    json_set(o, "Name", json_new_str("bkn_finish_interaction", 22));
-    json_set(o, "RequestID", json_new_str("", 0));
-    buf t = BUF_INIT;
-    json_write(&t, o, 1);
-    char h[65], key[48];
-    sha256_hex(t.data, t.len, h);
-    snprintf(key, sizeof key, "mcp:%.32s", h);
-    buf_free(&t);
-    json_free(o);
+    char key[48];
+    args_key(l->args, "bkn_finish_interaction", "", key);
     json_value *b = json_new_object();
     json_set(b, "outcome", json_new_str(outcome, strlen(outcome)));
     json_set(b, "idempotency_key", json_new_str(key, strlen(key)));
@@ -435,12 +447,7 @@ static void post_finish(lifecycle *l)
         json_set(b, "answer_artifact_ref", json_new_str(l->answer_ref, strlen(l->answer_ref)));
     if (reason)
         json_set(b, "reason", json_new_str(reason, strlen(reason)));
-    buf path = BUF_INIT, e = BUF_INIT;
-    buf_printf(&path, "/interactions/%s/finish", trace_path_escape(l->interaction_id, &e));
-    trace_time_begin(l);
-    l->tc = core(l, "POST", path.data, b, 1, on_finished);
-    buf_free(&path);
-    buf_free(&e);
+    core(l, "POST", "/interactions/%s/finish", l->interaction_id, b, 1, on_finished);
     json_free(b);
 }
 
@@ -449,16 +456,9 @@ static void on_artifact(const trace_reply *r, void *arg)
     lifecycle *l = arg;
     l->tc = NULL;
     trace_time_end(l);
-    const char *id =
-        r->status == TRACE_OK && r->body ? json_get_string(r->body, "artifact_id") : NULL;
-    if (!id) {
-        if (r->status == TRACE_OK)
-            fail(l, "trace_core_unavailable", "BKN Trace Core did not store the answer", 1,
-                 "retry_later", NULL);
-        else
-            fail_trace(l, r);
+    const char *id = reply_field(l, r, "artifact_id", "BKN Trace Core did not store the answer");
+    if (!id)
         return;
-    }
     snprintf(l->answer_ref, sizeof l->answer_ref, "artifact:%s", id);
     post_finish(l);
 }
@@ -503,8 +503,7 @@ static void post_answer(lifecycle *l, const json_value *inter)
     json_set(b, "initiator", json_new_str(ini.data, ini.len));
     buf_free(&ini);
     json_set(b, "agent_or_app", json_new_str(app_id, strlen(app_id)));
-    trace_time_begin(l);
-    l->tc = core(l, "POST", "/evidence/artifacts", b, 1, on_artifact);
+    core(l, "POST", "/evidence/artifacts", NULL, b, 1, on_artifact);
     json_free(b);
 }
 
@@ -581,12 +580,7 @@ static void finish(lifecycle *l)
         post_finish(l);
         return;
     }
-    buf path = BUF_INIT, e = BUF_INIT;
-    buf_printf(&path, "/interactions/%s", trace_path_escape(iid, &e));
-    trace_time_begin(l);
-    l->tc = core(l, "GET", path.data, NULL, 1, on_pre_read);
-    buf_free(&path);
-    buf_free(&e);
+    core(l, "GET", "/interactions/%s", iid, NULL, 1, on_pre_read);
 }
 
 void lifecycle_call(req_ctx *c, const char *name, const json_value *args, const json_value *meta)
