@@ -577,4 +577,28 @@ function M.stub_for(ctx)
     return stub_cache[key]
 end
 
+
+-- The parts of run_code's and run_shell's schemas that are the same.
+function M.timeout_schema()
+    return {
+        type = "integer",
+        minimum = 1,
+        maximum = 600,
+        default = 60,
+        description = { ["zh-CN"] = "超时秒数，1-600", ["en-US"] = "Timeout in seconds, 1-600" },
+    }
+end
+
+function M.output_schema()
+    return {
+        type = "object",
+        properties = {
+            stdout = { type = "string" },
+            stderr = { type = "string" },
+            exit_code = { type = "integer" },
+            truncated = { type = "boolean" },
+        },
+    }
+end
+
 return M

@@ -3,9 +3,7 @@
 -- /in/v1/catalogs/{id}). The reference reads the resource twice; once is enough.
 local util = require "_lib.util"
 
-local function text(zh, en)
-    return { ["zh-CN"] = zh, ["en-US"] = en }
-end
+local text = util.text
 
 local M = {
     name = "describe_resource",

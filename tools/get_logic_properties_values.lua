@@ -7,9 +7,7 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local permission = require "_lib.permission"
 
-local function text(zh, en)
-    return { ["zh-CN"] = zh, ["en-US"] = en }
-end
+local text = util.text
 
 local TIMEZONE = "Asia/Shanghai"
 local MIN_MS, MAX_MS = 946684800000, 4102444800000

@@ -4,9 +4,7 @@
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
 
-local function text(zh, en)
-    return { ["zh-CN"] = zh, ["en-US"] = en }
-end
+local text = util.text
 
 local M = {
     name = "get_object_types",

@@ -4,9 +4,7 @@
 -- (reference/downstream.md §1.18).
 local util = require "_lib.util"
 
-local function text(zh, en)
-    return { ["zh-CN"] = zh, ["en-US"] = en }
-end
+local text = util.text
 
 local CATEGORIES = { "table", "file", "fileset", "api", "metric", "topic", "index", "logicview", "dataset" }
 

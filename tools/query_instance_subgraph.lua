@@ -5,9 +5,7 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local condition = require "_lib.condition"
 
-local function text(zh, en)
-    return { ["zh-CN"] = zh, ["en-US"] = en }
-end
+local text = util.text
 
 local M = {
     name = "query_instance_subgraph",

@@ -37,24 +37,10 @@ local M = {
                     ["en-US"] = "Python code (no need to import the functions); only printed output returns",
                 },
             },
-            timeout = {
-                type = "integer",
-                minimum = 1,
-                maximum = 600,
-                default = 60,
-                description = { ["zh-CN"] = "超时秒数，1-600", ["en-US"] = "Timeout in seconds, 1-600" },
-            },
+            timeout = ptc.timeout_schema(),
         },
     },
-    output_schema = {
-        type = "object",
-        properties = {
-            stdout = { type = "string" },
-            stderr = { type = "string" },
-            exit_code = { type = "integer" },
-            truncated = { type = "boolean" },
-        },
-    },
+    output_schema = ptc.output_schema(),
 }
 
 function M.handle(args, ctx)

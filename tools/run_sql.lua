@@ -6,9 +6,7 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local sqlguard = require "_lib.sqlguard"
 
-local function text(zh, en)
-    return { ["zh-CN"] = zh, ["en-US"] = en }
-end
+local text = util.text
 
 local M = {
     name = "run_sql",

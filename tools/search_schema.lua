@@ -9,9 +9,7 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
 
-local function text(zh, en)
-    return { ["zh-CN"] = zh, ["en-US"] = en }
-end
+local text = util.text
 
 local M = {
     name = "search_schema",

@@ -169,4 +169,10 @@ function M.object(t, keys)
     return cljson.object(t or {}, keys)
 end
 
+
+-- text(zh, en) -> the per-locale table tool titles and descriptions use
+function M.text(zh, en)
+    return { ["zh-CN"] = zh, ["en-US"] = en }
+end
+
 return M
