@@ -3,6 +3,9 @@
 
 #include <event2/bufferevent.h>
 #include <stdlib.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/socket.h>
 
 #include "util.h"
@@ -21,6 +24,9 @@ struct connguard {
     int64_t window_ms;
     struct event *sweep; /* once a second: drop freed connections, end windows */
     uint64_t closed;
+    size_t live, peak; /* records; peak since memory was last returned */
+    int trim_due;      /* return free heap to the kernel at the next sweep */
+    uint64_t trims;
     gconn *buckets[BUCKETS];
 };
 
@@ -30,8 +36,9 @@ static size_t bucket_of(const struct bufferevent *bev)
 }
 
 /* Drops the record and the reference it holds on its bufferevent. */
-static void drop(gconn *c)
+static void drop(connguard *g, gconn *c)
 {
+    g->live--;
     *c->pprev = c->next;
     if (c->next)
         c->next->pprev = c->pprev;
@@ -47,7 +54,7 @@ static int check(connguard *g, gconn *c, int64_t now)
     bufferevent_getcb(c->bev, &readcb, NULL, NULL, NULL);
     evutil_socket_t s = bufferevent_getfd(c->bev);
     if (!readcb || s < 0) {
-        drop(c);
+        drop(g, c);
         return 1;
     }
     if (now - c->window_start < g->window_ms)
@@ -75,6 +82,21 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
             check(g, c, now);
         }
     }
+#ifdef __GLIBC__
+    /* Thousands of connections closing leave their buffers in free heap that glibc
+     * keeps; give it back once the count has dropped by a good margin (a trim of a
+     * large heap takes a few milliseconds, so not on every small dip). One sweep
+     * late: libevent finalizes freed bufferevents on a later loop iteration. */
+    if (g->trim_due) {
+        malloc_trim(0);
+        g->trim_due = 0;
+        g->trims++;
+    }
+    if (g->peak >= g->live + 1024) {
+        g->trim_due = 1;
+        g->peak = g->live;
+    }
+#endif
 }
 
 static struct bufferevent *make_bev(struct event_base *base, void *arg)
@@ -89,6 +111,8 @@ static struct bufferevent *make_bev(struct event_base *base, void *arg)
         return NULL; /* evhttp makes its own (unguarded) */
     bufferevent_incref(bev);
     gconn *c = xcalloc(1, sizeof *c);
+    if (++g->live > g->peak)
+        g->peak = g->live;
     c->bev = bev;
     c->window_start = now_mono_ms();
     gconn **head = &g->buckets[bucket_of(bev)];
@@ -135,6 +159,16 @@ uint64_t connguard_closed(const connguard *g)
     return g ? g->closed : 0;
 }
 
+uint64_t connguard_open(const connguard *g)
+{
+    return g ? g->live : 0;
+}
+
+uint64_t connguard_trims(const connguard *g)
+{
+    return g ? g->trims : 0;
+}
+
 void connguard_free(connguard *g)
 {
     if (!g)
@@ -142,6 +176,6 @@ void connguard_free(connguard *g)
     event_free(g->sweep);
     for (size_t i = 0; i < BUCKETS; i++)
         while (g->buckets[i])
-            drop(g->buckets[i]);
+            drop(g, g->buckets[i]);
     free(g);
 }

@@ -536,11 +536,41 @@ static void on_ensure(const trace_reply *r, void *arg)
     run_tool(f);
 }
 
+/* The input hash: canonical JSON of the normalized input (the arguments minus
+ * bkn_context, with the context's ids; SPEC §8). Computed on first use only: an ad
+ * hoc call without an idempotency hint never needs it. */
+static const char *input_hash(flow *f)
+{
+    if (f->input_hash[0])
+        return f->input_hash;
+    json_value *in = json_new_object();
+    json_set(in, "arguments", json_clone(f->args));
+    if (!f->ctx.adhoc) {
+        json_value *cx = json_new_object();
+        json_set(cx, "conversation_id",
+                 json_new_str(f->ctx.conversation_id, strlen(f->ctx.conversation_id)));
+        json_set(cx, "interaction_id",
+                 json_new_str(f->ctx.interaction_id, strlen(f->ctx.interaction_id)));
+        if (f->ctx.parent_operation_id[0])
+            json_set(cx, "parent_operation_id",
+                     json_new_str(f->ctx.parent_operation_id, strlen(f->ctx.parent_operation_id)));
+        if (f->ctx.causation_event_ids)
+            json_set(cx, "causation_event_ids", json_clone(f->ctx.causation_event_ids));
+        json_set(in, "bkn_context", cx);
+    }
+    json_set(in, "response_format", json_new_str(f->toon ? "toon" : "json", 4));
+    if (f->c->query) /* REST query parameters are arguments too */
+        json_set(in, "query", json_clone(f->c->query));
+    idem_input_hash(in, f->input_hash);
+    json_free(in);
+    return f->input_hash;
+}
+
 static void ensure_operation(flow *f)
 {
     char op_key[40];
     flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, f->mcp ? "mcp" : "rest",
-                       f->ti->name, f->invocation, f->c->request_id, f->input_hash, op_key);
+                       f->ti->name, f->invocation, f->c->request_id, input_hash(f), op_key);
     json_value *b = json_new_object();
     json_set(b, "operation_key", json_new_str(op_key, strlen(op_key)));
     json_set(b, "tool_name", json_new_str(f->ti->name, strlen(f->ti->name)));
@@ -825,28 +855,6 @@ void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const 
     if (pick_format(f) < 0)
         return;
 
-    /* Normalized input: the arguments minus bkn_context, with the context's ids,
-     * canonical JSON (SPEC §8). */
-    json_value *in = json_new_object();
-    json_set(in, "arguments", json_clone(f->args));
-    if (!f->ctx.adhoc) {
-        json_value *cx = json_new_object();
-        json_set(cx, "conversation_id",
-                 json_new_str(f->ctx.conversation_id, strlen(f->ctx.conversation_id)));
-        json_set(cx, "interaction_id",
-                 json_new_str(f->ctx.interaction_id, strlen(f->ctx.interaction_id)));
-        if (f->ctx.parent_operation_id[0])
-            json_set(cx, "parent_operation_id",
-                     json_new_str(f->ctx.parent_operation_id, strlen(f->ctx.parent_operation_id)));
-        if (f->ctx.causation_event_ids)
-            json_set(cx, "causation_event_ids", json_clone(f->ctx.causation_event_ids));
-        json_set(in, "bkn_context", cx);
-    }
-    json_set(in, "response_format", json_new_str(f->toon ? "toon" : "json", 4));
-    if (c->query) /* REST query parameters are arguments too */
-        json_set(in, "query", json_clone(c->query));
-    idem_input_hash(in, f->input_hash);
-    json_free(in);
     /* The hint: the invocation id, else a caller-supplied request id (SPEC §8). */
     const char *hint = f->invocation[0]       ? f->invocation
                        : c->caller_request_id ? c->request_id
@@ -856,5 +864,5 @@ void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const 
         return;
     }
     idem_key(c->who.key, f->mcp ? c->surface : "rest", ti->name, hint, f->idem_key);
-    f->iw = idem_begin(f->a->idem, f->idem_key, f->input_hash, on_idem, f);
+    f->iw = idem_begin(f->a->idem, f->idem_key, input_hash(f), on_idem, f);
 }

@@ -33,6 +33,7 @@ static const char KEY_PROXIES = 'p';  /* weak real -> proxy */
 static const char KEY_SOURCES = 's';  /* module name -> {text, chunkname} */
 static const char KEY_LOADED = 'l';   /* module name -> raw value */
 static const char KEY_LOADING = 'i';  /* sentinel for circular requires */
+static const char KEY_ENVBASE = 'e';  /* copy of the globals whose misses raise */
 
 static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -390,13 +391,10 @@ void lvm_push_proxy(lua_State *L, int idx)
     lua_remove(L, -2);
 }
 
-static int env_index(lua_State *L)
+/* __index of the globals copy behind every _ENV: only misses get here, since the
+ * VM resolves known globals through the table itself without calling C. */
+static int env_unknown(lua_State *L)
 {
-    /* upvalue 1: the allow-listed globals */
-    lua_settop(L, 2);
-    lua_pushvalue(L, 2);
-    if (lua_rawget(L, lua_upvalueindex(1)) != LUA_TNIL)
-        return 1;
     return luaL_error(L, "unknown global '%s'",
                       lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
 }
@@ -412,8 +410,7 @@ static void push_env(lua_State *L)
 {
     lua_newtable(L);
     lua_createtable(L, 0, 3);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_GLOBALS);
-    lua_pushcclosure(L, env_index, 1);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_ENVBASE);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, env_newindex);
     lua_setfield(L, -2, "__newindex");
@@ -648,6 +645,22 @@ static int setup_p(lua_State *L)
     lua_pushvalue(L, g);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_GLOBALS);
 
+    /* What every chunk's _ENV reads through: the allow-list again, with misses
+     * raising. Never reachable from Lua (_ENV's metatable is locked). */
+    lua_createtable(L, 0, 32);
+    lua_pushnil(L);
+    while (lua_next(L, g)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+    }
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, env_unknown);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
+    mark_readonly(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_ENVBASE);
+
     /* Nothing sandboxed sees the real global table; empty it anyway. */
     lua_pushglobaltable(L);
     lua_pushnil(L);
@@ -674,6 +687,10 @@ lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **
         goto fail;
     }
     lua_sethook(vm->L, lvm_hook, LUA_MASKCOUNT, LVM_HOOK_EVERY);
+    /* Tool calls make short-lived garbage on top of a large, long-lived heap
+     * (modules, schemas, catalogue): the generational collector's young
+     * collections fit that shape better than full incremental cycles. */
+    lua_gc(vm->L, LUA_GCGEN, 0, 0);
     if (lvm_cpcall(vm->L, setup_p, vm, err) != 0)
         goto fail;
     sa = (snap_args){lua_dir, "", "", 0};

@@ -161,9 +161,15 @@ void hex_encode(const unsigned char *in, size_t n, char *out)
 
 void sha256_hex(const void *data, size_t len, char out[65])
 {
+    /* Fetched once: with OpenSSL 3, EVP_sha256() makes every digest look its
+     * implementation up in the provider store again (a hash per request for the token
+     * cache and the idempotency keys). Kept for the life of the process. */
+    static EVP_MD *sha256;
     unsigned char md[32];
     unsigned int mdlen = 0;
-    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    if (!sha256)
+        sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    EVP_Digest(data, len, md, &mdlen, sha256 ? sha256 : EVP_sha256(), NULL);
     hex_encode(md, 32, out);
 }
 
