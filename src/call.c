@@ -320,14 +320,14 @@ static void make_traceparent(const char *in, char out[56])
 {
     unsigned char span[8], trace[16];
     char span_hex[17], trace_hex[33];
-    random_bytes(span, sizeof span);
+    id_random_bytes(span, sizeof span);
     hex_encode(span, sizeof span, span_hex);
     if (in && strlen(in) == 55 && in[2] == '-' && in[35] == '-' && in[52] == '-' && hexok(in, 2) &&
         hexok(in + 3, 32) && hexok(in + 53, 2) && strncmp(in, "ff", 2) != 0) {
         snprintf(out, 56, "00-%.32s-%s-%.2s", in + 3, span_hex, in + 53);
         return;
     }
-    random_bytes(trace, sizeof trace);
+    id_random_bytes(trace, sizeof trace);
     hex_encode(trace, sizeof trace, trace_hex);
     snprintf(out, 56, "00-%s-%s-01", trace_hex, span_hex);
 }

@@ -8,7 +8,7 @@
 
 #include "util.h"
 
-typedef enum { T_STR, T_INT, T_BOOL, T_LANG, T_ADDR } conf_type;
+typedef enum { T_STR, T_INT, T_BOOL, T_LANG, T_ADDR, T_WORKERS } conf_type;
 
 typedef struct conf_key {
     const char *key;
@@ -23,6 +23,9 @@ static const conf_key KEYS[] = {
     {"listen", NULL, T_ADDR, "127.0.0.1:30779", "public listener host:port"},
     {"admin_listen", NULL, T_STR, "127.0.0.1:30780",
      "operator listener (metrics, reload) host:port; empty disables it"},
+    {"workers", NULL, T_WORKERS, "1",
+     "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "
+     "than 1 needs a redis state_store"},
     {"tools_dir", NULL, T_STR, "tools", "directory of tool scripts (relative to the working dir)"},
     {"tools.watch", NULL, T_BOOL, "false",
      "reload when files in tools_dir change (inotify, debounced; editor temp files ignored)"},
@@ -169,6 +172,18 @@ static int check_value(const conf_key *k, const char *v, char *err, size_t errle
         long port = colon ? strtol(colon + 1, &end, 10) : -1;
         if (!colon || colon == v || !end || *end || port < 0 || port > 65535) {
             snprintf(err, errlen, "config key %s: '%s' is not host:port", k->key, v);
+            return -1;
+        }
+        return 0;
+    }
+    case T_WORKERS: {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (!strcmp(v, "auto"))
+            return 0;
+        if (!*v || *end || errno || n < 1 || n > 64) {
+            snprintf(err, errlen, "config key %s: '%s' is not 1..64 or auto", k->key, v);
             return -1;
         }
         return 0;

@@ -8,20 +8,29 @@
 #include <event2/http.h>
 #include <sys/queue.h>
 #include <event2/keyvalq_struct.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "connguard.h"
 #include "flow.h"
+#include "httpd.h"
 #include "lifecycle.h"
 #include "metrics.h"
 #include "server.h"
 
 /* One registry per process (one app per process); created by httpd_start. */
 static metrics *g_metrics;
+
+/* Process model (httpd.h): -1 = single process. */
+static int g_worker = -1, g_workers = 1, g_listen_fd = -1, g_admin_fd = -1;
+static pid_t g_master;
 
 static const char *LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
 
@@ -880,11 +889,11 @@ static int bind_listener(app *a, struct evhttp *http, const char *addr,
     return 0;
 }
 
-static void print_bound(struct evhttp_bound_socket *s, const char *what)
+void httpd_log_listening(int fd, const char *what)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(s), (struct sockaddr *)&ss, &len) < 0)
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
         return;
     char host[64] = "?";
     int port = 0;
@@ -901,6 +910,70 @@ static void print_bound(struct evhttp_bound_socket *s, const char *what)
             "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"listening\",\"listener\":\"%s\","
             "\"addr\":\"%s\",\"port\":%d}\n",
             (long long)now_wall_ms(), what, host, port);
+}
+
+static void print_bound(struct evhttp_bound_socket *s, const char *what)
+{
+    httpd_log_listening(evhttp_bound_socket_get_fd(s), what);
+}
+
+/* Same parsing and socket options as evhttp_bind_socket (SO_REUSEADDR, backlog),
+ * but without an event base: the master binds before forking the workers. */
+int httpd_bind_socket(const char *addr, int *out, char *err, size_t errlen)
+{
+    int rc = -1, fd = -1;
+    struct addrinfo *res = NULL;
+    char host[256];
+    snprintf(host, sizeof host, "%s", addr);
+    char *colon = strrchr(host, ':');
+    if (!colon) {
+        snprintf(err, errlen, "listen address '%s' is not host:port", addr);
+        goto done;
+    }
+    *colon = '\0';
+    const char *port = colon + 1, *h = host;
+    if (h[0] == '[') {
+        h++;
+        char *e = strchr(host, ']');
+        if (e)
+            *e = '\0';
+    }
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    int gai = getaddrinfo(*h ? h : NULL, port, &hints, &res);
+    if (gai) {
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, gai_strerror(gai));
+        goto done;
+    }
+    /* non-blocking: every worker accepts until EAGAIN, so a lost race must not block */
+    fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, res->ai_protocol);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+        bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, 511) < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(errno));
+        goto done;
+    }
+    *out = fd;
+    fd = -1;
+    rc = 0;
+done:
+    if (fd >= 0)
+        close(fd);
+    if (res)
+        freeaddrinfo(res);
+    return rc;
+}
+
+void httpd_set_worker(int index, int count, int listen_fd, int admin_fd, pid_t master)
+{
+    g_worker = index;
+    g_workers = count;
+    g_listen_fd = listen_fd;
+    g_admin_fd = admin_fd;
+    g_master = master;
 }
 
 static int is_loopback_bound(struct evhttp_bound_socket *s)
@@ -931,6 +1004,11 @@ static void gauge(buf *b, const char *name, const char *help, double v)
 /* The /metrics body: recorded series, then values read from the modules now. */
 static void httpd_metrics_text(app *a, buf *b)
 {
+    if (g_workers > 1)
+        buf_printf(b,
+                   "# context-loader workers=%d: the series below are worker %d's only "
+                   "(each worker counts for itself)\n",
+                   g_workers, g_worker);
     if (g_metrics)
         metrics_render(g_metrics, b);
     tools_host_stats ts;
@@ -1027,6 +1105,10 @@ static void httpd_metrics_text(app *a, buf *b)
     }
     gauge(b, "process_start_time_seconds", "Start time of the process (Unix seconds).",
           (double)a->started_ms / 1000.0);
+    gauge(b, "cl_workers", "Worker processes of this instance (config key workers).",
+          (double)g_workers);
+    gauge(b, "cl_worker_index", "Index of the worker answering /metrics (0 when single).",
+          (double)(g_worker < 0 ? 0 : g_worker));
 }
 
 static void admin_gencb(struct evhttp_request *req, void *arg)
@@ -1054,6 +1136,10 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
         }
         char *json = NULL;
         int rc = tools_host_reload_ops(a->tools, "admin", &json);
+        /* The master forwards SIGHUP to every other worker (it skips the sender);
+         * getppid guards against signalling whoever adopted an orphan. */
+        if (g_workers > 1 && g_master > 0 && getppid() == g_master)
+            kill(g_master, SIGHUP);
         if (rc == TOOLS_RELOAD_DEFERRED)
             req_add_header(c, "Retry-After", "1");
         req_reply(c,
@@ -1101,24 +1187,43 @@ int httpd_start(app *a, char *err, size_t errlen)
                                             EVHTTP_REQ_PATCH);
     evhttp_set_default_content_type(a->http, "application/json; charset=utf-8");
     evhttp_set_gencb(a->http, gencb, a);
-    if (bind_listener(a, a->http, conf_str(a->cfg, "listen"), &a->listener, err, errlen) < 0)
-        return -1;
+    if (g_listen_fd >= 0) {
+        /* a worker: accept on the socket the master bound (and already logged) */
+        a->listener = evhttp_accept_socket_with_handle(a->http, g_listen_fd);
+        if (!a->listener) {
+            snprintf(err, errlen, "cannot accept on the inherited listener");
+            return -1;
+        }
+        g_listen_fd = -1;
+    } else {
+        if (bind_listener(a, a->http, conf_str(a->cfg, "listen"), &a->listener, err, errlen) < 0)
+            return -1;
+        print_bound(a->listener, "public");
+    }
     a->listen_loopback = is_loopback_bound(a->listener);
-    print_bound(a->listener, "public");
     ptc_init(a);
 
     if (!g_metrics)
         g_metrics = metrics_new();
     const char *admin = conf_str(a->cfg, "admin_listen");
-    if (*admin) {
+    /* workers > 1: worker 0 alone serves it, on the socket the master bound */
+    if (*admin && (g_worker < 0 || g_admin_fd >= 0)) {
         a->admin_http = evhttp_new(a->base);
         evhttp_set_timeout(a->admin_http, 30);
         evhttp_set_max_body_size(a->admin_http, 65536);
         evhttp_set_gencb(a->admin_http, admin_gencb, a);
-        struct evhttp_bound_socket *s = NULL;
-        if (bind_listener(a, a->admin_http, admin, &s, err, errlen) < 0)
-            return -1;
-        print_bound(s, "admin");
+        if (g_admin_fd >= 0) {
+            if (!evhttp_accept_socket_with_handle(a->admin_http, g_admin_fd)) {
+                snprintf(err, errlen, "cannot accept on the inherited admin listener");
+                return -1;
+            }
+            g_admin_fd = -1;
+        } else {
+            struct evhttp_bound_socket *s = NULL;
+            if (bind_listener(a, a->admin_http, admin, &s, err, errlen) < 0)
+                return -1;
+            print_bound(s, "admin");
+        }
     }
     return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,50 @@ void random_bytes(void *out, size_t n)
     if (RAND_bytes(out, (int)n) != 1) {
         fputs("context-loader: RAND_bytes failed\n", stderr);
         abort();
+    }
+}
+
+static uint64_t id_rng[4];
+static int id_rng_seeded;
+
+static void id_rng_forget(void)
+{
+    id_rng_seeded = 0; /* a forked child must not repeat its parent's ids */
+}
+
+static uint64_t rotl64(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+void id_random_bytes(void *out, size_t n)
+{
+    static int atfork_set;
+    unsigned char *o = out;
+    if (!id_rng_seeded) {
+        if (!atfork_set) {
+            pthread_atfork(NULL, NULL, id_rng_forget);
+            atfork_set = 1;
+        }
+        do
+            random_bytes(id_rng, sizeof id_rng);
+        while (!(id_rng[0] | id_rng[1] | id_rng[2] | id_rng[3]));
+        id_rng_seeded = 1;
+    }
+    while (n) {
+        uint64_t *st = id_rng;
+        uint64_t r = rotl64(st[1] * 5, 7) * 9;
+        uint64_t t = st[1] << 17;
+        st[2] ^= st[0];
+        st[3] ^= st[1];
+        st[1] ^= st[2];
+        st[0] ^= st[3];
+        st[2] ^= t;
+        st[3] = rotl64(st[3], 45);
+        size_t k = n < 8 ? n : 8;
+        memcpy(o, &r, k);
+        o += k;
+        n -= k;
     }
 }
 

@@ -44,6 +44,10 @@ int64_t now_wall_ms(void);
 
 /* Cryptographically strong random bytes (OpenSSL RAND_bytes); aborts on failure. */
 void random_bytes(void *out, size_t n);
+/* Unpredictable-enough bytes for identifiers that are not secrets (trace and span
+ * ids, request ids): xoshiro256** seeded from random_bytes, reseeded in a forked
+ * child. Roughly 50 times cheaper than random_bytes per call. */
+void id_random_bytes(void *out, size_t n);
 /* Writes 2*n lowercase hex digits and a NUL into out (size >= 2*n+1). */
 void hex_encode(const unsigned char *in, size_t n, char *out);
 

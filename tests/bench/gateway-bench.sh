@@ -15,6 +15,8 @@
 # that (d) corrupts the 64-bit ids and empty arrays that (a) keeps exact.
 # Usage: tests/bench/gateway-bench.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
+#   WORKERS=N: the gateway runs N worker processes (config key workers; N > 1 starts
+#   a redis-server for the shared state store)
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}
@@ -140,14 +142,14 @@ done
 [ "$SKIP" -le "$need" ] || echo "!! the managed runs needed more interactions than were started ($SKIP > $need)"
 
 # ---- report
-awk -v dur="$DURATION" -v nproc="$(nproc)" '
+awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" '
   { rps[$1","$2] = $3; p50[$1","$2] = $4 / 1000; p99[$1","$2] = $5 / 1000; err[$1","$2] = $7 + $8
     if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
   END {
     name["u"] = "(u) canned upstream (nginx)"; name["a"] = "(a) gateway REST ad hoc"
     name["b"] = "(b) gateway MCP ad hoc"; name["c"] = "(c) nginx proxy"
     name["d"] = "(d) nginx + Lua + cjson"; name["m"] = "(m) gateway MCP managed"
-    printf "== wrk, %d s per cell, %d cores shared by wrk, nginx and the gateway\n", dur, nproc
+    printf "== wrk, %d s per cell, %d cores shared by wrk, nginx and the gateway (%s worker(s))\n", dur, nproc, workers
     printf "%-5s %-30s %10s %9s %9s %10s %10s %7s\n", "conns", "target", "req/s", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "failed"
     for (i = 1; i <= n; i++) {
       c = order[i]

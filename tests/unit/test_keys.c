@@ -3,11 +3,14 @@
  * nested too, never matters; every value does. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "flow.h"
 #include "idem.h"
 #include "json.h"
+#include "util.h"
 
 /* Hash of a JSON text, parsed as the server parses a request body. */
 static void hash_of(const char *text, char out[65])
@@ -190,8 +193,42 @@ static void test_wrapped_input(void)
     CHECK_STR(n, e);
 }
 
+/* Identifier bytes: distinct draws, and a forked child (a worker) does not repeat
+ * what its parent draws next. */
+static void test_id_random(void)
+{
+    unsigned char a[16], b[16], parent[16], child[16];
+    id_random_bytes(a, sizeof a);
+    id_random_bytes(b, sizeof b);
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        id_random_bytes(child, sizeof child);
+        ssize_t w = write(fds[1], child, sizeof child);
+        _exit(w == (ssize_t)sizeof child ? 0 : 1);
+    }
+    CHECK(pid > 0);
+    id_random_bytes(parent, sizeof parent);
+    CHECK(read(fds[0], child, sizeof child) == (ssize_t)sizeof child);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(memcmp(parent, child, sizeof parent) != 0);
+    close(fds[0]);
+    close(fds[1]);
+    unsigned char odd[13] = {0};
+    id_random_bytes(odd, sizeof odd); /* lengths that are not a multiple of 8 */
+    int nonzero = 0;
+    for (size_t i = 8; i < sizeof odd; i++)
+        nonzero |= odd[i];
+    CHECK(nonzero);
+}
+
 int main(void)
 {
+    test_id_random();
     test_order_does_not_matter();
     test_values_matter();
     test_key_components();

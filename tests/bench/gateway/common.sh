@@ -105,11 +105,27 @@ start_peers() {
   wait_port "$PROXY_PORT"; wait_port "$LUA_PORT"
 }
 
+# WORKERS=N (N > 1): context-loader runs N worker processes (config key workers),
+# which needs a shared state store: a redis-server on a free port is started here.
+start_redis() {
+  command -v redis-server >/dev/null || bench_install redis-server
+  REDIS_PORT=$(free_port)
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
+    --daemonize no --logfile "$WORK/redis.log" &
+  REDIS_PID=$!; BENCH_PIDS="$BENCH_PIDS $REDIS_PID"
+  wait_port "$REDIS_PORT"
+}
+
 # context-loader wired to the simulator, with ontology-query at the canned upstream.
 # Extra environment may be given as NAME=value arguments. Prefix a command (e.g.
-# valgrind ...) with GW_WRAP.
+# valgrind ...) with GW_WRAP. WORKERS (default 1) sets the worker processes.
 start_gateway() { # [NAME=value...]
-  env CL_LISTEN=127.0.0.1:0 CL_ADMIN_LISTEN=127.0.0.1:0 CL_TOOLS_DIR="$ROOT/tools" CL_LUA_DIR="$ROOT/lua" \
+  GW_STORE=""
+  if [ "${WORKERS:-1}" != 1 ]; then
+    [ -n "${REDIS_PORT:-}" ] || start_redis
+    GW_STORE="CL_STATE_STORE=redis://127.0.0.1:$REDIS_PORT/0"
+  fi
+  env CL_WORKERS="${WORKERS:-1}" $GW_STORE CL_LISTEN=127.0.0.1:0 CL_ADMIN_LISTEN=127.0.0.1:0 CL_TOOLS_DIR="$ROOT/tools" CL_LUA_DIR="$ROOT/lua" \
     CL_UPSTREAM_ONTOLOGY_QUERY_URL="$UPSTREAM/api/ontology-query" \
     CL_UPSTREAM_BKN_BACKEND_URL="$SIM/api/bkn-backend" CL_UPSTREAM_VEGA_URL="$SIM/api/vega-backend" \
     CL_UPSTREAM_OPERATOR_INTEGRATION_URL="$SIM/api/agent-operator-integration" \
