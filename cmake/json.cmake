@@ -57,3 +57,10 @@ else()
                                          ${CL_JSONTESTSUITE}/test_transform)
   set_tests_properties(json_fuzz_replay PROPERTIES TIMEOUT 60)
 endif()
+
+# The direct Lua decoder (cljson.decode) against the former tree path: every file
+# of the corpora (missing directories are skipped) and 5000 generated texts.
+add_test(NAME json_lua_decode
+         COMMAND test_json decode ${CL_JSON_CORPUS} ${CL_JSONTESTSUITE}/test_parsing
+                 ${CL_JSONTESTSUITE}/test_transform)
+set_tests_properties(json_lua_decode PROPERTIES TIMEOUT 120)

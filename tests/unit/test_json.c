@@ -3,7 +3,9 @@
  *   test_json unit            C API tests (parser, writer, numbers, limits, Lua bridge)
  *   test_json corpus DIR      y_* must parse, n_* must fail, plus round-trip properties
  *   test_json suite DIR       the public JSONTestSuite (DIR/test_parsing, test_transform);
- *                             exits 77 (skipped) if DIR does not exist */
+ *                             exits 77 (skipped) if DIR does not exist
+ *   test_json decode DIR...   the direct Lua decoder against the tree path on every
+ *                             file of the DIRs and on 5000 generated texts */
 #include "json.h"
 #include "json_lua.h"
 
@@ -433,7 +435,15 @@ static const char *const gen_lua =
     "+ 1, bad) end\n"
     "    t = cj.object(t, ks) for _ = 1, R(3) - 1 do t[key()] = val(d + 1, bad) end\n"
     "    if R(3) == 1 then t[ks[1]] = nil end return t\n"
-    "  elseif r == 15 then return cj.decode('{\"z\":1,\"a\":[],\"m\":{},\"a\":2,\"k\":null}')\n"
+    "  elseif r == 15 then local t = cj.decode('{\"z\":1,\"a\":[],\"m\":{},\"a\":2,\"k\":null}')\n"
+    "    if R(2) == 1 then t[({'z', 'a', 'm', 'k'})[R(4)]] = nil end\n"
+    "    for _ = 1, R(4) - 1 do t[key()] = val(d + 1, bad) end return t\n"
+    "  elseif r == 16 and R(2) == 1 then\n"
+    "    local rows = cj.decode('[{\"b\":1,\"a\":2,\"c\":{\"y\":1,\"x\":2}},{\"b\":3,\"a\":4,'\n"
+    "      .. '\"c\":{\"y\":0,\"x\":1}},{\"b\":5,\"a\":6,\"c\":{}}]')\n"
+    "    if R(2) == 1 then rows[1].c.w = 1 rows[2].c.x = nil end\n"
+    "    local row = rows[R(3)] row[({'a', 'b', 'c'})[R(3)]] = nil row[key()] = val(d + 1, bad)\n"
+    "    return rows\n"
     "  else local t = {} t.self = (R(30) == 1 and bad) and t or val(d + 1, bad) return t end\n"
     "end\n"
     "return function(seed, bad) math.randomseed(seed) R = math.random return val(0, bad) end\n";
@@ -490,9 +500,206 @@ static void test_lua_encode_equivalence(void)
     CHECK(mismatches == 0);
     CHECK(oks > 6000 && errs > 200); /* both outcomes were really exercised */
     CHECK(lua_gettop(L) == genf);
+    /* Objects with a remembered order check key types lazily; the first error
+     * must still be the eager one: non-string keys fail before any member. */
+    static const char lazy_keys[] =
+        "local cj = require 'cljson'\n"
+        "local NS = 'table with non-string keys is neither an array nor an object at '\n"
+        "local function err(v) local ok, e = pcall(cj.encode, v) assert(not ok) return e end\n"
+        "local t = cj.decode('{\"a\":\"x\",\"b\":1}') t.a = '\\255' t[1] = true\n"
+        "assert(err(t) == 'cljson: ' .. NS .. '$', err(t))\n"
+        "t = cj.decode('{\"o\":{\"a\":1},\"p\":2}') t.o.a = print t.o[true] = 1\n"
+        "assert(err(t) == 'cljson: ' .. NS .. '$.o', err(t))\n"
+        "t[2] = 1 assert(err(t) == 'cljson: ' .. NS .. '$', err(t))\n"
+        "t = cj.decode('{\"a\":1}') t[2.5] = 1 assert(err(t) == 'cljson: ' .. NS .. '$')\n"
+        "t = cj.decode('{\"a\":{\"b\":\"x\"}}') t.a.b = '\\255'\n"
+        "assert(err(t) == 'cljson: invalid UTF-8 in string at $.a.b', err(t))\n"
+        "t = cj.decode('{\"b\":1,\"a\":2}') t.c = 3 t.b = nil\n"
+        "assert(cj.encode(t) == '{\"a\":2,\"c\":3}')\n"
+        "return true\n";
+    int lazy_ok = luaL_dostring(L, lazy_keys) == LUA_OK;
+    if (!lazy_ok)
+        fprintf(stderr, "lazy key check: %s\n", lua_tostring(L, -1));
+    CHECK(lazy_ok && lua_toboolean(L, -1));
+    lua_settop(L, genf);
     buf_free(&t);
     buf_free(&d);
     lua_close(L);
+}
+
+/* The former decoder (json_parse + cljson_push), a test hook in json_lua.c with
+ * pdecode's contract. */
+int cljson_pdecode_tree(lua_State *L);
+unsigned long cljson_decode_fallbacks(void);
+
+/* JSON texts for the decoder equivalence test: valid documents of every shape
+ * (deep nesting, big and exotic numbers, duplicate keys, escapes, repeated row
+ * shapes) and damaged ones (truncated, a byte changed or inserted, invalid
+ * UTF-8). Deterministic per seed; returns text [, limits]. */
+static const char *const gen_json_lua =
+    "local R\n"
+    "local strs = {'\"\"', '\"a\"', '\"caf\\xc3\\xa9\"', '\"\\\\u00e9\\\\ud83d\\\\ude00\"', "
+    "'\"\\\\\"q\\\\\\\\ \\\\/\\\\b\\\\f\\\\n\\\\r\\\\t\\\\u0000\\\\u001f\"', "
+    "'\"\\xe4\\xb8\\xad\\xe6\\x96\\x87"
+    "\\xf0\\x9f\\x98\\x80\"', '\"x\\x7fy\"', '\"abcdefghijklmnopqrstuvwxyz0123456789\"'}\n"
+    "local nums = {'0', '-0', '1', '-1', '42', '9223372036854775807', '-9223372036854775808', "
+    "'9223372036854775808', '-9223372036854775809', '12345678901234567890123', '1.5', '-0.0', "
+    "'0.1', '1e2', '1E+2', '1e400', '-1e400', '1e-400', '5e-324', '0.30000000000000004', "
+    "'9007199254740993.0', '1.000000000000000005', '0e99999999999999999999', "
+    "'123.4560000000000000000000', '1.7976931348623157e308', '2.5e-3', '100.0', "
+    "'0.12345678901234567', '1e300', '1e-300', '123456789012345.6', '1234567890123456.7'}\n"
+    "local keys = {'a', 'b', 'drug_id', 'name', '', 'z', 'a\\\\u0000b', '\\xc3\\xa9', 'k1', 'k2'}\n"
+    "local bad = {'\\xff', '\\xc0\\xaf', '\\xed\\xa0\\x80', '\\xf4\\x90\\x80\\x80', '\\xe2\\x82', "
+    "'\\\\ud800', '\\\\udc00', '\\\\x', '\\x01', 'NaN', ',', ']', '}', '01', '1.', '-', 'tru', "
+    "'\\xef\\xbb\\xbf', ' ', '\\t', '\\\"', '[', '{', ':', '1e+', '\\\\u12G4'}\n"
+    "local function q(s) return '\"' .. s .. '\"' end\n"
+    "local val\n"
+    "local function obj(d)\n"
+    "  local t = {} for i = 1, R(6) - 1 do t[i] = q(keys[R(#keys)]) .. ':' .. val(d + 1) end\n"
+    "  return '{' .. table.concat(t, R(4) == 1 and ' , ' or ',') .. '}' end\n"
+    "function val(d)\n"
+    "  local r = R(d > 6 and 4 or 9)\n"
+    "  if r == 1 then return nums[R(#nums)] elseif r == 2 then return strs[R(#strs)]\n"
+    "  elseif r == 3 then return ({'true', 'false', 'null'})[R(3)]\n"
+    "  elseif r == 4 then return tostring(R(2^31) - 2^30) .. (R(2) == 1 and ('.' .. R(999)) or "
+    "'')\n"
+    "  elseif r <= 6 then local t = {} for i = 1, R(6) - 1 do t[i] = val(d + 1) end\n"
+    "    return '[' .. table.concat(t, ',') .. ']'\n"
+    "  elseif r == 7 then return obj(d)\n"
+    "  elseif r == 8 then local row = obj(d + 1) local t = {} for i = 1, R(5) do t[i] = row end\n"
+    "    return '[' .. table.concat(t, ',') .. ']'\n"
+    "  else local n = R(40) return string.rep('[', n) .. val(d + 1) .. string.rep(']', n) end\n"
+    "end\n"
+    "return function(seed)\n"
+    "  math.randomseed(seed) R = math.random\n"
+    "  local s = (R(3) == 1 and ' ' or '') .. val(0) .. (R(3) == 1 and '\\n' or '')\n"
+    "  local m = R(8)\n"
+    "  if m == 1 then s = s:sub(1, R(#s))\n"
+    "  elseif m == 2 then local i = R(#s) s = s:sub(1, i - 1) .. bad[R(#bad)] .. s:sub(i + 1)\n"
+    "  elseif m == 3 then local i = R(#s + 1) s = s:sub(1, i - 1) .. bad[R(#bad)] .. s:sub(i)\n"
+    "  elseif m == 4 then local n = 500 + R(30) s = string.rep('[', n) .. s .. string.rep(']', n)\n"
+    "  end\n"
+    "  local lim\n"
+    "  if R(10) == 1 then lim = {max_depth = R(8)} elseif R(20) == 1 then lim = {max_size = R(#s + "
+    "5)} end\n"
+    "  return s, lim\n"
+    "end\n";
+
+/* Decodes the text and limits at the top two stack slots with f, then encodes
+ * the result (and, if it is an object, the result after adding and removing
+ * members) into out; "E:" and the message on a decode error. */
+static void decode_and_encode(lua_State *L, lua_CFunction f, buf *out)
+{
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, f);
+    lua_pushvalue(L, top - 1);
+    lua_pushvalue(L, top);
+    char err[320];
+    buf_reset(out);
+    if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
+        buf_printf(out, "raised: %s", lua_tostring(L, -1));
+    } else if (lua_isnil(L, -2)) {
+        buf_printf(out, "E:%s", lua_tostring(L, -1));
+    } else {
+        lua_pop(L, 1);
+        if (cljson_encode(L, -1, out, 0, err, sizeof err) < 0)
+            buf_printf(out, "encode: %s", err);
+        /* Keys added and removed after decoding: remembered order, then the rest. */
+        if (lua_type(L, -1) == LUA_TTABLE) {
+            CHECK(luaL_dostring(
+                      L, "local cj = require 'cljson'\n"
+                         "return function(t) if cj.is_object(t) then\n"
+                         "  local k = cj.keys(t) t[k[1] or 'q'] = nil t.zz = 1 t.b = 2\n"
+                         "  for _, v in pairs(t) do if cj.is_object(v) then v.new = 0 end end\n"
+                         "end return t end") == LUA_OK);
+            lua_pushvalue(L, -2);
+            CHECK(lua_pcall(L, 1, 1, 0) == LUA_OK);
+            buf_putc(out, '|');
+            if (cljson_encode(L, -1, out, 0, err, sizeof err) < 0)
+                buf_printf(out, "encode: %s", err);
+        }
+    }
+    lua_settop(L, top);
+}
+
+/* The direct decoder (pdecode) against the tree path, on one text. */
+static int decode_same(lua_State *L, buf *a, buf *b, const char *what)
+{
+    lua_getglobal(L, "cljson_pdecode");
+    lua_CFunction fast = lua_tocfunction(L, -1);
+    lua_pop(L, 1);
+    decode_and_encode(L, fast, a);
+    decode_and_encode(L, cljson_pdecode_tree, b);
+    int same = a->len == b->len && memcmp(a->data, b->data, a->len) == 0;
+    if (!same)
+        fprintf(stderr, "decoders differ on %s:\n direct: %.300s\n tree:   %.300s\n", what, a->data,
+                b->data);
+    return same;
+}
+
+static void decode_dir(lua_State *L, const char *dir, buf *a, buf *b, int *n, int *bad)
+{
+    size_t cnt = 0;
+    char **names = list_dir(dir, &cnt);
+    buf text = BUF_INIT;
+    for (size_t i = 0; i < cnt; i++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (read_file(path, &text) == 0) {
+            lua_pushlstring(L, text.data, text.len);
+            lua_pushnil(L);
+            if (!decode_same(L, a, b, names[i]))
+                (*bad)++;
+            (*n)++;
+            lua_pop(L, 2);
+        }
+        free(names[i]);
+    }
+    free(names);
+    buf_free(&text);
+}
+
+/* Same accept/reject, error text and value (encoded, so key order counts) from
+ * the direct decoder and the tree path: the corpora given plus generated texts. */
+static int run_decode_equivalence(int ndirs, char **dirs)
+{
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    luaL_requiref(L, "cljson", luaopen_cljson, 1);
+    lua_getfield(L, -1, "pdecode");
+    lua_setglobal(L, "cljson_pdecode");
+    lua_pop(L, 1);
+    buf a = BUF_INIT, b = BUF_INIT;
+    int n = 0, bad = 0, accepted = 0, rejected = 0;
+    for (int i = 0; i < ndirs; i++)
+        decode_dir(L, dirs[i], &a, &b, &n, &bad);
+    CHECK(luaL_dostring(L, gen_json_lua) == LUA_OK);
+    int genf = lua_gettop(L);
+    for (int seed = 1; seed <= 5000; seed++) {
+        lua_pushvalue(L, genf);
+        lua_pushinteger(L, seed);
+        CHECK(lua_pcall(L, 1, 2, 0) == LUA_OK);
+        char what[32];
+        snprintf(what, sizeof what, "seed %d", seed);
+        if (!decode_same(L, &a, &b, what) && bad++ > 5)
+            break;
+        if (a.data && a.data[0] == 'E' && a.data[1] == ':')
+            rejected++;
+        else
+            accepted++;
+        n++;
+        lua_pop(L, 2);
+    }
+    lua_settop(L, genf - 1);
+    CHECK(bad == 0);
+    CHECK(cljson_decode_fallbacks() == 0);     /* never rejected what json_parse accepts */
+    CHECK(accepted > 1500 && rejected > 1000); /* both outcomes really exercised */
+    printf("decoder equivalence: %d texts, %d generated accepted, %d rejected\n", n, accepted,
+           rejected);
+    buf_free(&a);
+    buf_free(&b);
+    lua_close(L);
+    return CHECK_DONE();
 }
 
 /* A Lua allocator with a byte budget, to make every allocation point fail once. */
@@ -553,6 +760,38 @@ static void test_lua_encode_oom(void)
     CHECK(ok_seen && fail_seen);
 }
 
+/* The direct decoder under memory pressure: a Lua memory error at any point
+ * leaks nothing (ASan) and with enough memory the value is right. */
+static void test_lua_decode_oom(void)
+{
+    const char *src = "local cj = require 'cljson'\n"
+                      "local s = '[{\"a\\\\n\":\"x\\\\u00e9y\",\"b\":[1,2.5,1e400,"
+                      "123456789012345678901]},{\"a\\\\n\":\"z\",\"b\":{}}]'\n"
+                      "return function() return cj.encode(cj.decode(s)) end";
+    const char *want = "[{\"a\\n\":\"x\xc3\xa9y\",\"b\":[1,2.5,1e400,123456789012345678901]},"
+                       "{\"a\\n\":\"z\",\"b\":{}}]";
+    int ok_seen = 0, fail_seen = 0;
+    for (size_t extra = 0; extra < 65536 && !ok_seen; extra += 64) {
+        capped c = {0, (size_t)1 << 30};
+        lua_State *L = lua_newstate(capped_alloc, &c);
+        luaL_openlibs(L);
+        luaL_requiref(L, "cljson", luaopen_cljson, 1);
+        lua_pop(L, 1);
+        CHECK(luaL_dostring(L, src) == LUA_OK);
+        lua_gc(L, LUA_GCCOLLECT);
+        c.cap = c.used + extra;
+        if (lua_pcall(L, 0, 1, 0) == LUA_OK) {
+            ok_seen = 1;
+            CHECK_STR(lua_tostring(L, -1), want);
+        } else {
+            fail_seen = 1;
+        }
+        c.cap = (size_t)1 << 30;
+        lua_close(L);
+    }
+    CHECK(ok_seen && fail_seen);
+}
+
 static int run_unit(void)
 {
     test_types();
@@ -565,6 +804,7 @@ static int run_unit(void)
     test_lua_bridge();
     test_lua_encode_equivalence();
     test_lua_encode_oom();
+    test_lua_decode_oom();
     return CHECK_DONE();
 }
 
@@ -674,6 +914,8 @@ int main(int argc, char **argv)
         return run_corpus(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "suite") == 0)
         return run_suite(argv[2]);
+    if (argc >= 2 && strcmp(argv[1], "decode") == 0)
+        return run_decode_equivalence(argc - 2, argv + 2);
     fprintf(stderr, "usage: test_json unit | corpus DIR | suite DIR\n");
     return 2;
 }
