@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,11 +120,27 @@ struct conf {
     char *values[N_KEYS];
 };
 
+/* Callers mostly name keys with string literals, so the lookups on the request path
+ * (limits, depth, flags) are remembered by the key's address: a direct-mapped cache
+ * in front of the linear search, each hit confirmed with one comparison. */
+#define KEY_CACHE 128
+static struct {
+    const char *ptr;
+    int idx;
+} key_cache[KEY_CACHE];
+
 static int key_index(const char *key)
 {
+    size_t slot = ((uintptr_t)key >> 3) % KEY_CACHE;
+    /* Verified: a key built in a reused buffer may come back at the same address. */
+    if (key_cache[slot].ptr == key && strcmp(KEYS[key_cache[slot].idx].key, key) == 0)
+        return key_cache[slot].idx;
     for (size_t i = 0; i < N_KEYS; i++)
-        if (strcmp(KEYS[i].key, key) == 0)
+        if (strcmp(KEYS[i].key, key) == 0) {
+            key_cache[slot].ptr = key;
+            key_cache[slot].idx = (int)i;
             return (int)i;
+        }
     return -1;
 }
 

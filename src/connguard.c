@@ -76,25 +76,26 @@ static void on_sweep(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     int64_t now = now_mono_ms();
+    int dropped = 0;
     for (size_t i = 0; i < BUCKETS; i++) {
         for (gconn *c = g->buckets[i], *next; c; c = next) {
             next = c->next;
-            check(g, c, now);
+            dropped |= check(g, c, now);
         }
     }
 #ifdef __GLIBC__
     /* Thousands of connections closing leave their buffers in free heap that glibc
      * keeps; give it back once the count has dropped by a good margin (a trim of a
-     * large heap takes a few milliseconds, so not on every small dip). One sweep
-     * late: libevent finalizes freed bufferevents on a later loop iteration. */
-    if (g->trim_due) {
+     * large heap takes a few milliseconds, so not on every small dip), and only at a
+     * sweep that dropped nothing: the burst is over, and libevent has finalized the
+     * bufferevents dropped before (it frees them on a later loop iteration). */
+    if (g->peak >= g->live + 1024)
+        g->trim_due = 1;
+    if (g->trim_due && !dropped) {
         malloc_trim(0);
         g->trim_due = 0;
-        g->trims++;
-    }
-    if (g->peak >= g->live + 1024) {
-        g->trim_due = 1;
         g->peak = g->live;
+        g->trims++;
     }
 #endif
 }

@@ -158,7 +158,7 @@ static void new_request_id(char *out, size_t outlen)
 {
     unsigned char r[16];
     char hex[33];
-    random_bytes(r, sizeof r);
+    id_random_bytes(r, sizeof r); /* an identifier, not a secret */
     r[6] = (r[6] & 0x0f) | 0x40;
     r[8] = (r[8] & 0x3f) | 0x80;
     hex_encode(r, sizeof r, hex);
@@ -1103,6 +1103,14 @@ static void httpd_metrics_text(app *a, buf *b)
         counter(b, "cl_store_evictions_total", "Entries evicted to respect the bound.",
                 (double)st.evictions);
     }
+    gauge(b, "cl_connections_open", "Client connections of the public listener open now.",
+          (double)connguard_open(g_guard));
+    counter(b, "cl_connections_deadline_closed_total",
+            "Connections shut down for reading a whole window without a request.",
+            (double)connguard_closed(g_guard));
+    counter(b, "cl_heap_trims_total",
+            "Times free heap went back to the kernel after many connections closed.",
+            (double)connguard_trims(g_guard));
     gauge(b, "process_start_time_seconds", "Start time of the process (Unix seconds).",
           (double)a->started_ms / 1000.0);
     gauge(b, "cl_workers", "Worker processes of this instance (config key workers).",
