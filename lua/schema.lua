@@ -454,6 +454,28 @@ end
 
 local validate
 
+-- The property names that have a default, sorted: once per properties table (schemas
+-- do not change after loading; a reload builds new tables).
+local defaults_of = setmetatable({}, { __mode = "k" })
+local function names_with_defaults(props)
+    local names = defaults_of[props]
+    if names == nil then
+        names = {}
+        for name, p in pairs(props) do
+            if type(p) == "table" and p.default ~= nil then
+                names[#names + 1] = name
+            end
+        end
+        table.sort(names)
+        defaults_of[props] = names
+    end
+    return names
+end
+
+local function tostring_less(a, b)
+    return tostring(a) < tostring(b)
+end
+
 -- Returns the (possibly new) value; errors are appended to st.errors.
 local function validate_object(st, s, v, path)
     local out = v
@@ -475,13 +497,13 @@ local function validate_object(st, s, v, path)
             end
         end
     end
-    local keys = {}
+    local keys, strings_only = {}, true
     for k in pairs(v) do
         keys[#keys + 1] = k
+        strings_only = strings_only and type(k) == "string"
     end
-    table.sort(keys, function(a, b)
-        return tostring(a) < tostring(b)
-    end)
+    -- the same order either way (tostring of a string is itself)
+    table.sort(keys, not strings_only and tostring_less or nil)
     for _, k in ipairs(keys) do
         local sub = type(k) == "string" and props[k] or nil
         if type(k) ~= "string" then
@@ -500,14 +522,11 @@ local function validate_object(st, s, v, path)
             end
         end
     end
-    local names = {}
-    for name in pairs(props) do
-        names[#names + 1] = name
-    end
-    table.sort(names)
-    for _, name in ipairs(names) do
-        if v[name] == nil and props[name].default ~= nil then
-            set(name, deep_copy(props[name].default))
+    if s.properties ~= nil then
+        for _, name in ipairs(names_with_defaults(props)) do
+            if v[name] == nil then
+                set(name, deep_copy(props[name].default))
+            end
         end
     end
     return out

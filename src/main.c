@@ -266,6 +266,23 @@ static int check_process_model(const conf *cfg, char *err, size_t errlen)
     }
     return 0;
 }
+
+/* epoll with libevent's change list: the interest changes a request makes on one
+ * socket within a loop iteration (curl switching a connection between writing and
+ * reading, evhttp enabling and disabling its bufferevents) become one epoll_ctl at
+ * the next dispatch instead of one each (measured: 6 epoll_ctl per proxied request
+ * without it). We never dup() the sockets we watch, the case the flag warns about. */
+static struct event_base *new_event_base(void)
+{
+    struct event_config *cfg = event_config_new();
+    struct event_base *base = NULL;
+    if (cfg) {
+        event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+        base = event_base_new_with_config(cfg);
+        event_config_free(cfg);
+    }
+    return base ? base : event_base_new();
+}
 /* Runs the service in this process until it is stopped; takes cfg. w is NULL for
  * the single process, else this worker's place (signals arrive blocked). */
 static int run_worker(conf *cfg, const worker_opts *w)
@@ -281,7 +298,7 @@ static int run_worker(conf *cfg, const worker_opts *w)
     a.default_lang = strcmp(conf_str(a.cfg, "language"), "en-US") ? LANG_ZH_CN : LANG_EN_US;
     snprintf(a.prefix, sizeof a.prefix, "%s", conf_str(a.cfg, "public_prefix"));
     fill_upstreams(&a);
-    a.base = event_base_new();
+    a.base = new_event_base();
     if (!a.base) {
         fprintf(stderr, "context-loader: event_base_new failed\n");
         goto done;

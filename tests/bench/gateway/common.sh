@@ -107,6 +107,7 @@ start_peers() {
 
 # WORKERS=N (N > 1): context-loader runs N worker processes (config key workers),
 # which needs a shared state store: a redis-server on a free port is started here.
+# STORE=redis does the same with one worker (to compare 1 and 2 workers on one store).
 start_redis() {
   command -v redis-server >/dev/null || bench_install redis-server
   REDIS_PORT=$(free_port)
@@ -121,7 +122,7 @@ start_redis() {
 # valgrind ...) with GW_WRAP. WORKERS (default 1) sets the worker processes.
 start_gateway() { # [NAME=value...]
   GW_STORE=""
-  if [ "${WORKERS:-1}" != 1 ]; then
+  if [ "${WORKERS:-1}" != 1 ] || [ "${STORE:-memory}" = redis ]; then
     [ -n "${REDIS_PORT:-}" ] || start_redis
     GW_STORE="CL_STATE_STORE=redis://127.0.0.1:$REDIS_PORT/0"
   fi
