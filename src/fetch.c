@@ -16,6 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Easy handles kept between requests: curl_easy_reset is cheaper than a new handle
+ * (the allocation and defaults of curl_easy_init), and the multi handle keeps the
+ * connections either way. */
+#define FETCH_SPARE_EASY 32
+
 enum req_state {
     REQ_RUNNING,    /* easy handle attached to the multi handle */
     REQ_QUEUED,     /* finished, waiting in the completion queue */
@@ -66,6 +71,8 @@ struct fetch_ctx {
     sockinfo *socks; /* every socket event we own, freed on fetch_free */
     size_t inflight; /* running + queued */
     int dispatching; /* inside deliver_cb */
+    CURL *spare[FETCH_SPARE_EASY]; /* reset easy handles kept for the next requests */
+    size_t n_spare;
     int dead;        /* fetch_free called during dispatch: free when it unwinds */
 };
 
@@ -99,8 +106,14 @@ static void list_unlink(req_list *l, fetch_req *r)
 
 static void req_destroy(fetch_req *r)
 {
-    if (r->easy)
+    fetch_ctx *ctx = r->ctx;
+    /* Only detached handles come here (removed from the multi handle, or never added). */
+    if (r->easy && ctx && !ctx->dead && ctx->n_spare < FETCH_SPARE_EASY) {
+        curl_easy_reset(r->easy);
+        ctx->spare[ctx->n_spare++] = r->easy;
+    } else if (r->easy) {
         curl_easy_cleanup(r->easy);
+    }
     curl_slist_free_all(r->req_headers);
     free(r->body);
     buf_free(&r->resp_body);
@@ -405,6 +418,8 @@ void fetch_free(fetch_ctx *ctx)
         fetch_cancel(ctx->running.head);
     while (ctx->queue.head)
         fetch_cancel(ctx->queue.head);
+    while (ctx->n_spare)
+        curl_easy_cleanup(ctx->spare[--ctx->n_spare]);
     curl_multi_cleanup(ctx->multi); /* may still report sockets to socket_cb */
     while (ctx->socks)
         sock_unlink_free(ctx, ctx->socks);
@@ -458,7 +473,7 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
     r->cb = cb;
     r->arg = arg;
     r->max_response = req->max_response ? req->max_response : ctx->cfg.default_max_response;
-    r->easy = curl_easy_init();
+    r->easy = ctx->n_spare ? ctx->spare[--ctx->n_spare] : curl_easy_init();
     if (!r->easy) {
         *err = "curl_easy_init failed";
         goto fail;

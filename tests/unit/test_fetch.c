@@ -246,6 +246,32 @@ static void test_methods(fetch_ctx *f)
     result_clear(&r);
 }
 
+/* Easy handles are reset and reused (LIFO): nothing of one request leaks into the
+ * next - a GET after a POST with a body and headers, a GET after a HEAD. */
+static void test_handle_reuse(fetch_ctx *f)
+{
+    const fetch_header hs[] = {{"X-Test", "first"}, {"Content-Type", "text/plain"}};
+    result r = {0};
+    CHECK(start(f, "POST", "/echo", "a body", hs, 2, 0, 0, collect_cb, &r) != NULL);
+    CHECK(run_until(&r.done, 1, 3000));
+    CHECK_STR(r.body, "method=POST\nx-test=first\ncontent-type=text/plain\nbody=a body");
+    result_clear(&r);
+    CHECK(start(f, "GET", "/echo", NULL, NULL, 0, 0, 0, collect_cb, &r) != NULL);
+    CHECK(run_until(&r.done, 1, 3000));
+    CHECK(r.status == 200);
+    CHECK_STR(r.body, "method=GET\nx-test=\ncontent-type=\nbody=");
+    result_clear(&r);
+    CHECK(start(f, "HEAD", "/echo", NULL, NULL, 0, 0, 0, collect_cb, &r) != NULL);
+    CHECK(run_until(&r.done, 1, 3000));
+    CHECK(r.status == 200);
+    CHECK(r.body == NULL || r.body[0] == '\0');
+    result_clear(&r);
+    CHECK(start(f, "GET", "/echo", NULL, NULL, 0, 0, 0, collect_cb, &r) != NULL);
+    CHECK(run_until(&r.done, 1, 3000));
+    CHECK(r.body && strstr(r.body, "method=GET\n") == r.body);
+    result_clear(&r);
+}
+
 static void test_status(fetch_ctx *f)
 {
     result r = {0};
@@ -518,6 +544,7 @@ int main(void)
         return CHECK_DONE();
 
     test_methods(f);
+    test_handle_reuse(f);
     test_status(f);
     test_concurrent(f);
     test_reuse_chain(f);
