@@ -13,8 +13,10 @@ if(CL_LUA54 AND CL_BUSTED)
                    "--cpath=$<TARGET_FILE_DIR:cljson>/?.so"
                    ${CMAKE_SOURCE_DIR}/tests/spec
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  # CLJSON_CPATH too: a spec that sets its own search path must still load this build
+  # directory's modules (a stale build/cljson.so next to a sanitized build mixed in).
   set_tests_properties(lua_busted PROPERTIES TIMEOUT 120 LABELS lua
-                       ENVIRONMENT "${CL_LUA_SANITIZER_ENV}")
+                       ENVIRONMENT "CLJSON_CPATH=$<TARGET_FILE_DIR:cljson>/?.so;${CL_LUA_SANITIZER_ENV}")
 else()
   message(WARNING "lua5.4 or busted not found: the busted specs are not registered")
 endif()

@@ -10,7 +10,16 @@
 #define REG_ARRAY "cljson.array_mt"
 #define REG_OBJECT "cljson.object_mt"
 #define REG_NUMBER "cljson.number_mt"
-#define REG_ORDER "cljson.order" /* weak-keyed: decoded object -> key list */
+/* Remembered key order: object -> order string (see order_put). Weak keys and
+ * values, but a string is never removed from a weak table (Lua manual §2.5.4),
+ * so an entry lives exactly as long as its object. Not an ephemeron table (weak
+ * keys only): the collector walks those several times per cycle, touching every
+ * key object, which made half the data-cache misses of decoding small objects. */
+#define REG_ORDER "cljson.order"
+/* order string -> key list (list[i] = key, list[key] = i): a cache for the
+ * encoder, emptied when it reaches LISTS_MAX entries (lists are only derived). */
+#define REG_LISTS "cljson.lists"
+#define LISTS_MAX 4096
 #define REG_BOX "cljson.box"
 
 #define ENC_MAX_DEPTH 512
@@ -89,13 +98,151 @@ static void ensure_registry(lua_State *L)
         lua_pop(L, 1);
         lua_newtable(L);
         lua_createtable(L, 0, 1);
-        lua_pushliteral(L, "k");
+        lua_pushliteral(L, "kv");
         lua_setfield(L, -2, "__mode");
         lua_setmetatable(L, -2);
         lua_setfield(L, LUA_REGISTRYINDEX, REG_ORDER);
     } else {
         lua_pop(L, 1);
     }
+    if (lua_getfield(L, LUA_REGISTRYINDEX, REG_LISTS) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_setfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+    } else {
+        lua_pop(L, 1);
+    }
+}
+
+/* An order string is the keys in order, each as its length (LEB128) and bytes,
+ * no key twice. Equal orders are equal strings. */
+static void order_put(buf *b, const char *k, size_t len)
+{
+    unsigned char t[10];
+    size_t n = 0, v = len;
+    do {
+        t[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    buf_append(b, t, n);
+    buf_append(b, k, len);
+}
+
+/* order_put of the string at stack index idx. */
+static void put_key(lua_State *L, buf *b, int idx)
+{
+    size_t len;
+    const char *k = lua_tolstring(L, idx, &len);
+    order_put(b, k, len);
+}
+
+/* Reads the key at *p (not past end); returns 0, or -1 if malformed. */
+static int order_next(const unsigned char **p, const unsigned char *end, const char **k,
+                      size_t *len)
+{
+    size_t v = 0;
+    for (int shift = 0;; shift += 7) {
+        if (*p >= end || shift > 56)
+            return -1;
+        unsigned c = *(*p)++;
+        v |= (size_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            break;
+    }
+    if ((size_t)(end - *p) < v)
+        return -1;
+    *k = (const char *)*p;
+    *len = v;
+    *p += v;
+    return 0;
+}
+
+/* Where key i of a key list is in the list's blob (list[0], a string): its raw
+ * bytes and its text as the writer emits it ("key":), so that the writer need
+ * not escape and validate listed keys again. */
+typedef struct {
+    uint32_t raw, rawlen, esc, esclen;
+} keyseg;
+
+static int put_str(buf *out, const char *s, size_t len);
+
+/* Pushes the key list of the object at idx (list[i] = key, list[key] = i,
+ * list[0] = the blob of keyseg[n] and key texts, absent if a key is not valid
+ * UTF-8) and
+ * returns 1, or pushes nothing and returns 0 if it has no remembered order. ord
+ * and lists are the stack slots of REG_ORDER and of the list cache; a miss builds
+ * the list and caches it (a full cache is replaced by an empty one, in the
+ * registry and in slot lists). */
+static int order_list(lua_State *L, int idx, int ord, int lists)
+{
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, ord) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (lua_rawget(L, lists) == LUA_TTABLE) /* the common case: two lookups */
+        return 1;
+    lua_pop(L, 1);
+    luaL_checkstack(L, 6, "cljson");
+    lua_pushvalue(L, idx);
+    lua_rawget(L, ord);
+    size_t len;
+    const unsigned char *s = (const unsigned char *)lua_tolstring(L, -1, &len), *p = s;
+    const unsigned char *end = s + len;
+    const char *k;
+    size_t kl;
+    int n = 0;
+    while (p < end && order_next(&p, end, &k, &kl) == 0)
+        n++;
+    lua_createtable(L, n, n + 1);
+    int list = lua_gettop(L);
+    lua_Integer i = 0;
+    for (p = s; p < end && order_next(&p, end, &k, &kl) == 0;) {
+        lua_pushlstring(L, k, kl);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, list, ++i);
+        lua_pushinteger(L, i);
+        lua_rawset(L, list);
+    }
+    buf *bb = &box_new(L)->out; /* freed by the GC even if Lua raises */
+    size_t hdr = (size_t)n * sizeof(keyseg);
+    buf_reserve(bb, hdr);
+    bb->len = hdr;
+    int ok = len < UINT32_MAX / 8;
+    i = 0;
+    for (p = s; ok && p < end && order_next(&p, end, &k, &kl) == 0; i++) {
+        keyseg g;
+        g.raw = (uint32_t)bb->len;
+        g.rawlen = (uint32_t)kl;
+        buf_append(bb, k, kl);
+        g.esc = (uint32_t)bb->len;
+        ok = put_str(bb, k, kl) == 0;
+        buf_putc(bb, ':');
+        g.esclen = (uint32_t)(bb->len - g.esc);
+        memcpy(bb->data + (size_t)i * sizeof g, &g, sizeof g);
+    }
+    if (ok) {
+        lua_pushlstring(L, bb->data, bb->len);
+        lua_rawseti(L, list, 0);
+    }
+    lua_pop(L, 1);
+    lua_rawgeti(L, lists, 0);
+    lua_Integer cached = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (cached >= LISTS_MAX) {
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+        lua_replace(L, lists);
+        cached = 0;
+    }
+    lua_pushinteger(L, cached + 1);
+    lua_rawseti(L, lists, 0);
+    lua_pushvalue(L, list - 1);
+    lua_pushvalue(L, list);
+    lua_rawset(L, lists);
+    lua_remove(L, list - 1);
+    return 1;
 }
 
 /* ------------------------------------------------------------------ C -> Lua */
@@ -159,31 +306,25 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
         lua_createtable(L, 0, hint);
         int t = lua_gettop(L);
         if (n > 0) {
-            /* The key list doubles as a set: list[i] = key, list[key] = i. */
-            lua_createtable(L, hint, hint);
-            int list = t + 1;
-            lua_Integer li = 0;
+            /* The order string, built in a GC'd box (nothing leaks if Lua raises). */
+            buf *ob = &box_new(L)->out;
             for (size_t i = 0; i < n; i++) {
                 size_t klen;
                 const char *k = json_key_at(v, i, &klen);
                 lua_pushlstring(L, k, klen);
                 lua_pushvalue(L, -1);
-                if (lua_rawget(L, list) == LUA_TNIL) {
-                    lua_pop(L, 1);
-                    lua_pushvalue(L, -1);
-                    lua_rawseti(L, list, ++li);
-                    lua_pushvalue(L, -1);
-                    lua_pushinteger(L, li);
-                    lua_rawset(L, list);
-                } else {
-                    lua_pop(L, 1); /* duplicate key: first position, last value */
-                }
+                /* A duplicate key keeps its first position and takes the last value
+                 * (decoded values are never nil). */
+                if (lua_rawget(L, t) == LUA_TNIL)
+                    order_put(ob, k, klen);
+                lua_pop(L, 1);
                 push_value(L, json_val_at(v, i), c);
                 lua_rawset(L, t);
             }
             lua_pushvalue(L, t);
-            lua_insert(L, list); /* stack: t, t, list */
+            lua_pushlstring(L, ob->data, ob->len);
             lua_rawset(L, c->ord);
+            lua_settop(L, t);
         }
         lua_pushvalue(L, c->omt);
         lua_setmetatable(L, t);
@@ -227,10 +368,22 @@ typedef struct {
     const unsigned char *p, *end;
     size_t max_depth;
     int amt, omt, nmt, ord; /* absolute stack indices */
-    int shapes;             /* shape cache: last key -> key list */
-    int boxslot;            /* stack slot of the cbox holding scratch (nil until needed) */
-    buf *scratch;           /* unescaped string bytes (a cbox's out), or NULL */
+    int shapes;             /* shape cache: slot (a hash of the order) -> order string */
+    int boxslot;            /* stack slots of two cboxes (nil until needed): */
+    cbox *box[2];           /* [0] unescaped string bytes, [1] the keys of open objects */
+    buf *keys;              /* box[1]'s buffer: each open object's keys, in order */
+    int lastn[64];          /* members of the last object at each depth (mod 64) */
 } dec;
+
+/* The decode's scratch buffer i, in a cbox made at the first need. */
+static buf *dec_buf(dec *d, int i)
+{
+    if (!d->box[i]) {
+        d->box[i] = box_new(d->L);
+        lua_replace(d->L, d->boxslot + i);
+    }
+    return &d->box[i]->out;
+}
 
 static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned char *end)
 {
@@ -339,8 +492,9 @@ static void dec_put_utf8(buf *b, unsigned cp)
     buf_append(b, t, n);
 }
 
-/* Pushes the string at d->p (on '"') and moves past it. */
-static int dec_string(dec *d)
+/* Pushes the string at d->p (on '"') and moves past it; a key (key != 0) is
+ * also appended to d->keys (order_put). */
+static int dec_string(dec *d, int key)
 {
     const unsigned char *p = d->p + 1, *end = d->end, *run = p;
     int escaped = 0;
@@ -372,13 +526,9 @@ static int dec_string(dec *d)
         /* backslash */
         if (!escaped) {
             escaped = 1;
-            if (!d->scratch) {
-                d->scratch = &box_new(d->L)->out;
-                lua_replace(d->L, d->boxslot);
-            }
-            buf_reset(d->scratch);
+            buf_reset(dec_buf(d, 0));
         }
-        buf_append(d->scratch, run, (size_t)(p - run));
+        buf_append(&d->box[0]->out, run, (size_t)(p - run));
         if (end - p < 2)
             return -1;
         unsigned char e = p[1];
@@ -420,21 +570,26 @@ static int dec_string(dec *d)
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            dec_put_utf8(d->scratch, cp);
+            dec_put_utf8(&d->box[0]->out, cp);
             run = p;
             continue;
         }
         default:
             return -1;
         }
-        buf_putc(d->scratch, ch);
+        buf_putc(&d->box[0]->out, ch);
         run = p;
     }
     if (!escaped) {
+        if (key)
+            order_put(d->keys, (const char *)run, (size_t)(p - run));
         lua_pushlstring(d->L, (const char *)run, (size_t)(p - run));
     } else {
-        buf_append(d->scratch, run, (size_t)(p - run));
-        lua_pushlstring(d->L, d->scratch->data, d->scratch->len);
+        buf *b = &d->box[0]->out;
+        buf_append(b, run, (size_t)(p - run));
+        if (key)
+            order_put(d->keys, b->data, b->len);
+        lua_pushlstring(d->L, b->data, b->len);
     }
     d->p = p + 1;
     return 0;
@@ -573,96 +728,91 @@ static void flush_array(lua_State *L, int t, lua_Integer *n, int pend)
     lua_settop(L, t);
 }
 
-/* Objects of one decode that have the same keys in the same order (the rows of a
- * result set) share one key list: lists are never changed once made, and this
- * saves a table per object. Only small objects are looked up, by their last key. */
-#define DEC_SHAPE_MAX 64
-
-/* 1 if the pend keys above list are exactly the keys of the cached list at top. */
-static int shape_match(lua_State *L, int list, int pend)
+/* Makes room for one more pending array element plus what a nested value
+ * needs; flushes the pending ones when the stack cannot grow. */
+static int dec_room(dec *d, int *pend, int t, lua_Integer *n)
 {
-    if (lua_type(L, -1) != LUA_TTABLE || lua_rawlen(L, -1) != (lua_Unsigned)pend)
-        return 0;
-    for (int i = 0; i < pend; i++) {
-        lua_rawgeti(L, -1, i + 1);
-        int same = lua_rawequal(L, -1, list + 1 + 2 * i);
-        lua_pop(L, 1);
-        if (!same)
-            return 0;
-    }
-    return 1;
-}
-
-/* Stores the pend key/value pairs above t, list into the object t and its key
- * list (list[i] = key, list[key] = i; duplicates: first position, last value).
- * cache (0: none) is the shape cache, used when this flush is the only one. */
-static void flush_object(lua_State *L, int t, lua_Integer *li, int pend, int cache)
-{
-    int list = t + 1;
-    int fresh = lua_isnil(L, t);
-    if (fresh && cache && pend > 0 && pend <= DEC_SHAPE_MAX) {
-        int last = list + 2 * pend - 1;
-        lua_pushvalue(L, last);
-        lua_rawget(L, cache);
-        if (shape_match(L, list, pend)) {
-            /* Same keys as an earlier object: no duplicates, reuse its list. */
-            lua_replace(L, list);
-            lua_createtable(L, 0, pend);
-            lua_replace(L, t);
-            for (int i = 0; i < pend; i++) {
-                lua_pushvalue(L, list + 1 + 2 * i);
-                lua_pushvalue(L, list + 2 + 2 * i);
-                lua_rawset(L, t);
-            }
-            *li = pend;
-            lua_settop(L, list);
-            return;
-        }
-        lua_pop(L, 1);
-    }
-    if (fresh) {
-        lua_createtable(L, 0, pend);
-        lua_replace(L, t);
-        lua_createtable(L, pend, pend);
-        lua_replace(L, list);
-    }
-    for (int i = 0; i < pend; i++) {
-        int k = list + 1 + 2 * i;
-        lua_pushvalue(L, k);
-        if (lua_rawget(L, list) == LUA_TNIL) {
-            lua_pushvalue(L, k);
-            lua_rawseti(L, list, ++*li);
-            lua_pushvalue(L, k);
-            lua_pushinteger(L, *li);
-            lua_rawset(L, list);
-        }
-        lua_pop(L, 1);
-        lua_pushvalue(L, k);
-        lua_pushvalue(L, k + 1);
-        lua_rawset(L, t);
-    }
-    if (fresh && cache && pend > 0 && pend <= DEC_SHAPE_MAX) {
-        lua_pushvalue(L, list + 2 * pend - 1);
-        lua_pushvalue(L, list);
-        lua_rawset(L, cache);
-    }
-    lua_settop(L, list);
-}
-
-/* Makes room for one more pending member (of `slots` stack slots) plus what a
- * nested value needs; flushes the pending ones when the stack cannot grow. */
-static int dec_room(lua_State *L, int *pend, int slots, int t, lua_Integer *n, int obj)
-{
-    if (*pend < DEC_CHUNK && lua_checkstack(L, slots + 8))
+    lua_State *L = d->L;
+    if (*pend < DEC_CHUNK && lua_checkstack(L, 9))
         return 0;
     if (*pend > 0) {
-        if (obj)
-            flush_object(L, t, n, *pend, 0);
-        else
-            flush_array(L, t, n, *pend);
+        flush_array(L, t, n, *pend);
         *pend = 0;
     }
-    return lua_checkstack(L, slots + 8) ? 0 : -1;
+    return lua_checkstack(L, 9) ? 0 : -1;
+}
+
+/* Objects of one decode that have the same keys in the same order (the rows of a
+ * result set) share one order string: the shape cache maps a cheap hash of the
+ * order to the last order string with that hash. */
+#define DEC_SHAPES 64
+
+static unsigned shape_slot(const char *k, size_t len)
+{
+    uint64_t a = 0, b = 0;
+    memcpy(&a, k, len < 8 ? len : 8);
+    if (len > 8)
+        memcpy(&b, k + len - 8, 8);
+    uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
+    return (unsigned)(h >> 58) + 1; /* 1..64 */
+}
+
+/* Pushes the order string of the object t whose n members' keys are d->keys
+ * from start on (then truncates d->keys back to start). A duplicate key keeps
+ * its first position (t took the last value): found by counting t's keys, for
+ * a new order only (a cached one has no duplicates). */
+static void push_order(dec *d, int t, size_t start, int n)
+{
+    lua_State *L = d->L;
+    buf *kb = d->keys;
+    const char *k = kb->data + start;
+    size_t len = kb->len - start;
+    unsigned slot = shape_slot(k, len);
+    if (lua_rawgeti(L, d->shapes, slot) == LUA_TSTRING) {
+        size_t sl;
+        const char *ss = lua_tolstring(L, -1, &sl);
+        if (sl == len && memcmp(ss, k, len) == 0) {
+            kb->len = start;
+            return;
+        }
+    }
+    lua_pop(L, 1);
+    int count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        count++;
+    }
+    if (count == n) {
+        lua_pushlstring(L, k, len);
+    } else {
+        /* Rare: the keys again, first occurrences only (seen: key -> true),
+         * into the unescape buffer (free between tokens). */
+        luaL_checkstack(L, 4, "cljson");
+        buf *ob = dec_buf(d, 0);
+        buf_reset(ob);
+        lua_createtable(L, 0, count);
+        const unsigned char *p = (const unsigned char *)k, *end = p + len;
+        const char *key;
+        size_t kl;
+        while (p < end && order_next(&p, end, &key, &kl) == 0) {
+            lua_pushlstring(L, key, kl);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, -3) == LUA_TNIL) {
+                lua_pop(L, 1);
+                order_put(ob, key, kl);
+                lua_pushboolean(L, 1);
+                lua_rawset(L, -3);
+            } else {
+                lua_pop(L, 2);
+            }
+        }
+        lua_pop(L, 1);
+        lua_pushlstring(L, ob->data, ob->len);
+    }
+    kb->len = start;
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, d->shapes, slot);
 }
 
 static int dec_array(dec *d, size_t depth)
@@ -678,7 +828,7 @@ static int dec_array(dec *d, size_t depth)
     } else {
         d->p = p;
         for (;;) {
-            if (dec_room(L, &pend, 1, t, &n, 0) < 0 || dec_value(d, depth) < 0)
+            if (dec_room(d, &pend, t, &n) < 0 || dec_value(d, depth) < 0)
                 return -1;
             pend++;
             p = dec_ws(d->p, d->end);
@@ -703,49 +853,56 @@ static int dec_array(dec *d, size_t depth)
 static int dec_object(dec *d, size_t depth)
 {
     lua_State *L = d->L;
-    lua_pushnil(L); /* the table and its key list, created at the first flush */
-    lua_pushnil(L);
-    int t = lua_gettop(L) - 1;
-    lua_Integer li = 0;
-    int pend = 0;
     const unsigned char *p = dec_ws(d->p + 1, d->end);
     if (p < d->end && *p == '}') {
         d->p = p + 1;
-        lua_pop(L, 1);
         lua_createtable(L, 0, 0);
-        lua_replace(L, t);
-    } else {
-        for (;;) {
-            if (p >= d->end || *p != '"')
-                return -1;
-            d->p = p;
-            if (dec_room(L, &pend, 2, t, &li, 1) < 0 || dec_string(d) < 0)
-                return -1;
-            p = dec_ws(d->p, d->end);
-            if (p >= d->end || *p != ':')
-                return -1;
-            d->p = p + 1;
-            if (dec_value(d, depth) < 0)
-                return -1;
-            pend++;
-            p = dec_ws(d->p, d->end);
-            if (p >= d->end)
-                return -1;
-            if (*p == ',') {
-                p = dec_ws(p + 1, d->end);
-                continue;
-            }
-            if (*p != '}')
-                return -1;
-            d->p = p + 1;
-            break;
-        }
-        flush_object(L, t, &li, pend, d->shapes);
-        /* stack: t, list */
-        lua_pushvalue(L, t);
-        lua_insert(L, -2);
-        lua_rawset(L, d->ord);
+        lua_pushvalue(L, d->omt);
+        lua_setmetatable(L, -2);
+        return 0;
     }
+    /* Members are stored as they come (so a duplicate's last value wins), in a
+     * table sized like the last object at this depth (rows repeat); their keys
+     * gather in d->keys after those of the enclosing objects. */
+    int *lastn = &d->lastn[depth & 63];
+    lua_createtable(L, 0, *lastn);
+    int t = lua_gettop(L);
+    if (!d->keys)
+        d->keys = dec_buf(d, 1);
+    size_t start = d->keys->len;
+    int n = 0;
+    for (;;) {
+        if (p >= d->end || *p != '"')
+            return -1;
+        d->p = p;
+        if (dec_string(d, 1) < 0)
+            return -1;
+        p = dec_ws(d->p, d->end);
+        if (p >= d->end || *p != ':')
+            return -1;
+        d->p = p + 1;
+        if (dec_value(d, depth) < 0)
+            return -1;
+        lua_rawset(L, t);
+        n++;
+        p = dec_ws(d->p, d->end);
+        if (p >= d->end)
+            return -1;
+        if (*p == ',') {
+            p = dec_ws(p + 1, d->end);
+            continue;
+        }
+        if (*p != '}')
+            return -1;
+        d->p = p + 1;
+        break;
+    }
+    *lastn = n < 64 ? n : 64; /* a big object does not inflate the next ones */
+    push_order(d, t, start, n);
+    /* stack: t, order string */
+    lua_pushvalue(L, t);
+    lua_insert(L, -2);
+    lua_rawset(L, d->ord);
     lua_pushvalue(L, d->omt);
     lua_setmetatable(L, t);
     return 0;
@@ -759,7 +916,7 @@ static int dec_value(dec *d, size_t depth)
         return -1;
     switch (*d->p) {
     case '"':
-        return dec_string(d);
+        return dec_string(d, 0);
     case '{':
     case '[':
         if (depth + 1 > d->max_depth || !lua_checkstack(d->L, 8))
@@ -800,8 +957,9 @@ static int decode_direct(lua_State *L, const char *s, size_t len, const json_lim
     luaL_getmetatable(L, REG_OBJECT);
     luaL_getmetatable(L, REG_NUMBER);
     lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
-    lua_pushnil(L); /* the scratch cbox, made at the first escaped string */
-    lua_createtable(L, 0, 4);
+    lua_pushnil(L); /* the scratch cboxes, made at the first need */
+    lua_pushnil(L);
+    lua_createtable(L, DEC_SHAPES, 0);
     dec d;
     d.L = L;
     d.p = (const unsigned char *)s;
@@ -814,8 +972,10 @@ static int decode_direct(lua_State *L, const char *s, size_t len, const json_lim
     d.nmt = base + 3;
     d.ord = base + 4;
     d.boxslot = base + 5;
-    d.shapes = base + 6;
-    d.scratch = NULL;
+    d.shapes = base + 7;
+    d.box[0] = d.box[1] = NULL;
+    d.keys = NULL;
+    memset(d.lastn, 0, sizeof d.lastn);
     if (dec_value(&d, 0) < 0 || dec_ws(d.p, d.end) != d.end) {
         lua_settop(L, base);
         return -1;
@@ -835,7 +995,7 @@ typedef struct {
 
 typedef struct {
     lua_State *L;
-    int amt, omt, nmt, ord;         /* absolute stack indices */
+    int amt, omt, nmt, ord, lists;  /* absolute stack indices */
     const void *pamt, *pomt, *pnmt; /* the metatables, compared by address */
     int canonical;                  /* ignore remembered key order; sort every object */
     size_t depth;
@@ -919,7 +1079,7 @@ static int keyref_cmp(const void *a, const void *b)
 /* Pushes the list of keys of the object table at idx in encode order: remembered
  * keys still present, then the other keys sorted bytewise. Returns -1 (nothing
  * pushed) if a key is not a string. */
-static int ordered_keys(lua_State *L, int idx, int ord, int canonical)
+static int ordered_keys(lua_State *L, int idx, int ord, int lists, int canonical)
 {
     luaL_checkstack(L, 8, "cljson");
     int list = 0;
@@ -927,8 +1087,7 @@ static int ordered_keys(lua_State *L, int idx, int ord, int canonical)
     lua_createtable(L, 0, 0);
     int out = lua_gettop(L);
     if (!canonical) {
-        lua_pushvalue(L, idx);
-        if (lua_rawget(L, ord) == LUA_TTABLE) {
+        if (order_list(L, idx, ord, lists)) {
             list = lua_gettop(L);
             lua_Integer ln = (lua_Integer)lua_rawlen(L, list);
             for (lua_Integer i = 1; i <= ln; i++) {
@@ -943,8 +1102,6 @@ static int ordered_keys(lua_State *L, int idx, int ord, int canonical)
                 }
                 lua_pop(L, 1);
             }
-        } else {
-            lua_pop(L, 1);
         }
     }
     lua_pushnil(L);
@@ -1130,6 +1287,26 @@ static int conv_member(enc *e, const char *ks, size_t kl, int vidx, json_value *
     return rc;
 }
 
+/* conv_member for a listed key in write mode: esc is the key's text with its
+ * quotes and colon, already checked (the key list's blob). */
+static int conv_member_listed(enc *e, const char *ks, size_t kl, const char *esc, size_t elen,
+                              int vidx, lua_Integer *nout)
+{
+    e->path[e->depth] = (path_elem){ks, kl, 0};
+    e->depth++;
+    buf *w = e->w;
+    if (w->len + elen + 2 > w->cap)
+        buf_reserve(w, elen + 1);
+    if (*nout > 0)
+        w->data[w->len++] = ',';
+    memcpy(w->data + w->len, esc, elen);
+    w->len += elen;
+    int rc = conv(e, vidx, NULL, ks, kl);
+    e->depth--;
+    (*nout)++;
+    return rc;
+}
+
 #define ENC_KEYS_INLINE 16
 
 static const char NONSTR_KEYS[] = "table with non-string keys is neither an array nor an object";
@@ -1162,13 +1339,8 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
     lua_State *L = e->L;
     int top = lua_gettop(L);
     int list = 0, rc = 0, lazy = 0;
-    if (!e->canonical) {
-        lua_pushvalue(L, idx);
-        if (lua_rawget(L, e->ord) == LUA_TTABLE)
-            list = top + 1;
-        else
-            lua_settop(L, top);
-    }
+    if (!e->canonical && order_list(L, idx, e->ord, e->lists))
+        list = top + 1;
     if (count < 0) {
         count = 0;
         lua_pushnil(L);
@@ -1193,9 +1365,20 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
     }
     lua_Integer n = 0;
     if (list) {
+        const char *blob = NULL; /* anchored by the list */
+        if (e->w && lua_rawgeti(L, list, 0) == LUA_TSTRING)
+            blob = lua_tostring(L, -1);
+        lua_settop(L, list);
         lua_Integer ln = (lua_Integer)lua_rawlen(L, list);
         for (lua_Integer i = 1; i <= ln && rc == 0; i++) {
-            if (lua_rawgeti(L, list, i) == LUA_TSTRING) {
+            if (blob) {
+                keyseg g;
+                memcpy(&g, blob + (size_t)(i - 1) * sizeof g, sizeof g);
+                lua_rawgeti(L, list, i);
+                if (lua_rawget(L, idx) != LUA_TNIL)
+                    rc = conv_member_listed(e, blob + g.raw, g.rawlen, blob + g.esc, g.esclen,
+                                            list + 1, &n);
+            } else if (lua_rawgeti(L, list, i) == LUA_TSTRING) {
                 /* The key string stays alive in the list; its value replaces it. */
                 size_t kl;
                 const char *ks = lua_tolstring(L, list + 1, &kl);
@@ -1437,6 +1620,7 @@ static int convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char
     luaL_getmetatable(L, REG_NUMBER);
     lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
     lua_pushnil(L); /* slot for enc_grow's userdata */
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_LISTS);
     /* On the C stack: nothing to free if a memory error unwinds. */
     enc st, *e = &st;
     e->L = L;
@@ -1448,6 +1632,7 @@ static int convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char
     e->pomt = lua_topointer(L, e->omt);
     e->pnmt = lua_topointer(L, e->nmt);
     e->grown = base + 5;
+    e->lists = base + 6;
     e->canonical = canonical;
     e->depth = 0;
     e->seen = e->seen_in;
@@ -1695,28 +1880,26 @@ static int l_object(lua_State *L)
             lua_replace(L, 1);
         }
         luaL_checktype(L, 1, LUA_TTABLE);
-        lua_Integer n = (lua_Integer)lua_rawlen(L, 2), li = 0;
-        lua_createtable(L, (int)n, (int)n);
-        int list = lua_gettop(L);
+        lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+        buf *ob = &box_new(L)->out;                  /* slot 3; freed by the GC even if we raise */
+        lua_createtable(L, 0, n > 64 ? 64 : (int)n); /* slot 4: keys seen */
         for (lua_Integer i = 1; i <= n; i++) {
             if (lua_rawgeti(L, 2, i) != LUA_TSTRING)
                 return luaL_argerror(L, 2, "keys must be strings");
             lua_pushvalue(L, -1);
-            if (lua_rawget(L, list) == LUA_TNIL) {
+            if (lua_rawget(L, 4) == LUA_TNIL) {
                 lua_pop(L, 1);
-                lua_pushvalue(L, -1);
-                lua_rawseti(L, list, ++li);
-                lua_pushinteger(L, li);
-                lua_rawset(L, list);
+                put_key(L, ob, -1);
+                lua_pushboolean(L, 1);
+                lua_rawset(L, 4);
             } else {
                 lua_pop(L, 2);
             }
         }
         lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
         lua_pushvalue(L, 1);
-        lua_pushvalue(L, list);
+        lua_pushlstring(L, ob->data, ob->len);
         lua_rawset(L, -3);
-        lua_pop(L, 2);
     }
     lua_settop(L, 1);
     return mark(L, REG_OBJECT);
@@ -1750,8 +1933,10 @@ static int has_mt(lua_State *L, int idx, const char *name)
 static int l_keys(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
     lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
-    if (ordered_keys(L, 1, lua_gettop(L), 0) < 0)
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+    if (ordered_keys(L, 1, 2, 3, 0) < 0)
         return luaL_argerror(L, 1, "table has non-string keys");
     return 1;
 }

@@ -16,7 +16,11 @@
  * cljson_encode writes identical text for both, stored order and canonical (or
  * fails alike); cljson_decode_fallbacks() stays 0 (pdecode never had to fall back
  * to json_parse); the encoded text decodes again, through both paths, to values
- * that encode to the same text (round trip stable). */
+ * that encode to the same text (round trip stable); when the text has no
+ * duplicate keys, the stored-order encoding is exactly json_write of json_parse's
+ * tree (an oracle independent of the remembered-order code); after the same
+ * edits to both values (a remembered key removed and put back, keys added, a
+ * nested object emptied) both still encode identically. */
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -77,31 +81,6 @@ static int call_decode(lua_State *L, lua_CFunction f, const char *s, size_t len,
 
 static int same_value(lua_State *L, int a, int b, int ord, int depth);
 
-/* Deep equality of two plain Lua tables (key lists): every pair of a in b and the
- * same count both ways. */
-static int same_plain(lua_State *L, int a, int b)
-{
-    size_t na = 0, nb = 0;
-    lua_pushnil(L);
-    while (lua_next(L, a)) {
-        na++;
-        lua_pushvalue(L, -2);
-        lua_rawget(L, b);
-        int eq = lua_type(L, -1) == lua_type(L, -2) && lua_rawequal(L, -1, -2);
-        lua_pop(L, 2);
-        if (!eq) {
-            lua_pop(L, 1);
-            return 0;
-        }
-    }
-    lua_pushnil(L);
-    while (lua_next(L, b)) {
-        nb++;
-        lua_pop(L, 1);
-    }
-    return na == nb;
-}
-
 static int same_table(lua_State *L, int a, int b, int ord, int depth)
 {
     int ma = lua_getmetatable(L, a), mb = lua_getmetatable(L, b);
@@ -110,13 +89,13 @@ static int same_table(lua_State *L, int a, int b, int ord, int depth)
         return 0;
     }
     lua_pop(L, ma + mb);
-    /* The remembered key list (objects only): same content, both present or not. */
+    /* The remembered order (objects only): the same order string, both present
+     * or not. */
     lua_pushvalue(L, a);
     int la = lua_rawget(L, ord);
     lua_pushvalue(L, b);
     int lb = lua_rawget(L, ord);
-    int top = lua_gettop(L);
-    int eq = la == lb && (la != LUA_TTABLE || same_plain(L, top - 1, top));
+    int eq = la == lb && (la == LUA_TNIL || (la == LUA_TSTRING && lua_rawequal(L, -1, -2)));
     lua_pop(L, 2);
     if (!eq)
         return 0;
@@ -187,6 +166,55 @@ static int same_buf(const buf *a, const buf *b)
 
 static buf ea, eb, ra, rb;
 
+/* 1 if some object in v has a key twice (objects of more than 64 members are
+ * not checked and count as having one). */
+static int has_dup_keys(const json_value *v)
+{
+    json_type t = json_typeof(v);
+    if (t != JSON_ARRAY && t != JSON_OBJECT)
+        return 0;
+    size_t n = json_count(v);
+    if (t == JSON_OBJECT && n > 64)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        if (t == JSON_OBJECT) {
+            size_t li, lj;
+            const char *ki = json_key_at(v, i, &li);
+            for (size_t j = 0; j < i; j++) {
+                const char *kj = json_key_at(v, j, &lj);
+                if (li == lj && memcmp(ki, kj, li) == 0)
+                    return 1;
+            }
+            if (has_dup_keys(json_val_at(v, i)))
+                return 1;
+        } else if (has_dup_keys(json_at(v, i))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The same edits to every object of a decoded value (cljson.keys order): the
+ * first remembered key removed, then put back if it was the second's value;
+ * "zz" and "b" added; an object member emptied of its keys. */
+static const char *const edit_src =
+    "local cj = require 'cljson'\n"
+    "local function edit(v, depth)\n"
+    "  if type(v) ~= 'table' or depth > 40 then return end\n"
+    "  if cj.is_object(v) then\n"
+    "    local k = cj.keys(v)\n"
+    "    for _, key in ipairs(k) do edit(v[key], depth + 1) end\n"
+    "    if k[1] then local x = v[k[1]] v[k[1]] = nil if #k % 2 == 0 then v[k[1]] = x end end\n"
+    "    v.zz = 1 v.b = cj.null\n"
+    "    local o = k[2] and v[k[2]]\n"
+    "    if cj.is_object(o) then for _, key in ipairs(cj.keys(o)) do o[key] = nil end end\n"
+    "  elseif cj.is_array(v) then\n"
+    "    for i = 1, #v do edit(v[i], depth + 1) end\n"
+    "  end\n"
+    "end\n"
+    "return function(v) edit(v, 0) return v end\n";
+static int edit_ref = LUA_NOREF;
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -233,6 +261,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_must(na == 1, T, "an accepted text gives one value");
     fuzz_must(same_value(L, a, b, ord, 0), T, "structurally identical values");
 
+    /* Oracle: without duplicate keys the stored order is the text's order. */
+    json_limits lim = {0};
+    lim.max_depth = depth == 31 ? 1500 : (size_t)depth;
+    json_value *tree = json_parse(s, len, &lim, NULL, 0);
+    fuzz_must(tree != NULL, T, "json_parse accepts what cljson accepts");
+    if (!has_dup_keys(tree) && encode(L, a, 0, &ea) == 0) {
+        buf_reset(&eb);
+        json_write(&eb, tree, 0);
+        fuzz_must(same_buf(&ea, &eb), T, "stored order is the text's order");
+    }
+    json_free(tree);
+
     for (int canonical = 0; canonical <= 1; canonical++) {
         int rca = encode(L, a, canonical, &ea);
         int rcb = encode(L, b, canonical, &eb);
@@ -265,6 +305,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         fuzz_must(cljson_decode_fallbacks() == fb, T, "no fallback on the round trip");
         lua_settop(L, top);
+    }
+
+    /* The same edits to both values: still identical encodings. */
+    if (edit_ref == LUA_NOREF) {
+        luaL_openlibs(L);
+        fuzz_must(luaL_dostring(L, edit_src) == LUA_OK, T, "edit chunk loads");
+        edit_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    for (int i = 0; i < 2; i++) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, edit_ref);
+        lua_pushvalue(L, i == 0 ? a : b);
+        fuzz_must(lua_pcall(L, 1, 0, 0) == LUA_OK, T, "edits run");
+    }
+    for (int canonical = 0; canonical <= 1; canonical++) {
+        int rca = encode(L, a, canonical, &ea);
+        int rcb = encode(L, b, canonical, &eb);
+        fuzz_must(rca == rcb && same_buf(&ea, &eb), T, "identical encodings after edits");
     }
     lua_settop(L, 0);
     return 0;

@@ -1,6 +1,9 @@
 -- Spec for the Lua face of the exact JSON codec (module "cljson", SPEC §11).
 -- Run from the repo root: CLJSON_CPATH=build/?.so lua5.4 /usr/bin/busted tests/spec/json_spec.lua
-package.cpath = (os.getenv("CLJSON_CPATH") or "build/?.so") .. ";" .. package.cpath
+-- (under the lua_busted test, --cpath and CLJSON_CPATH point at the build directory
+-- under test; build/ comes last so it never shadows it)
+local cpath = os.getenv("CLJSON_CPATH")
+package.cpath = cpath and (cpath .. ";" .. package.cpath) or (package.cpath .. ";build/?.so")
 local cljson = require "cljson"
 
 describe("cljson", function()

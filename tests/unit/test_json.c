@@ -792,6 +792,77 @@ static void test_lua_decode_oom(void)
     CHECK(ok_seen && fail_seen);
 }
 
+/* Remembered key order (order strings in a weak table, key lists cached for
+ * the encoder): explicit expected texts for decoded-then-modified objects, through
+ * both decoders (the direct one and the tree path), past the list cache's limit
+ * and across full collections. The chunk returns nil or what went wrong. */
+static const char *const order_checks =
+    "local cj, tree = require 'cljson', ...\n"
+    "local function eq(got, want, what)\n"
+    "  if got ~= want then error(what .. ': got ' .. tostring(got) .. ' want ' .. want, 2) end "
+    "end\n"
+    "for _, dec in ipairs({cj.pdecode, tree}) do\n"
+    "  local function d(s) return assert(dec(s)) end\n"
+    "  -- duplicates: first position, last value; then removed, re-added, added keys\n"
+    "  local o = d('{\"b\":1,\"a\":2,\"c\":3,\"b\":4}')\n"
+    "  eq(cj.encode(o), '{\"b\":4,\"a\":2,\"c\":3}', 'dup')\n"
+    "  eq(table.concat(cj.keys(o), ','), 'b,a,c', 'keys')\n"
+    "  o.a = nil o.d = 5 o['0'] = 6\n"
+    "  eq(cj.encode(o), '{\"b\":4,\"c\":3,\"0\":6,\"d\":5}', 'removed/added')\n"
+    "  o.a = 7\n"
+    "  eq(cj.encode(o), '{\"b\":4,\"a\":7,\"c\":3,\"0\":6,\"d\":5}', 're-added')\n"
+    "  eq(table.concat(cj.keys(o), ','), 'b,a,c,0,d', 'keys after')\n"
+    "  eq(cj.encode_canonical(o), '{\"0\":6,\"a\":7,\"b\":4,\"c\":3,\"d\":5}', 'canonical')\n"
+    "  -- rows share an order: changing one row changes no other\n"
+    "  local rows = d('[{\"y\":1,\"x\":2},{\"y\":3,\"x\":4},{\"y\":5,\"x\":6,\"y\":7}]')\n"
+    "  rows[1].x = nil rows[1].a = 0\n"
+    "  eq(cj.encode(rows), '[{\"y\":1,\"a\":0},{\"y\":3,\"x\":4},{\"y\":7,\"x\":6}]', 'rows')\n"
+    "  -- an object of more than 512 members (several flushes) with duplicates\n"
+    "  local p, want = {}, {}\n"
+    "  for i = 1200, 1, -1 do p[#p + 1] = string.format('\"k%d\":%d', i, i) end\n"
+    "  p[#p + 1] = '\"k700\":0' p[#p + 1] = '\"k1\":-1'\n"
+    "  for i = 1200, 1, -1 do want[#want + 1] = string.format('\"k%d\":%d', i, "
+    "i == 700 and 0 or i == 1 and -1 or i) end\n"
+    "  local big = d('{' .. table.concat(p, ',') .. '}')\n"
+    "  eq(cj.encode(big), '{' .. table.concat(want, ',') .. '}', 'big')\n"
+    "  -- long keys (two-byte lengths), NUL and multi-byte keys, long order strings\n"
+    "  local lk = string.rep('x', 300)\n"
+    "  local t = '{\"z\":1,\"' .. lk .. '\":2,\"a\\\\u0000b\":3,\"\\xc3\\xa9\":4,\"' .. lk .. "
+    "'y\":5,\"\":6}'\n"
+    "  eq(cj.encode(d(t)), t, 'long keys')\n"
+    "  -- more orders than the list cache holds, encoded twice, across collections\n"
+    "  local many = {}\n"
+    "  for i = 1, 5000 do many[i] = d(string.format('{\"s%d_b\":1,\"s%d_a\":2}', i, i)) end\n"
+    "  for pass = 1, 2 do\n"
+    "    for i = 1, 5000, 7 do\n"
+    "      eq(cj.encode(many[i]), string.format('{\"s%d_b\":1,\"s%d_a\":2}', i, i), 'many')\n"
+    "    end\n"
+    "    collectgarbage() collectgarbage()\n"
+    "  end\n"
+    "end\n"
+    "-- object(t, keys): duplicates in keys, keys not in t, a stated invalid UTF-8 key\n"
+    "local o = cj.object({c = 1, a = 2, x = 3}, {'c', 'q', 'a', 'c'})\n"
+    "eq(cj.encode(o), '{\"c\":1,\"a\":2,\"x\":3}', 'object()')\n"
+    "local ok, err = pcall(cj.encode, cj.object({['\\xff'] = 1}, {'\\xff'}))\n"
+    "eq(err, 'cljson: invalid UTF-8 in object key at $.?', 'bad key')\n"
+    "-- an empty stated order is no order\n"
+    "eq(cj.encode(cj.object({b = 1, a = 2}, {})), '{\"a\":2,\"b\":1}', 'empty order')\n";
+
+static void test_lua_key_order(void)
+{
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    luaL_requiref(L, "cljson", luaopen_cljson, 0);
+    lua_pop(L, 1);
+    CHECK(luaL_loadstring(L, order_checks) == LUA_OK);
+    lua_pushcfunction(L, cljson_pdecode_tree);
+    int st = lua_pcall(L, 1, 0, 0);
+    if (st != LUA_OK)
+        fprintf(stderr, "key order: %s\n", lua_tostring(L, -1));
+    CHECK(st == LUA_OK);
+    lua_close(L);
+}
+
 static int run_unit(void)
 {
     test_types();
@@ -803,6 +874,7 @@ static int run_unit(void)
     test_builders();
     test_lua_bridge();
     test_lua_encode_equivalence();
+    test_lua_key_order();
     test_lua_encode_oom();
     test_lua_decode_oom();
     return CHECK_DONE();
