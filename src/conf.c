@@ -72,6 +72,9 @@ static const conf_key KEYS[] = {
     {"trace_core.url", "BKN_TRACE_CORE_URL", T_STR, "", "BKN Trace Core base URL"},
     {"trace_core.timeout_ms", NULL, T_INT, "3000", "Trace Core call timeout"},
     {"trace_core.capture_policy_ttl_s", NULL, T_INT, "30", "capture policy cache TTL"},
+    {"trace_core.lease_cache_ttl_s", NULL, T_INT, "10",
+     "reuse an interaction's lease between calls of one turn for this long (0: look it up "
+     "every call); Trace Core still checks it on every operation"},
     {"trace_core.probe_tries", NULL, T_INT, "3", "availability probe: tries"},
     {"trace_core.probe_budget_ms", NULL, T_INT, "1500", "availability probe: total budget"},
     {"trace_core.probe_verdict_ttl_s", NULL, T_INT, "5", "availability verdict cache TTL"},

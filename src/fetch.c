@@ -68,12 +68,12 @@ struct fetch_ctx {
     fetch_config cfg;
     req_list running;
     req_list queue;
-    sockinfo *socks; /* every socket event we own, freed on fetch_free */
-    size_t inflight; /* running + queued */
-    int dispatching; /* inside deliver_cb */
+    sockinfo *socks;               /* every socket event we own, freed on fetch_free */
+    size_t inflight;               /* running + queued */
+    int dispatching;               /* inside deliver_cb */
     CURL *spare[FETCH_SPARE_EASY]; /* reset easy handles kept for the next requests */
     size_t n_spare;
-    int dead;        /* fetch_free called during dispatch: free when it unwinds */
+    int dead; /* fetch_free called during dispatch: free when it unwinds */
 };
 
 static int curl_inited = 0;

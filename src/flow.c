@@ -26,6 +26,7 @@ struct flow {
     int unrecorded; /* admitted after a verified Trace Core outage */
     char lease_token[160];
     json_value *lease_epoch;
+    int lease_cached; /* lease_token/epoch came from the lease cache, not a lookup */
     char operation_id[96];
     char receipt_id[96];
     long attempt;
@@ -483,11 +484,102 @@ static int reply_ok(flow *f, const trace_reply *r)
     return 0;
 }
 
+static void on_interaction(const trace_reply *r, void *arg);
+
+/* ---- interaction lease cache (issue 17: "cache the interaction lease between calls of
+ * one turn, invalidated on conflict") ----
+ * A managed call looks its interaction up (GET /interactions/{id}: conversation,
+ * status, lease) before ensuring its Operation. Every call of a turn gets the same
+ * answer, and operations:ensure checks all of it again on Trace Core's side (status,
+ * conversation, lease token and epoch, who may see it), so for a few seconds the
+ * answer is reused: per caller and interaction, in this process. Any refusal of an
+ * ensure made with a reused lease drops the entry and the call starts over with the
+ * lookup, so callers see exactly what they would have seen without the cache. */
+#define LEASE_SLOTS 256
+
+typedef struct {
+    char key[65]; /* sha256(caller key, interaction id); "" when the slot is empty */
+    char conversation_id[160];
+    char lease_token[160];
+    json_value *lease_epoch;
+    int64_t expires_ms;
+} lease_entry;
+
+static lease_entry g_leases[LEASE_SLOTS];
+
+static lease_entry *lease_slot(const flow *f, char key[65])
+{
+    buf k = BUF_INIT;
+    buf_printf(&k, "%s\n%s", f->c->who.key, f->ctx.interaction_id);
+    sha256_hex(k.data, k.len, key);
+    buf_free(&k);
+    return &g_leases[strtoul(key + 56, NULL, 16) % LEASE_SLOTS];
+}
+
+static void lease_forget(flow *f)
+{
+    char key[65];
+    lease_entry *e = lease_slot(f, key);
+    if (!strcmp(e->key, key)) {
+        e->key[0] = '\0';
+        json_free(e->lease_epoch);
+        e->lease_epoch = NULL;
+    }
+}
+
+static void lease_remember(flow *f, const char *conversation_id)
+{
+    long ttl = conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s");
+    char key[65];
+    if (ttl <= 0 || !f->lease_token[0])
+        return;
+    lease_entry *e = lease_slot(f, key);
+    json_free(e->lease_epoch);
+    memcpy(e->key, key, sizeof e->key);
+    snprintf(e->conversation_id, sizeof e->conversation_id, "%s", conversation_id);
+    snprintf(e->lease_token, sizeof e->lease_token, "%s", f->lease_token);
+    e->lease_epoch = f->lease_epoch ? json_clone(f->lease_epoch) : NULL;
+    e->expires_ms = now_mono_ms() + ttl * 1000;
+}
+
+/* 1 if a fresh entry for this caller, interaction and conversation filled the lease. */
+static int lease_reuse(flow *f)
+{
+    char key[65];
+    if (conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s") <= 0)
+        return 0;
+    lease_entry *e = lease_slot(f, key);
+    if (strcmp(e->key, key) || e->expires_ms <= now_mono_ms() ||
+        strcmp(e->conversation_id, f->ctx.conversation_id))
+        return 0;
+    snprintf(f->lease_token, sizeof f->lease_token, "%s", e->lease_token);
+    json_free(f->lease_epoch);
+    f->lease_epoch = e->lease_epoch ? json_clone(e->lease_epoch) : NULL;
+    f->lease_cached = 1;
+    return 1;
+}
+
+static void lookup_interaction(flow *f)
+{
+    buf path = BUF_INIT, e = BUF_INIT;
+    buf_printf(&path, "/interactions/%s", trace_path_escape(f->ctx.interaction_id, &e));
+    core(f, "GET", path.data, NULL, 1, on_interaction);
+    buf_free(&path);
+    buf_free(&e);
+}
+
 static void on_ensure(const trace_reply *r, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
     trace_time_end(f);
+    if (f->lease_cached && r->status == TRACE_API_ERROR) {
+        /* refused with a reused lease: forget it and decide on a fresh lookup */
+        lease_forget(f);
+        f->lease_cached = 0;
+        lookup_interaction(f);
+        return;
+    }
     if (!reply_ok(f, r))
         return;
     const json_value *op = json_get(r->body, "operation");
@@ -622,7 +714,9 @@ static void on_interaction(const trace_reply *r, void *arg)
     }
     snprintf(f->lease_token, sizeof f->lease_token, "%s", lease ? lease : "");
     const json_value *ep = json_get(r->body, "lease_epoch");
+    json_free(f->lease_epoch);
     f->lease_epoch = ep ? json_clone(ep) : NULL;
+    lease_remember(f, cid);
     ensure_operation(f);
 }
 
@@ -637,11 +731,10 @@ static void begin_record(flow *f)
     } else {
         trace_synthetic_ids(f->c->request_id, f->trace_id, f->span_id);
     }
-    buf path = BUF_INIT, e = BUF_INIT;
-    buf_printf(&path, "/interactions/%s", trace_path_escape(f->ctx.interaction_id, &e));
-    core(f, "GET", path.data, NULL, 1, on_interaction);
-    buf_free(&path);
-    buf_free(&e);
+    if (lease_reuse(f))
+        ensure_operation(f);
+    else
+        lookup_interaction(f);
 }
 
 static void refuse_context_required(flow *f)

@@ -269,8 +269,11 @@ test('Trace Core failing but alive: retryable trace_core_unavailable, no downstr
     const t = await c.start('alive-agent');
     const ok = await c.mcp('list_knowledge_networks', { bkn_context: t });
     assert.ok(ok.structuredContent.bkn_receipt, ok.raw);
-    // Only the interactions route fails; /health answers.
+    // The interaction and operation routes fail; /health answers. (Both: within
+    // trace_core.lease_cache_ttl_s a call reuses the interaction lookup of the call
+    // before and goes straight to operations:ensure under /conversations.)
     await c.sim('POST', '/_sim/faults', { service: 'trace_core', path_prefix: '/api/agent-observability/v1/interactions', status: 503 });
+    await c.sim('POST', '/_sim/faults', { service: 'trace_core', path_prefix: '/api/agent-observability/v1/conversations', status: 503 });
     const seq = await c.lastSeq();
     const e = mcpError(await c.mcp('query_object_instance', { ...QUERY, bkn_context: t }));
     assert.equal(e.code, 'trace_core_unavailable');
