@@ -1,5 +1,6 @@
 /* json: the exact JSON codec (see json.h and docs/json.md). */
 #include "json.h"
+#include "json_text.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -337,37 +338,6 @@ int json_remove(json_value *obj, const char *key)
 /* Checks one multi-byte sequence starting at p (p[0] >= 0x80). Returns its length,
  * or -(k+1) where k is the index of the offending byte (RFC 3629 table: no
  * overlongs, no UTF-16 surrogates, nothing above U+10FFFF, no truncation). */
-static int utf8_seq(const unsigned char *p, const unsigned char *end)
-{
-    unsigned c = p[0];
-    int n;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return -1;
-    }
-    if (end - p < 2 || p[1] < lo || p[1] > hi)
-        return -2;
-    for (int k = 2; k < n; k++) {
-        if (end - p <= k || (p[k] & 0xC0) != 0x80)
-            return -(k + 1);
-    }
-    return n;
-}
-
 int json_utf8_valid(const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
@@ -376,7 +346,7 @@ int json_utf8_valid(const char *s, size_t len)
             p++;
             continue;
         }
-        int n = utf8_seq(p, end);
+        int n = json_utf8_seq(p, end);
         if (n < 0)
             return 0;
         p += n;
@@ -559,51 +529,6 @@ static inline void skip_ws(parser *ps)
     ps->p = p;
 }
 
-static int hex4(const unsigned char *p, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned c = p[i], d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return -1;
-        v = v * 16 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-static void put_utf8(buf *b, unsigned cp)
-{
-    char t[4];
-    size_t n;
-    if (cp < 0x80) {
-        t[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        t[0] = (char)(0xC0 | (cp >> 6));
-        t[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        t[0] = (char)(0xE0 | (cp >> 12));
-        t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        t[0] = (char)(0xF0 | (cp >> 18));
-        t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    buf_append(b, t, n);
-}
-
 /* Parses the string at ps->p (on '"'); returns a malloc'd NUL-terminated copy. */
 static char *parse_string(parser *ps, size_t *outlen)
 {
@@ -626,7 +551,7 @@ static char *parse_string(parser *ps, size_t *outlen)
             return NULL;
         }
         if (c >= 0x80) {
-            int n = utf8_seq(p, end);
+            int n = json_utf8_seq(p, end);
             if (n < 0) {
                 fail(ps, p + (-n - 1), "invalid UTF-8 in string");
                 return NULL;
@@ -674,7 +599,7 @@ static char *parse_string(parser *ps, size_t *outlen)
             break;
         case 'u': {
             unsigned cp;
-            if (end - p < 4 || hex4(p, &cp) < 0) {
+            if (end - p < 4 || json_hex4(p, &cp) < 0) {
                 fail(ps, bs, "invalid \\u escape");
                 return NULL;
             }
@@ -685,7 +610,7 @@ static char *parse_string(parser *ps, size_t *outlen)
             }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 ||
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
                     lo < 0xDC00 || lo > 0xDFFF) {
                     fail(ps, bs, "lone high surrogate \\u escape");
                     return NULL;
@@ -693,7 +618,7 @@ static char *parse_string(parser *ps, size_t *outlen)
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            put_utf8(&ps->scratch, cp);
+            json_put_utf8(&ps->scratch, cp);
             break;
         }
         default:
@@ -1023,7 +948,6 @@ int json_number_valid(const char *s, size_t len)
 
 void json_write_string(buf *out, const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
     /* Writes straight into the buffer, reserving the worst case (6 bytes out per
      * byte in) one slice of the input at a time: JSON text embedded in a string (an
      * MCP text content) has an escape every few bytes, and a call per escape was
@@ -1044,36 +968,7 @@ void json_write_string(buf *out, const char *s, size_t len)
                 *w++ = (char)c;
                 continue;
             }
-            *w++ = '\\';
-            switch (c) {
-            case '"':
-                *w++ = '"';
-                break;
-            case '\\':
-                *w++ = '\\';
-                break;
-            case '\b':
-                *w++ = 'b';
-                break;
-            case '\f':
-                *w++ = 'f';
-                break;
-            case '\n':
-                *w++ = 'n';
-                break;
-            case '\r':
-                *w++ = 'r';
-                break;
-            case '\t':
-                *w++ = 't';
-                break;
-            default:
-                *w++ = 'u';
-                *w++ = '0';
-                *w++ = '0';
-                *w++ = hex[c >> 4];
-                *w++ = hex[c & 15];
-            }
+            w = json_escape_byte(w, c);
         }
     }
     *w++ = '"';

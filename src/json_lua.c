@@ -1,5 +1,6 @@
 /* json_lua: module "cljson", the Lua face of the exact JSON codec (see json_lua.h). */
 #include "json_lua.h"
+#include "json_text.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -392,35 +393,11 @@ static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned
     return p;
 }
 
-/* Length of the valid UTF-8 sequence at p (p[0] >= 0x80), or 0 (json.c's table). */
+/* Length of the valid UTF-8 sequence at p (p[0] >= 0x80), or 0. */
 static inline int dec_utf8(const unsigned char *p, const unsigned char *end)
 {
-    unsigned c = p[0];
-    int n;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        n = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else {
-        return 0;
-    }
-    if (end - p < n || p[1] < lo || p[1] > hi)
-        return 0;
-    for (int k = 2; k < n; k++)
-        if ((p[k] & 0xC0) != 0x80)
-            return 0;
-    return n;
+    int n = json_utf8_seq(p, end);
+    return n > 0 ? n : 0;
 }
 
 /* 1 if any of the 8 bytes of w is < 0x20, '"', '\\' or >= 0x80. */
@@ -445,51 +422,6 @@ static inline const unsigned char *plain_run(const unsigned char *p, const unsig
     while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
         p++;
     return p;
-}
-
-static inline int dec_hex4(const unsigned char *p, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        unsigned c = p[i], d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else
-            return -1;
-        v = v * 16 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-static void dec_put_utf8(buf *b, unsigned cp)
-{
-    char t[4];
-    size_t n;
-    if (cp < 0x80) {
-        t[0] = (char)cp;
-        n = 1;
-    } else if (cp < 0x800) {
-        t[0] = (char)(0xC0 | (cp >> 6));
-        t[1] = (char)(0x80 | (cp & 0x3F));
-        n = 2;
-    } else if (cp < 0x10000) {
-        t[0] = (char)(0xE0 | (cp >> 12));
-        t[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[2] = (char)(0x80 | (cp & 0x3F));
-        n = 3;
-    } else {
-        t[0] = (char)(0xF0 | (cp >> 18));
-        t[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-        t[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        t[3] = (char)(0x80 | (cp & 0x3F));
-        n = 4;
-    }
-    buf_append(b, t, n);
 }
 
 /* Pushes the string at d->p (on '"') and moves past it; a key (key != 0) is
@@ -557,20 +489,20 @@ static int dec_string(dec *d, int key)
             break;
         case 'u': {
             unsigned cp;
-            if (end - p < 4 || dec_hex4(p, &cp) < 0)
+            if (end - p < 4 || json_hex4(p, &cp) < 0)
                 return -1;
             p += 4;
             if (cp >= 0xDC00 && cp <= 0xDFFF)
                 return -1;
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || dec_hex4(p + 2, &lo) < 0 ||
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
                     lo < 0xDC00 || lo > 0xDFFF)
                     return -1;
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             }
-            dec_put_utf8(&d->box[0]->out, cp);
+            json_put_utf8(&d->box[0]->out, cp);
             run = p;
             continue;
         }
@@ -1171,7 +1103,6 @@ static void enc_grow(enc *e)
  * old length) if s is not valid UTF-8. */
 static int put_str(buf *out, const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
     if (out->len + len + 3 > out->cap) /* buf_reserve's own test, without the call */
         buf_reserve(out, len + 2);
@@ -1222,36 +1153,7 @@ static int put_str(buf *out, const char *s, size_t len)
         out->len = (size_t)(o - out->data);
         buf_reserve(out, (size_t)(end - p) + 7);
         o = out->data + out->len;
-        *o++ = '\\';
-        switch (c) {
-        case '"':
-            *o++ = '"';
-            break;
-        case '\\':
-            *o++ = '\\';
-            break;
-        case '\b':
-            *o++ = 'b';
-            break;
-        case '\f':
-            *o++ = 'f';
-            break;
-        case '\n':
-            *o++ = 'n';
-            break;
-        case '\r':
-            *o++ = 'r';
-            break;
-        case '\t':
-            *o++ = 't';
-            break;
-        default:
-            *o++ = 'u';
-            *o++ = '0';
-            *o++ = '0';
-            *o++ = hex[c >> 4];
-            *o++ = hex[c & 15];
-        }
+        o = json_escape_byte(o, c);
         p++;
     }
     *o++ = '"';
