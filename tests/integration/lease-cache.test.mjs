@@ -6,30 +6,16 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startStack, startServer } from './lib/stack.mjs';
+import { session as mcpSession } from './lib/mcp-session.mjs';
 
-const TOKEN = 'demo-user-token';
 const ARGS = { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 2 };
 let stack;
 let noCache; // a second server on the same simulator with the cache off
 
-async function post(url, body, headers = {}) {
-  const r = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}`, ...headers },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(10000),
-  });
-  const text = await r.text();
-  return { status: r.status, headers: r.headers, text, json: text ? JSON.parse(text) : undefined };
-}
-
+// tools/call on a fresh session of server: resolves to the JSON-RPC response
 async function session(server) {
-  const url = server.mcpUrl;
-  const init = await post(url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'lease-test', version: '1' } } });
-  const h = { 'mcp-session-id': init.headers.get('mcp-session-id') };
-  await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, h);
-  let id = 10;
-  return (name, args) => post(url, { jsonrpc: '2.0', id: id++, method: 'tools/call', params: { name, arguments: args } }, h);
+  const s = await mcpSession(server.mcpUrl);
+  return (name, args) => s.call(name, args);
 }
 
 const simGet = async (p) => (await fetch(`${stack.sim.base}${p}`, { signal: AbortSignal.timeout(5000) })).json();
@@ -42,8 +28,8 @@ async function lookups(seq, iid) {
 
 async function start(call) {
   const r = await call('bkn_start_interaction', { question: 'lease cache', agent_name: 'lease-test', conversation_mode: 'new' });
-  const s = r.json.result.structuredContent;
-  assert.ok(s && s.interaction_id, r.text);
+  const s = r.result.structuredContent;
+  assert.ok(s && s.interaction_id, JSON.stringify(r));
   return { conversation_id: s.conversation_id, interaction_id: s.interaction_id };
 }
 
@@ -63,9 +49,9 @@ test('calls of one turn look the interaction up once; each still records its ope
   const receipts = new Set();
   for (let i = 0; i < 3; i++) {
     const r = await call('query_object_instance', { ...ARGS, bkn_context: ctx, response_format: 'json' });
-    assert.equal(r.json.result.isError, false, r.text);
-    const rc = r.json.result.structuredContent.bkn_receipt;
-    assert.ok(rc && rc.receipt_id, r.text);
+    assert.equal(r.result.isError, false, JSON.stringify(r));
+    const rc = r.result.structuredContent.bkn_receipt;
+    assert.ok(rc && rc.receipt_id, JSON.stringify(r));
     receipts.add(rc.receipt_id);
     // a different limit per call: three operations, not one replayed
     ARGS.limit += 1;
@@ -80,7 +66,7 @@ test('with trace_core.lease_cache_ttl_s = 0 every call looks the interaction up'
   const seq = await lastSeq();
   for (let i = 0; i < 3; i++) {
     const r = await call('query_object_instance', { ...ARGS, limit: 1 + i, bkn_context: ctx, response_format: 'json' });
-    assert.equal(r.json.result.isError, false, r.text);
+    assert.equal(r.result.isError, false, JSON.stringify(r));
   }
   assert.equal(await lookups(seq, ctx.interaction_id), 3);
 });
@@ -89,18 +75,18 @@ test('a finished interaction is refused as without the cache: the reused lease i
   const call = await session(stack.server);
   const ctx = await start(call);
   const first = await call('query_object_instance', { ...ARGS, bkn_context: ctx, response_format: 'json' });
-  assert.equal(first.json.result.isError, false, first.text);
+  assert.equal(first.result.isError, false, JSON.stringify(first));
   const fin = await call('bkn_finish_interaction', { interaction_id: ctx.interaction_id, outcome: 'completed', answer: 'done' });
-  assert.equal(fin.json.result.isError, false, fin.text);
+  assert.equal(fin.result.isError, false, JSON.stringify(fin));
   // the same refusal from both servers (one had the lease cached, one never caches)
   const refusals = [];
   for (const server of [stack.server, noCache]) {
     const c = server === stack.server ? call : await session(noCache);
     const seq = await lastSeq();
     const r = await c('query_object_instance', { ...ARGS, limit: 7, bkn_context: ctx, response_format: 'json' });
-    assert.equal(r.json.result?.isError, true, r.text);
-    assert.match(r.json.result.content[0].text, /"code":"interaction_terminal"/, r.text);
-    refusals.push(r.json.result);
+    assert.equal(r.result?.isError, true, JSON.stringify(r));
+    assert.match(r.result.content[0].text, /"code":"interaction_terminal"/, JSON.stringify(r));
+    refusals.push(r.result);
     // the cached path: a refused ensure, then the lookup that decides the answer
     assert.equal(await lookups(seq, ctx.interaction_id), 1);
   }

@@ -9,18 +9,11 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startSimulator, startServer, stop, PREFIX } from './lib/stack.mjs';
+import { which, freePort, waitFor, startRedisServer } from './lib/redis.mjs';
 
-function which(cmd) {
-  for (const d of (process.env.PATH || '').split(':').concat(['/usr/sbin', '/sbin'])) {
-    const p = path.join(d, cmd);
-    try { fs.accessSync(p, fs.constants.X_OK); return p; } catch { /* next */ }
-  }
-  return null;
-}
 const REDIS = which('redis-server');
 const NGINX = which('nginx');
 const SKIP = !REDIS ? 'redis-server is not installed (apt-get install redis-server)'
@@ -31,42 +24,11 @@ const SECRET = 'scaleout-test-secret';
 let tmp, redis, redisPort, nginx, lbPort, sim, A, B, T;
 let counter = 0;
 const uniq = (p) => `${p}-${process.pid}-${++counter}`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
-
-async function waitFor(fn, ms, what) {
-  const end = Date.now() + ms;
-  for (;;) {
-    try { if (await fn()) return; } catch { /* not yet */ }
-    if (Date.now() > end) throw new Error(`${what}: not ready after ${ms} ms`);
-    await sleep(50);
-  }
-}
-
-function redisPing() {
-  return new Promise((resolve) => {
-    const s = net.connect(redisPort, '127.0.0.1');
-    s.setTimeout(500, () => { s.destroy(); resolve(false); });
-    s.on('error', () => resolve(false));
-    s.on('connect', () => s.write('PING\r\n'));
-    s.on('data', (d) => { s.destroy(); resolve(d.toString().startsWith('+PONG')); });
-  });
-}
 
 // AOF with fsync on every write: what was stored survives kill -9 (as in production,
 // where losing idempotency records on a Redis restart would allow a second run).
 async function startRedis() {
-  redis = spawn(REDIS, ['--port', String(redisPort), '--bind', '127.0.0.1', '--dir', tmp, '--save', '',
-    '--appendonly', 'yes', '--appendfsync', 'always', '--daemonize', 'no', '--logfile', path.join(tmp, 'redis.log')],
-  { stdio: 'ignore' });
-  await waitFor(redisPing, 5000, 'redis-server');
+  redis = await startRedisServer(REDIS, { port: redisPort, dir: tmp, durable: true });
 }
 
 async function startNginx(ports) {

@@ -15,18 +15,11 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { startSimulator, startServer, stop, ROOT, PREFIX } from './lib/stack.mjs';
+import { which, freePort, waitFor, startRedisServer } from './lib/redis.mjs';
 
-function which(cmd) {
-  for (const d of (process.env.PATH || '').split(':').concat(['/usr/sbin', '/sbin'])) {
-    const p = path.join(d, cmd);
-    try { fs.accessSync(p, fs.constants.X_OK); return p; } catch { /* next */ }
-  }
-  return null;
-}
 const REDIS = which('redis-server');
 const SKIP = REDIS ? false : 'redis-server is not installed (apt-get install redis-server)';
 const BIN = process.env.CL_BIN || path.join(ROOT, 'build/context-loader');
@@ -35,34 +28,6 @@ const INV = 'X-OpenBKN-Client-Invocation-Id';
 let tmp, toolsDir, redis, redisPort, sim, S, T;
 let counter = 0;
 const uniq = (p) => `${p}-${process.pid}-${++counter}`;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
-  });
-}
-
-async function waitFor(fn, ms, what) {
-  const end = Date.now() + ms;
-  for (;;) {
-    try { if (await fn()) return; } catch { /* not yet */ }
-    if (Date.now() > end) throw new Error(`${what}: not ready after ${ms} ms`);
-    await sleep(50);
-  }
-}
-
-function redisPing() {
-  return new Promise((resolve) => {
-    const s = net.connect(redisPort, '127.0.0.1');
-    s.setTimeout(500, () => { s.destroy(); resolve(false); });
-    s.on('error', () => resolve(false));
-    s.on('connect', () => s.write('PING\r\n'));
-    s.on('data', (d) => { s.destroy(); resolve(d.toString().startsWith('+PONG')); });
-  });
-}
 
 // One request over its own TCP connection (no keep-alive pool); rid: the request id
 // the server answered with (bkn-request-id), to find its access log line.
@@ -163,9 +128,7 @@ before(async () => {
   toolsDir = path.join(tmp, 'tools');
   fs.cpSync(path.join(ROOT, 'tools'), toolsDir, { recursive: true });
   redisPort = await freePort();
-  redis = spawn(REDIS, ['--port', String(redisPort), '--bind', '127.0.0.1', '--dir', tmp, '--save', '',
-    '--appendonly', 'no', '--daemonize', 'no', '--logfile', path.join(tmp, 'redis.log')], { stdio: 'ignore' });
-  await waitFor(redisPing, 5000, 'redis-server');
+  redis = await startRedisServer(REDIS, { port: redisPort, dir: tmp });
   sim = await startSimulator({ capture: 'enabled' });
   // No session_secret: the master generates one before forking, so every worker
   // accepts every worker's session ids.

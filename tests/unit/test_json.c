@@ -351,13 +351,19 @@ static void test_builders(void)
     buf_free(&b);
 }
 
+/* Standard libraries plus cljson (also as a global) in L. */
+static void open_cljson(lua_State *L)
+{
+    luaL_openlibs(L);
+    luaL_requiref(L, "cljson", luaopen_cljson, 1);
+    lua_pop(L, 1);
+}
+
 /* The C bridge to Lua: push, to_value, encode; exercised without busted. */
 static void test_lua_bridge(void)
 {
     lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    luaL_requiref(L, "cljson", luaopen_cljson, 1);
-    lua_pop(L, 1);
+    open_cljson(L);
     const char *doc = "{\"drug_id\":9007199254740993,\"batch_no\":12345678901234567890123,"
                       "\"tags\":[],\"ext\":{},\"f\":1.0,\"n\":null,\"s\":\"\xc3\xa9\"}";
     json_value *v = parse(doc);
@@ -457,9 +463,7 @@ int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err
 static void test_lua_encode_equivalence(void)
 {
     lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    luaL_requiref(L, "cljson", luaopen_cljson, 1);
-    lua_pop(L, 1);
+    open_cljson(L);
     CHECK(luaL_dostring(L, gen_lua) == LUA_OK);
     int genf = lua_gettop(L);
     buf t = BUF_INIT, d = BUF_INIT;
@@ -664,8 +668,8 @@ static void decode_dir(lua_State *L, const char *dir, buf *a, buf *b, int *n, in
 static int run_decode_equivalence(int ndirs, char **dirs)
 {
     lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    luaL_requiref(L, "cljson", luaopen_cljson, 1);
+    open_cljson(L);
+    lua_getglobal(L, "cljson");
     lua_getfield(L, -1, "pdecode");
     lua_setglobal(L, "cljson_pdecode");
     lua_pop(L, 1);
@@ -738,9 +742,7 @@ static void test_lua_encode_oom(void)
         capped c = {0, (size_t)1 << 30};
         lua_State *L = lua_newstate(capped_alloc, &c);
         CHECK(L != NULL);
-        luaL_openlibs(L);
-        luaL_requiref(L, "cljson", luaopen_cljson, 1);
-        lua_pop(L, 1);
+        open_cljson(L);
         CHECK(luaL_dostring(L, src) == LUA_OK);
         lua_gc(L, LUA_GCCOLLECT);
         c.cap = c.used + extra;
@@ -774,9 +776,7 @@ static void test_lua_decode_oom(void)
     for (size_t extra = 0; extra < 65536 && !ok_seen; extra += 64) {
         capped c = {0, (size_t)1 << 30};
         lua_State *L = lua_newstate(capped_alloc, &c);
-        luaL_openlibs(L);
-        luaL_requiref(L, "cljson", luaopen_cljson, 1);
-        lua_pop(L, 1);
+        open_cljson(L);
         CHECK(luaL_dostring(L, src) == LUA_OK);
         lua_gc(L, LUA_GCCOLLECT);
         c.cap = c.used + extra;
@@ -851,9 +851,7 @@ static const char *const order_checks =
 static void test_lua_key_order(void)
 {
     lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    luaL_requiref(L, "cljson", luaopen_cljson, 0);
-    lua_pop(L, 1);
+    open_cljson(L);
     CHECK(luaL_loadstring(L, order_checks) == LUA_OK);
     lua_pushcfunction(L, cljson_pdecode_tree);
     int st = lua_pcall(L, 1, 0, 0);
