@@ -26,7 +26,8 @@ struct flow {
     int unrecorded; /* admitted after a verified Trace Core outage */
     char lease_token[160];
     json_value *lease_epoch;
-    int lease_cached; /* lease_token/epoch came from the lease cache, not a lookup */
+    int lease_cached;   /* lease_token/epoch came from the lease cache, not a lookup */
+    char lease_key[65]; /* the lease cache key of this call, once computed */
     char operation_id[96];
     char receipt_id[96];
     long attempt;
@@ -507,20 +508,22 @@ typedef struct {
 
 static lease_entry g_leases[LEASE_SLOTS];
 
-static lease_entry *lease_slot(const flow *f, char key[65])
+/* The slot of this call's caller and interaction; the key is hashed once per call. */
+static lease_entry *lease_slot(flow *f)
 {
-    buf k = BUF_INIT;
-    buf_printf(&k, "%s\n%s", f->c->who.key, f->ctx.interaction_id);
-    sha256_hex(k.data, k.len, key);
-    buf_free(&k);
-    return &g_leases[strtoul(key + 56, NULL, 16) % LEASE_SLOTS];
+    if (!f->lease_key[0]) {
+        buf k = BUF_INIT;
+        buf_printf(&k, "%s\n%s", f->c->who.key, f->ctx.interaction_id);
+        sha256_hex(k.data, k.len, f->lease_key);
+        buf_free(&k);
+    }
+    return &g_leases[strtoul(f->lease_key + 56, NULL, 16) % LEASE_SLOTS];
 }
 
 static void lease_forget(flow *f)
 {
-    char key[65];
-    lease_entry *e = lease_slot(f, key);
-    if (!strcmp(e->key, key)) {
+    lease_entry *e = lease_slot(f);
+    if (!strcmp(e->key, f->lease_key)) {
         e->key[0] = '\0';
         json_free(e->lease_epoch);
         e->lease_epoch = NULL;
@@ -530,12 +533,11 @@ static void lease_forget(flow *f)
 static void lease_remember(flow *f, const char *conversation_id)
 {
     long ttl = conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s");
-    char key[65];
     if (ttl <= 0 || !f->lease_token[0])
         return;
-    lease_entry *e = lease_slot(f, key);
+    lease_entry *e = lease_slot(f);
     json_free(e->lease_epoch);
-    memcpy(e->key, key, sizeof e->key);
+    memcpy(e->key, f->lease_key, sizeof e->key);
     snprintf(e->conversation_id, sizeof e->conversation_id, "%s", conversation_id);
     snprintf(e->lease_token, sizeof e->lease_token, "%s", f->lease_token);
     e->lease_epoch = f->lease_epoch ? json_clone(f->lease_epoch) : NULL;
@@ -545,11 +547,10 @@ static void lease_remember(flow *f, const char *conversation_id)
 /* 1 if a fresh entry for this caller, interaction and conversation filled the lease. */
 static int lease_reuse(flow *f)
 {
-    char key[65];
     if (conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s") <= 0)
         return 0;
-    lease_entry *e = lease_slot(f, key);
-    if (strcmp(e->key, key) || e->expires_ms <= now_mono_ms() ||
+    lease_entry *e = lease_slot(f);
+    if (strcmp(e->key, f->lease_key) || e->expires_ms <= now_mono_ms() ||
         strcmp(e->conversation_id, f->ctx.conversation_id))
         return 0;
     snprintf(f->lease_token, sizeof f->lease_token, "%s", e->lease_token);
