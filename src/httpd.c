@@ -859,26 +859,38 @@ static void gencb(struct evhttp_request *req, void *arg)
     authenticate(c);
 }
 
-static int bind_listener(app *a, struct evhttp *http, const char *addr,
-                         struct evhttp_bound_socket **out, char *err, size_t errlen)
+/* Splits "host:port" (host may be "[v6]") of a listen setting in place in host
+ * (a copy of addr); *h and *port point into it. */
+static int split_listen_addr(const char *addr, char host[256], const char **h, const char **port,
+                             char *err, size_t errlen)
 {
-    char host[256];
-    snprintf(host, sizeof host, "%s", addr);
+    snprintf(host, 256, "%s", addr);
     char *colon = strrchr(host, ':');
     if (!colon) {
         snprintf(err, errlen, "listen address '%s' is not host:port", addr);
         return -1;
     }
     *colon = '\0';
-    int port = atoi(colon + 1);
-    const char *h = host;
-    if (h[0] == '[') { /* [::1] */
-        h++;
+    *port = colon + 1;
+    *h = host;
+    if (host[0] == '[') { /* [::1] */
+        (*h)++;
         char *e = strchr(host, ']');
         if (e)
             *e = '\0';
     }
-    struct evhttp_bound_socket *s = evhttp_bind_socket_with_handle(http, h, (ev_uint16_t)port);
+    return 0;
+}
+
+static int bind_listener(app *a, struct evhttp *http, const char *addr,
+                         struct evhttp_bound_socket **out, char *err, size_t errlen)
+{
+    char host[256];
+    const char *h, *port;
+    if (split_listen_addr(addr, host, &h, &port, err, errlen) < 0)
+        return -1;
+    struct evhttp_bound_socket *s =
+        evhttp_bind_socket_with_handle(http, h, (ev_uint16_t)atoi(port));
     if (!s) {
         snprintf(err, errlen, "cannot listen on %s", addr);
         return -1;
@@ -924,20 +936,9 @@ int httpd_bind_socket(const char *addr, int *out, char *err, size_t errlen)
     int rc = -1, fd = -1;
     struct addrinfo *res = NULL;
     char host[256];
-    snprintf(host, sizeof host, "%s", addr);
-    char *colon = strrchr(host, ':');
-    if (!colon) {
-        snprintf(err, errlen, "listen address '%s' is not host:port", addr);
+    const char *h, *port;
+    if (split_listen_addr(addr, host, &h, &port, err, errlen) < 0)
         goto done;
-    }
-    *colon = '\0';
-    const char *port = colon + 1, *h = host;
-    if (h[0] == '[') {
-        h++;
-        char *e = strchr(host, ']');
-        if (e)
-            *e = '\0';
-    }
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
