@@ -56,6 +56,7 @@ struct call {
     buf body;
     buf toon; /* the tool's own TOON rendering, when it has render() */
     int toon_wanted;
+    size_t output_bytes; /* set when the result was over cfg->max_output_bytes */
     char *error_code;
     char incident[24];
     int64_t lua_ms;
@@ -716,7 +717,12 @@ static int collect_p(lua_State *L)
         size_t len;
         const char *s = lua_tolstring(L, 2, &len);
         buf_append(&c->body, s, len);
-    } else if (cljson_encode(L, 2, &c->body, 0, err, sizeof err) != 0) {
+    } else if (cljson_encode_max(L, 2, &c->body, 0, c->cfg->max_output_bytes, err, sizeof err) !=
+               0) {
+        if (strncmp(err, CLJSON_TOO_LARGE, strlen(CLJSON_TOO_LARGE)) == 0) {
+            c->output_bytes = (size_t)-1; /* stopped while encoding: size unknown */
+            return 0;
+        }
         return luaL_error(L, "the tool's result cannot be encoded as JSON: %s", err);
     }
     buf_reset(&c->toon);
@@ -725,21 +731,69 @@ static int collect_p(lua_State *L)
         const char *s = lua_tolstring(L, 4, &len);
         buf_append(&c->toon, s, len);
     }
+    if (c->cfg->max_output_bytes &&
+        (c->body.len > c->cfg->max_output_bytes || c->toon.len > c->cfg->max_output_bytes))
+        c->output_bytes = c->body.len > c->toon.len ? c->body.len : c->toon.len;
     return 0;
 }
 
+/* The result was over lua.max_output_bytes: a 500 that says so (nothing of the result
+ * is kept). */
+static void fail_output(call *c)
+{
+    char msg[160];
+    if (c->output_bytes == (size_t)-1)
+        snprintf(msg, sizeof msg,
+                 "tool output too large: more than lua.max_output_bytes (%zu bytes)",
+                 c->cfg->max_output_bytes);
+    else
+        snprintf(msg, sizeof msg,
+                 "tool output too large: %zu bytes, more than lua.max_output_bytes (%zu bytes)",
+                 c->output_bytes, c->cfg->max_output_bytes);
+    log_line(c, "error", msg, NULL, NULL, NULL, NULL);
+    c->status = 500;
+    c->is_error = 1;
+    set_error_code(c, "output_too_large");
+    buf_reset(&c->body);
+    buf_reset(&c->toon);
+    buf_puts(&c->body, "{\"code\":\"Public.InternalServerError\",\"description\":");
+    buf_puts(&c->body, c->lang == LANG_ZH_CN ? "\"工具结果过大\"" : "\"Tool result too large\"");
+    buf_puts(&c->body, ",\"solution\":");
+    buf_puts(&c->body, c->lang == LANG_ZH_CN
+                           ? "\"请缩小查询范围（更小的 limit 或更少的字段）后重试。\""
+                           : "\"Narrow the request (a smaller limit or fewer "
+                             "fields) and retry.\"");
+    buf_puts(&c->body, ",\"link\":\"\",\"details\":");
+    json_write_string(&c->body, msg, strlen(msg));
+    buf_puts(&c->body, "}");
+}
+
 static void finish(call *c);
+
+static const char *kill_code(int killed)
+{
+    switch (killed) {
+    case LVM_KILL_MEM:
+        return "memory_limit_exceeded";
+    case LVM_KILL_TIME:
+        return "time_limit_exceeded";
+    default:
+        return "instruction_budget_exceeded";
+    }
+}
 
 static void step(call *c, int nargs)
 {
     int nres = 0, status;
     int64_t t0 = now_mono_ms();
     c->phase = PHASE_RUNNING;
+    lvm_budget_slice(&c->budget, c->cfg->max_run_ms);
     lvm_set_budget(c->vm, &c->budget);
     status = lua_resume(c->co, c->L, nargs, &nres);
     if (status == LUA_ERRMEM && !c->budget.killed)
         c->budget.killed = LVM_KILL_MEM;
     lvm_set_budget(c->vm, NULL);
+    c->budget.slice_end_ms = 0; /* the slice is this resume only */
     c->lua_ms += now_mono_ms() - t0;
 
     if (status == LUA_YIELD && c->freq && !c->budget.killed) {
@@ -747,15 +801,18 @@ static void step(call *c, int nargs)
         return; /* waiting for the fetch; on_fetch resumes */
     }
     if (c->budget.killed) {
-        int mem = c->budget.killed == LVM_KILL_MEM;
+        char msg[128];
         if (c->freq) {
             fetch_cancel(c->freq);
             c->freq = NULL;
         }
-        fail_incident(c, mem ? "memory_limit_exceeded" : "instruction_budget_exceeded",
-                      mem ? "tool stopped: memory limit exceeded"
-                          : "tool stopped: instruction budget exceeded",
-                      NULL);
+        if (c->budget.killed == LVM_KILL_TIME)
+            snprintf(msg, sizeof msg,
+                     "tool stopped: ran longer than lua.max_run_ms (%ld ms) without yielding",
+                     c->cfg->max_run_ms);
+        else
+            snprintf(msg, sizeof msg, "tool stopped: %s", lvm_kill_text(c->budget.killed));
+        fail_incident(c, kill_code(c->budget.killed), msg, NULL);
     } else if (status == LUA_YIELD) {
         lua_pop(c->co, nres);
         fail_incident(c, "tool_raised",
@@ -788,6 +845,8 @@ static void step(call *c, int nargs)
                     c, c->budget.killed == LVM_KILL_MEM ? "memory_limit_exceeded" : "tool_raised",
                     err, NULL);
                 free(err);
+            } else if (c->output_bytes) {
+                fail_output(c);
             }
         }
     }

@@ -101,6 +101,12 @@ static const conf_key KEYS[] = {
     {"limits.json_max_depth", NULL, T_INT, "128", "JSON nesting limit for request bodies"},
     {"lua.instruction_budget", NULL, T_INT, "200000000", "VM instructions per tool call"},
     {"lua.memory_cap_mb", NULL, T_INT, "128", "Lua memory per tool call"},
+    {"lua.max_run_ms", NULL, T_INT, "50",
+     "longest a tool may run without yielding (wall clock, per resume and per tool file "
+     "load); past it the call stops with time_limit_exceeded; 0 disables"},
+    {"lua.max_output_bytes", NULL, T_INT, "16777216",
+     "largest encoded result of one tool call; past it the call fails with "
+     "output_too_large; 0 disables"},
     {"permission_request.path_template", NULL, T_STR,
      "/studio/bkn/{kn_id}/object-types/{ot_id}?apply_permission=1",
      "Studio route of the permission request dialog"},

@@ -939,8 +939,9 @@ typedef struct {
     int grown;
     const void *seen_in[ENC_INLINE];
     path_elem path_in[ENC_INLINE];
-    cbox *box; /* tree mode: receives the root */
-    buf *w;    /* write mode (non-NULL): text is appended here, no tree is built */
+    cbox *box;  /* tree mode: receives the root */
+    buf *w;     /* write mode (non-NULL): text is appended here, no tree is built */
+    size_t max; /* write mode: most bytes w may hold (0 = no limit) */
     char *err;
     size_t errlen;
 } enc;
@@ -1335,6 +1336,8 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
 static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t klen)
 {
     lua_State *L = e->L;
+    if (e->w && e->max && e->w->len > e->max)
+        return enc_fail(e, CLJSON_TOO_LARGE);
     /* Each level holds at most 4 slots (+2 briefly): room for 8 levels at once. */
     if ((e->depth & 7) == 0)
         luaL_checkstack(L, 64, "cljson");
@@ -1478,6 +1481,8 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
         size_t len;
         const char *s = lua_tolstring(L, idx, &len);
         if (e->w) {
+            if (e->max && e->w->len + len > e->max)
+                return enc_fail(e, CLJSON_TOO_LARGE);
             if (put_str(e->w, s, len) < 0)
                 return enc_fail(e, "invalid UTF-8 in string");
             return 0;
@@ -1510,7 +1515,7 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
  * into w (the fast path: same bytes as json_write of the tree, no tree built). May
  * raise only on Lua memory errors, in which case the box's __gc frees the partial
  * tree. */
-static int convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char *err,
+static int convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int canonical, char *err,
                    size_t errlen)
 {
     idx = lua_absindex(L, idx);
@@ -1542,6 +1547,7 @@ static int convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char
     e->cap = ENC_INLINE;
     e->box = box;
     e->w = w;
+    e->max = max ? w->len + max : 0;
     e->err = err;
     e->errlen = errlen;
     int rc = conv(e, idx, NULL, NULL, 0);
@@ -1561,13 +1567,14 @@ typedef struct {
     char *err;
     size_t errlen;
     int rc;
+    size_t max; /* write mode: most bytes appended (0 = no limit) */
 } pcall_args;
 
 static int p_convert(lua_State *L)
 {
     pcall_args *a = lua_touserdata(L, 1);
     cbox *box = box_new(L);
-    a->rc = convert(L, 2, box, a->write ? a->out : NULL, a->canonical, a->err, a->errlen);
+    a->rc = convert(L, 2, box, a->write ? a->out : NULL, a->max, a->canonical, a->err, a->errlen);
     if (a->rc == 0 && !a->write)
         a->result = box->root, box->root = NULL;
     return 0;
@@ -1603,7 +1610,7 @@ static int run_protected(lua_State *L, pcall_args *a)
 
 json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen)
 {
-    pcall_args a = {idx, 0, 0, NULL, NULL, err, errlen, -1};
+    pcall_args a = {idx, 0, 0, NULL, NULL, err, errlen, -1, 0};
     if (run_protected(L, &a) < 0) {
         json_free(a.result);
         return NULL;
@@ -1617,7 +1624,7 @@ json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen)
 int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen);
 int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen)
 {
-    pcall_args a = {idx, canonical, 0, NULL, NULL, err, errlen, -1};
+    pcall_args a = {idx, canonical, 0, NULL, NULL, err, errlen, -1, 0};
     if (run_protected(L, &a) < 0)
         return -1;
     json_write(out, a.result, canonical);
@@ -1627,7 +1634,13 @@ int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err
 
 int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen)
 {
-    pcall_args a = {idx, canonical, 1, out, NULL, err, errlen, -1};
+    return cljson_encode_max(L, idx, out, canonical, 0, err, errlen);
+}
+
+int cljson_encode_max(lua_State *L, int idx, buf *out, int canonical, size_t max, char *err,
+                      size_t errlen)
+{
+    pcall_args a = {idx, canonical, 1, out, NULL, err, errlen, -1, max};
     size_t start = out->len;
     int rc = run_protected(L, &a);
     if (rc < 0)
@@ -1734,7 +1747,7 @@ static int encode_impl(lua_State *L, int canonical)
     lua_settop(L, 1);
     char err[320];
     cbox *box = box_new(L);
-    if (convert(L, 1, box, &box->out, canonical, err, sizeof err) < 0)
+    if (convert(L, 1, box, &box->out, 0, canonical, err, sizeof err) < 0)
         return luaL_error(L, "cljson: %s", err);
     lua_pushlstring(L, box->out.data, box->out.len);
     buf_free(&box->out);

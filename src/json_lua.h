@@ -47,4 +47,11 @@ json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen);
  * append). The Lua stack is left unchanged. */
 int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen);
 
+/* The message (prefix of err) when cljson_encode_max stops at its size limit. */
+#define CLJSON_TOO_LARGE "encoded text too large"
+/* cljson_encode appending at most about max bytes (0 = no limit): past it, it stops
+ * with -1 and err starting with CLJSON_TOO_LARGE (out is restored). */
+int cljson_encode_max(lua_State *L, int idx, buf *out, int canonical, size_t max, char *err,
+                      size_t errlen);
+
 #endif

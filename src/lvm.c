@@ -3,21 +3,28 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
 
 #include "json_lua.h"
+#include "lpattern.h"
 #include "toon_lua.h"
 #include "util.h"
 
 #define LVM_HOOK_EVERY 1000
 #define LVM_DEFAULT_CAP ((size_t)1 << 30)
 #define LVM_MAX_SOURCE ((size_t)4 << 20)
+/* Growth from which the allocator checks the run-time slice: a large block is filled
+ * or copied by one C call (concatenation, string.rep, table.concat, ...) that the
+ * instruction hook never sees. */
+#define LVM_BIG_ALLOC ((size_t)64 << 10)
 
 struct lvm {
     lua_State *L;
@@ -57,6 +64,14 @@ static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
          * when LUA_ERRMEM actually surfaces (pcall wrappers, call.c). */
         if (b && b->mem_limit && (b->killed == LVM_KILL_MEM || b->mem_used + grow > b->mem_limit))
             return NULL;
+        /* Past the slice a large growth fails (LUA_ERRMEM) and records a time kill,
+         * which the pcall wrappers and call.c treat like any other kill. Sticky: Lua
+         * retries a failed allocation after an emergency collection. */
+        if (b && grow >= LVM_BIG_ALLOC && b->slice_end_ms &&
+            (b->killed == LVM_KILL_TIME || (!b->killed && lvm_coarse_ms() > b->slice_end_ms))) {
+            b->killed = LVM_KILL_TIME;
+            return NULL;
+        }
     }
     p = realloc(ptr, nsize);
     if (!p)
@@ -98,24 +113,50 @@ lvm_budget *lvm_budget_current(lvm *vm)
     return vm->cur;
 }
 
-static const char *kill_text(int killed)
+const char *lvm_kill_text(int killed)
 {
-    return killed == LVM_KILL_MEM ? "memory limit exceeded" : "instruction budget exceeded";
+    switch (killed) {
+    case LVM_KILL_MEM:
+        return "memory limit exceeded";
+    case LVM_KILL_TIME:
+        return "run time limit exceeded";
+    default:
+        return "instruction budget exceeded";
+    }
+}
+
+int64_t lvm_coarse_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void lvm_budget_slice(lvm_budget *b, long ms)
+{
+    /* +1: the coarse clock may be a tick behind the moment the slice starts */
+    b->slice_end_ms = ms > 0 ? lvm_coarse_ms() + ms + 1 : 0;
+}
+
+void lvm_charge(lua_State *L, long n)
+{
+    lvm_budget *b = lvm_of(L)->cur;
+    if (!b)
+        return;
+    if (!b->killed) {
+        if (b->instr_limit > 0 && (b->instr_used += n) > b->instr_limit)
+            b->killed = LVM_KILL_INSTR;
+        else if (b->slice_end_ms && lvm_coarse_ms() > b->slice_end_ms)
+            b->killed = LVM_KILL_TIME;
+    }
+    if (b->killed)
+        luaL_error(L, "%s", lvm_kill_text(b->killed)); /* sticky: raised at every tick */
 }
 
 static void lvm_hook(lua_State *L, lua_Debug *ar)
 {
-    lvm_budget *b = lvm_of(L)->cur;
     (void)ar;
-    if (!b)
-        return;
-    if (!b->killed && b->instr_limit > 0) {
-        b->instr_used += LVM_HOOK_EVERY;
-        if (b->instr_used > b->instr_limit)
-            b->killed = LVM_KILL_INSTR;
-    }
-    if (b->killed)
-        luaL_error(L, "%s", kill_text(b->killed)); /* sticky: raised at every tick */
+    lvm_charge(L, LVM_HOOK_EVERY);
 }
 
 /* Records a memory kill for the running budget when a protected region ended in
@@ -179,6 +220,45 @@ int lvm_cpcall(lua_State *L, lua_CFunction f, void *ud, char **err)
 }
 
 /* ---- base library replacements ---- */
+
+/* string.rep filled by doubling copies (the stock one copies the unit n times, a
+ * second or so for a 100 MB result in one C call). Same results and errors. */
+static int sb_rep(lua_State *L)
+{
+    size_t l, lsep;
+    const char *s = luaL_checklstring(L, 1, &l);
+    lua_Integer n = luaL_checkinteger(L, 2);
+    const char *sep = luaL_optlstring(L, 3, "", &lsep);
+    size_t unit, total, done;
+    luaL_Buffer b;
+    char *p;
+    if (n <= 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    unit = l + lsep;
+    if (unit < l || unit > (size_t)INT_MAX / (lua_Unsigned)n)
+        return luaL_error(L, "resulting string too large");
+    total = (size_t)n * unit - lsep;
+    if (total == 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    p = luaL_buffinitsize(L, &b, total);
+    memcpy(p, s, l);
+    done = l;
+    if (n > 1) {
+        memcpy(p + l, sep, lsep);
+        done = unit;
+        while (done < total) { /* p[0, done) is a whole number of units */
+            size_t k = done < total - done ? done : total - done;
+            memcpy(p + done, p, k);
+            done += k;
+        }
+    }
+    luaL_pushresultsize(&b, total);
+    return 1;
+}
 
 static int finish_pcall(lua_State *L, int status, lua_KContext extra)
 {
@@ -603,6 +683,11 @@ static int setup_p(lua_State *L)
 
     for (i = 0; libs[i].name; i++) {
         luaL_requiref(L, libs[i].name, libs[i].func, 0);
+        if (strcmp(libs[i].name, LUA_STRLIBNAME) == 0) {
+            lpattern_install(L, -1); /* pattern matching under the budget */
+            lua_pushcfunction(L, sb_rep);
+            lua_setfield(L, -2, "rep");
+        }
         if (strcmp(libs[i].name, LUA_COLIBNAME) == 0) {
             lua_getfield(L, -1, "resume");
             lua_pushcclosure(L, sb_cowrap_catch, 1);

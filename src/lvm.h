@@ -20,6 +20,14 @@
  * Over budget, allocation fails softly (LUA_ERRMEM) and the kill is sticky.
  * Instructions: a count hook charges the current budget; past the limit it raises
  * "instruction budget exceeded" and keeps raising at every tick (sticky).
+ * Run time: a budget may carry a slice end on the coarse monotonic clock
+ * (lvm_budget_slice, set before each resume); the same hook stops the call once the
+ * clock passes it ("run time limit exceeded", sticky), so no single resume holds the
+ * event loop much longer than the slice. The check reads only the budget and the
+ * clock, never how long the hook has been installed: the hook may be set late (after
+ * a first wall-clock slice) without changing what it enforces.
+ * Pattern matching (string.find/match/gmatch/gsub, lpattern.c) and string.rep charge
+ * the same budget through lvm_charge.
  *
  * Ownership: lvm_new returns a state the caller frees with lvm_free. The budget
  * passed to lvm_set_budget is borrowed until it is replaced or cleared. */
@@ -27,17 +35,19 @@
 #define CL_LVM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <lua.h>
 
-enum { LVM_KILL_NONE = 0, LVM_KILL_INSTR = 1, LVM_KILL_MEM = 2 };
+enum { LVM_KILL_NONE = 0, LVM_KILL_INSTR = 1, LVM_KILL_MEM = 2, LVM_KILL_TIME = 3 };
 
 typedef struct lvm_budget {
     long instr_limit; /* VM instructions; <= 0 = unlimited */
     long instr_used;
     size_t mem_limit; /* bytes of net growth charged while current; 0 = unlimited */
     size_t mem_used;
-    int killed; /* LVM_KILL_*; once set it stays set */
+    int64_t slice_end_ms; /* lvm_coarse_ms() past which the run stops; 0 = no limit */
+    int killed;           /* LVM_KILL_*; once set it stays set */
 } lvm_budget;
 
 typedef struct lvm lvm;
@@ -53,6 +63,17 @@ size_t lvm_mem_total(const lvm *vm);
 /* Makes b the budget charged by the allocator and the hook (NULL: none). */
 void lvm_set_budget(lvm *vm, lvm_budget *b);
 lvm_budget *lvm_budget_current(lvm *vm);
+
+/* Monotonic milliseconds from the coarse clock (a tick or so of resolution, cheap). */
+int64_t lvm_coarse_ms(void);
+/* Starts a run slice of ms milliseconds on b (ms <= 0: no run-time limit). */
+void lvm_budget_slice(lvm_budget *b, long ms);
+/* Charges n units of work (about n VM instructions) to the current budget and checks
+ * the run-time slice; raises the budget's kill error when either is spent. No-op
+ * without a current budget. */
+void lvm_charge(lua_State *L, long n);
+/* The kill's message ("instruction budget exceeded", ...). */
+const char *lvm_kill_text(int killed);
 
 /* Message handler: appends a traceback to the error message. */
 int lvm_traceback(lua_State *L);

@@ -70,6 +70,8 @@ static void fill_tools_config(app *a, tools_config *tc)
     tc->lua_dir = conf_str(a->cfg, "lua_dir");
     tc->mem_cap_bytes = (size_t)conf_int(a->cfg, "lua.memory_cap_mb") * 1024 * 1024;
     tc->instr_budget = conf_int(a->cfg, "lua.instruction_budget");
+    tc->max_run_ms = conf_int(a->cfg, "lua.max_run_ms");
+    tc->max_output_bytes = (size_t)conf_int(a->cfg, "lua.max_output_bytes");
     tc->upstreams = a->upstreams;
     tc->n_upstreams = a->n_upstreams;
     tc->max_response_bytes = (size_t)conf_int(a->cfg, "limits.max_response_bytes");

@@ -607,6 +607,7 @@ static tools_gen *gen_build(const tools_config *cfg, const char *dir, const tool
         memset(&budget, 0, sizeof budget);
         budget.instr_limit = cfg->instr_budget;
         budget.mem_limit = cfg->mem_cap_bytes;
+        lvm_budget_slice(&budget, cfg->max_run_ms * 20); /* loads: operator code, rarer */
         lvm_set_budget(g->vm, &budget);
         if (lvm_cpcall(lvm_state(g->vm), load_file_p, &c, &err) != 0) {
             add_error(errs, files[i].fname, 1, err);

@@ -50,9 +50,12 @@ typedef struct tools_upstream {
 } tools_upstream;
 
 typedef struct tools_config {
-    const char *lua_dir;  /* trusted runtime dir (lua/) */
-    size_t mem_cap_bytes; /* per call; 0 -> 64 MiB */
-    long instr_budget;    /* per call, VM instructions; 0 -> 100 million */
+    const char *lua_dir;     /* trusted runtime dir (lua/) */
+    size_t mem_cap_bytes;    /* per call; 0 -> 64 MiB */
+    long instr_budget;       /* per call, VM instructions; 0 -> 100 million */
+    long max_run_ms;         /* longest run of Lua without yielding (one resume, one tool
+                                file's load), wall clock; 0 = no limit */
+    size_t max_output_bytes; /* most bytes of a tool's encoded result; 0 = no limit */
     const tools_upstream *upstreams;
     size_t n_upstreams;
     size_t max_response_bytes; /* cap for ctx.http responses; 0 -> fetch default */

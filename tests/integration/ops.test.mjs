@@ -86,7 +86,9 @@ test('sandbox escapes fail cleanly over MCP and REST; the server keeps serving',
     'if args.mode == "save" then saved = ctx return { saved = true } end return { now = saved.now_ms() }',
     '{ mode = { type = "string" } }'));
   fs.rmSync('/tmp/cl-escaped', { force: true });
-  const stack = await startStack({ capture: 'disabled', env: { CL_TOOLS_DIR: dir, CL_LUA_INSTRUCTION_BUDGET: '5000000', CL_LUA_MEMORY_CAP_MB: '16' } });
+  // The run-time slice well above what 5 M instructions take, so that the instruction
+  // budget is what stops esc_loop here (hostile.test.mjs covers the slice).
+  const stack = await startStack({ capture: 'disabled', env: { CL_TOOLS_DIR: dir, CL_LUA_INSTRUCTION_BUDGET: '5000000', CL_LUA_MEMORY_CAP_MB: '16', CL_LUA_MAX_RUN_MS: '2000' } });
   const { server } = stack;
   try {
     const sid = await initialize(server.mcpUrl);

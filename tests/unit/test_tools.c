@@ -20,6 +20,7 @@
 
 #define GOOD CL_SOURCE_DIR "/tests/fixtures/tools_good"
 #define BAD CL_SOURCE_DIR "/tests/fixtures/tools_bad_all"
+#define HOSTILE CL_SOURCE_DIR "/tests/fixtures/tools_hostile"
 
 static const char BIG_BODY[] = "{\"id\":9007199254740993,\"big\":123456789012345678901234567890,"
                                "\"empty\":[],\"obj\":{},\"f\":1.5,\"z\":\"\xc3\xa9\"}";
@@ -192,6 +193,63 @@ static void check_escape(tools_gen *g, const char *what, const char *expect)
     CHECK(contains(o.body, "\"ok\":false"));
     CHECK(contains(o.body, expect));
     outcome_free(&o);
+}
+
+/* Runs hostile tool `tool` and checks that it stops with `code` within max_ms of
+ * wall time (one resume: the time it held the loop). */
+static void check_stops(tools_gen *g, const char *tool, const char *code, int64_t max_ms)
+{
+    outcome o;
+    int64_t t0 = now_mono_ms(), took;
+    start(g, tool, NULL, &o);
+    loop_until(&o.done, 10000);
+    took = now_mono_ms() - t0;
+    if (!o.code || strcmp(o.code, code) != 0 || took > max_ms)
+        fprintf(stderr, "%s: %s after %lld ms: %s\n", tool, o.code ? o.code : "(none)",
+                (long long)took, o.body ? o.body : "");
+    CHECK(o.done == 1);
+    CHECK_STR(o.code, code);
+    CHECK(o.status == 500);
+    CHECK(took <= max_ms);
+    outcome_free(&o);
+}
+
+/* The run-time slice and the output cap: a large instruction budget and memory cap,
+ * so that only the wall clock (or the output cap) can stop these tools. */
+static void check_hostile(const tools_config *base_cfg)
+{
+    tools_config cfg = *base_cfg;
+    tools_host *h;
+    tools_gen *g;
+    char *report = NULL;
+    outcome o;
+    cfg.instr_budget = 4000000000L;
+    cfg.mem_cap_bytes = (size_t)128 << 20;
+    cfg.max_run_ms = 50;
+    cfg.max_output_bytes = 1 << 20;
+    h = tools_host_new(&cfg);
+    CHECK(tools_host_reload(h, HOSTILE, &report) == 0);
+    free(report);
+    g = tools_host_acquire(h);
+    /* generous bounds (sanitizers, a loaded machine); without the slice each of these
+       runs for many seconds */
+    check_stops(g, "hostile_loop", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_pcall_loop", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_pattern", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_gmatch", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_rep_bomb", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_concat_bomb", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_pcall_bomb", "time_limit_exceeded", 1500);
+    /* the output cap: a precise error, not an incident */
+    run(g, "hostile_output", NULL, &o);
+    CHECK_STR(o.code, "output_too_large");
+    CHECK(o.status == 500 && o.incident == NULL);
+    CHECK(contains(o.body, "more than lua.max_output_bytes (1048576 bytes)"));
+    CHECK(strlen(o.body) < 1024);
+    outcome_free(&o);
+    tools_gen_release(g);
+    tools_host_free(h);
+    CHECK(tools_gen_live() == 0);
 }
 
 int main(void)
@@ -451,6 +509,8 @@ int main(void)
     CHECK(call_inflight() == 0);
     tools_host_free(h);
     CHECK(tools_gen_live() == 0);
+
+    check_hostile(&cfg);
     fetch_free(fetch);
     evhttp_free(http);
     event_base_free(base);

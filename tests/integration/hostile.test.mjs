@@ -1,0 +1,102 @@
+// Hostile tools cannot stall the event loop: each fixture tool in
+// tests/fixtures/tools_hostile (endless loops, backtracking patterns, memory bombs, an
+// oversized result) is stopped by the run-time slice (lua.max_run_ms, default 50 ms),
+// the instruction budget, the memory cap or the output cap, and /health/alive answers
+// within 100 ms while it runs (release build; the sanitizer build gets a wider bound,
+// its figure is printed). Memory bombs fail fast, also six at once.
+import { test, after, before } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { startStack, ROOT, PREFIX } from './lib/stack.mjs';
+
+const DIR = path.join(ROOT, 'tests/fixtures/tools_hostile');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let stack;
+let asan = false;
+
+before(async () => {
+  // A moderate per-call memory cap: one C operation over a block near the cap (a
+  // 64 MB concatenation) is not interruptible, so the cap bounds the longest such op.
+  stack = await startStack({ capture: 'disabled', env: { CL_TOOLS_DIR: DIR, CL_LUA_MEMORY_CAP_MB: '32' } });
+  asan = fs.readFileSync(`/proc/${stack.server.proc.pid}/maps`, 'utf8').includes('libasan');
+});
+after(async () => { if (stack) await stack.stop(); });
+
+function callTool(name) {
+  const t0 = performance.now();
+  return fetch(`${stack.server.base}${PREFIX}/kn/${name}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer demo-user-token' },
+    body: '{}',
+    signal: AbortSignal.timeout(30000),
+  }).then(async (r) => ({ status: r.status, json: await r.json(), ms: performance.now() - t0 }));
+}
+
+async function health() {
+  const t0 = performance.now();
+  const r = await fetch(`${stack.server.base}/health/alive`, { signal: AbortSignal.timeout(30000) });
+  await r.text();
+  assert.equal(r.status, 200);
+  return performance.now() - t0;
+}
+
+// [tool, outcomes it may end with]
+const HOSTILE = [
+  ['hostile_loop', ['time_limit_exceeded']],
+  ['hostile_pcall_loop', ['time_limit_exceeded']],
+  ['hostile_pattern', ['time_limit_exceeded']],
+  ['hostile_gmatch', ['time_limit_exceeded']],
+  ['hostile_table_bomb', ['time_limit_exceeded', 'memory_limit_exceeded']],
+  ['hostile_string_bomb', ['time_limit_exceeded', 'memory_limit_exceeded']],
+  ['hostile_rep_bomb', ['time_limit_exceeded', 'memory_limit_exceeded']],
+  ['hostile_concat_bomb', ['time_limit_exceeded', 'memory_limit_exceeded']],
+  ['hostile_pcall_bomb', ['time_limit_exceeded', 'memory_limit_exceeded']],
+  ['hostile_output', ['output_too_large']],
+];
+
+test('/health/alive answers within 100 ms while each hostile tool runs', { timeout: 120000 }, async () => {
+  await health(); // connection and first-request costs out of the way
+  const bound = asan ? 300 : 100;
+  const figures = [];
+  for (const [name, outcomes] of HOSTILE) {
+    let done = false;
+    const call = callTool(name).finally(() => { done = true; });
+    await sleep(10);
+    let worst = 0;
+    let probes = 0;
+    while (!done || probes === 0) {
+      worst = Math.max(worst, await health());
+      probes++;
+    }
+    const r = await call;
+    figures.push(`${name} ${worst.toFixed(1)} ms (call ${r.ms.toFixed(0)} ms)`);
+    assert.equal(r.status, 500, `${name}: ${JSON.stringify(r.json)}`);
+    assert.ok(worst < bound, `${name}: /health/alive took ${worst.toFixed(1)} ms (bound ${bound} ms)`);
+    assert.ok(r.ms < 5000, `${name} took ${r.ms.toFixed(0)} ms to fail`);
+    const line = stack.server.logs.join('').split('\n').reverse()
+      .find((l) => l.includes(`/kn/${name}"`) && l.includes('"outcome"'));
+    const outcome = line && JSON.parse(line).outcome;
+    assert.ok(outcomes.includes(outcome), `${name}: outcome ${outcome}`);
+  }
+  console.log(`worst /health/alive latency per hostile tool (${asan ? "ASan" : "release"} build):\n${figures.join("\n")}`);
+});
+
+test('the output cap gives a precise error; the run-time stop names the setting in the log', async () => {
+  const r = await callTool('hostile_output');
+  assert.equal(r.status, 500);
+  assert.match(r.json.details, /^tool output too large: .*lua\.max_output_bytes \(16777216 bytes\)$/);
+  assert.equal(r.json.incident_id, undefined);
+  const loop = await callTool('hostile_loop');
+  assert.match(loop.json.incident_id, /^inc_[0-9a-f]{16}$/);
+  assert.match(stack.server.logs.join(''), /ran longer than lua\.max_run_ms \(50 ms\) without yielding/);
+});
+
+test('six memory bombs at once all fail fast', { timeout: 60000 }, async () => {
+  const t0 = performance.now();
+  const rs = await Promise.all(Array.from({ length: 6 }, () => callTool('hostile_table_bomb')));
+  const last = performance.now() - t0;
+  for (const r of rs) assert.equal(r.status, 500);
+  console.log(`six memory bombs: the last answered after ${last.toFixed(0)} ms`);
+  assert.ok(last < (asan ? 6000 : 3000), `the last bomb answered after ${last.toFixed(0)} ms`);
+});
