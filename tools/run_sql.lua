@@ -1,10 +1,11 @@
 -- run_sql (REST only): one read-only SELECT over data resources through vega
 -- (reference/downstream.md §1.17, §5.1). REST-only because it answers by the
 -- caller's own data-resource grants and bypasses the network's property rules
--- (SPEC §9.1). The guard refuses everything else locally, before any call.
+-- (SPEC §9.1). The guard refuses everything else locally, before any call; it is
+-- lua/sqlguard.lua, part of the trusted runtime.
 local cljson = require "cljson"
 local util = require "_lib.util"
-local sqlguard = require "_lib.sqlguard"
+local sqlguard = require "sqlguard"
 
 local text = util.text
 

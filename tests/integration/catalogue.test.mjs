@@ -307,3 +307,23 @@ test('kn_id falls back to the X-Kn-ID header; REST takes arguments from the quer
   assert.equal(q.status, 200, q.text);
   assert.equal(q.json.datas.length, 1);
 });
+
+test('run_sql refuses side-effecting functions and raw tables with a 400 naming them, before vega', async () => {
+  const refused = [
+    ["SELECT LOAD_FILE('/etc/passwd') FROM {{.res_orders}}", 'function "LOAD_FILE"'],
+    ['SELECT SLEEP(5) FROM {{.res_orders}}', 'function "SLEEP"'],
+    ["SELECT BENCHMARK(100000000, MD5('x')) FROM {{.res_orders}}", 'function "BENCHMARK"'],
+    ["SELECT GET_LOCK('l', 10) FROM {{.res_orders}}", 'function "GET_LOCK"'],
+    ["SELECT nextval('s') FROM {{.res_orders}}", 'function "nextval"'],
+    ["SELECT set_config('a', 'b', false) FROM {{.res_orders}}", 'function "set_config"'],
+    ['SELECT * FROM {{.res_orders}} o JOIN mysql.user u ON 1 = 1', 'table reference "mysql.user"'],
+    ['SELECT * FROM {{.res_orders}}, information_schema.tables', 'table reference "information_schema.tables"'],
+  ];
+  const seq = await lastSeq();
+  for (const [sql, named] of refused) {
+    const r = await rest(on, 'run_sql', { sql });
+    assert.equal(r.status, 400, `${sql}: ${r.status} ${r.text}`);
+    assert.ok(String(r.json.details).includes(named), `${sql}: ${r.text}`);
+  }
+  assert.deepEqual(await since(seq, 'vega'), [], 'a refused statement reached vega');
+});

@@ -3,7 +3,7 @@ local contract = require "contract"
 local schema = require "schema"
 
 local tool = helper.load_tool("run_sql")
-local sqlguard = helper.sandbox().require("_lib.sqlguard")
+local sqlguard = helper.sandbox().require("sqlguard")
 
 local GOOD = "SELECT `id`, status FROM {{.res_orders}} WHERE status = 'paid;--' ORDER BY id LIMIT 10;"
 
@@ -24,6 +24,17 @@ describe("run_sql", function()
             -- keywords inside strings and backtick identifiers are data, not SQL
             assert.same({ "res_orders" }, sqlguard.check(
                 "SELECT 'drop table x; insert' AS `update`, \"#\" FROM {{.res_orders}}"))
+            -- pure functions, subqueries, derived tables, FROM inside a function call
+            assert.same({ "res_orders", "res_customers" }, sqlguard.check(
+                "SELECT c.`name`, COUNT(*) AS n, ROUND(AVG(o.amount), 2), COALESCE(MAX(o.note), '-'), "
+                .. "EXTRACT(YEAR FROM o.created_at) AS y, TRIM(LEADING 'x' FROM c.code), "
+                .. "ROW_NUMBER() OVER (PARTITION BY c.id ORDER BY o.id) AS rn "
+                .. "FROM {{.res_orders}} AS o LEFT JOIN {{.res_customers}} c ON (o.customer_id = c.id), "
+                .. "(SELECT id FROM {{.res_orders}} WHERE status IN ('a', 'b')) AS t "
+                .. "WHERE EXISTS (SELECT 1 FROM {{.res_orders}} x WHERE x.id = o.id) "
+                .. "GROUP BY c.`name`, y HAVING COUNT(*) > 1 ORDER BY n DESC LIMIT 10"))
+            -- a word that is only a function elsewhere is fine as a column
+            assert.same({ "res_orders" }, sqlguard.check("SELECT sleep, `load_file` FROM {{.res_orders}}"))
         end)
 
         it("refuses everything else with a clear message", function()
@@ -48,6 +59,26 @@ describe("run_sql", function()
                 { "SELECT 1 FROM {{.Res_Orders}}", "at least one data resource" },
                 { "SELECT 1 FROM {{.res_orders}} WHERE name = 'open", "unterminated" },
                 { ";", "no executable statement" },
+                -- side-effecting and time-wasting functions (allow-list of pure functions)
+                { "SELECT LOAD_FILE('/etc/passwd') FROM {{.res_orders}}", 'function "LOAD_FILE" is not allowed' },
+                { "SELECT SLEEP(10) FROM {{.res_orders}}", 'function "SLEEP" is not allowed' },
+                { "SELECT id FROM {{.res_orders}} WHERE sleep (1) = 0", 'function "sleep" is not allowed' },
+                { "SELECT BENCHMARK(100000000, MD5('x')) FROM {{.res_orders}}", 'function "BENCHMARK"' },
+                { "SELECT GET_LOCK('l', 10) FROM {{.res_orders}}", 'function "GET_LOCK" is not allowed' },
+                { "SELECT nextval('seq') FROM {{.res_orders}}", 'function "nextval" is not allowed' },
+                { "SELECT set_config('a', 'b', false) FROM {{.res_orders}}", 'function "set_config"' },
+                { "SELECT `sleep`(1) FROM {{.res_orders}}", 'function "`sleep`" is not allowed' },
+                { "SELECT @@version FROM {{.res_orders}}", "variables (@name, @@name) are not allowed" },
+                -- every table reference is a resource placeholder or a subquery
+                { "SELECT * FROM {{.res_orders}} o JOIN mysql.user u ON 1 = 1", 'table reference "mysql.user"' },
+                { "SELECT * FROM {{.res_orders}}, information_schema.tables",
+                    'table reference "information_schema.tables" is not allowed' },
+                { "SELECT (SELECT COUNT(*) FROM `mysql`.`user`) FROM {{.res_orders}}",
+                    'table reference "`mysql`.`user`" is not allowed' },
+                { "SELECT * FROM {{.res_orders}} WHERE id IN (SELECT id FROM orders)", 'table reference "orders"' },
+                { "SELECT * FROM {{.res_orders}} o, users", 'table reference "users"' },
+                { "SELECT * FROM {{.res_orders}} o LEFT JOIN {{.res_orders}}.x ON 1", 'table reference' },
+                { "SELECT * FROM {{.res_orders}} JOIN", "a table reference is missing" },
             }
             for _, c in ipairs(cases) do
                 local ids, msg = sqlguard.check(c[1])
