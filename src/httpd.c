@@ -722,7 +722,29 @@ static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char
     return 0;
 }
 
-/* "{mcp_id}/tools/{tool_name}/call" -> the two decoded ids; -1 when malformed. */
+/* One decoded proxy path segment: NULL (and *why set) unless it is a plain id: not
+ * empty, not "." or "..", no "/" or NUL once percent-decoded (either would make the
+ * call reach another MCP server or tool than the one the caller named). */
+static char *proxy_segment(const char *raw, size_t n, const char **why)
+{
+    char tmp[512];
+    size_t len = 0;
+    if (n == 0 || n >= sizeof tmp) {
+        *why = n ? "is too long" : "is empty";
+        return NULL;
+    }
+    snprintf(tmp, sizeof tmp, "%.*s", (int)n, raw);
+    char *v = evhttp_uridecode(tmp, 0, &len);
+    if (v && (len != strlen(v) || strchr(v, '/') || !strcmp(v, ".") || !strcmp(v, ".."))) {
+        *why = "must be a plain id: no \"/\", NUL, \".\" or \"..\" once percent-decoded";
+        free(v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* "{mcp_id}/tools/{tool_name}/call" -> the two decoded ids; -1 when the path does not
+ * have that shape (404), -2 after a 400 naming the field. */
 static int parse_proxy_path(req_ctx *c, const char *p)
 {
     const char *slash = strchr(p, '/');
@@ -731,22 +753,22 @@ static int parse_proxy_path(req_ctx *c, const char *p)
     const char *name = slash + 7, *end = strchr(name, '/');
     if (!end || end == name || strcmp(end, "/call") != 0)
         return -1;
-    char *id = evhttp_uridecode(p, 0, NULL);
-    char *tool = NULL;
-    char tmp[512];
-    snprintf(tmp, sizeof tmp, "%.*s", (int)(end - name), name);
-    tool = evhttp_uridecode(tmp, 0, NULL);
-    int rc = -1;
-    if (id && tool) {
-        char *cut = strchr(id, '/');
-        if (cut)
-            *cut = '\0';
-        if (*id && *tool && strlen(id) < sizeof c->proxy_mcp_id &&
-            strlen(tool) < sizeof c->proxy_tool) {
-            snprintf(c->proxy_mcp_id, sizeof c->proxy_mcp_id, "%s", id);
-            snprintf(c->proxy_tool, sizeof c->proxy_tool, "%s", tool);
-            rc = 0;
-        }
+    const char *why = "is malformed", *field = "mcp_id";
+    char *id = proxy_segment(p, (size_t)(slash - p), &why), *tool = NULL;
+    if (id) {
+        field = "tool_name";
+        tool = proxy_segment(name, (size_t)(end - name), &why);
+    }
+    int rc = -2;
+    if (id && tool && strlen(id) < sizeof c->proxy_mcp_id && strlen(tool) < sizeof c->proxy_tool) {
+        snprintf(c->proxy_mcp_id, sizeof c->proxy_mcp_id, "%s", id);
+        snprintf(c->proxy_tool, sizeof c->proxy_tool, "%s", tool);
+        rc = 0;
+    } else {
+        char msg[160];
+        snprintf(msg, sizeof msg, "%s in the proxy path %s", field,
+                 id && tool ? "is too long" : why);
+        req_reply_error(c, 400, NULL, msg);
     }
     free(id);
     free(tool);
@@ -835,8 +857,10 @@ static void gencb(struct evhttp_request *req, void *arg)
             return;
         }
     } else if (!strncmp(rest, "/mcp/proxy/", 11)) {
-        if (parse_proxy_path(c, rest + 11) < 0) {
-            not_found(c);
+        int prc = parse_proxy_path(c, rest + 11);
+        if (prc < 0) {
+            if (prc == -1)
+                not_found(c);
             return;
         }
         c->proxy = 1;

@@ -77,6 +77,10 @@ function M.trim_response(resource, catalog)
 end
 
 function M.handle(args, ctx)
+    local bad = util.dot_id_error(ctx.lang, args, "resource_id")
+    if bad then
+        return nil, bad
+    end
     local id = args.resource_id
     local resource, err = get_first(ctx, "/in/v1/resources/" .. util.escape(id))
     if err then

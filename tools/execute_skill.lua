@@ -101,6 +101,10 @@ end
 local SUMMARY = { ["zh-CN"] = "技能执行失败", ["en-US"] = "The skill could not be executed" }
 
 function M.handle(args, ctx)
+    local bad = util.dot_id_error(ctx.lang, args, "skill_id")
+    if bad then
+        return nil, bad
+    end
     local res, err = ctx.http(M.shape_request(args))
     if res == nil or not util.is_2xx(res) then
         return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)

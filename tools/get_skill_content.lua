@@ -83,6 +83,10 @@ end
 local SUMMARY = { ["zh-CN"] = "无法获取技能内容", ["en-US"] = "Unable to retrieve the skill content" }
 
 function M.handle(args, ctx)
+    local bad = util.dot_id_error(ctx.lang, args, "skill_id")
+    if bad then
+        return nil, bad
+    end
     local res, err = ctx.http(M.shape_request(args))
     if res == nil or not util.is_2xx(res) then
         return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)

@@ -43,6 +43,10 @@ function M.shape_request(args)
 end
 
 function M.handle(args, ctx)
+    local bad = util.dot_id_error(ctx.lang, args, "mcp_id", "tool_name")
+    if bad then
+        return nil, bad
+    end
     local res, err = ctx.http(M.shape_request(args))
     if res == nil then
         return nil, util.bad_gateway(ctx.lang, util.transport_details(err))

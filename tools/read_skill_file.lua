@@ -132,6 +132,10 @@ end
 local SUMMARY = { ["zh-CN"] = "无法读取技能文件", ["en-US"] = "Unable to read the skill file" }
 
 function M.handle(args, ctx)
+    local bad = util.dot_id_error(ctx.lang, args, "skill_id")
+    if bad then
+        return nil, bad
+    end
     if not rel_path_ok(args.rel_path) then
         return nil, upstream_error.local_error(400, ctx.lang, TRAVERSAL, { rel_path = args.rel_path })
     end

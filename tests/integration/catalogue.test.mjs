@@ -5,6 +5,7 @@
 // Capture is disabled: these tests are about the tools, not the lifecycle.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import { startSimulator, startServer, PREFIX } from './lib/stack.mjs';
 
 const TOKEN = 'demo-user-token';
@@ -326,4 +327,46 @@ test('run_sql refuses side-effecting functions and raw tables with a 400 naming 
     assert.ok(String(r.json.details).includes(named), `${sql}: ${r.text}`);
   }
   assert.deepEqual(await since(seq, 'vega'), [], 'a refused statement reached vega');
+});
+
+// A POST whose path is sent as written (fetch would resolve "." and ".." segments).
+function rawPost(server, rawPath, body) {
+  const u = new URL(server.base);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, method: 'POST', path: rawPath,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${TOKEN}` } }, (res) => {
+      let text = '';
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => {
+        let json;
+        try { json = JSON.parse(text); } catch { json = undefined; }
+        resolve({ status: res.statusCode, text, json });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('proxy ids that decode to another id, and dot-segment ids, get a 400 naming the field', async () => {
+  const seq = await lastSeq();
+  for (const [id, tool, field] of [
+    ['a%2fb', 'get_pod_logs', 'mcp_id'], ['a%2Fb', 'get_pod_logs', 'mcp_id'], ['a%00b', 'get_pod_logs', 'mcp_id'],
+    ['http:%2f%2fevil', 'get_pod_logs', 'mcp_id'], ['..', 'get_pod_logs', 'mcp_id'], ['%2e%2e', 'get_pod_logs', 'mcp_id'],
+    ['.', 'get_pod_logs', 'mcp_id'], ['mcp_k8s_ops', 'x%2fy', 'tool_name'], ['mcp_k8s_ops', '..', 'tool_name'],
+  ]) {
+    const r = await rawPost(on, `${PREFIX}/mcp/proxy/${id}/tools/${tool}/call`, '{}');
+    assert.equal(r.status, 400, `${id}/${tool}: ${r.status} ${r.text}`);
+    assert.ok(String(r.json.details).startsWith(`${field} `), `${id}/${tool}: ${r.text}`);
+  }
+  assert.deepEqual(await since(seq, 'operator_integration'), [], 'a refused proxy call went out');
+  for (const [tool, args, field] of [
+    ['get_skill_content', { skill_id: '..' }, 'skill_id'],
+    ['read_skill_file', { skill_id: '.', rel_path: 'SKILL.md' }, 'skill_id'],
+    ['describe_resource', { resource_id: '..' }, 'resource_id'],
+  ]) {
+    const r = await rest(on, tool, args);
+    assert.equal(r.status, 400, `${tool}: ${r.status} ${r.text}`);
+    assert.ok(String(r.json.details).includes(`${field} must be an id`), `${tool}: ${r.text}`);
+  }
 });

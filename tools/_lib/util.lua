@@ -164,6 +164,20 @@ function M.bad_request(lang, details)
     return M.public_error(400, lang, details)
 end
 
+-- dot_id_error(lang, args, field...) -> a 400 naming the first field whose value is
+-- "." or "..", else nil. escape() keeps both as they are, and as a URL path segment
+-- they would address another resource (and ctx.http refuses such a path).
+function M.dot_id_error(lang, args, ...)
+    for i = 1, select("#", ...) do
+        local field = select(i, ...)
+        local v = args[field]
+        if v == "." or v == ".." then
+            return M.bad_request(lang, field .. ' must be an id, not "' .. v .. '"')
+        end
+    end
+    return nil
+end
+
 -- A new JSON object with an explicit member order (keys set later go after).
 function M.object(t, keys)
     return cljson.object(t or {}, keys)
