@@ -103,6 +103,55 @@ local function invalid_arguments(errs, lang)
     return e
 end
 
+-- Longest excerpt of an upstream's non-JSON error text kept in a 5xx envelope.
+local MAX_EXCERPT = 200
+
+-- A line that is a stack frame or trace header (Java, JS, Python, Go, PHP, C).
+local FRAME_PATTERNS = {
+    "^%s*at%s", "^%s*File%s+\"", "^%s*#%d+%s", "^%s*Traceback", "^%s*goroutine%s+%d",
+    "^%s*Caused by:", "^%s*%.%.%.%s*%d+%s+more", "%.%a+:%d+%)?%s*$", "%son line%s+%d+",
+    "^%s*[%w_$.]+%(.*%)%s*$", "^%s*Stack trace:",
+}
+
+local function is_frame(line)
+    for _, p in ipairs(FRAME_PATTERNS) do
+        if line:find(p) then
+            return true
+        end
+    end
+    return false
+end
+
+-- scrub(text) -> a short excerpt of an upstream's error text fit for a caller: no
+-- markup, no stack frames, no URLs, addresses or file paths, at most MAX_EXCERPT
+-- bytes (cut on a UTF-8 boundary).
+function M.scrub(text)
+    text = text:sub(1, 8192)
+    text = text:gsub("<[sS][cC][rR][iI][pP][tT].-</[sS][cC][rR][iI][pP][tT]%s*>", "\n")
+        :gsub("<[sS][tT][yY][lL][eE].-</[sS][tT][yY][lL][eE]%s*>", "\n")
+        :gsub("<[bB][rR]%s*/?>", "\n"):gsub("</?[pP][rR][eE][^>]*>", "\n"):gsub("</?[dDlLtTpP][^>]*>", "\n")
+        :gsub("<[^>]*>", " "):gsub("&#?%w+;", " ")
+    local kept = {}
+    for line in text:gmatch("[^\r\n]+") do
+        if not is_frame(line) then
+            kept[#kept + 1] = line
+        end
+    end
+    text = table.concat(kept, " ")
+        :gsub("%a[%w+.-]*://%S*", "[url]")
+        :gsub("%d+%.%d+%.%d+%.%d+[:%d]*", "[address]")
+        :gsub("%S*/[%w_.-]+/%S*", "[path]")
+        :gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+    if #text > MAX_EXCERPT then
+        local cut = MAX_EXCERPT
+        while cut > 0 and (text:byte(cut + 1) or 0) >= 0x80 and (text:byte(cut + 1) or 0) < 0xC0 do
+            cut = cut - 1 -- back to the start of a UTF-8 sequence
+        end
+        text = text:sub(1, cut) .. "..."
+    end
+    return text
+end
+
 -- The error a tool returned with `nil, err` -> status, body (table or raw text), code
 local function tool_error(err, lang)
     if type(err) == "string" then
@@ -133,6 +182,9 @@ local function tool_error(err, lang)
         e.details = err.message
     else
         e.details = cljson.null
+    end
+    if status >= 500 and type(e.details) == "string" then
+        e.details = M.scrub(e.details) -- an upstream's error page: excerpt only
     end
     for k, v in pairs(err) do -- extra top-level fields (permission_guidance, ...)
         if e[k] == nil and k ~= "status" and k ~= "raw" and k ~= "message" then

@@ -52,7 +52,7 @@ function M.handle(args, ctx)
         return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
     end
     if not util.is_2xx(res) then
-        local e = util.bad_gateway(ctx.lang, util.body_details(res))
+        local e = util.upstream_5xx(ctx.lang, res)
         e.details = { status = res.status, body = e.details }
         return nil, e
     end

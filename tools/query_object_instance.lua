@@ -211,7 +211,7 @@ local function map_error(res, err, args, ctx)
         end
         return e
     end
-    return util.bad_gateway(lang, util.body_details(res))
+    return util.upstream_5xx(lang, res)
 end
 
 function M.handle(args, ctx)

@@ -407,3 +407,28 @@ test('health endpoints need no auth and report ready', async () => {
   assert.equal(j.upstreams.ontology_query, true);
   assert.equal(j.upstreams.bkn_backend, true);
 });
+
+test('an upstream 5xx error page reaches the caller as its status and a short scrubbed excerpt', async () => {
+  const page = ['<html><body><h1>Whitelabel Error Page</h1>',
+    '<p>see http://10.0.3.7:13014/actuator/health and https://grafana.internal.corp/d/x</p><pre>',
+    'java.lang.IllegalStateException: pool exhausted',
+    '\tat com.corp.vega.Pool.take(Pool.java:88)',
+    '\tat com.corp.vega.QueryService.run(QueryService.java:41)',
+    '</pre>', '<p>padding</p>'.repeat(100), '</body></html>'].join('\n');
+  await simPost('/_sim/faults', { service: 'ontology_query', status: 503, body: page });
+  try {
+    const r = await rest('query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 });
+    assert.equal(r.status, 502, r.text);
+    assert.equal(r.json.upstream_status, 503, r.text);
+    assert.equal(typeof r.json.details, 'string', r.text);
+    assert.ok(r.json.details.length <= 203, r.text);
+    assert.match(r.json.details, /Whitelabel Error Page/);
+    for (const leak of ['http', '10.0.3.7', 'grafana', 'Pool.java', 'at com.', '<']) {
+      assert.ok(!r.json.details.includes(leak), `${leak} leaked: ${r.text}`);
+    }
+    const e = toolError(await call('query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 }));
+    assert.ok(!JSON.stringify(e).includes('10.0.3.7'), JSON.stringify(e));
+  } finally {
+    await simPost('/_sim/reset', {});
+  }
+});

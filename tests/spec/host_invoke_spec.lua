@@ -142,3 +142,51 @@ describe("ctx.list_tools", function()
         assert.equal("gated", on.names[6])
     end)
 end)
+
+describe("upstream error pages in 5xx envelopes", function()
+    local PAGE = table.concat({
+        "<html><head><title>500 Internal Server Error</title><style>body{color:red}</style></head><body>",
+        "<h1>Whitelabel Error Page</h1><p>Service vega-backend failed; see http://10.0.3.7:13014/actuator/health",
+        "or https://grafana.internal.corp/d/abc?x=1 for details</p><pre>",
+        "java.lang.IllegalStateException: pool exhausted",
+        "\tat com.corp.vega.Pool.take(Pool.java:88)",
+        "\tat com.corp.vega.QueryService.run(QueryService.java:41)",
+        "Caused by: java.net.ConnectException: 10.0.3.9:5432",
+        "\t... 12 more",
+        "  File \"/srv/app/handlers.py\", line 12, in handle",
+        "</pre>", string.rep("<p>padding text</p>", 40), "</body></html>",
+    }, "\n")
+
+    local function host_with(err)
+        local host = helper.sandbox().require("host")
+        assert(host.register("fails", tool("fails", 1, { "mcp", "rest" }, {
+            handle = function()
+                return nil, err
+            end,
+        })))
+        assert(host.check_set())
+        return host
+    end
+
+    it("keeps the status and a short excerpt without URLs, addresses or stack frames", function()
+        for _, err in ipairs({ { status = 503, raw = PAGE }, { status = 502, code = "x", details = PAGE } }) do
+            local status, body = host_with(err).invoke("fails", nil, ctx_of(false))
+            assert.equal(err.status, status)
+            local d = body.details
+            assert.is_string(d)
+            assert.truthy(#d <= 203, d)
+            assert.truthy(d:find("Whitelabel Error Page", 1, true), d)
+            for _, leak in ipairs({ "http", "10.0.3", "grafana", "Pool.java", "QueryService", "at com.",
+                "handlers.py", "<", "color:red", "more" }) do
+                assert.falsy(d:find(leak, 1, true), leak .. " in " .. d)
+            end
+        end
+    end)
+
+    it("leaves a short plain text and 4xx details alone", function()
+        local _, body = host_with({ status = 503, raw = "busy" }).invoke("fails", nil, ctx_of(false))
+        assert.equal("busy", body.details)
+        _, body = host_with({ status = 400, details = "see http://x/y" }).invoke("fails", nil, ctx_of(false))
+        assert.equal("see http://x/y", body.details)
+    end)
+end)

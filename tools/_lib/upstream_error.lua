@@ -33,7 +33,7 @@ function M.map(res, err, lang, summary)
     elseif res.status >= 400 and res.status < 500 then
         e = util.public_error(res.status, lang, util.body_details(res))
     else
-        e = util.bad_gateway(lang, util.body_details(res))
+        e = util.upstream_5xx(lang, res)
     end
     e.description = describe(summary, e.status, lang)
     return e

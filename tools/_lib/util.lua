@@ -151,7 +151,15 @@ function M.upstream_failure(res, err, lang)
     if res.status >= 400 and res.status < 500 then
         return M.public_error(res.status, lang, M.body_details(res))
     end
-    return M.bad_gateway(lang, M.body_details(res))
+    return M.upstream_5xx(lang, res)
+end
+
+-- An upstream's 5xx (or other non-4xx failure) answer -> 502 whose envelope keeps the
+-- upstream's status; the body's text is cut to an excerpt by the runtime.
+function M.upstream_5xx(lang, res)
+    local e = M.bad_gateway(lang, M.body_details(res))
+    e.upstream_status = res.status
+    return e
 end
 
 -- A 2xx body that is not JSON: 502 (the upstream broke its contract).
