@@ -92,6 +92,12 @@ static const conf_key KEYS[] = {
     {"idempotency.max_records", NULL, T_INT, "100000", "memory store: most records kept"},
     {"session_secret", NULL, T_STR, "",
      "HMAC secret for Mcp-Session-Id (share it between replicas); empty = random per process"},
+    {"trusted_proxies", NULL, T_STR, "127.0.0.1/8, ::1",
+     "addresses/CIDR blocks whose X-Forwarded-Host/-Proto are believed (/mcp/info, links "
+     "tools build); other peers get public_url or the address they connected to"},
+    {"public_url", NULL, T_STR, "",
+     "http(s)://host[:port][/path] clients use to reach this service (no trailing slash); "
+     "used by /mcp/info when the peer is not a trusted proxy"},
     {"allowed_origins", NULL, T_STR, "",
      "comma-separated Origin allow-list for MCP routes; requests with another Origin get 403"},
     {"limits.max_header_bytes", NULL, T_INT, "16384", "request header block limit (413 past it)"},

@@ -23,6 +23,7 @@
 #include "httpd.h"
 #include "lifecycle.h"
 #include "metrics.h"
+#include "proxytrust.h"
 #include "server.h"
 
 /* One registry per process (one app per process); created by httpd_start. */
@@ -1306,8 +1307,12 @@ void req_call_env(req_ctx *c, call_env *env)
         static const char *const names[][2] = {{"host", "Host"},
                                                {"forwarded_host", "X-Forwarded-Host"},
                                                {"forwarded_proto", "X-Forwarded-Proto"}};
+        /* X-Forwarded-* only from a trusted proxy (tools build links from them) */
+        size_t n = proxy_request_trusted(c->req, conf_str(c->app->cfg, "trusted_proxies"))
+                       ? sizeof names / sizeof names[0]
+                       : 1;
         c->reqinfo = json_new_object();
-        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        for (size_t i = 0; i < n; i++) {
             const char *v = req_header(c, names[i][1]);
             if (v)
                 json_set(c->reqinfo, names[i][0], json_new_str(v, strlen(v)));

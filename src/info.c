@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxytrust.h"
 #include "server.h"
 
 /* Same list as mcp.c negotiates (SPEC §5). */
@@ -134,11 +135,23 @@ static unsigned surface_bit(const char *surface)
                                        : SURFACE_MCP;
 }
 
-/* The endpoint as the caller reaches it: X-Forwarded-Proto (http or https) and
- * X-Forwarded-Host when present and valid, else http and Host (SPEC §15). */
+/* The endpoint as the caller reaches it. A peer in trusted_proxies speaks for the
+ * client: X-Forwarded-Proto (http or https) and X-Forwarded-Host when present and
+ * valid, else http and Host. Any other peer gets public_url when set, else the local
+ * address its connection reached (never a header it chose). */
 static void endpoint_of(req_ctx *c, buf *out)
 {
     char proto[16] = "http", v[256], host[256] = "";
+    const char *pub = conf_str(c->app->cfg, "public_url");
+    if (!proxy_request_trusted(c->req, conf_str(c->app->cfg, "trusted_proxies"))) {
+        if (*pub)
+            buf_printf(out, "%s%s%s", pub, c->app->prefix, surface_path(c->surface));
+        else if (proxy_local_hostport(c->req, host, sizeof host))
+            buf_printf(out, "http://%s%s%s", host, c->app->prefix, surface_path(c->surface));
+        else
+            buf_printf(out, "http://localhost%s%s", c->app->prefix, surface_path(c->surface));
+        return;
+    }
     if (first_value(req_header(c, "X-Forwarded-Proto"), v, sizeof v)) {
         for (char *p = v; *p; p++)
             *p = (char)tolower((unsigned char)*p);

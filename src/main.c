@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "httpd.h"
+#include "proxytrust.h"
 #include "server.h"
 
 #define MAX_WORKERS 64
@@ -753,6 +754,22 @@ done:
     return rc;
 }
 
+/* trusted_proxies parses; public_url is empty or http(s)://host[:port][/path]. */
+static int check_edge(conf *cfg, char *err, size_t errlen)
+{
+    const char *pub = conf_str(cfg, "public_url");
+    if (proxy_list_valid(conf_str(cfg, "trusted_proxies"), err, errlen) < 0)
+        return -1;
+    if (*pub && ((strncmp(pub, "http://", 7) && strncmp(pub, "https://", 8)) ||
+                 strpbrk(pub, " \t\"'<>?#") || pub[strlen(pub) - 1] == '/')) {
+        snprintf(err, errlen,
+                 "config key public_url: expected http(s)://host[:port][/path] without a "
+                 "trailing slash, query or fragment");
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *config_path = NULL, *check_dir = NULL;
@@ -783,7 +800,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "context-loader: %s\n", err);
         return 2;
     }
-    if (check_process_model(cfg, err, sizeof err) < 0) {
+    if (check_process_model(cfg, err, sizeof err) < 0 || check_edge(cfg, err, sizeof err) < 0) {
         fprintf(stderr, "context-loader: %s\n", err);
         conf_free(cfg);
         return 2;

@@ -359,3 +359,34 @@ test('the Claude Desktop entry works: npx mcp-remote over stdio', { skip: NO_REM
     fs.rmSync(home, { recursive: true, force: true });
   }
 });
+
+test('forwarded headers count only from trusted_proxies; others get public_url or the listener', { timeout: 60000 }, async () => {
+  const fwd = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.example', host: 'evil.example:80' };
+  // 127.0.0.1 is not a trusted proxy here: neither X-Forwarded-* nor Host is believed.
+  const untrusted = await startStack({ capture: 'disabled', env: { CL_TRUSTED_PROXIES: '10.0.0.0/8, fd00::/8' } });
+  try {
+    const d = (await info(untrusted, 'mcp', fwd)).json;
+    assert.equal(d.endpoint, `${untrusted.server.base}${PREFIX}/mcp`);
+    assert.ok(!JSON.stringify(d.client_config).includes('evil'), JSON.stringify(d.client_config));
+  } finally {
+    await untrusted.stop();
+  }
+  const pub = await startStack({ capture: 'disabled', env: { CL_TRUSTED_PROXIES: '192.0.2.1', CL_PUBLIC_URL: 'https://gw.example.com/bkn' } });
+  try {
+    const d = (await info(pub, 'compact', fwd)).json;
+    assert.equal(d.endpoint, `https://gw.example.com/bkn${PREFIX}/mcp-compact`);
+    for (const srv of Object.values(d.client_config.generic.mcpServers)) assert.equal(srv.url, d.endpoint);
+  } finally {
+    await pub.stop();
+  }
+  // A malformed list or URL refuses to start.
+  const bin = process.env.CL_BIN || path.join(ROOT, 'build/context-loader');
+  for (const env of [{ CL_TRUSTED_PROXIES: '10.0.0.0/33' }, { CL_PUBLIC_URL: 'ftp://x' }, { CL_PUBLIC_URL: 'https://x/' }]) {
+    const p = spawn(bin, ['--config', path.join(ROOT, 'etc/context-loader.conf')], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, CL_LISTEN: '127.0.0.1:0', CL_ADMIN_LISTEN: '127.0.0.1:0', ...env } });
+    let errText = '';
+    p.stderr.on('data', (c) => { errText += c; });
+    const code = await new Promise((r) => p.on('exit', r));
+    assert.equal(code, 2, `${JSON.stringify(env)}: ${errText}`);
+    assert.match(errText, /trusted_proxies|public_url/);
+  }
+});

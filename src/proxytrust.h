@@ -1,0 +1,25 @@
+/* proxytrust: which peers may speak for the client through X-Forwarded-* headers
+ * (the trusted_proxies setting), and the address a connection reached us on.
+ *
+ * A list is comma- or space-separated IPv4/IPv6 addresses and CIDR blocks
+ * ("127.0.0.1/8, ::1, 10.0.0.0/8, fd00::/8"); an IPv4-mapped IPv6 peer matches the
+ * IPv4 entries. Nothing here allocates or keeps pointers. */
+#ifndef CL_PROXYTRUST_H
+#define CL_PROXYTRUST_H
+
+#include <stddef.h>
+
+struct sockaddr;
+struct evhttp_request;
+
+/* 0 when every entry of list parses; -1 with err naming the first bad entry. */
+int proxy_list_valid(const char *list, char *err, size_t errlen);
+/* 1 when sa (may be NULL: 0) is inside one of the entries of list. */
+int proxy_trusted(const struct sockaddr *sa, const char *list);
+/* 1 when the peer of req's connection is inside list. */
+int proxy_request_trusted(struct evhttp_request *req, const char *list);
+/* "host:port" (IPv6 bracketed) of the local address req's connection reached, into
+ * out; 0 when unknown. */
+int proxy_local_hostport(struct evhttp_request *req, char *out, size_t outlen);
+
+#endif
