@@ -92,6 +92,9 @@ static const conf_key KEYS[] = {
     {"idempotency.max_records", NULL, T_INT, "100000", "memory store: most records kept"},
     {"session_secret", NULL, T_STR, "",
      "HMAC secret for Mcp-Session-Id (share it between replicas); empty = random per process"},
+    {"session.max_age_s", NULL, T_INT, "86400",
+     "lifetime of an Mcp-Session-Id, signed into the id (a client re-initializes after it); "
+     "ended sessions are remembered in the state store until then"},
     {"trusted_proxies", NULL, T_STR, "127.0.0.1/8, ::1",
      "addresses/CIDR blocks whose X-Forwarded-Host/-Proto are believed (/mcp/info, links "
      "tools build); other peers get public_url or the address they connected to"},

@@ -372,7 +372,7 @@ static int run_worker(conf *cfg, const worker_opts *w)
     a.idem = idem_new(a.base, a.store, &icfg);
     const char *secret = conf_str(a.cfg, "session_secret");
     a.sessions =
-        session_new(*secret ? secret : g_secret, conf_int(a.cfg, "idempotency_ttl_s"), a.store);
+        session_new(*secret ? secret : g_secret, conf_int(a.cfg, "session.max_age_s"), a.store);
 
     for (int l = 0; l < LANG_COUNT; l++) {
         char path[1024];

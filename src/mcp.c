@@ -479,8 +479,11 @@ static void check_session(req_ctx *c)
         return;
     }
     session_wait *w = NULL;
-    if (session_verify(c->app->sessions, &c->who, sid, on_session, c, &w) != 0) {
-        rpc_error(c, 404, -32001, "Session not found: initialize a new session");
+    int vr = session_verify(c->app->sessions, &c->who, sid, on_session, c, &w);
+    if (vr != 0) {
+        rpc_error(c, 404, -32001,
+                  vr == SESSION_EXPIRED ? "Session expired: initialize a new session"
+                                        : "Session not found: initialize a new session");
         return;
     }
     req_async_begin(c);

@@ -3,6 +3,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +13,7 @@
 struct session_ctx {
     unsigned char secret[64];
     size_t secret_len;
-    long ended_ttl_s;
+    long max_age_s;
     store *st;
 };
 
@@ -25,7 +27,7 @@ struct session_wait {
 
 #define ENDED_PREFIX "session:ended:"
 
-session_ctx *session_new(const char *secret, long ended_ttl_s, store *st)
+session_ctx *session_new(const char *secret, long max_age_s, store *st)
 {
     session_ctx *s = xcalloc(1, sizeof *s);
     s->st = st;
@@ -38,7 +40,7 @@ session_ctx *session_new(const char *secret, long ended_ttl_s, store *st)
         random_bytes(s->secret, 32);
         s->secret_len = 32;
     }
-    s->ended_ttl_s = ended_ttl_s > 0 ? ended_ttl_s : 86400;
+    s->max_age_s = max_age_s > 0 ? max_age_s : 86400;
     return s;
 }
 
@@ -50,12 +52,16 @@ void session_free(session_ctx *s)
     free(s);
 }
 
-static void tag_for(session_ctx *s, const char *rnd_hex, const principal *who, char out[33])
+/* tag = HMAC-SHA256(secret, random "|" expiry "|" principal key), 16 bytes as hex. */
+static void tag_for(session_ctx *s, const char *rnd_hex, const char *exp_hex, const principal *who,
+                    char out[33])
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int mdlen = 0;
     buf msg = BUF_INIT;
     buf_puts(&msg, rnd_hex);
+    buf_putc(&msg, '|');
+    buf_puts(&msg, exp_hex);
     buf_putc(&msg, '|');
     buf_puts(&msg, who->key);
     HMAC(EVP_sha256(), s->secret, (int)s->secret_len, (const unsigned char *)msg.data, msg.len, md,
@@ -67,19 +73,23 @@ static void tag_for(session_ctx *s, const char *rnd_hex, const principal *who, c
 void session_mint(session_ctx *s, const principal *who, char out[SESSION_ID_LEN + 1])
 {
     unsigned char rnd[16];
-    char rnd_hex[33], tag[33];
+    char rnd_hex[33], exp_hex[9], tag[33];
     random_bytes(rnd, sizeof rnd);
     hex_encode(rnd, sizeof rnd, rnd_hex);
-    tag_for(s, rnd_hex, who, tag);
+    snprintf(exp_hex, sizeof exp_hex, "%08x",
+             (unsigned)((uint64_t)(now_wall_ms() / 1000 + s->max_age_s) & 0xffffffffu));
+    tag_for(s, rnd_hex, exp_hex, who, tag);
     memcpy(out, rnd_hex, 32);
     out[32] = '.';
-    memcpy(out + 33, tag, 32);
-    out[65] = '\0';
+    memcpy(out + 33, exp_hex, 8);
+    out[41] = '.';
+    memcpy(out + 42, tag, 32);
+    out[74] = '\0';
 }
 
-static int is_hex32(const char *p)
+static int is_hex(const char *p, int n)
 {
-    for (int i = 0; i < 32; i++) {
+    for (int i = 0; i < n; i++) {
         char c = p[i];
         if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
             return 0;
@@ -87,15 +97,29 @@ static int is_hex32(const char *p)
     return 1;
 }
 
+/* Seconds since the epoch at which id (well-formed) stops being valid. */
+static int64_t expiry_of(const char *id)
+{
+    char exp_hex[9];
+    memcpy(exp_hex, id + 33, 8);
+    exp_hex[8] = '\0';
+    return (int64_t)strtoul(exp_hex, NULL, 16);
+}
+
 session_status session_check_id(session_ctx *s, const principal *who, const char *id)
 {
-    if (!id || strlen(id) != SESSION_ID_LEN || id[32] != '.' || !is_hex32(id) || !is_hex32(id + 33))
+    if (!id || strlen(id) != SESSION_ID_LEN || id[32] != '.' || id[41] != '.' || !is_hex(id, 32) ||
+        !is_hex(id + 33, 8) || !is_hex(id + 42, 32))
         return SESSION_INVALID;
-    char rnd[33], tag[33];
+    char rnd[33], exp_hex[9], tag[33];
     memcpy(rnd, id, 32);
     rnd[32] = '\0';
-    tag_for(s, rnd, who, tag);
-    return CRYPTO_memcmp(tag, id + 33, 32) == 0 ? SESSION_OK : SESSION_INVALID;
+    memcpy(exp_hex, id + 33, 8);
+    exp_hex[8] = '\0';
+    tag_for(s, rnd, exp_hex, who, tag);
+    if (CRYPTO_memcmp(tag, id + 42, 32) != 0)
+        return SESSION_INVALID;
+    return expiry_of(id) > now_wall_ms() / 1000 ? SESSION_OK : SESSION_EXPIRED;
 }
 
 static void ended_key(const char *id, char out[sizeof ENDED_PREFIX + 32])
@@ -124,8 +148,9 @@ static void on_store(int rc, const char *val, size_t len, void *arg)
 int session_verify(session_ctx *s, const principal *who, const char *id, session_cb cb, void *arg,
                    session_wait **wait)
 {
-    if (session_check_id(s, who, id) != SESSION_OK)
-        return SESSION_INVALID;
+    session_status st = session_check_id(s, who, id);
+    if (st != SESSION_OK)
+        return st;
     char key[sizeof ENDED_PREFIX + 32];
     ended_key(id, key);
     session_wait *w = xcalloc(1, sizeof *w);
@@ -144,7 +169,13 @@ session_wait *session_end(session_ctx *s, const char *id, session_cb cb, void *a
     w->cb = cb;
     w->arg = arg;
     w->ending = 1;
-    w->op = store_set(s->st, key, "1", 1, s->ended_ttl_s * 1000, on_store, w);
+    /* kept while the id could still be presented: until its expiry */
+    int64_t left = expiry_of(id) - now_wall_ms() / 1000;
+    if (left < 1)
+        left = 1;
+    if (left > s->max_age_s)
+        left = s->max_age_s;
+    w->op = store_set(s->st, key, "1", 1, left * 1000, on_store, w);
     return w;
 }
 

@@ -1,10 +1,13 @@
 /* session: Mcp-Session-Id minting and verification (SPEC §5).
  *
- * An id is "<32 hex random>.<32 hex tag>" where tag = HMAC-SHA256(secret,
- * random "|" principal key) truncated to 16 bytes. Any replica with the same
- * secret verifies an id without shared state, and an id minted for one principal
- * fails verification for every other principal. Ended sessions (DELETE) are kept
- * in the state store under "session:ended:<random part>" for ended_ttl_s, so with
+ * An id is "<32 hex random>.<8 hex expiry>.<32 hex tag>" where expiry is the Unix
+ * second the id stops being valid (minting time + max_age_s) and tag =
+ * HMAC-SHA256(secret, random "|" expiry "|" principal key) truncated to 16 bytes.
+ * Any replica with the same secret verifies an id without shared state, an id
+ * minted for one principal fails verification for every other principal, and no id
+ * outlives its expiry, whatever the store remembers. Ended sessions (DELETE) are
+ * kept in the state store under "session:ended:<random part>" until the id's
+ * expiry, so with
  * a shared store (Redis, SPEC §19) a session ended on one replica is refused on
  * every other. Checking and ending are therefore asynchronous, and a store failure
  * is reported (SESSION_UNAVAILABLE: answer a retryable 503), never taken as "not
@@ -22,29 +25,30 @@
 #include "principal.h"
 #include "store.h"
 
-#define SESSION_ID_LEN 65 /* 32 + 1 + 32 chars */
+#define SESSION_ID_LEN 74 /* 32 + 1 + 8 + 1 + 32 chars */
 
 typedef struct session_ctx session_ctx;
 
 typedef enum {
     SESSION_OK,
-    SESSION_INVALID,    /* malformed, or not minted for this principal with our secret */
-    SESSION_ENDED,      /* verify: ended; session_end: now recorded as ended */
-    SESSION_UNAVAILABLE /* the state store failed: retry later */
+    SESSION_INVALID,     /* malformed, or not minted for this principal with our secret */
+    SESSION_ENDED,       /* verify: ended; session_end: now recorded as ended */
+    SESSION_UNAVAILABLE, /* the state store failed: retry later */
+    SESSION_EXPIRED      /* well-formed and ours, but past the expiry it carries */
 } session_status;
 
 typedef struct session_wait session_wait;
 typedef void (*session_cb)(session_status st, void *arg);
 
 /* secret may be NULL or empty: a random secret is generated (single instance).
- * ended_ttl_s <= 0: one day. */
-session_ctx *session_new(const char *secret, long ended_ttl_s, store *st);
+ * max_age_s: lifetime of a minted id (<= 0: one day). */
+session_ctx *session_new(const char *secret, long max_age_s, store *st);
 void session_free(session_ctx *s);
 
 void session_mint(session_ctx *s, const principal *who, char out[SESSION_ID_LEN + 1]);
-/* The HMAC check alone: SESSION_OK or SESSION_INVALID. */
+/* The HMAC and expiry check alone: SESSION_OK, SESSION_INVALID or SESSION_EXPIRED. */
 session_status session_check_id(session_ctx *s, const principal *who, const char *id);
-/* Returns SESSION_INVALID at once (no callback) when the HMAC check fails;
+/* Returns SESSION_INVALID or SESSION_EXPIRED at once (no callback) when the check fails;
  * otherwise 0 with *wait set, and cb later gets SESSION_OK, SESSION_ENDED or
  * SESSION_UNAVAILABLE. */
 int session_verify(session_ctx *s, const principal *who, const char *id, session_cb cb, void *arg,
