@@ -123,14 +123,14 @@ local function is_frame(line)
 end
 
 -- scrub(text) -> a short excerpt of an upstream's error text fit for a caller: no
--- markup, no stack frames, no URLs, addresses or file paths, at most MAX_EXCERPT
--- bytes (cut on a UTF-8 boundary).
+-- scripts, styles or comments, no stack frames, no URLs, addresses or file paths, at
+-- most MAX_EXCERPT bytes (cut on a UTF-8 boundary). Other markup stays (it tells the
+-- reader that an HTML page came back).
 function M.scrub(text)
     text = text:sub(1, 8192)
     text = text:gsub("<[sS][cC][rR][iI][pP][tT].-</[sS][cC][rR][iI][pP][tT]%s*>", "\n")
-        :gsub("<[sS][tT][yY][lL][eE].-</[sS][tT][yY][lL][eE]%s*>", "\n")
-        :gsub("<[bB][rR]%s*/?>", "\n"):gsub("</?[pP][rR][eE][^>]*>", "\n"):gsub("</?[dDlLtTpP][^>]*>", "\n")
-        :gsub("<[^>]*>", " "):gsub("&#?%w+;", " ")
+        :gsub("<[sS][tT][yY][lL][eE].-</[sS][tT][yY][lL][eE]%s*>", "\n"):gsub("<!%-%-.-%-%->", "\n")
+        :gsub("<[bB][rR]%s*/?>", "\n"):gsub("</?[pP][rR][eE][^>]*>", "\n")
     local kept = {}
     for line in text:gmatch("[^\r\n]+") do
         if not is_frame(line) then
