@@ -24,6 +24,9 @@ static const conf_key KEYS[] = {
     {"listen", NULL, T_ADDR, "127.0.0.1:30779", "public listener host:port"},
     {"admin_listen", NULL, T_STR, "127.0.0.1:30780",
      "operator listener (metrics, reload) host:port; empty disables it"},
+    {"admin.token_file", NULL, T_STR, "",
+     "file holding the admin listener's bearer token (at least 16 characters); required when "
+     "admin_listen is not a loopback address"},
     {"workers", NULL, T_WORKERS, "1",
      "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "
      "than 1 needs a redis state_store"},
@@ -97,6 +100,12 @@ static const conf_key KEYS[] = {
     {"limits.max_header_bytes", NULL, T_INT, "16384", "request header block limit (413 past it)"},
     {"limits.max_body_bytes", NULL, T_INT, "4194304", "request body limit (413 past it)"},
     {"limits.idle_timeout_s", NULL, T_INT, "30", "idle/slow-request timeout per connection"},
+    {"limits.max_connections", NULL, T_INT, "16384",
+     "open client connections per worker; past it a new connection gets 503 and is closed "
+     "(0: no cap)"},
+    {"limits.max_calls_per_principal", NULL, T_INT, "32",
+     "MCP/REST calls one principal may have in flight per worker; past it 429 with "
+     "Retry-After (0: no limit)"},
     {"limits.max_response_bytes", NULL, T_INT, "33554432", "upstream response size cap"},
     {"limits.json_max_depth", NULL, T_INT, "128", "JSON nesting limit for request bodies"},
     {"lua.instruction_budget", NULL, T_INT, "200000000", "VM instructions per tool call"},

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hostguard.h"
 #include "httpd.h"
 #include "server.h"
 
@@ -264,7 +265,9 @@ static int check_process_model(const conf *cfg, char *err, size_t errlen)
                  "idempotency records and ended sessions must be visible to every worker");
         return -1;
     }
-    return 0;
+    admin_token t; /* an admin listener off loopback needs a token */
+    return admin_token_load(&t, conf_str(cfg, "admin_listen"), conf_str(cfg, "admin.token_file"),
+                            err, errlen);
 }
 
 /* epoll with libevent's change list: the interest changes a request makes on one

@@ -102,6 +102,7 @@ typedef struct req_ctx {
     int progress_n;
     int sse;
     int64_t trace_ms; /* time spent waiting for Trace Core */
+    int plimit_held;  /* counted in limits.max_calls_per_principal until freed */
 } req_ctx;
 
 /* httpd.c */
