@@ -290,6 +290,11 @@ static void gate_run(gconn *c, struct evbuffer *in)
         }
         if (hold_all) {
             c->chunk_seen += used;
+            /* one-byte chunks cost five bytes of framing each: bound what is held */
+            if (c->chunk_seen > 2 * g->max_body + 4096) {
+                refuse(c, in, 413, "chunked body framing exceeds limits.max_body_bytes");
+                continue;
+            }
             if (rc == FRAMING_OK) {
                 evbuffer_remove_buffer(c->hold, in, c->held_head + c->chunk_seen);
                 c->released++;

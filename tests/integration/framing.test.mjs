@@ -105,6 +105,8 @@ test('body larger than libevent\'s own cap: JSON 413 naming limits.max_body_byte
   await refused(post(`Content-Length: ${big.length}\r\n`, big), 413, /limits\.max_body_bytes/);
   const chunks = `${(3000).toString(16)}\r\n${'y'.repeat(3000)}\r\n0\r\n\r\n`;
   await refused(post('Transfer-Encoding: chunked\r\n', chunks), 413, /limits\.max_body_bytes/);
+  // within the limit in data, but with five bytes of framing per byte held back
+  await refused(post('Transfer-Encoding: chunked\r\n', `${'1\r\nz\r\n'.repeat(1500)}0\r\n\r\n`), 413, /framing exceeds/);
   await stillServing();
 });
 
