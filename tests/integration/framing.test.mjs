@@ -21,7 +21,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (stack) await stack.stop();
+  if (stack) assert.equal(await stack.stop(), 0, 'the server did not exit cleanly (sanitizer report?)');
 });
 
 // One refused request: exactly one JSON error answer, then the server closes.

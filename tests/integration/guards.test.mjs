@@ -24,8 +24,8 @@ before(async () => {
 });
 
 after(async () => {
-  if (tokened) await tokened.stop();
-  if (stack) await stack.stop();
+  if (tokened) assert.equal(await tokened.stop(), 0);
+  if (stack) assert.equal(await stack.stop(), 0);
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 

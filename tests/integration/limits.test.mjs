@@ -19,7 +19,7 @@ before(async () => {
 });
 
 after(async () => {
-  if (stack) await stack.stop();
+  if (stack) assert.equal(await stack.stop(), 0, 'the server did not exit cleanly (sanitizer report?)');
   fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -131,6 +131,6 @@ test('file descriptors exhausted (EMFILE): a new connection is refused at once a
     assert.equal(parseResponses(ok.data)[0]?.status, 200, ok.data);
   } finally {
     for (const s of socks) s.destroy();
-    await srv.stop();
+    assert.equal(await srv.stop(), 0);
   }
 });
