@@ -475,8 +475,9 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
         for (int k = 0; k < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; k++)
             ;
         int n = snprintf(out, sizeof out, REFUSAL, sizeof REFUSAL_BODY - 1, REFUSAL_BODY);
-        if (n > 0 && send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-            n = 0; /* best effort: the client sees the close either way */
+        /* best effort (a fresh socket's send buffer is empty): the close comes anyway */
+        if (n > 0)
+            send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
         close(fd);
         g->conns_refused++;
     }

@@ -1,5 +1,6 @@
 /* connguard: a whole-request deadline for server connections (slow-loris defence,
- * SPEC §21).
+ * connection limits), the strict framing gate in front of evhttp's parser and the connection
+ * cap (both described below).
  *
  * libevent's evhttp timeout restarts on every byte read, so a client that sends one
  * header byte every few seconds holds its connection forever. connguard gives every
