@@ -532,7 +532,7 @@ static void lease_forget(flow *f)
 
 static void lease_remember(flow *f, const char *conversation_id)
 {
-    long ttl = conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s");
+    long ttl = f->a->cfg->trace_core_lease_cache_ttl_s;
     if (ttl <= 0 || !f->lease_token[0])
         return;
     lease_entry *e = lease_slot(f);
@@ -547,7 +547,7 @@ static void lease_remember(flow *f, const char *conversation_id)
 /* 1 if a fresh entry for this caller, interaction and conversation filled the lease. */
 static int lease_reuse(flow *f)
 {
-    if (conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s") <= 0)
+    if (f->a->cfg->trace_core_lease_cache_ttl_s <= 0)
         return 0;
     lease_entry *e = lease_slot(f);
     if (strcmp(e->key, f->lease_key) || e->expires_ms <= now_mono_ms() ||

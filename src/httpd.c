@@ -129,16 +129,6 @@ lang_id lang_from_accept(const char *h, lang_id dflt)
     return best;
 }
 
-int app_gate_enabled(app *a, const char *gate)
-{
-    if (!gate || !*gate)
-        return 1;
-    if (strcmp(gate, "EXECUTE_SKILL_ENABLED") == 0)
-        return conf_bool(a->cfg, "execute_skill_enabled");
-    const char *v = getenv(gate); /* other switches: the environment, off unless truthy */
-    return v && (str_ieq(v, "true") || !strcmp(v, "1"));
-}
-
 /* ---- request id and traceparent ---- */
 
 static int valid_request_id(const char *s)
@@ -245,7 +235,7 @@ static void record_metrics(req_ctx *c)
 static void access_log(req_ctx *c, size_t bytes_out)
 {
     record_metrics(c);
-    if (!conf_bool(c->app->cfg, "access_log"))
+    if (!c->app->cfg->access_log)
         return;
     buf b = BUF_INIT;
     int64_t dur = now_mono_ms() - c->t0;
@@ -522,7 +512,7 @@ static void reply_unauthorized(req_ctx *c, const char *details)
 {
     buf h = BUF_INIT;
     buf_puts(&h, "Bearer realm=\"context-loader\", error=\"invalid_token\"");
-    const char *meta = conf_str(c->app->cfg, "oauth.resource_metadata_url");
+    const char *meta = c->app->cfg->oauth_resource_metadata_url;
     if (*meta)
         buf_printf(&h, ", resource_metadata=\"%s\"", meta);
     req_add_header(c, "WWW-Authenticate", h.data);
@@ -616,7 +606,7 @@ static int origin_allowed(req_ctx *c)
     const char *origin = req_header(c, "Origin");
     if (!origin || !*origin || !strcmp(origin, "null"))
         return origin == NULL;
-    const char *list = conf_str(c->app->cfg, "allowed_origins");
+    const char *list = c->app->cfg->allowed_origins;
     size_t olen = strlen(origin);
     for (const char *p = list; *p;) {
         while (*p == ' ' || *p == ',')
@@ -706,7 +696,7 @@ static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char
     snprintf(c->tool, sizeof c->tool, "%s", tool);
     tools_gen *g = tools_host_acquire(c->app->tools);
     const tools_info *ti = g ? tools_gen_find_rest(g, c->tool) : NULL;
-    int visible = ti && (ti->surfaces & surface) && app_gate_enabled(c->app, ti->gate);
+    int visible = ti && (ti->surfaces & surface) && ti->gate_open;
     if (g)
         tools_gen_release(g);
     if (!visible) {
@@ -783,13 +773,13 @@ static void gencb(struct evhttp_request *req, void *arg)
         snprintf(c->traceparent, sizeof c->traceparent, "%s", tp);
     c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
 
-    if (header_bytes(req) > (size_t)conf_int(a->cfg, "limits.max_header_bytes")) {
+    if (header_bytes(req) > (size_t)a->cfg->limits_max_header_bytes) {
         req_add_header(c, "Connection", "close");
         req_reply_error(c, 413, NULL, "request header block exceeds limits.max_header_bytes");
         return;
     }
     if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) >
-        (size_t)conf_int(a->cfg, "limits.max_body_bytes")) {
+        (size_t)a->cfg->limits_max_body_bytes) {
         req_add_header(c, "Connection", "close");
         req_reply_error(c, 413, NULL, "request body exceeds limits.max_body_bytes");
         return;
@@ -804,7 +794,7 @@ static void gencb(struct evhttp_request *req, void *arg)
         return;
     }
     const char *rest = c->path + plen;
-    int ptc_on = conf_bool(a->cfg, "execute_skill_enabled");
+    int ptc_on = a->cfg->execute_skill_enabled;
     const char *mcp_surface = !strcmp(rest, "/mcp") || !strcmp(rest, "/mcp/") ? "mcp"
                               : !strcmp(rest, "/mcp-compact") || !strcmp(rest, "/mcp-compact/")
                                   ? "compact"
@@ -1183,13 +1173,13 @@ int httpd_start(app *a, char *err, size_t errlen)
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
-    evhttp_set_max_headers_size(a->http, 4 * conf_int(a->cfg, "limits.max_header_bytes"));
+    evhttp_set_max_headers_size(a->http, 4 * a->cfg->limits_max_header_bytes);
     /* As for headers: libevent's own cap (a bare HTML 413) is 2x the limit; between
      * the limit and the cap gencb answers the JSON 413. */
-    evhttp_set_max_body_size(a->http, 2 * conf_int(a->cfg, "limits.max_body_bytes"));
-    evhttp_set_timeout(a->http, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
+    evhttp_set_max_body_size(a->http, 2 * a->cfg->limits_max_body_bytes);
+    evhttp_set_timeout(a->http, (int)a->cfg->limits_idle_timeout_s);
     /* evhttp's timeout restarts with every byte; this bounds the whole request */
-    g_guard = connguard_new(a->base, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
+    g_guard = connguard_new(a->base, (int)a->cfg->limits_idle_timeout_s);
     connguard_attach(g_guard, a->http);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
@@ -1205,7 +1195,7 @@ int httpd_start(app *a, char *err, size_t errlen)
         }
         g_listen_fd = -1;
     } else {
-        if (bind_listener(a, a->http, conf_str(a->cfg, "listen"), &a->listener, err, errlen) < 0)
+        if (bind_listener(a, a->http, a->cfg->listen, &a->listener, err, errlen) < 0)
             return -1;
         print_bound(a->listener, "public");
     }
@@ -1214,7 +1204,7 @@ int httpd_start(app *a, char *err, size_t errlen)
 
     if (!g_metrics)
         g_metrics = metrics_new();
-    const char *admin = conf_str(a->cfg, "admin_listen");
+    const char *admin = a->cfg->admin_listen;
     /* workers > 1: worker 0 alone serves it, on the socket the master bound */
     if (*admin && (g_worker < 0 || g_admin_fd >= 0)) {
         a->admin_http = evhttp_new(a->base);

@@ -66,7 +66,7 @@ const char *ptc_sandbox_url(void)
 
 void ptc_init(app *a)
 {
-    const char *conf_url = conf_str(a->cfg, "ptc.sandbox_mcp_url");
+    const char *conf_url = a->cfg->ptc_sandbox_mcp_url;
     if (conf_url && *conf_url) {
         size_t n = strlen(conf_url);
         /* the trailing slash avoids a redirect that urllib would not re-POST */
@@ -142,7 +142,7 @@ static int build_p(lua_State *L)
 
 static int usable(app *a, const tools_info *ti, unsigned surface)
 {
-    return (ti->surfaces & surface) && app_gate_enabled(a, ti->gate);
+    return (ti->surfaces & surface) && ti->gate_open;
 }
 
 /* Renders g's toolkit for lang into k. Returns 0, or -1 (logged). */

@@ -415,6 +415,7 @@ static int info_p(lua_State *L)
     t->kind = opt_field(L, -1, "kind");
     t->group = opt_field(L, -1, "group");
     t->gate = opt_field(L, -1, "gate");
+    t->gate_open = conf_gate_open(c->g->cfg->settings, t->gate);
     t->rest_alias = opt_field(L, -1, "rest_alias");
     if (!t->name)
         t->name = xstrdup(c->f->name);
