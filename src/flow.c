@@ -6,6 +6,7 @@
 
 #include "callcheck.h"
 #include "guard.h"
+#include "log.h"
 #include "toon.h"
 
 struct flow {
@@ -342,10 +343,11 @@ static void on_finalized(const trace_reply *r, void *arg)
             f->receipt = json_clone(rc);
     } else {
         /* The business result stands; the receipt stays pending at Core. */
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"warn\",\"msg\":\"operation finalize failed\","
-                "\"request_id\":\"%s\",\"operation_id\":\"%s\",\"trace_status\":%d}\n",
-                (long long)now_wall_ms(), f->c->request_id, f->operation_id, (int)r->status);
+        log_line *l = log_begin(LOG_WARN, "operation finalize failed");
+        log_str(l, "request_id", f->c->request_id);
+        log_str(l, "operation_id", f->operation_id);
+        log_int(l, "trace_status", (int)r->status);
+        log_end(l);
     }
     deliver(f);
 }
@@ -416,10 +418,10 @@ static void on_call_done(const call_result *res, void *arg)
         char err[200];
         json_value *v = json_parse(res->body, res->body_len, NULL, err, sizeof err);
         if (!v || toon_encode(&f->toon_text, v, NULL, err, sizeof err) < 0) {
-            fprintf(stderr,
-                    "{\"ts\":%lld,\"level\":\"error\",\"msg\":\"toon rendering failed\","
-                    "\"request_id\":\"%s\",\"tool\":\"%s\"}\n",
-                    (long long)now_wall_ms(), f->c->request_id, f->ti->name);
+            log_line *l = log_begin(LOG_ERROR, "toon rendering failed");
+            log_str(l, "request_id", f->c->request_id);
+            log_str(l, "tool", f->ti->name);
+            log_end(l);
             buf_free(&f->toon_text); /* falls back to JSON */
         }
         json_free(v);

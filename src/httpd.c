@@ -22,6 +22,7 @@
 #include "flow.h"
 #include "httpd.h"
 #include "lifecycle.h"
+#include "log.h"
 #include "metrics.h"
 #include "server.h"
 
@@ -237,35 +238,29 @@ static void access_log(req_ctx *c, size_t bytes_out)
     record_metrics(c);
     if (!c->app->cfg->access_log)
         return;
-    buf b = BUF_INIT;
     int64_t dur = now_mono_ms() - c->t0;
-    buf_printf(&b, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"request\",\"request_id\":",
-               (long long)now_wall_ms());
-    json_write_string(&b, c->request_id, strlen(c->request_id));
-    buf_puts(&b, ",\"method\":");
-    json_write_string(&b, c->method, strlen(c->method));
-    buf_puts(&b, ",\"path\":");
-    json_write_string(&b, c->path, strlen(c->path));
-    buf_printf(&b, ",\"status\":%d", c->status);
+    log_line *l = log_begin(LOG_INFO, "request");
+    log_str(l, "request_id", c->request_id);
+    log_str(l, "method", c->method);
+    log_str(l, "path", c->path);
+    log_int(l, "status", c->status);
     if (c->authed)
-        buf_printf(&b, ",\"principal\":\"%.16s\"", c->who.key);
+        log_strn(l, "principal", c->who.key, 16);
     if (c->surface[0])
-        buf_printf(&b, ",\"surface\":\"%s\"", c->surface);
-    if (c->tool[0]) {
-        buf_puts(&b, ",\"tool\":");
-        json_write_string(&b, c->tool, strlen(c->tool));
-    }
+        log_str(l, "surface", c->surface);
+    if (c->tool[0])
+        log_str(l, "tool", c->tool);
     if (c->gen)
-        buf_printf(&b, ",\"generation\":%u", tools_gen_id(c->gen));
-    if (c->outcome)
-        buf_printf(&b, ",\"outcome\":\"%s\"", c->outcome);
-    buf_printf(&b,
-               ",\"duration_ms\":%lld,\"lua_ms\":%lld,\"upstream_ms\":%lld,\"trace_core_ms\":%lld,"
-               "\"bytes_out\":%zu%s}\n",
-               (long long)dur, (long long)c->lua_ms, (long long)c->upstream_ms,
-               (long long)c->trace_ms, bytes_out, c->sse ? ",\"sse\":true" : "");
-    fputs(b.data, stderr);
-    buf_free(&b);
+        log_int(l, "generation", tools_gen_id(c->gen));
+    log_str(l, "outcome", c->outcome);
+    log_int(l, "duration_ms", dur);
+    log_int(l, "lua_ms", c->lua_ms);
+    log_int(l, "upstream_ms", c->upstream_ms);
+    log_int(l, "trace_core_ms", c->trace_ms);
+    log_int(l, "bytes_out", (long long)bytes_out);
+    if (c->sse)
+        log_bool(l, "sse", 1);
+    log_end(l);
 }
 
 static void ctx_free(req_ctx *c)
@@ -908,10 +903,11 @@ void httpd_log_listening(int fd, const char *what)
         inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
         port = ntohs(sin6->sin6_port);
     }
-    fprintf(stderr,
-            "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"listening\",\"listener\":\"%s\","
-            "\"addr\":\"%s\",\"port\":%d}\n",
-            (long long)now_wall_ms(), what, host, port);
+    log_line *l = log_begin(LOG_INFO, "listening");
+    log_str(l, "listener", what);
+    log_str(l, "addr", host);
+    log_int(l, "port", port);
+    log_end(l);
 }
 
 static void print_bound(struct evhttp_bound_socket *s, const char *what)

@@ -2,13 +2,12 @@
  * must succeed. With workers > 1 a master process binds the public socket and
  * supervises N forked workers, each of which runs what a single process runs
  * (docs/operations.md, "Workers"). */
-#define _GNU_SOURCE /* fopencookie */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "httpd.h"
+#include "log.h"
 #include "server.h"
 
 #define MAX_WORKERS 64
@@ -38,6 +38,10 @@ static sigset_t g_orig_mask;
 static char g_secret[65];
 static int64_t g_first_term_ms; /* worker: when the first SIGTERM/SIGINT arrived */
 static int g_is_worker;
+
+#define SHARED_NO_SECRET                                                                           \
+    "state_store is shared but session_secret is empty: session ids work only on the instance "    \
+    "that minted them"
 
 static void usage(FILE *f)
 {
@@ -101,8 +105,9 @@ static void drain_check(evutil_socket_t fd, short ev, void *arg)
     if (!deadline)
         deadline = now_mono_ms() + a->cfg->shutdown_grace_s * 1000;
     if (a->inflight == 0 || now_mono_ms() >= deadline) {
-        fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"shutdown\",\"abandoned\":%zu}\n",
-                (long long)now_wall_ms(), a->inflight);
+        log_line *l = log_begin(LOG_INFO, "shutdown");
+        log_int(l, "abandoned", (long long)a->inflight);
+        log_end(l);
         event_base_loopexit(a->base, NULL);
         return;
     }
@@ -125,10 +130,10 @@ static void on_term(evutil_socket_t sig, short ev, void *arg)
     }
     a->draining = 1;
     g_first_term_ms = now_mono_ms();
-    fprintf(
-        stderr,
-        "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"draining\",\"signal\":%d,\"inflight\":%zu}\n",
-        (long long)now_wall_ms(), (int)sig, a->inflight);
+    log_line *l = log_begin(LOG_INFO, "draining");
+    log_int(l, "signal", (int)sig);
+    log_int(l, "inflight", (long long)a->inflight);
+    log_end(l);
     httpd_stop_accepting(a);
     mcp_close_streams(a);
     drain_check(-1, 0, a);
@@ -174,77 +179,6 @@ static int check_tools(const char *dir, settings *cfg)
         printf("context-loader: %s: tools are valid\n", dir);
     free(report);
     return errors ? 1 : 0;
-}
-
-/* Worker logs: stderr is replaced by a stream that adds "worker":k after "ts" in
- * every JSON log line (all modules log through stderr), and writes each whole line
- * with one write(2) so lines of different workers do not interleave. */
-typedef struct wlog {
-    int index;
-    char line[16384];
-    size_t len;
-} wlog;
-
-static void wlog_emit(wlog *w, const char *p, size_t n)
-{
-    char out[sizeof w->line + 32];
-    size_t o = 0;
-    const char *comma = NULL;
-    if (n > 6 && !memcmp(p, "{\"ts\":", 6))
-        comma = memchr(p + 6, ',', n - 6);
-    if (comma) {
-        size_t head = (size_t)(comma - p) + 1;
-        memcpy(out, p, head);
-        o = head + (size_t)snprintf(out + head, 32, "\"worker\":%d,", w->index);
-        memcpy(out + o, comma + 1, n - head);
-        o += n - head;
-    } else {
-        memcpy(out, p, n);
-        o = n;
-    }
-    for (size_t done = 0; done < o;) {
-        ssize_t k = write(2, out + done, o - done);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return;
-        done += (size_t)k;
-    }
-}
-
-static ssize_t wlog_write(void *cookie, const char *data, size_t n)
-{
-    wlog *w = cookie;
-    for (size_t i = 0; i < n; i++) {
-        w->line[w->len++] = data[i];
-        if (data[i] == '\n' || w->len == sizeof w->line) {
-            wlog_emit(w, w->line, w->len);
-            w->len = 0;
-        }
-    }
-    return (ssize_t)n;
-}
-
-static int wlog_close(void *cookie)
-{
-    wlog *w = cookie;
-    if (w->len)
-        wlog_emit(w, w->line, w->len);
-    w->len = 0;
-    return 0;
-}
-
-static void wlog_install(int index)
-{
-    static wlog w;
-    w.index = index;
-    w.len = 0;
-    cookie_io_functions_t io = {NULL, wlog_write, NULL, wlog_close};
-    FILE *f = fopencookie(&w, "w", io);
-    if (!f)
-        return;
-    setvbuf(f, NULL, _IONBF, 0);
-    stderr = f; /* glibc: the standard streams are assignable variables */
 }
 
 /* workers: "auto" = online CPUs; bounded to 1..MAX_WORKERS (conf.c checked the form). */
@@ -351,11 +285,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
             goto done;
         }
         if (!w && !*a.cfg->session_secret)
-            fprintf(stderr,
-                    "{\"ts\":%lld,\"level\":\"warn\",\"msg\":\"state_store is shared but "
-                    "session_secret is empty: session ids work only on the instance "
-                    "that minted them\"}\n",
-                    (long long)now_wall_ms());
+            log_end(log_begin(LOG_WARN, SHARED_NO_SECRET));
     } else {
         fprintf(stderr, "context-loader: config key state_store: expected memory or "
                         "redis://[[user]:password@]host[:port][/db]\n");
@@ -413,8 +343,9 @@ static int run_worker(settings *cfg, const worker_opts *w)
         free(report);
         goto done;
     }
-    fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"tools loaded\",\"report\":\"%s\"}\n",
-            (long long)now_wall_ms(), report ? report : "");
+    log_line *l = log_begin(LOG_INFO, "tools loaded");
+    log_str(l, "report", report ? report : "");
+    log_end(l);
     free(report);
     if (httpd_start(&a, err, sizeof err) < 0) {
         fprintf(stderr, "context-loader: %s\n", err);
@@ -484,26 +415,15 @@ typedef struct worker_slot {
 
 static worker_slot g_slots[MAX_WORKERS];
 
-static void master_log(const char *level, const char *msg, const char *fmt_extra, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* One JSON line like the workers' ones, marked "role":"master". */
-static void master_log(const char *level, const char *msg, const char *fmt_extra, ...)
+/* A master line about worker k that ended: "worker", "pid" and how:code. */
+static log_line *worker_end_line(log_level level, const char *msg, int k, pid_t pid,
+                                 const char *how, int code)
 {
-    buf b = BUF_INIT;
-    buf_printf(&b, "{\"ts\":%lld,\"level\":\"%s\",\"role\":\"master\",\"msg\":\"%s\"",
-               (long long)now_wall_ms(), level, msg);
-    if (fmt_extra && *fmt_extra) {
-        char extra[512];
-        va_list ap;
-        va_start(ap, fmt_extra);
-        vsnprintf(extra, sizeof extra, fmt_extra, ap);
-        va_end(ap);
-        buf_printf(&b, ",%s", extra);
-    }
-    buf_puts(&b, "}\n");
-    fputs(b.data, stderr);
-    buf_free(&b);
+    log_line *l = log_begin(level, msg);
+    log_int(l, "worker", k);
+    log_int(l, "pid", (int)pid);
+    log_int(l, how, code);
+    return l;
 }
 
 /* Forks worker k; the child never returns from here. */
@@ -515,7 +435,10 @@ static void spawn_worker(settings *cfg, int k, int n, int listen_fd, int admin_f
     pid_t master = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        master_log("error", "fork failed", "\"worker\":%d,\"error\":\"%s\"", k, strerror(errno));
+        log_line *l = log_begin(LOG_ERROR, "fork failed");
+        log_int(l, "worker", k);
+        log_str(l, "error", strerror(errno));
+        log_end(l);
         g_slots[k].restart_at = now_mono_ms() + 1000;
         return;
     }
@@ -537,7 +460,8 @@ static void spawn_worker(settings *cfg, int k, int n, int listen_fd, int admin_f
     if (getppid() != master)
         _exit(1);
     g_is_worker = 1;
-    wlog_install(k);
+    log_set_role(NULL);
+    log_set_worker(k);
     worker_opts w = {k, n, listen_fd, ready[1], master};
     httpd_set_worker(k, n, listen_fd, admin_fd, master);
     int rc = run_worker(cfg, &w);
@@ -567,6 +491,7 @@ static void signal_workers(int n, int sig, pid_t except)
  * creates no event base: workers must not inherit one. Takes cfg. */
 static int run_master(settings *cfg, int n)
 {
+    log_set_role("master");
     int rc = 1, sfd = -1, lfd = -1, afd = -1, ready[2] = {-1, -1};
     int announced = 0, stopping = 0, startup = 1;
     int64_t stop_deadline = 0;
@@ -599,13 +524,12 @@ static int run_master(settings *cfg, int n)
         unsigned char rnd[32];
         random_bytes(rnd, sizeof rnd);
         hex_encode(rnd, sizeof rnd, g_secret);
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"warn\",\"role\":\"master\",\"msg\":\"state_store is "
-                "shared but session_secret is empty: session ids work only on the instance "
-                "that minted them\"}\n",
-                (long long)now_wall_ms());
+        log_end(log_begin(LOG_WARN, SHARED_NO_SECRET));
     }
-    master_log("info", "starting workers", "\"workers\":%d,\"pid\":%d", n, (int)getpid());
+    log_line *l = log_begin(LOG_INFO, "starting workers");
+    log_int(l, "workers", n);
+    log_int(l, "pid", (int)getpid());
+    log_end(l);
     for (int k = 0; k < n; k++)
         spawn_worker(cfg, k, n, lfd, afd, ready, sfd);
     for (;;) {
@@ -618,7 +542,9 @@ static int run_master(settings *cfg, int n)
         for (int k = 0; k < n && !stopping; k++) {
             if (!g_slots[k].pid && g_slots[k].restart_at) {
                 if (g_slots[k].restart_at <= now) {
-                    master_log("info", "restarting worker", "\"worker\":%d", k);
+                    log_line *l = log_begin(LOG_INFO, "restarting worker");
+                    log_int(l, "worker", k);
+                    log_end(l);
                     spawn_worker(cfg, k, n, lfd, afd, ready, sfd);
                     continue;
                 }
@@ -628,8 +554,10 @@ static int run_master(settings *cfg, int n)
         }
         if (stopping) {
             if (now >= stop_deadline) {
-                master_log("warn", "workers outlived the grace period: killing them",
-                           "\"workers\":%d", live);
+                log_line *l =
+                    log_begin(LOG_WARN, "workers outlived the grace period: killing them");
+                log_int(l, "workers", live);
+                log_end(l);
                 signal_workers(n, SIGKILL, 0);
                 stop_deadline = now + 60000;
             }
@@ -649,8 +577,10 @@ static int run_master(settings *cfg, int n)
                 if (k >= n || !g_slots[k].pid)
                     continue;
                 g_slots[k].ready = 1;
-                master_log("info", "worker ready", "\"worker\":%d,\"pid\":%d", k,
-                           (int)g_slots[k].pid);
+                log_line *l = log_begin(LOG_INFO, "worker ready");
+                log_int(l, "worker", k);
+                log_int(l, "pid", (int)g_slots[k].pid);
+                log_end(l);
             }
         }
         if (!announced) {
@@ -683,14 +613,13 @@ static int run_master(settings *cfg, int n)
                     const char *how = WIFSIGNALED(st) ? "signal" : "status";
                     int code = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
                     if (stopping) {
-                        master_log("info", "worker exited", "\"worker\":%d,\"pid\":%d,\"%s\":%d", k,
-                                   (int)pid, how, code);
+                        log_end(worker_end_line(LOG_INFO, "worker exited", k, pid, how, code));
                         continue;
                     }
                     if (startup && !was_ready) {
                         /* a configuration or tools error: restarting cannot help */
-                        master_log("error", "worker failed to start",
-                                   "\"worker\":%d,\"pid\":%d,\"%s\":%d", k, (int)pid, how, code);
+                        log_end(worker_end_line(LOG_ERROR, "worker failed to start", k, pid, how,
+                                                code));
                         stopping = 1;
                         stop_deadline = now_mono_ms() + 5000;
                         signal_workers(n, SIGTERM, 0);
@@ -703,10 +632,10 @@ static int run_master(settings *cfg, int n)
                     if (delay > 10000)
                         delay = 10000;
                     g_slots[k].restart_at = now_mono_ms() + delay;
-                    master_log("error", "worker died",
-                               "\"worker\":%d,\"pid\":%d,\"%s\":%d,\"uptime_ms\":%lld,"
-                               "\"restart_in_ms\":%lld",
-                               k, (int)pid, how, code, (long long)up, (long long)delay);
+                    log_line *l = worker_end_line(LOG_ERROR, "worker died", k, pid, how, code);
+                    log_int(l, "uptime_ms", up);
+                    log_int(l, "restart_in_ms", delay);
+                    log_end(l);
                 }
             } else if (sig == SIGTERM || sig == SIGINT) {
                 if (!stopping) {
@@ -720,18 +649,23 @@ static int run_master(settings *cfg, int n)
                         close(afd);
                     afd = -1;
                 }
-                master_log("info", "stopping", "\"signal\":%d", sig);
+                log_line *l = log_begin(LOG_INFO, "stopping");
+                log_int(l, "signal", sig);
+                log_end(l);
                 signal_workers(n, sig, 0);
             } else if (sig == SIGHUP) {
                 /* from worker 0 (/admin/reload, it reloaded itself) or an operator */
                 pid_t from = worker_of((pid_t)si.ssi_pid, n) >= 0 ? (pid_t)si.ssi_pid : 0;
-                master_log("info", "reload forwarded", "\"from_worker\":%s",
-                           from ? "true" : "false");
+                log_line *l = log_begin(LOG_INFO, "reload forwarded");
+                log_bool(l, "from_worker", from);
+                log_end(l);
                 signal_workers(n, SIGHUP, from);
             }
         }
     }
-    master_log("info", "shutdown", "\"status\":%d", rc);
+    l = log_begin(LOG_INFO, "shutdown");
+    log_int(l, "status", rc);
+    log_end(l);
 done:
     if (sfd >= 0)
         close(sfd);

@@ -8,6 +8,7 @@
 
 #include "flow.h"
 #include "lifecycle.h"
+#include "log.h"
 #include "mcp_msg.h"
 #include "server.h"
 
@@ -391,10 +392,10 @@ void mcp_tools_changed(app *a, tools_gen *cur)
         stream_write(s,
                      "event: message\ndata: "
                      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
-    fprintf(stderr,
-            "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"list_changed\",\"generation\":%u,"
-            "\"streams\":%zu}\n",
-            (long long)now_wall_ms(), cur ? tools_gen_id(cur) : 0, n);
+    log_line *l = log_begin(LOG_INFO, "list_changed");
+    log_int(l, "generation", cur ? tools_gen_id(cur) : 0);
+    log_int(l, "streams", (long long)n);
+    log_end(l);
 }
 
 void mcp_close_streams(app *a)

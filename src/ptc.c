@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "json_lua.h"
+#include "log.h"
 #include "lvm.h"
 #include "server.h"
 
@@ -170,14 +171,10 @@ static int kit_build(app *a, tools_gen *g, lang_id lang, kit_lang *k)
     b.ptc_tools = ptc_tools;
     b.lang = lang_tag(lang);
     if (lvm_cpcall(lvm_state(tools_gen_vm(g)), build_p, &b, &err) != 0) {
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"error\",\"msg\":\"ptc toolkit rendering failed\","
-                "\"generation\":%u,\"error\":",
-                (long long)now_wall_ms(), tools_gen_id(g));
-        buf m = BUF_INIT;
-        json_write_string(&m, err ? err : "?", err ? strlen(err) : 1);
-        fprintf(stderr, "%s}\n", m.data);
-        buf_free(&m);
+        log_line *l = log_begin(LOG_ERROR, "ptc toolkit rendering failed");
+        log_int(l, "generation", tools_gen_id(g));
+        log_str(l, "error", err ? err : "?");
+        log_end(l);
         goto done;
     }
     tools = json_parse(b.tools.data, b.tools.len, NULL, NULL, 0);
