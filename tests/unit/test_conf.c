@@ -96,6 +96,20 @@ static void unset_all(void)
     }
 }
 
+/* Loads path (and the environment): every member reads sample v. */
+static void check_loaded(const char *path, int v)
+{
+    char want[256], got[256];
+    settings *s = load(path);
+    CHECK(s != NULL);
+    for (size_t i = 0; s && i < conf_key_count(); i++) {
+        expect(TYPES[i], i, v, want, sizeof want);
+        member_text(s, i, got, sizeof got);
+        CHECK_STR(got, want);
+    }
+    conf_free(s);
+}
+
 static void test_round_trip(const char *path)
 {
     size_t n = conf_key_count();
@@ -126,14 +140,7 @@ static void test_round_trip(const char *path)
         fprintf(f, "  %s =  %s  \n", conf_key_name(i), want);
     }
     fclose(f);
-    s = load(path);
-    CHECK(s != NULL);
-    for (size_t i = 0; s && i < n; i++) {
-        expect(TYPES[i], i, 1, want, sizeof want);
-        member_text(s, i, got, sizeof got);
-        CHECK_STR(got, want);
-    }
-    conf_free(s);
+    check_loaded(path, 1);
 
     /* every key from the environment, over the file */
     for (size_t i = 0; i < n; i++) {
@@ -142,14 +149,7 @@ static void test_round_trip(const char *path)
         sample(TYPES[i], i, 2, want, sizeof want);
         setenv(env, want, 1);
     }
-    s = load(path);
-    CHECK(s != NULL);
-    for (size_t i = 0; s && i < n; i++) {
-        expect(TYPES[i], i, 2, want, sizeof want);
-        member_text(s, i, got, sizeof got);
-        CHECK_STR(got, want);
-    }
-    conf_free(s);
+    check_loaded(path, 2);
     unset_all();
 }
 
