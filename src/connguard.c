@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "framing.h"
+#include "log.h"
 #include "util.h"
 
 #define BUCKETS 1024 /* power of two */
@@ -458,9 +459,9 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
         if (g_listeners[i].l == l)
             g = g_listeners[i].g;
     if (!g || (err != EMFILE && err != ENFILE)) {
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"warn\",\"msg\":\"accept failed\",\"error\":\"%s\"}\n",
-                (long long)now_wall_ms(), strerror(err));
+        log_line *ln = log_begin(LOG_WARN, "accept failed");
+        log_str(ln, "error", strerror(err));
+        log_end(ln);
         return;
     }
     /* The connection waiting in the backlog would make the listener fire again at

@@ -28,7 +28,7 @@
 typedef struct sse_stream sse_stream;
 
 typedef struct app {
-    conf *cfg;
+    const settings *cfg; /* owned by main */
     struct event_base *base;
     fetch_ctx *fetch;
     auth_ctx *auth;
@@ -126,8 +126,6 @@ void req_detach(req_ctx *c, int status);
 void req_end_stream(req_ctx *c, size_t bytes_out);
 /* Fills a call environment from the request (strings borrowed from c). */
 void req_call_env(req_ctx *c, call_env *env);
-/* Whether the gate of a tool is switched on. */
-int app_gate_enabled(app *a, const char *gate);
 const char *lang_tag(lang_id l);
 lang_id lang_from_accept(const char *accept_language, lang_id dflt);
 
