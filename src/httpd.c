@@ -698,8 +698,8 @@ static const char *method_name(enum evhttp_cmd_type cmd)
 }
 
 /* Size of the request line and header block as received (approximately: names,
- * values and separators). libevent enforces a hard cap of 4x the limit itself (with
- * a bare 400); between the limit and the cap the client gets a JSON 413. */
+ * values and separators). connguard's framing gate refuses heads over the limit
+ * before evhttp reads them; this check and libevent's own cap (4x) are backstops. */
 static size_t header_bytes(struct evhttp_request *req)
 {
     size_t n = strlen(evhttp_request_get_uri(req)) + 16;
@@ -1247,6 +1247,12 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     not_found(c);
 }
 
+/* The methods evhttp hands to the callbacks: the ones the framing check accepts
+ * (framing.c); others never reach evhttp. */
+#define METHODS                                                                                    \
+    (EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD |     \
+     EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH)
+
 int httpd_start(app *a, char *err, size_t errlen)
 {
     a->http = evhttp_new(a->base);
@@ -1254,9 +1260,9 @@ int httpd_start(app *a, char *err, size_t errlen)
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
+    /* Backstops only: connguard's framing gate refuses heads and bodies over the limits
+     * (JSON 413) before evhttp reads them; libevent's own caps would answer HTML. */
     evhttp_set_max_headers_size(a->http, 4 * a->cfg->limits_max_header_bytes);
-    /* As for headers: libevent's own cap (a bare HTML 413) is 2x the limit; between
-     * the limit and the cap gencb answers the JSON 413. */
     evhttp_set_max_body_size(a->http, 2 * a->cfg->limits_max_body_bytes);
     evhttp_set_timeout(a->http, (int)a->cfg->limits_idle_timeout_s);
     /* evhttp's timeout restarts with every byte; this bounds the whole request, and
@@ -1271,9 +1277,7 @@ int httpd_start(app *a, char *err, size_t errlen)
         return -1;
     if (!g_plimit)
         g_plimit = plimit_new((size_t)a->cfg->limits_max_calls_per_principal);
-    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
-                                            EVHTTP_REQ_PATCH);
+    evhttp_set_allowed_methods(a->http, METHODS);
     evhttp_set_default_content_type(a->http, "application/json; charset=utf-8");
     evhttp_set_gencb(a->http, gencb, a);
     if (g_listen_fd >= 0) {
@@ -1301,9 +1305,7 @@ int httpd_start(app *a, char *err, size_t errlen)
         a->admin_http = evhttp_new(a->base);
         evhttp_set_timeout(a->admin_http, 30);
         evhttp_set_max_body_size(a->admin_http, 65536);
-        evhttp_set_allowed_methods(
-            a->admin_http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT |
-                               EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
+        evhttp_set_allowed_methods(a->admin_http, METHODS);
         evhttp_set_gencb(a->admin_http, admin_gencb, a);
         connguard_limits al = {30, 16384, 65536, 0};
         g_admin_guard = connguard_new(a->base, &al);
