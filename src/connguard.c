@@ -494,8 +494,17 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
 void connguard_listener(connguard *g, struct evhttp_bound_socket *s)
 {
     struct evconnlistener *l = s ? evhttp_bound_socket_get_listener(s) : NULL;
-    if (!g || !l)
+    if (!g)
         return;
+    if (!l) { /* the listener goes away */
+        for (size_t i = 0; i < sizeof g_listeners / sizeof g_listeners[0]; i++)
+            if (g_listeners[i].g == g)
+                g_listeners[i].l = NULL, g_listeners[i].g = NULL;
+        g->listener = NULL;
+        if (g->resume)
+            event_del(g->resume);
+        return;
+    }
     for (size_t i = 0; i < sizeof g_listeners / sizeof g_listeners[0]; i++) {
         if (g_listeners[i].l && g_listeners[i].l != l)
             continue;

@@ -61,7 +61,8 @@ typedef struct connguard_refusal {
 connguard *connguard_new(struct event_base *base, const connguard_limits *lim);
 /* Creates the bufferevents of http's future connections. */
 void connguard_attach(connguard *g, struct evhttp *http);
-/* Handles accept() failures of the listener (descriptors exhausted). */
+/* Handles accept() failures of the listener (descriptors exhausted). s == NULL:
+ * the listener is about to be freed (before evhttp_del_accept_socket). */
 void connguard_listener(connguard *g, struct evhttp_bound_socket *s);
 /* Call first in the request callback: req's connection completed a request. Returns
  * 1 when req stands for a refused request or connection, with *why set: answer it

@@ -1332,6 +1332,7 @@ int httpd_start(app *a, char *err, size_t errlen)
 void httpd_stop_accepting(app *a)
 {
     if (a->listener) {
+        connguard_listener(g_guard, NULL);
         evhttp_del_accept_socket(a->http, a->listener);
         a->listener = NULL;
     }
