@@ -133,7 +133,10 @@ test('well-framed requests still work: chunked, pipelined, 100-continue, leading
   const e = await exchange(port, post(`Expect: 100-continue\r\nContent-Length: ${BODY.length}\r\nConnection: close\r\n`, ''), { then: (send, data) => (data.includes('100 Continue') ? send(BODY) : undefined) });
   assert.match(e.data, /^HTTP\/1\.1 100 Continue\r\n\r\n/);
   assert.equal(parseResponses(e.data.slice(e.data.indexOf('\r\n\r\n') + 4))[0]?.status, 200, e.data);
-  // a chunked body sent in pieces, byte by byte at the end
+  // the stand-in the server uses for a refused request is refused by position, not by
+  // its path: sent by a client it is an ordinary unknown route
+  const marker = await exchange(port, 'GET /.refused HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n');
+  assert.equal(parseResponses(marker.data)[0]?.status, 404, marker.data);
   await stillServing();
 });
 
