@@ -114,6 +114,14 @@ test('bad chunk size, chunk extensions, trailer fields: JSON 400', async () => {
   await refused(post('Transfer-Encoding: chunked\r\n', 'zz\r\nhello\r\n0\r\n\r\n'), 400, /chunk size/);
   await refused(post('Transfer-Encoding: chunked\r\n', `${BODY.length.toString(16)};x=1\r\n${BODY}\r\n0\r\n\r\n`), 400, /extension/);
   await refused(post('Transfer-Encoding: chunked\r\n', `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\nAuthorization: Bearer x\r\n\r\n`), 400, /trailer/);
+  // after 100-continue the head has gone on: a bad chunk then closes the connection
+  let sent = false;
+  const r = await exchange(port, post('Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n', ''), {
+    then: (send, data) => { if (!sent && data.includes('100 Continue')) { sent = true; send('5\r\nhello\r\nzz\r\n'); } },
+  });
+  assert.ok(sent && r.closed, r.data);
+  assert.equal(r.data, 'HTTP/1.1 100 Continue\r\n\r\n');
+  await stillServing();
 });
 
 test('Expect other than 100-continue: 417', async () => {
