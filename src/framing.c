@@ -52,6 +52,37 @@ static int is_target_char(unsigned char c)
     return c && strchr("-._~!$&'()*+,;=:@/?[]", c) != NULL;
 }
 
+/* An absolute-form target's authority from target[i]: host [":" port] (no userinfo),
+ * host a name, an IPv4 address or a bracketed IPv6 address, then the end, '/' or
+ * '?'. Returns where it ends, or 0 when malformed (libevent would refuse it with an
+ * HTML page). */
+static size_t authority_end(const char *t, size_t n, size_t i)
+{
+    size_t h = i;
+    if (i < n && t[i] == '[') {
+        for (i++; i < n && (is_hex((unsigned char)t[i]) || t[i] == ':' || t[i] == '.'); i++)
+            ;
+        if (i == n || t[i] != ']' || i == h + 1)
+            return 0;
+        i++;
+    } else {
+        while (i < n && (is_hex((unsigned char)t[i]) || (t[i] >= 'g' && t[i] <= 'z') ||
+                         (t[i] >= 'G' && t[i] <= 'Z') || t[i] == '-' || t[i] == '.'))
+            i++;
+        if (i == h)
+            return 0;
+    }
+    if (i < n && t[i] == ':') {
+        size_t p = ++i;
+        unsigned long port = 0;
+        while (i < n && t[i] >= '0' && t[i] <= '9' && i - p < 6)
+            port = port * 10 + (unsigned long)(t[i++] - '0');
+        if (i == p || i - p > 5 || port > 65535)
+            return 0;
+    }
+    return i == n || t[i] == '/' || t[i] == '?' ? i : 0;
+}
+
 size_t framing_head_end(const char *buf, size_t len, size_t *scanned)
 {
     size_t i = *scanned;
@@ -131,6 +162,9 @@ static framing_rc check_request_line(const char *p, size_t n, int *http11, int *
             i = 8;
         else
             return bad(err, 400, "malformed request target");
+        i = authority_end(target, tlen, i);
+        if (!i)
+            return bad(err, 400, "malformed authority in the request target");
     }
     for (; i < tlen; i++) {
         unsigned char c = (unsigned char)target[i];

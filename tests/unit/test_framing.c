@@ -103,6 +103,14 @@ static void test_heads(void)
     CHECK(refused("GET /a%2 HTTP/1.1\r\nHost: a\r\n\r\n", 400, "percent"));
     CHECK(refused("GET a HTTP/1.1\r\nHost: a\r\n\r\n", 400, "target"));
     CHECK(refused("GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400, "target"));
+    CHECK(head("GET https://[::1]:8443/x HTTP/1.1\r\nHost: a\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(head("GET http://a.example HTTP/1.1\r\nHost: a\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(refused("GET http://[zz]/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http://a:b/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http://a:99999999/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http://a@b/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", 400, "target"));
 
     /* sizes: the request line, then the block */
     static char big[9000];
