@@ -85,6 +85,7 @@ test('request line errors libevent answered with HTML: JSON 501, 505, 400 (HTTP/
   assert.equal(m.json.code, 'Public.NotImplemented');
   await refused('GET /health/alive HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n', 505, /version/);
   await refused('GET /health/alive\r\n\r\n', 400, /HTTP\/0\.9/);
+  await refused('GET http://a:b/health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 400, /authority/);
   const long = await refused(`GET /health/alive?${'q'.repeat(20000)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, 414, /request line/);
   assert.equal(long.json.code, 'Public.URITooLong');
   await stillServing();
