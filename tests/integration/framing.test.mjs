@@ -157,3 +157,32 @@ test('a request sent in small pieces is framed the same way', async () => {
   const rs = parseResponses(bad.data);
   assert.deepEqual(rs.map((x) => x.status), [400], bad.data);
 });
+
+test('mutated requests: never an HTML answer, the server keeps serving', async () => {
+  const seeds = [
+    post(`Content-Length: ${BODY.length}\r\n`, BODY),
+    post('Transfer-Encoding: chunked\r\n', `5\r\nhello\r\n0\r\n\r\n`),
+    'GET /health/alive HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\nGET /health/ready HTTP/1.0\r\n\r\n',
+    'OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n',
+  ];
+  const bits = ['\r', '\n', ' ', '\t', ':', '0', '9', 'f', '-', '+', ';', '/', '?', '#', '%', '[', ']', '@', '\x00', '\x7f', '\xff',
+    'HTTP/1.1', 'Content-Length: 3\r\n', 'Transfer-Encoding: chunked\r\n', '\r\n\r\n', 'Host: y\r\n', ' chunked', 'http://a:b'];
+  let seed = 7;
+  const rnd = (k) => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed % k; };
+  const one = async () => {
+    let s = seeds[rnd(seeds.length)];
+    for (let m = 1 + rnd(4); m > 0; m--) {
+      const pos = rnd(s.length + 1), op = rnd(3), bit = bits[rnd(bits.length)];
+      s = op === 0 ? s.slice(0, pos) + bit + s.slice(pos)
+        : op === 1 ? s.slice(0, pos) + s.slice(pos + 1 + rnd(4))
+          : s.slice(0, pos) + bit + s.slice(pos + bit.length);
+    }
+    const r = await exchange(port, s, { timeoutMs: 500, pieces: rnd(3) ? 0 : 1 + rnd(20) });
+    assert.doesNotMatch(r.data, /<html/i, `HTML answer to ${JSON.stringify(s)}`);
+    for (const res of parseResponses(r.data)) {
+      if (res.status >= 400) assert.equal(typeof JSON.parse(res.body).code, 'string', res.body);
+    }
+  };
+  for (let round = 0; round < 8; round++) await Promise.all(Array.from({ length: 30 }, one));
+  await stillServing();
+});
