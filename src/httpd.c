@@ -24,6 +24,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
+#include "reload.h"
 #include "server.h"
 
 /* One registry per process (one app per process); created by httpd_start. */

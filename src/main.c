@@ -18,6 +18,7 @@
 
 #include "httpd.h"
 #include "log.h"
+#include "reload.h"
 #include "server.h"
 
 #define MAX_WORKERS 64
