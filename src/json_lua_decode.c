@@ -97,13 +97,7 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
 
 void cljson_push(lua_State *L, const json_value *v)
 {
-    cljson_ensure_registry(L);
-    luaL_checkstack(L, 8, "cljson");
-    int base = lua_gettop(L);
-    luaL_getmetatable(L, REG_ARRAY);
-    luaL_getmetatable(L, REG_OBJECT);
-    luaL_getmetatable(L, REG_NUMBER);
-    lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
+    int base = cljson_push_tables(L, 8);
     push_ctx c = {base + 1, base + 2, base + 3, base + 4};
     push_value(L, v, &c);
     lua_replace(L, base + 1);
@@ -625,13 +619,7 @@ int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_lim
 {
     if (lim->max_size && len > lim->max_size)
         return -1;
-    cljson_ensure_registry(L);
-    luaL_checkstack(L, 16, "cljson");
-    int base = lua_gettop(L);
-    luaL_getmetatable(L, REG_ARRAY);
-    luaL_getmetatable(L, REG_OBJECT);
-    luaL_getmetatable(L, REG_NUMBER);
-    lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
+    int base = cljson_push_tables(L, 16);
     lua_pushnil(L); /* the scratch cboxes, made at the first need */
     lua_pushnil(L);
     lua_createtable(L, DEC_SHAPES, 0);

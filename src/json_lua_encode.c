@@ -692,13 +692,7 @@ int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char
                    size_t errlen)
 {
     idx = lua_absindex(L, idx);
-    cljson_ensure_registry(L);
-    luaL_checkstack(L, 8, "cljson");
-    int base = lua_gettop(L);
-    luaL_getmetatable(L, REG_ARRAY);
-    luaL_getmetatable(L, REG_OBJECT);
-    luaL_getmetatable(L, REG_NUMBER);
-    lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
+    int base = cljson_push_tables(L, 8);
     lua_pushnil(L); /* slot for enc_grow's userdata */
     lua_getfield(L, LUA_REGISTRYINDEX, REG_LISTS);
     /* On the C stack: nothing to free if a memory error unwinds. */

@@ -102,6 +102,21 @@ static inline int word_special(uint64_t w)
     return (t & high) != 0;
 }
 
+/* Makes sure the registry entries exist and that room more stack slots are free,
+ * then pushes the array, object and number metatables and the order table (REG_ORDER)
+ * in that order; returns the stack top before them. */
+static inline int cljson_push_tables(lua_State *L, int room)
+{
+    cljson_ensure_registry(L);
+    luaL_checkstack(L, room, "cljson");
+    int base = lua_gettop(L);
+    luaL_getmetatable(L, REG_ARRAY);
+    luaL_getmetatable(L, REG_OBJECT);
+    luaL_getmetatable(L, REG_NUMBER);
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
+    return base;
+}
+
 /* json_lua_decode.c. Pushes a boxed number of text s (nmt: the stack slot of the
  * number metatable). */
 CLJSON_HIDDEN void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt);
