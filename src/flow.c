@@ -6,6 +6,7 @@
 
 #include "callcheck.h"
 #include "guard.h"
+#include "log.h"
 #include "toon.h"
 
 struct flow {
@@ -342,10 +343,11 @@ static void on_finalized(const trace_reply *r, void *arg)
             f->receipt = json_clone(rc);
     } else {
         /* The business result stands; the receipt stays pending at Core. */
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"warn\",\"msg\":\"operation finalize failed\","
-                "\"request_id\":\"%s\",\"operation_id\":\"%s\",\"trace_status\":%d}\n",
-                (long long)now_wall_ms(), f->c->request_id, f->operation_id, (int)r->status);
+        log_line *l = log_begin(LOG_WARN, "operation finalize failed");
+        log_str(l, "request_id", f->c->request_id);
+        log_str(l, "operation_id", f->operation_id);
+        log_int(l, "trace_status", (int)r->status);
+        log_end(l);
     }
     deliver(f);
 }
@@ -416,10 +418,10 @@ static void on_call_done(const call_result *res, void *arg)
         char err[200];
         json_value *v = json_parse(res->body, res->body_len, NULL, err, sizeof err);
         if (!v || toon_encode(&f->toon_text, v, NULL, err, sizeof err) < 0) {
-            fprintf(stderr,
-                    "{\"ts\":%lld,\"level\":\"error\",\"msg\":\"toon rendering failed\","
-                    "\"request_id\":\"%s\",\"tool\":\"%s\"}\n",
-                    (long long)now_wall_ms(), f->c->request_id, f->ti->name);
+            log_line *l = log_begin(LOG_ERROR, "toon rendering failed");
+            log_str(l, "request_id", f->c->request_id);
+            log_str(l, "tool", f->ti->name);
+            log_end(l);
             buf_free(&f->toon_text); /* falls back to JSON */
         }
         json_free(v);
@@ -532,7 +534,7 @@ static void lease_forget(flow *f)
 
 static void lease_remember(flow *f, const char *conversation_id)
 {
-    long ttl = conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s");
+    long ttl = f->a->cfg->trace_core_lease_cache_ttl_s;
     if (ttl <= 0 || !f->lease_token[0])
         return;
     lease_entry *e = lease_slot(f);
@@ -547,7 +549,7 @@ static void lease_remember(flow *f, const char *conversation_id)
 /* 1 if a fresh entry for this caller, interaction and conversation filled the lease. */
 static int lease_reuse(flow *f)
 {
-    if (conf_int(f->a->cfg, "trace_core.lease_cache_ttl_s") <= 0)
+    if (f->a->cfg->trace_core_lease_cache_ttl_s <= 0)
         return 0;
     lease_entry *e = lease_slot(f);
     if (strcmp(e->key, f->lease_key) || e->expires_ms <= now_mono_ms() ||

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "proxytrust.h"
 #include "server.h"
 
@@ -142,8 +143,8 @@ static unsigned surface_bit(const char *surface)
 static void endpoint_of(req_ctx *c, buf *out)
 {
     char proto[16] = "http", v[256], host[256] = "";
-    const char *pub = conf_str(c->app->cfg, "public_url");
-    if (!proxy_request_trusted(c->req, conf_str(c->app->cfg, "trusted_proxies"))) {
+    const char *pub = c->app->cfg->public_url;
+    if (!proxy_request_trusted(c->req, c->app->cfg->trusted_proxies)) {
         if (*pub)
             buf_printf(out, "%s%s%s", pub, c->app->prefix, surface_path(c->surface));
         else if (proxy_local_hostport(c->req, host, sizeof host))
@@ -886,7 +887,11 @@ void info_handle(req_ctx *c)
     req_add_header(c, "Vary", "Accept, Accept-Language");
     req_add_header(c, "Content-Language", lang_tag(c->lang));
     if (!doc) {
-        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"info\",\"error\":\"listing: %s\"}\n", err);
+        log_line *l = log_begin(LOG_ERROR, "info");
+        char what[300];
+        snprintf(what, sizeof what, "listing: %s", err);
+        log_str(l, "error", what);
+        log_end(l);
         req_reply_error(c, 500, "Public.InternalServerError.InfoBuildFailed",
                         "cannot build the self-description");
         goto done;

@@ -8,6 +8,7 @@
 
 #include "flow.h"
 #include "lifecycle.h"
+#include "log.h"
 #include "mcp_msg.h"
 #include "server.h"
 
@@ -18,7 +19,7 @@ struct sse_stream {
     app *app;
     struct evhttp_request *req;
     char session[SESSION_ID_LEN + 1];
-    sse_stream *next;
+    LIST_ENTRY(sse_stream) link; /* in app->streams */
 };
 
 static int version_supported(const char *v)
@@ -134,7 +135,7 @@ static void arm_progress(req_ctx *c, const json_value *meta)
     const json_value *tok = meta ? json_get(meta, "progressToken") : NULL;
     if (!tok || (json_typeof(tok) != JSON_STRING && json_typeof(tok) != JSON_INT))
         return;
-    long ms = conf_int(c->app->cfg, "mcp.progress_interval_ms");
+    long ms = c->app->cfg->mcp_progress_interval_ms;
     if (ms <= 0)
         return;
     json_write(&c->progress_token, tok, 0);
@@ -155,7 +156,7 @@ static unsigned surface_bit(const req_ctx *c)
 
 static int tool_visible(const req_ctx *c, const tools_info *ti)
 {
-    return ti && (ti->surfaces & surface_bit(c)) && app_gate_enabled(c->app, ti->gate);
+    return ti && (ti->surfaces & surface_bit(c)) && ti->gate_open;
 }
 
 void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, buf *out)
@@ -166,7 +167,7 @@ void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, 
     lifecycle_list_entries(out, lang);
     for (size_t i = 0; i < n; i++) {
         const tools_info *ti = tools_gen_info(g, i);
-        if (!(ti->surfaces & surface) || (!ignore_gates && !app_gate_enabled(a, ti->gate)))
+        if (!(ti->surfaces & surface) || (!ignore_gates && !ti->gate_open))
             continue;
         buf_putc(out, ',');
         buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang) : ti->list_json[lang]);
@@ -218,7 +219,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     buf lc = BUF_INIT;
     lifecycle_list_entries(&lc, c->lang);
     size_t seen = 0, listed = 0, n = g ? tools_gen_count(g) : 0;
-    size_t page = (size_t)conf_int(c->app->cfg, "mcp.tools_page_size");
+    size_t page = (size_t)c->app->cfg->mcp_tools_page_size;
     if (page == 0)
         page = 100;
     int more = 0;
@@ -295,13 +296,8 @@ static void do_tools_call(req_ctx *c, const json_value *params)
 
 static void stream_unlink(app *a, sse_stream *s)
 {
-    for (sse_stream **pp = &a->streams; *pp; pp = &(*pp)->next) {
-        if (*pp == s) {
-            *pp = s->next;
-            a->n_streams--;
-            return;
-        }
-    }
+    LIST_REMOVE(s, link);
+    a->n_streams--;
 }
 
 static void on_stream_close(struct evhttp_connection *evcon, void *arg)
@@ -338,16 +334,16 @@ static void open_stream(req_ctx *c, const char *sid)
     req_detach(c, 200);
     struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
     evhttp_connection_set_closecb(evcon, on_stream_close, s);
-    s->next = a->streams;
-    a->streams = s;
+    LIST_INSERT_HEAD(&a->streams, s, link);
     a->n_streams++;
     stream_write(s, ": context-loader stream open\n\n");
 }
 
 void mcp_heartbeat(app *a)
 {
-    for (sse_stream *s = a->streams; s; s = s->next)
-        stream_write(s, ": ping\n\n");
+    sse_stream *s;
+    LIST_FOREACH(s, &a->streams, link)
+    stream_write(s, ": ping\n\n");
 }
 
 /* Digest of what tools/list shows, per listing surface and language: the entries
@@ -363,7 +359,7 @@ static void list_digest(app *a, tools_gen *g, char out[65])
             buf_printf(&b, "surface %u lang %d\n", surfaces[s], l);
             for (size_t i = 0; i < n; i++) {
                 const tools_info *ti = tools_gen_info(g, i);
-                if (!(ti->surfaces & surfaces[s]) || !app_gate_enabled(a, ti->gate))
+                if (!(ti->surfaces & surfaces[s]) || !ti->gate_open)
                     continue;
                 buf_puts(&b, ti->list_json[l]);
                 buf_putc(&b, '\n');
@@ -387,22 +383,24 @@ void mcp_tools_changed(app *a, tools_gen *cur)
         return;
     }
     memcpy(g_list_digest, d, sizeof d);
-    for (sse_stream *s = a->streams; s; s = s->next, n++)
+    sse_stream *s;
+    LIST_FOREACH(s, &a->streams, link)
+    {
+        n++;
         stream_write(s,
                      "event: message\ndata: "
                      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
-    fprintf(stderr,
-            "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"list_changed\",\"generation\":%u,"
-            "\"streams\":%zu}\n",
-            (long long)now_wall_ms(), cur ? tools_gen_id(cur) : 0, n);
+    }
+    log_line *l = log_begin(LOG_INFO, "list_changed");
+    log_int(l, "generation", cur ? tools_gen_id(cur) : 0);
+    log_int(l, "streams", (long long)n);
+    log_end(l);
 }
 
 void mcp_close_streams(app *a)
 {
-    while (a->streams) {
-        sse_stream *s = a->streams;
-        a->streams = s->next;
-        a->n_streams--;
+    for (sse_stream *s; (s = LIST_FIRST(&a->streams));) {
+        stream_unlink(a, s);
         struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
         if (evcon)
             evhttp_connection_set_closecb(evcon, NULL, NULL);
@@ -507,8 +505,8 @@ static void handle_post(req_ctx *c)
     const char *body = req_body(c, &len);
     char err[320];
     mcp_msg m;
-    int code = mcp_parse_message(body, len, (size_t)conf_int(c->app->cfg, "limits.json_max_depth"),
-                                 &m, err, sizeof err);
+    int code = mcp_parse_message(body, len, (size_t)c->app->cfg->limits_json_max_depth, &m, err,
+                                 sizeof err);
     /* The request context takes the message and the id text (freed with it). */
     c->msg = m.msg;
     buf_free(&c->rpc_id);

@@ -11,6 +11,7 @@
 #include <event2/http.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "auth.h"
 #include "call.h"
@@ -28,7 +29,7 @@
 typedef struct sse_stream sse_stream;
 
 typedef struct app {
-    conf *cfg;
+    const settings *cfg; /* owned by main */
     struct event_base *base;
     fetch_ctx *fetch;
     auth_ctx *auth;
@@ -45,7 +46,7 @@ typedef struct app {
     char *instructions[LANG_COUNT];
     tools_upstream upstreams[8];
     size_t n_upstreams;
-    sse_stream *streams; /* open GET /mcp streams */
+    LIST_HEAD(, sse_stream) streams; /* open GET /mcp streams */
     size_t n_streams;
     struct event *heartbeat;
     size_t inflight;     /* requests being processed asynchronously */
@@ -102,6 +103,7 @@ typedef struct req_ctx {
     int progress_n;
     int sse;
     int64_t trace_ms; /* time spent waiting for Trace Core */
+    int plimit_held;  /* counted in limits.max_calls_per_principal until freed */
 } req_ctx;
 
 /* httpd.c */
@@ -125,8 +127,6 @@ void req_detach(req_ctx *c, int status);
 void req_end_stream(req_ctx *c, size_t bytes_out);
 /* Fills a call environment from the request (strings borrowed from c). */
 void req_call_env(req_ctx *c, call_env *env);
-/* Whether the gate of a tool is switched on. */
-int app_gate_enabled(app *a, const char *gate);
 const char *lang_tag(lang_id l);
 lang_id lang_from_accept(const char *accept_language, lang_id dflt);
 

@@ -13,6 +13,7 @@
  * reply, which becomes rc -1). An op is freed only in its hiredis callback (or in
  * the failure queue), so a cancelled op stays valid until hiredis is done with it. */
 #include "store.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <event2/dns.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "util.h"
 
@@ -55,8 +57,8 @@ typedef enum { RS_DOWN, RS_RESOLVING, RS_CONNECTING, RS_HANDSHAKE, RS_READY } rs
 #define MAX_ARGS 7
 
 typedef struct rop {
-    store_op base; /* first */
-    struct rop *prev, *next;
+    store_op base;         /* first */
+    TAILQ_ENTRY(rop) link; /* in r->fly or r->fail */
     store_kind kind;
     store_get_cb get_cb;
     store_rc_cb rc_cb;
@@ -83,29 +85,20 @@ typedef struct rstore {
     struct evdns_base *dns;
     struct evdns_getaddrinfo_request *dns_req;
     struct event *reconnect_ev, *connect_to_ev, *watchdog_ev, *fail_ev;
-    rop *fail_head, *fail_tail;
-    rop *fly_head, *fly_tail; /* sent, in send order */
-    int logged_down;          /* an outage was logged; log the recovery */
+    TAILQ_HEAD(rop_list, rop) fail; /* failed before sending, answered in the next round */
+    struct rop_list fly;            /* sent, in send order */
+    int logged_down;                /* an outage was logged; log the recovery */
     int destroying;
 } rstore;
 
 static const store_vtable redis_vt;
 
-static void log_line(const char *level, const char *msg, const char *detail)
+static void log_store(log_level level, const char *msg, const char *detail)
 {
-    buf b = BUF_INIT;
-    buf_printf(&b, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"%s\"", (long long)now_wall_ms(), level,
-               msg);
-    if (detail) {
-        buf_puts(&b, ",\"error\":\"");
-        for (const char *p = detail; *p && p - detail < 200; p++)
-            if (*p >= 0x20 && *p != '"' && *p != '\\')
-                buf_putc(&b, *p);
-        buf_putc(&b, '"');
-    }
-    buf_puts(&b, "}\n");
-    fputs(b.data, stderr);
-    buf_free(&b);
+    log_line *l = log_begin(level, msg);
+    if (detail)
+        log_strn(l, "error", detail, 200);
+    log_end(l);
 }
 
 /* ---- URL ---- */
@@ -259,38 +252,20 @@ static void op_answer(rstore *r, rop *op, int rc, const char *val, size_t len)
     }
 }
 
-static void fly_unlink(rstore *r, rop *op)
-{
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        r->fly_head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        r->fly_tail = op->prev;
-    op->prev = op->next = NULL;
-}
-
 static void fail_later(rstore *r, rop *op)
 {
-    op->next = NULL;
-    if (r->fail_tail)
-        r->fail_tail->next = op;
-    else
-        r->fail_head = op;
-    r->fail_tail = op;
+    TAILQ_INSERT_TAIL(&r->fail, op, link);
     event_active(r->fail_ev, EV_TIMEOUT, 0);
 }
 
 static void fail_drain_cb(evutil_socket_t fd, short what, void *arg)
 {
     rstore *r = arg;
-    rop *list = r->fail_head; /* ops failed by the callbacks run in the next round */
-    r->fail_head = r->fail_tail = NULL;
-    while (list) {
-        rop *op = list;
-        list = op->next;
+    /* ops failed by the callbacks run here go to the next round */
+    struct rop_list list = TAILQ_HEAD_INITIALIZER(list);
+    TAILQ_CONCAT(&list, &r->fail, link);
+    for (rop *op; (op = TAILQ_FIRST(&list));) {
+        TAILQ_REMOVE(&list, op, link);
         op_answer(r, op, -1, NULL, 0);
         op_free(op);
     }
@@ -308,9 +283,9 @@ static void watchdog_arm(rstore *r, long ms)
 static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
 {
     rstore *r = arg;
-    if (!r->fly_head)
+    if (TAILQ_EMPTY(&r->fly))
         return;
-    int64_t waited = now_mono_ms() - r->fly_head->sent_ms;
+    int64_t waited = now_mono_ms() - TAILQ_FIRST(&r->fly)->sent_ms;
     if (waited >= r->command_timeout_ms) {
         conn_drop(r, "command timeout");
         return;
@@ -329,7 +304,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     rstore *r = ac->data;
     rop *op = privdata;
     const redisReply *rep = reply;
-    fly_unlink(r, op);
+    TAILQ_REMOVE(&r->fly, op, link);
     if (!rep) { /* connection lost or dropped */
         op_answer(r, op, -1, NULL, 0);
         goto done;
@@ -343,7 +318,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         goto done;
     }
     if (rep->type == REDIS_REPLY_ERROR) {
-        log_line("warn", "state store command failed", rep->str);
+        log_store(LOG_WARN, "state store command failed", rep->str);
         op_answer(r, op, -1, NULL, 0);
         goto done;
     }
@@ -395,13 +370,7 @@ static int op_send(rstore *r, rop *op)
                               op->argvlen) != REDIS_OK)
         return -1;
     op->sent_ms = now_mono_ms();
-    op->prev = r->fly_tail;
-    op->next = NULL;
-    if (r->fly_tail)
-        r->fly_tail->next = op;
-    else
-        r->fly_head = op;
-    r->fly_tail = op;
+    TAILQ_INSERT_TAIL(&r->fly, op, link);
     if (!evtimer_pending(r->watchdog_ev, NULL))
         watchdog_arm(r, r->command_timeout_ms);
     return 0;
@@ -514,7 +483,7 @@ static void conn_drop(rstore *r, const char *why)
         evdns_getaddrinfo_cancel(q);
     }
     if (!r->logged_down || was_ready) {
-        log_line("warn", "state store unavailable", why);
+        log_store(LOG_WARN, "state store unavailable", why);
         r->logged_down = 1;
     }
     if (ac)
@@ -538,7 +507,7 @@ static void handshake_done(rstore *r)
     r->backoff_ms = r->backoff_min_ms;
     evtimer_del(r->connect_to_ev);
     if (r->logged_down) {
-        log_line("info", "state store connected", NULL);
+        log_store(LOG_INFO, "state store connected", NULL);
         r->logged_down = 0;
     }
 }
@@ -730,6 +699,8 @@ store *store_redis_new(struct event_base *base, const store_redis_config *cfg, c
     if (store_redis_parse_url(cfg ? cfg->url : NULL, &u, err, errlen) < 0)
         return NULL;
     rstore *r = xcalloc(1, sizeof *r);
+    TAILQ_INIT(&r->fail);
+    TAILQ_INIT(&r->fly);
     r->base.vt = &redis_vt;
     r->evb = base;
     r->url = u;
