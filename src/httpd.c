@@ -1406,7 +1406,8 @@ void req_call_env(req_ctx *c, call_env *env)
                                                {"forwarded_host", "X-Forwarded-Host"},
                                                {"forwarded_proto", "X-Forwarded-Proto"}};
         /* X-Forwarded-* only from a trusted proxy (tools build links from them) */
-        size_t n = proxy_request_trusted(c->req, c->app->cfg->trusted_proxies)
+        size_t n = (req_header(c, "X-Forwarded-Host") || req_header(c, "X-Forwarded-Proto")) &&
+                           proxy_request_trusted(c->req, c->app->cfg->trusted_proxies)
                        ? sizeof names / sizeof names[0]
                        : 1;
         c->reqinfo = json_new_object();

@@ -25,6 +25,9 @@
  * or copied by one C call (concatenation, string.rep, table.concat, ...) that the
  * instruction hook never sees. */
 #define LVM_BIG_ALLOC ((size_t)64 << 10)
+/* Charges (hook ticks of LVM_HOOK_EVERY instructions) between two reads of the clock:
+ * a read every 4000 instructions or so, tens of microseconds apart. Power of 2. */
+#define LVM_CLOCK_EVERY 4u
 
 struct lvm {
     lua_State *L;
@@ -146,7 +149,8 @@ void lvm_charge(lua_State *L, long n)
     if (!b->killed) {
         if (b->instr_limit > 0 && (b->instr_used += n) > b->instr_limit)
             b->killed = LVM_KILL_INSTR;
-        else if (b->slice_end_ms && lvm_coarse_ms() > b->slice_end_ms)
+        else if (b->slice_end_ms && (++b->ticks & (LVM_CLOCK_EVERY - 1)) == 0 &&
+                 lvm_coarse_ms() > b->slice_end_ms)
             b->killed = LVM_KILL_TIME;
     }
     if (b->killed)

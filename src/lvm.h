@@ -47,6 +47,7 @@ typedef struct lvm_budget {
     size_t mem_limit; /* bytes of net growth charged while current; 0 = unlimited */
     size_t mem_used;
     int64_t slice_end_ms; /* lvm_coarse_ms() past which the run stops; 0 = no limit */
+    unsigned ticks;       /* charges so far; the clock is read every LVM_CLOCK_EVERY */
     int killed;           /* LVM_KILL_*; once set it stays set */
 } lvm_budget;
 
