@@ -143,7 +143,7 @@
     X(lua_instruction_budget, "lua.instruction_budget", NULL, INT, "200000000",                    \
       "VM instructions per tool call")                                                             \
     X(lua_memory_cap_mb, "lua.memory_cap_mb", NULL, INT, "128", "Lua memory per tool call")        \
-    X(lua_max_run_ms, "lua.max_run_ms", NULL, INT, "50",                                           \
+    X(lua_max_run_ms, "lua.max_run_ms", NULL, INT, "100",                                          \
       "longest a tool may run without yielding (wall clock, per resume and per tool file "         \
       "load); past it the call stops with time_limit_exceeded; 0 disables")                        \
     X(lua_max_output_bytes, "lua.max_output_bytes", NULL, INT, "16777216",                         \

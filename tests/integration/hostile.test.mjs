@@ -1,8 +1,8 @@
 // Hostile tools cannot stall the event loop: each fixture tool in
 // tests/fixtures/tools_hostile (endless loops, backtracking patterns, memory bombs, an
-// oversized result) is stopped by the run-time slice (lua.max_run_ms, default 50 ms),
+// oversized result) is stopped by the run-time slice (lua.max_run_ms, default 100 ms; 50 ms here),
 // the instruction budget, the memory cap or the output cap, and /health/alive answers
-// within 100 ms while it runs (release build; the sanitizer build gets a wider bound,
+// within 100 ms while it runs with that 50 ms slice (release build; the sanitizer build gets a wider bound,
 // its figure is printed). Memory bombs fail fast, also six at once.
 import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,7 +18,7 @@ let asan = false;
 before(async () => {
   // A moderate per-call memory cap: one C operation over a block near the cap (a
   // 64 MB concatenation) is not interruptible, so the cap bounds the longest such op.
-  stack = await startStack({ capture: 'disabled', env: { CL_TOOLS_DIR: DIR, CL_LUA_MEMORY_CAP_MB: '32' } });
+  stack = await startStack({ capture: 'disabled', env: { CL_TOOLS_DIR: DIR, CL_LUA_MEMORY_CAP_MB: '32', CL_LUA_MAX_RUN_MS: '50' } });
   asan = fs.readFileSync(`/proc/${stack.server.proc.pid}/maps`, 'utf8').includes('libasan');
 });
 after(async () => { if (stack) await stack.stop(); });
