@@ -22,3 +22,14 @@ target_link_libraries(test_tools PRIVATE PkgConfig::LUA PkgConfig::LIBEVENT PkgC
 add_test(NAME unit_tools COMMAND test_tools)
 set_tests_properties(unit_tools PROPERTIES TIMEOUT 120 LABELS "unit;luahost"
                      WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
+# lpattern against the stock string library (differential, fixed seed) and its
+# budget charging; links lpattern.c alone with a stand-in lvm_charge.
+add_executable(test_lpattern ${CMAKE_SOURCE_DIR}/tests/unit/test_lpattern.c
+                             ${CMAKE_SOURCE_DIR}/src/lpattern.c)
+target_include_directories(test_lpattern PRIVATE ${CMAKE_SOURCE_DIR}/src
+                                                 ${CMAKE_SOURCE_DIR}/tests/unit)
+target_compile_definitions(test_lpattern PRIVATE CL_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+target_link_libraries(test_lpattern PRIVATE PkgConfig::LUA m)
+add_test(NAME unit_lpattern COMMAND test_lpattern)
+set_tests_properties(unit_lpattern PROPERTIES TIMEOUT 300 LABELS "unit;luahost")
