@@ -180,18 +180,11 @@ local function pick(list)
     return list[math.random(#list)]
 end
 
-local function random_pattern()
+-- up to most picks from list, joined
+local function random_string(list, most)
     local t = {}
-    for i = 1, math.random(0, 7) do
-        t[i] = pick(tokens)
-    end
-    return table.concat(t)
-end
-
-local function random_subject()
-    local t = {}
-    for i = 1, math.random(0, 12) do
-        t[i] = pick(subject_chars)
+    for i = 1, math.random(0, most) do
+        t[i] = pick(list)
     end
     return table.concat(t)
 end
@@ -209,7 +202,7 @@ function M.run(random_count)
     end
     math.randomseed(20261203)
     for _ = 1, random_count do
-        local s, p = random_subject(), random_pattern()
+        local s, p = random_string(subject_chars, 12), random_string(tokens, 7)
         local init = math.random(-4, 14)
         compare(diffs, "find", table.pack(s, p))
         compare(diffs, "find", table.pack(s, p, init, math.random(4) == 1))
