@@ -7,6 +7,7 @@ local upstream_error = require "_lib.upstream_error"
 
 local DEFAULT_LIMIT = 20
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "list_action_executions",
     version = "1.0.0",
@@ -185,4 +186,5 @@ function M.handle(args, ctx)
     return M.trim_response(body)
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)
