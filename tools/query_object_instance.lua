@@ -220,7 +220,7 @@ end
 
 -- The TOON text: the token-saving view (tools/_lib/toonview.lua), without the
 -- _instance_id column when every row's is <kn_id>-<ot_id>-<its single identity value>.
-function M.render(result, _, args)
+function M.render(result, ctx, args)
     local rows = result.datas
     local prefix = args.kn_id .. "-" .. args.ot_id .. "-"
     local implied = type(rows) == "table" and #rows > 0
@@ -233,7 +233,7 @@ function M.render(result, _, args)
             break
         end
     end
-    return toonview.view(result, implied and function(key)
+    return toonview.render(result, ctx, implied and function(key)
         return key == "_instance_id"
     end or nil)
 end

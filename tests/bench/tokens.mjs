@@ -57,8 +57,9 @@ function generateData() {
   return dir;
 }
 
-const SUBGRAPH = [{
-  object_types: [{ id: 'ot_drug' }, { id: 'ot_manufacturer' }],
+// drugs and their manufacturers, `limit` drugs
+const SUBGRAPH = (limit) => [{
+  object_types: [{ id: 'ot_drug', limit }, { id: 'ot_manufacturer' }],
   relation_types: [{ relation_type_id: 'rt_produced_by', source_object_type_id: 'ot_drug', target_object_type_id: 'ot_manufacturer' }],
 }];
 // Each business tool's typical call on the demo data.
@@ -70,12 +71,11 @@ const CASES = [
   ['get_relation_types', { kn_id: 'kn_medical', ids: ['rt_produced_by'] }],
   ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 10 }, '10 rows'],
   ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 100 }, '100 rows'],
-  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH, limit: 10 }, '10 rows'],
-  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH, limit: 100 }, '100 rows'],
+  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(10) }, '10 drugs'],
+  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(100) }, '100 drugs'],
   ['get_logic_properties_values', { kn_id: 'kn_medical', ot_id: 'ot_company', query: 'approved drug count', _instance_identities: [{ company_id: 'company_000001' }], properties: ['approved_drug_count'] }],
   ['get_action_info', { kn_id: 'kn_medical', at_id: 'at_generate_treatment_plan' }],
-  ['list_action_executions', { kn_id: 'kn_ops', limit: 10 }, '10 rows'],
-  ['list_action_executions', { kn_id: 'kn_ops', limit: 100 }, '100 rows'],
+  ['list_action_executions', { kn_id: 'kn_ops', limit: 10 }],
   ['search_capabilities', { kn_id: 'kn_medical', limit: 10 }],
   ['list_skills', {}],
   ['get_skill_content', { skill_id: 'skill_contract_review' }],
@@ -111,8 +111,10 @@ try {
     const jsonText = json.content[0].text;
     const ours = toon.content[0].text;
     const ref = encode(JSON.parse(jsonText));
-    const n = Array.isArray(json.structuredContent?.datas) ? json.structuredContent.datas.length
-      : Array.isArray(json.structuredContent?.entries) ? json.structuredContent.entries.length : '';
+    const sc = json.structuredContent ?? {};
+    const n = Array.isArray(sc.datas) ? sc.datas.length
+      : tool === 'query_instance_subgraph' ? Object.keys(sc.entries?.[0]?.objects ?? {}).length
+        : Array.isArray(sc.entries) ? sc.entries.length : '';
     rows.push({ name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref) });
   }
   // tools/list on both endpoints, the JSON-RPC result as the client receives it

@@ -20,11 +20,13 @@ local M = {}
 
 M.DESCRIPTION = {
     ["zh-CN"] = "TOON 文本中记录数组为表格：每行相同键的嵌套记录写成点号列（a.b），" ..
-        "不能作单元格的字段（列表或键不一的记录）写在表格后的 <数组>_<字段> 中，按行序每行一项。",
+        "不能作单元格的字段（列表或键不一的记录）写在表格后的 <数组>_<字段> 中，按行序每行一项；" ..
+        "这样不比紧凑 JSON 小一成时，MCP 文本就是紧凑 JSON。",
     ["en-US"] = "In the TOON text arrays of records are tables: a nested record with the " ..
         "same keys in every row is a dotted column (a.b), and a field that cannot be a " ..
         "cell (a list, or a record whose keys vary) follows the table as " ..
-        "<array>_<field>, one entry per row in row order.",
+        "<array>_<field>, one entry per row in row order; where that is not a tenth " ..
+        "smaller than compact JSON, the MCP text is the compact JSON.",
 }
 
 local IDENT = "^[A-Za-z_][A-Za-z0-9_]*$"
@@ -221,9 +223,20 @@ end
 
 M.view = view
 
--- A render hook: render(result) -> the view.
-function M.render(result)
-    return view(result)
+-- render(result, ctx [, omit]): a render hook. The view; on MCP nil (the host then
+-- sends the compact JSON result) unless the view's TOON text is at least a tenth
+-- smaller than that JSON in bytes: a nested document with few rows costs a token per
+-- indented line and can cost more than its JSON, a table far less.
+function M.render(result, ctx, omit)
+    local v = view(result, omit)
+    if ctx and ctx.surface == "rest" then
+        return v
+    end
+    local text = require("cltoon").encode(v) -- loaded on use: only the server renders
+    if text and #text * 10 <= #cljson.encode(result) * 9 then
+        return v
+    end
+    return nil
 end
 
 -- use(tool): the tool renders its TOON text as the view and its description says so
@@ -234,7 +247,9 @@ function M.use(tool)
             tool.description[lang] = tool.description[lang] .. (lang == "zh-CN" and "" or " ") .. text
         end
     end
-    tool.render = M.render
+    tool.render = function(result, ctx)
+        return M.render(result, ctx)
+    end
     return tool
 end
 
