@@ -71,8 +71,8 @@ const CASES = [
   ['get_relation_types', { kn_id: 'kn_medical', ids: ['rt_produced_by'] }],
   ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 10 }, '10 rows'],
   ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 100 }, '100 rows'],
-  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(10) }, '10 drugs'],
-  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(100) }, '100 drugs'],
+  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(10) }, 'limit 10'],
+  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(100) }, 'limit 100'],
   ['get_logic_properties_values', { kn_id: 'kn_medical', ot_id: 'ot_company', query: 'approved drug count', _instance_identities: [{ company_id: 'company_000001' }], properties: ['approved_drug_count'] }],
   ['get_action_info', { kn_id: 'kn_medical', at_id: 'at_generate_treatment_plan' }],
   ['list_action_executions', { kn_id: 'kn_ops', limit: 10 }],
@@ -115,7 +115,7 @@ try {
     const n = Array.isArray(sc.datas) ? sc.datas.length
       : tool === 'query_instance_subgraph' ? Object.keys(sc.entries?.[0]?.objects ?? {}).length
         : Array.isArray(sc.entries) ? sc.entries.length : '';
-    rows.push({ name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref) });
+    rows.push({ name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref), kind: ours === jsonText ? ' (JSON)' : '' });
   }
   // tools/list on both endpoints, the JSON-RPC result as the client receives it
   const lists = [];
@@ -131,7 +131,7 @@ try {
   const out = [];
   out.push('| tool call | rows | compact JSON | our TOON (MCP text) | ours/JSON | reference TOON | ref/JSON |');
   out.push('|---|--:|--:|--:|--:|--:|--:|');
-  for (const r of rows) out.push(`| ${r.name} | ${r.n} | ${r.json} | ${r.ours} | ${pct(r.ours, r.json)} | ${r.ref} | ${pct(r.ref, r.json)} |`);
+  for (const r of rows) out.push(`| ${r.name} | ${r.n} | ${r.json} | ${r.ours}${r.kind} | ${pct(r.ours, r.json)} | ${r.ref} | ${pct(r.ref, r.json)} |`);
   out.push('');
   out.push('| tools/list | tools | bytes | tokens |');
   out.push('|---|--:|--:|--:|');

@@ -58,7 +58,7 @@ const CASES = [
   { tool: 'read_skill_file', args: { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' } },
 ];
 // The sentence a view tool's description carries (tools/_lib/toonview.lua).
-const VIEW_SENTENCE = 'follows the table as <array>_<field>, one entry per row in row order; where that is not a tenth smaller than compact JSON, the MCP text is the compact JSON.';
+const VIEW_SENTENCE = 'other nested fields follow the table as <array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.';
 
 let stack;
 let sid;

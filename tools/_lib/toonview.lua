@@ -19,14 +19,11 @@ local cljson = require "cljson"
 local M = {}
 
 M.DESCRIPTION = {
-    ["zh-CN"] = "TOON 文本中记录数组为表格：每行相同键的嵌套记录写成点号列（a.b），" ..
-        "不能作单元格的字段（列表或键不一的记录）写在表格后的 <数组>_<字段> 中，按行序每行一项；" ..
-        "这样不比紧凑 JSON 小一成时，MCP 文本就是紧凑 JSON。",
-    ["en-US"] = "In the TOON text arrays of records are tables: a nested record with the " ..
-        "same keys in every row is a dotted column (a.b), and a field that cannot be a " ..
-        "cell (a list, or a record whose keys vary) follows the table as " ..
-        "<array>_<field>, one entry per row in row order; where that is not a tenth " ..
-        "smaller than compact JSON, the MCP text is the compact JSON.",
+    ["zh-CN"] = "TOON 视图：记录数组为表格，各行同键的嵌套记录为点号列（a.b），" ..
+        "其余嵌套字段按行序列在表格后的 <数组>_<字段>；不比 JSON 小一成时 MCP 文本为紧凑 JSON。",
+    ["en-US"] = "TOON view: record arrays are tables, nested records with the same keys in " ..
+        "every row are dotted columns (a.b), other nested fields follow the table as " ..
+        "<array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.",
 }
 
 local IDENT = "^[A-Za-z_][A-Za-z0-9_]*$"
