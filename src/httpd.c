@@ -26,6 +26,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "plimit.h"
+#include "reload.h"
 #include "server.h"
 
 /* One registry per process (one app per process); created by httpd_start. */

@@ -11,6 +11,7 @@
 #include <event2/http.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "auth.h"
 #include "call.h"
@@ -45,7 +46,7 @@ typedef struct app {
     char *instructions[LANG_COUNT];
     tools_upstream upstreams[8];
     size_t n_upstreams;
-    sse_stream *streams; /* open GET /mcp streams */
+    LIST_HEAD(, sse_stream) streams; /* open GET /mcp streams */
     size_t n_streams;
     struct event *heartbeat;
     size_t inflight;     /* requests being processed asynchronously */
