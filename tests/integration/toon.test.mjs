@@ -44,7 +44,9 @@ const CASES = [
     bigs: ['9007199254740993', '12345678901234567890123'],
     view: true,
   },
-  { tool: 'query_object_instance', args: { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 30 }, bigs: ['9007199254740993', '12345678901234567890123'], view: true },
+  // all 22 rows: the view is a table, well under the JSON's size (in bytes, as a proxy for
+  // tokens: tests/bench/tokens.sh measures those)
+  { tool: 'query_object_instance', args: { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 30 }, bigs: ['9007199254740993', '12345678901234567890123'], view: true, maxBytes: 0.6 },
   { tool: 'search_schema', args: { kn_id: 'kn_medical', query: 'drug manufacturer' }, mcpTrims: true },
   { tool: 'get_object_types', args: { kn_id: 'kn_medical', ids: ['ot_drug'] }, view: true, mcpTrims: true },
   { tool: 'get_relation_types', args: { kn_id: 'kn_medical', ids: ['rt_produced_by'] }, view: true },
@@ -319,6 +321,8 @@ for (const c of CASES) {
     if (jsonText) assert.ok(Buffer.byteLength(view.toon = (await post(restUrl(c.tool, '?response_format=toon'), argsJson)).text) * 10 > Buffer.byteLength(t.structured) * 9, `${c.tool}: the view is a tenth smaller, yet MCP sent JSON`);
     else assert.ok(!/^\s*[{[]/.test(t.text), `the text block is not TOON:\n${t.text}`);
     let bigs = jsonText ? 0 : assertSameValue(t.text, t.structured, `${c.tool} (MCP toon)`, view);
+
+    if (c.maxBytes) assert.ok(Buffer.byteLength(t.text) <= c.maxBytes * Buffer.byteLength(t.structured), `${c.tool}: ${Buffer.byteLength(t.text)} bytes of TOON for ${Buffer.byteLength(t.structured)} of JSON`);
 
     // MCP without response_format: TOON is the default, the same text
     const d = await mcpCall(c.tool, argsJson);
