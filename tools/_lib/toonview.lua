@@ -129,7 +129,9 @@ local function put_table(out, keys, name, rows, taken, omit)
                 break
             end
         end
-        if prim then
+        if k:find(".", 1, true) then
+            return false -- a dotted key would read as a dotted column
+        elseif prim then
             if not (omit and omit(k)) then
                 cols[#cols + 1] = { name = k, path = { k } }
             end

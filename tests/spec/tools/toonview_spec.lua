@@ -35,6 +35,7 @@ describe("toonview", function()
             '{"rows":[{"a":1,"sub":[{"x":1}]}]}',
             '{"rows":[{"a":1,"l":[1]}],"rows_l":0}',
             '{"rows":[{"l":[1]}]}',
+            '{"rows":[{"a.b":1,"l":[1]}]}',
         }
         for _, text in ipairs(same) do
             assert.equal(text, view_json(text))
