@@ -31,6 +31,17 @@ local M = {
             toonview.DESCRIPTION["en-US"] .. " The TOON table leaves out _instance_id when it " ..
             "is <kn_id>-<ot_id>-<the single value of _instance_identity>.",
     },
+    short_description = {
+        ["zh-CN"] = "查询某对象类的实例。先用 search_schema / get_object_types 确认 ot_id 与属性，用 " ..
+            "condition 筛选。每行带 _instance_identity（行动、逻辑属性工具原样使用）。翻页见参数。" ..
+            toonview.DESCRIPTION["zh-CN"] ..
+            "_instance_id 等于 <kn_id>-<ot_id>-<_instance_identity 的唯一值> 时不写入 TOON 表格。",
+        ["en-US"] = "Queries instances of one object type. Confirm ot_id and properties first " ..
+            "(search_schema / get_object_types); filter with condition. Each row carries " ..
+            "_instance_identity (pass it unchanged to action and logic-property tools). Paging: " ..
+            "see the parameters. " .. toonview.DESCRIPTION["en-US"] .. " The TOON table leaves out " ..
+            "_instance_id when it is <kn_id>-<ot_id>-<the single value of _instance_identity>.",
+    },
     group = "query",
     order = 210,
     surfaces = { "mcp", "compact", "rest" },

@@ -32,6 +32,13 @@ local M = {
             "execute_tool takes. Run one with execute_tool (read skills with the skill tools such " ..
             "as get_skill_content). An empty query lists everything.",
     },
+    short_description = {
+        ["zh-CN"] = "发现此处未列出的可调用能力：本服务的其他工具（kind=tool）及知识网络挂载的 function、" ..
+            "mcp_tool、skill。用 execute_tool 调用（tool_id / toolbox_id）；query 为空时列出全部。",
+        ["en-US"] = "Finds callable capabilities not listed here: this service's other tools (kind=tool) " ..
+            "and the knowledge network's function, mcp_tool and skill capabilities. Run one with " ..
+            "execute_tool (tool_id / toolbox_id); an empty query lists everything.",
+    },
     group = "capability",
     order = 610,
     surfaces = { "mcp", "compact", "rest" },

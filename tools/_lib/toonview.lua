@@ -238,12 +238,15 @@ function M.render(result, ctx, omit)
     return nil
 end
 
--- use(tool): the tool renders its TOON text as the view and its description says so
--- (the sentence appended in each language). Returns the tool.
+-- use(tool): the tool renders its TOON text as the view and its description (and
+-- short_description) says so (the sentence appended in each language). Returns the tool.
 function M.use(tool)
-    for lang, text in pairs(M.DESCRIPTION) do
-        if tool.description[lang] then
-            tool.description[lang] = tool.description[lang] .. (lang == "zh-CN" and "" or " ") .. text
+    for _, key in ipairs({ "description", "short_description" }) do
+        local d = tool[key] or {}
+        for lang, text in pairs(M.DESCRIPTION) do
+            if d[lang] then
+                d[lang] = d[lang] .. (lang == "zh-CN" and "" or " ") .. text
+            end
         end
     end
     tool.render = function(result, ctx)
