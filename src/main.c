@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "httpd.h"
 #include "server.h"
 
@@ -333,6 +334,7 @@ static int run_worker(conf *cfg, const worker_opts *w)
     tcfg.verdict_ttl_s = (int)conf_int(a.cfg, "trace_core.probe_verdict_ttl_s");
     tcfg.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
     tcfg.default_business_domain = conf_str(a.cfg, "default_business_domain");
+    tcfg.lease_ttl_s = (int)conf_int(a.cfg, "trace_core.lease_cache_ttl_s");
     a.trace = trace_new(a.base, a.fetch, &tcfg);
     const char *ss = conf_str(a.cfg, "state_store");
     if (!strcmp(ss, "memory")) {
@@ -419,10 +421,12 @@ static int run_worker(conf *cfg, const worker_opts *w)
     fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"tools loaded\",\"report\":\"%s\"}\n",
             (long long)now_wall_ms(), report ? report : "");
     free(report);
+    a.route = route_request; /* the route table: httpd calls up only through it */
     if (httpd_start(&a, err, sizeof err) < 0) {
         fprintf(stderr, "context-loader: %s\n", err);
         goto done;
     }
+    ptc_init(&a);
     sigterm = evsignal_new(a.base, SIGTERM, on_term, &a);
     sigint = evsignal_new(a.base, SIGINT, on_term, &a);
     sighup = evsignal_new(a.base, SIGHUP, on_hup, &a);
@@ -452,6 +456,7 @@ done:
         event_free(sighup);
     mcp_close_streams(&a);
     httpd_free(&a);
+    ptc_free();
     if (a.idem)
         idem_free(a.idem);
     if (a.store)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flow.h"
+#include "accept.h"
 #include "lifecycle.h"
 #include "mcp_msg.h"
 #include "server.h"
@@ -26,33 +26,6 @@ static int version_supported(const char *v)
     for (size_t i = 0; i < N_VERSIONS; i++)
         if (!strcmp(v, VERSIONS[i]))
             return 1;
-    return 0;
-}
-
-/* Does an Accept header admit this media type (exact, type/ *, or * / *)? */
-static int accepts(const char *accept, const char *type)
-{
-    if (!accept || !*accept)
-        return 1;
-    size_t tlen = strlen(type);
-    const char *slash = strchr(type, '/');
-    size_t major = slash ? (size_t)(slash - type) : tlen;
-    for (const char *p = accept; *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        const char *e = p;
-        while (*e && *e != ',' && *e != ';')
-            e++;
-        size_t n = (size_t)(e - p);
-        while (n && p[n - 1] == ' ')
-            n--;
-        if ((n == tlen && !strncasecmp(p, type, n)) || (n == 3 && !strncmp(p, "*/*", 3)) ||
-            (n == major + 2 && !strncasecmp(p, type, major) && !strncmp(p + major, "/*", 2)))
-            return 1;
-        while (*e && *e != ',')
-            e++;
-        p = e;
-    }
     return 0;
 }
 
@@ -94,6 +67,16 @@ void mcp_send_result(req_ctx *c, const char *result, size_t len)
     } else {
         req_reply(c, 200, "application/json", b.data, b.len);
     }
+    buf_free(&b);
+}
+
+/* The one answer of every tools/call that ran (business tools, lifecycle tools,
+ * refusals, replays, errors): the outcome as a CallToolResult. Frees c. */
+static void reply_outcome(req_ctx *c, const call_outcome *o)
+{
+    buf b = BUF_INIT;
+    mcp_write_tool_result(&b, o);
+    mcp_send_result(c, b.data, b.len);
     buf_free(&b);
 }
 
@@ -257,6 +240,20 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     buf_free(&b);
 }
 
+static void cancel_lifecycle(void *op)
+{
+    lifecycle_cancel(op);
+}
+
+static void on_lifecycle_done(const call_outcome *o, void *arg)
+{
+    req_ctx *c = arg;
+    req_pending_clear(c);
+    c->outcome = o->code;
+    c->trace_ms += o->trace_ms;
+    reply_outcome(c, o);
+}
+
 static void do_tools_call(req_ctx *c, const json_value *params)
 {
     mcp_call mc;
@@ -271,8 +268,23 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     const char *name = mc.name;
     const json_value *args = mc.args, *meta = mc.meta;
     if (lifecycle_is_tool(name)) {
+        c->tool_builtin = 1;
         req_async_begin(c);
-        lifecycle_call(c, name, args, meta);
+        lifecycle_input in;
+        memset(&in, 0, sizeof in);
+        in.trace = c->app->trace;
+        in.who = &c->who;
+        in.request_id = c->request_id;
+        in.caller_request_id = c->caller_request_id;
+        in.lang = c->lang;
+        in.name = name;
+        in.args = args;
+        in.meta = meta;
+        in.invocation_header = req_header(c, "X-OpenBKN-Client-Invocation-Id");
+        in.host_key_header = req_header(c, "X-OpenBKN-Host-Conversation-Key");
+        lifecycle *l = lifecycle_new(&in, on_lifecycle_done, c);
+        req_pending_set(c, l, cancel_lifecycle);
+        lifecycle_run(l);
         return;
     }
     c->gen = tools_host_acquire(c->app->tools);
@@ -288,7 +300,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     }
     req_async_begin(c);
     arm_progress(c, meta);
-    flow_start(c, ti, args, meta);
+    req_flow_start(c, ti, args, meta, reply_outcome);
 }
 
 /* ---- GET streams ---- */
@@ -436,10 +448,15 @@ static void session_store_unavailable(req_ctx *c)
 static void post_dispatch(req_ctx *c);
 static void open_stream(req_ctx *c, const char *sid);
 
+static void cancel_session(void *op)
+{
+    session_cancel(op);
+}
+
 static void on_session_ended(session_status st, void *arg)
 {
     req_ctx *c = arg;
-    c->session_wait = NULL;
+    req_pending_clear(c);
     if (st == SESSION_UNAVAILABLE) {
         session_store_unavailable(c);
         return;
@@ -451,7 +468,7 @@ static void on_session_ended(session_status st, void *arg)
 static void on_session(session_status st, void *arg)
 {
     req_ctx *c = arg;
-    c->session_wait = NULL;
+    req_pending_clear(c);
     if (st == SESSION_UNAVAILABLE) {
         session_store_unavailable(c);
         return;
@@ -466,7 +483,7 @@ static void on_session(session_status st, void *arg)
     else if (!strcmp(c->method, "GET"))
         open_stream(c, sid);
     else /* DELETE */
-        c->session_wait = session_end(c->app->sessions, sid, on_session_ended, c);
+        req_pending_set(c, session_end(c->app->sessions, sid, on_session_ended, c), cancel_session);
 }
 
 /* Checks Mcp-Session-Id, then goes on in on_session (the ended-session lookup is
@@ -484,7 +501,7 @@ static void check_session(req_ctx *c)
         return;
     }
     req_async_begin(c);
-    c->session_wait = w;
+    req_pending_set(c, w, cancel_session);
 }
 
 static void handle_post(req_ctx *c)
@@ -495,7 +512,7 @@ static void handle_post(req_ctx *c)
         return;
     }
     const char *accept = req_header(c, "Accept");
-    if (!accepts(accept, "application/json") || !accepts(accept, "text/event-stream")) {
+    if (!accept_admits(accept, "application/json") || !accept_admits(accept, "text/event-stream")) {
         rpc_error(c, 406, -32600,
                   "Not Acceptable: Accept must include application/json and text/event-stream");
         return;
@@ -569,7 +586,7 @@ void mcp_handle(req_ctx *c)
         return;
     }
     if (!strcmp(c->method, "GET")) {
-        if (!accepts(req_header(c, "Accept"), "text/event-stream")) {
+        if (!accept_admits(req_header(c, "Accept"), "text/event-stream")) {
             rpc_error(c, 406, -32600, "Not Acceptable: GET needs Accept: text/event-stream");
             return;
         }

@@ -19,6 +19,7 @@
 
 #include "json_lua.h"
 #include "lvm.h"
+#include "accept.h"
 #include "server.h"
 
 static char g_sandbox_url[600];

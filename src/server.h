@@ -18,6 +18,7 @@
 #include "fetch.h"
 #include "idem.h"
 #include "json.h"
+#include "outcome.h"
 #include "principal.h"
 #include "session.h"
 #include "store.h"
@@ -26,6 +27,14 @@
 #include "util.h"
 
 typedef struct sse_stream sse_stream;
+typedef struct req_ctx req_ctx;
+
+/* A route's handler: runs after authentication, owns the request until it replies. */
+typedef void (*route_handler)(req_ctx *c);
+/* The route table (route.c, registered by main): the handler for the path below the
+ * prefix (rest, e.g. "/mcp" or "/kn/x"); NULL when it already answered (404, 405,
+ * 403). It sets c->kind, c->surface, c->tool as it sees them. */
+typedef route_handler (*route_fn)(req_ctx *c, const char *rest);
 
 typedef struct app {
     conf *cfg;
@@ -54,14 +63,20 @@ typedef struct app {
     int64_t started_ms;
     uint64_t requests_total;
     json_value *ctx_config; /* ctx.config for tools (permission_request, gates) */
+    route_fn route;         /* the route table (set before httpd_start) */
 } app;
 
 typedef enum { ROUTE_NONE, ROUTE_MCP, ROUTE_REST, ROUTE_INFO, ROUTE_TOOLKIT } route_kind;
 
-struct flow;
-struct lifecycle;
+/* The one asynchronous operation a request waits for (authentication, a session
+ * lookup, a business or lifecycle call); cancelled when the request ends first
+ * (client gone). */
+typedef struct req_pending {
+    void *op;
+    void (*cancel)(void *op);
+} req_pending;
 
-typedef struct req_ctx {
+struct req_ctx {
     app *app;
     struct evhttp_request *req;
     route_kind kind;
@@ -73,9 +88,12 @@ typedef struct req_ctx {
     int64_t t0;
     principal who;
     int authed;
-    auth_wait *auth;
-    tools_gen *gen;
-    call *call;
+    req_pending pending;
+    route_handler handler; /* from routing, run once authenticated */
+    tools_gen *gen;        /* pinned once: at routing (REST) or at tools/call (MCP) */
+    const tools_info *ti;  /* REST: the tool found at routing, in gen */
+    int tool_builtin;      /* tool is one of the core's own (the lifecycle tools) */
+    void (*flow_reply)(req_ctx *c, const call_outcome *o); /* reqflow.c: the writer */
     char tool[128];
     char surface[16];
     json_value *msg; /* parsed body (MCP JSON-RPC message or REST arguments) */
@@ -84,14 +102,11 @@ typedef struct req_ctx {
     const char *outcome;
     int64_t lua_ms, upstream_ms;
     int on_close_set;
-    struct event *close_watch;         /* hang-up watch on the client socket while async */
-    int caller_request_id;             /* the request id came from the caller (a retry hint) */
-    struct flow *flow;                 /* a business call in progress */
-    struct lifecycle *lc;              /* a lifecycle tool call in progress */
-    struct session_wait *session_wait; /* Mcp-Session-Id check or end in the store */
-    json_value *query;                 /* REST query parameters (object of strings), or NULL */
-    char format[16];                   /* REST ?response_format= as given */
-    int proxy;                         /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
+    struct event *close_watch; /* hang-up watch on the client socket while async */
+    int caller_request_id;     /* the request id came from the caller (a retry hint) */
+    json_value *query;         /* REST query parameters (object of strings), or NULL */
+    char format[16];           /* REST ?response_format= as given */
+    int proxy;                 /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
     char proxy_mcp_id[256], proxy_tool[256];
     int format_given;
     json_value *reqinfo; /* ctx.request, built on first use */
@@ -102,7 +117,7 @@ typedef struct req_ctx {
     int progress_n;
     int sse;
     int64_t trace_ms; /* time spent waiting for Trace Core */
-} req_ctx;
+};
 
 /* httpd.c */
 int httpd_start(app *a, char *err, size_t errlen);
@@ -119,6 +134,15 @@ void req_add_header(req_ctx *c, const char *name, const char *value);
 const char *req_body(req_ctx *c, size_t *len);
 /* Marks the request as waiting for something asynchronous. */
 void req_async_begin(req_ctx *c);
+/* The request now waits for op (cancel(op) runs if the request ends first). */
+void req_pending_set(req_ctx *c, void *op, void (*cancel)(void *op));
+/* op finished (its callback runs): nothing to cancel any more. */
+void req_pending_clear(req_ctx *c);
+/* The 404 of an unknown route. */
+void req_not_found(req_ctx *c);
+/* Origin allow-list (config) plus loopback origins; DNS-rebinding guard on Host
+ * when the listener is a loopback address. */
+int req_origin_allowed(req_ctx *c);
 /* The request became a long-lived stream owned elsewhere: log it, free ctx, keep req. */
 void req_detach(req_ctx *c, int status);
 /* Ends an SSE response begun with evhttp_send_reply_start: logs, frees c. */
@@ -127,8 +151,15 @@ void req_end_stream(req_ctx *c, size_t bytes_out);
 void req_call_env(req_ctx *c, call_env *env);
 /* Whether the gate of a tool is switched on. */
 int app_gate_enabled(app *a, const char *gate);
-const char *lang_tag(lang_id l);
-lang_id lang_from_accept(const char *accept_language, lang_id dflt);
+
+/* route.c: the route table main registers (app.route). */
+route_handler route_request(req_ctx *c, const char *rest);
+
+/* reqflow.c: the business call of a request: the flow with the request's call
+ * environment as a pending operation; reply gets the outcome (the request's
+ * outcome and Trace Core, Lua and upstream times already copied) and must answer. */
+void req_flow_start(req_ctx *c, const tools_info *ti, const json_value *args,
+                    const json_value *meta, void (*reply)(req_ctx *c, const call_outcome *o));
 
 /* mcp.c: POST/GET/DELETE on /mcp, after authentication. */
 /* Sends {"jsonrpc":"2.0","id":<request id>,"result":<result>} and frees c. */
@@ -162,7 +193,11 @@ const char *ptc_list_json(app *a, tools_gen *g, const tools_info *ti, lang_id la
 /* ptc.c: frees the cached renderings (shutdown). */
 void ptc_free(void);
 
-/* rest.c: POST /kn/<tool>, after authentication. */
+/* rest.c: POST /kn/<tool>, after authentication (c->gen and c->ti pinned at
+ * routing). */
 void rest_handle(req_ctx *c);
+/* Answers a tool call's outcome: status, the receipt / operation / trace-status
+ * headers, Content-Language of errors, the body (TOON or JSON). Frees c. */
+void rest_reply_outcome(req_ctx *c, const call_outcome *o);
 
 #endif
