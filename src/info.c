@@ -11,6 +11,7 @@
 
 #include "accept.h"
 #include "server.h"
+#include "surfaces.h"
 
 /* Same list as mcp.c negotiates (SPEC §5). */
 static const char *const PROTOCOL_VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};

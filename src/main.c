@@ -20,6 +20,7 @@
 #include "accept.h"
 #include "httpd.h"
 #include "server.h"
+#include "surfaces.h"
 
 #define MAX_WORKERS 64
 

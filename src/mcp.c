@@ -10,6 +10,7 @@
 #include "lifecycle.h"
 #include "mcp_msg.h"
 #include "server.h"
+#include "surfaces.h"
 
 static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 #define N_VERSIONS (sizeof VERSIONS / sizeof VERSIONS[0])

@@ -21,6 +21,7 @@
 #include "lvm.h"
 #include "accept.h"
 #include "server.h"
+#include "surfaces.h"
 
 static char g_sandbox_url[600];
 

@@ -9,6 +9,7 @@
 #include "accept.h"
 #include "callcheck.h"
 #include "server.h"
+#include "surfaces.h"
 
 void rest_handle(req_ctx *c)
 {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "server.h"
+#include "surfaces.h"
 
 /* A REST-style tool route: the tool must exist, be on the surface and not be gated
  * off - otherwise it is an unknown path - and take POST. Replies and returns -1 when
