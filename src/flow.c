@@ -8,6 +8,7 @@
 #include "accept.h"
 #include "callcheck.h"
 #include "guard.h"
+#include "mcp_msg.h"
 
 struct flow {
     flow_input in; /* pointers borrowed (flow.h) */
@@ -245,14 +246,7 @@ static void finalize(flow *f)
     json_value *payload = NULL, *parsed = NULL;
     const buf *text = &f->o.json;
     if (f->in.mcp) {
-        json_value *block = json_new_object();
-        json_set(block, "type", json_new_str("text", 4));
-        json_set(block, "text", json_new_str(text->data ? text->data : "", text->len));
-        json_value *content = json_new_array();
-        json_push(content, block);
-        payload = json_new_object();
-        json_set(payload, "content", content);
-        json_set(payload, "isError", json_new_bool(f->o.is_error));
+        payload = mcp_attempt_output(&f->o);
     } else if (!f->o.is_error && f->o.result) {
         payload = f->o.result; /* borrowed */
     } else if (f->o.is_error && f->error_value) {

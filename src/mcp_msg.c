@@ -205,3 +205,16 @@ void mcp_write_tool_result(buf *out, const call_outcome *o)
         buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"unrecorded\"}");
     buf_putc(out, '}');
 }
+
+json_value *mcp_attempt_output(const call_outcome *o)
+{
+    json_value *block = json_new_object();
+    json_set(block, "type", json_new_str("text", 4));
+    json_set(block, "text", json_new_str(o->json.data ? o->json.data : "", o->json.len));
+    json_value *content = json_new_array();
+    json_push(content, block);
+    json_value *v = json_new_object();
+    json_set(v, "content", content);
+    json_set(v, "isError", json_new_bool(o->is_error));
+    return v;
+}

@@ -68,4 +68,9 @@ void mcp_write_error(buf *out, const char *id_json, int code, const char *messag
  * and _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. */
 void mcp_write_tool_result(buf *out, const call_outcome *o);
 
+/* What Trace Core records as the output of an MCP call's attempt: the tool result
+ * before any receipt, as a value - {"content":[{"type":"text","text":<the JSON
+ * text>}],"isError":...}. Owned by the caller. */
+json_value *mcp_attempt_output(const call_outcome *o);
+
 #endif

@@ -82,7 +82,7 @@ route_handler route_request(req_ctx *c, const char *rest)
                               : !strcmp(rest, "/mcp-compact") || !strcmp(rest, "/mcp-compact/")
                                   ? "compact"
                               : ptc_on && (!strcmp(rest, "/mcp/ptc") || !strcmp(rest, "/mcp/ptc/"))
-                                  ? "ptc" /* gated: off, it is an unknown path (SPEC §22.2) */
+                                  ? "ptc" /* gated: off, it is an unknown path */
                                   : NULL;
     if (!strcmp(c->method, "GET") &&
         (!strcmp(rest, "/mcp/info") || !strcmp(rest, "/mcp-compact/info") ||

@@ -33,9 +33,9 @@ void mcp_heartbeat(app *a);
 void mcp_tools_changed(app *a, tools_gen *cur);
 
 /* info.c: GET /mcp/info, /mcp-compact/info, /mcp/ptc/info (c->surface says which),
- * JSON or, for Accept: text/html, the catalogue page (SPEC §15). */
+ * JSON or, for Accept: text/html, the catalogue page. */
 void info_handle(req_ctx *c);
-/* ptc.c: GET /mcp/ptc/toolkit and the deprecated /mcp/toolkit (SPEC §14). */
+/* ptc.c: GET /mcp/ptc/toolkit and the deprecated /mcp/toolkit. */
 void toolkit_handle(req_ctx *c);
 /* ptc.c: after the listeners are bound: the sandbox callback URL (ptc.sandbox_mcp_url,
  * else http://<listener>/<prefix>/mcp/), also set as ctx.config.ptc.sandbox_mcp_url. */
