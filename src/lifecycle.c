@@ -186,6 +186,16 @@ static void fail_trace(lifecycle *l, const trace_reply *r)
     }
 }
 
+/* A reply without the id it should carry: Core answered without it (missing), or
+ * the failure itself. */
+static void fail_no_id(lifecycle *l, const trace_reply *r, const char *missing)
+{
+    if (r->status == TRACE_OK)
+        fail(l, "trace_core_unavailable", missing, 1, "retry_later", NULL);
+    else
+        fail_trace(l, r);
+}
+
 static void success(lifecycle *l, const trace_interaction *it, int finish)
 {
     const char *keys[] = {"conversation_id", "interaction_id", "execution_status",
@@ -288,11 +298,7 @@ static void on_conversation(const trace_reply *r, const char *cid, void *arg)
     l->tc = NULL;
     trace_time_end(l);
     if (!cid) {
-        if (r->status == TRACE_OK)
-            fail(l, "trace_core_unavailable", "BKN Trace Core answered without a conversation", 1,
-                 "retry_later", NULL);
-        else
-            fail_trace(l, r);
+        fail_no_id(l, r, "BKN Trace Core answered without a conversation");
         return;
     }
     const char *given = json_get_string(l->args, "conversation_id");
@@ -390,11 +396,7 @@ static void on_artifact(const trace_reply *r, const char *id, void *arg)
     l->tc = NULL;
     trace_time_end(l);
     if (!id) {
-        if (r->status == TRACE_OK)
-            fail(l, "trace_core_unavailable", "BKN Trace Core did not store the answer", 1,
-                 "retry_later", NULL);
-        else
-            fail_trace(l, r);
+        fail_no_id(l, r, "BKN Trace Core did not store the answer");
         return;
     }
     snprintf(l->answer_ref, sizeof l->answer_ref, "artifact:%s", id);

@@ -875,12 +875,21 @@ static void deliver_view(trace_call *c)
     }
 }
 
+/* Sends a typed operation: path is fmt with up to two "%s" filled by id1 and id2
+ * path-escaped; body (may be NULL) is written and freed here. */
 static trace_call *typed_request(trace_ctx *t, const principal *who, const char *lang,
-                                 const char *method, const buf *path, const json_value *body,
-                                 int idempotent, view_kind view, void *arg)
+                                 const char *method, const char *fmt, const char *id1,
+                                 const char *id2, json_value *body, int idempotent, view_kind view,
+                                 void *arg)
 {
-    trace_call *c = trace_request(t, who, lang, method, path->data, body, idempotent, NULL, arg);
+    buf path = BUF_INIT, e1 = BUF_INIT, e2 = BUF_INIT;
+    buf_printf(&path, fmt, trace_path_escape(id1, &e1), trace_path_escape(id2, &e2));
+    trace_call *c = trace_request(t, who, lang, method, path.data, body, idempotent, NULL, arg);
     c->view = view;
+    json_free(body);
+    buf_free(&path);
+    buf_free(&e1);
+    buf_free(&e2);
     return c;
 }
 
@@ -892,12 +901,9 @@ static void set_str(json_value *o, const char *key, const char *v)
 trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char *lang,
                                   const char *interaction_id, trace_interaction_cb cb, void *arg)
 {
-    buf path = BUF_INIT, e = BUF_INIT;
-    buf_printf(&path, "/interactions/%s", trace_path_escape(interaction_id, &e));
-    trace_call *c = typed_request(t, who, lang, "GET", &path, NULL, 1, V_INTERACTION, arg);
+    trace_call *c = typed_request(t, who, lang, "GET", "/interactions/%s", interaction_id, NULL,
+                                  NULL, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
-    buf_free(&path);
-    buf_free(&e);
     return c;
 }
 
@@ -907,18 +913,14 @@ trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const c
                                      trace_interaction_cb cb, void *arg)
 {
     char qhash[65];
-    buf path = BUF_INIT, e = BUF_INIT;
     sha256_hex(question, strlen(question), qhash);
     json_value *b = json_new_object();
     set_str(b, "idempotency_key", idempotency_key);
     set_str(b, "request_hash", qhash);
     set_str(b, "agent_name", agent_name);
-    buf_printf(&path, "/conversations/%s/interactions", trace_path_escape(conversation_id, &e));
-    trace_call *c = typed_request(t, who, lang, "POST", &path, b, 1, V_INTERACTION, arg);
+    trace_call *c = typed_request(t, who, lang, "POST", "/conversations/%s/interactions",
+                                  conversation_id, NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
-    json_free(b);
-    buf_free(&path);
-    buf_free(&e);
     return c;
 }
 
@@ -927,7 +929,6 @@ trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const c
                                      const char *idempotency_key, const char *answer_ref,
                                      const char *reason, trace_interaction_cb cb, void *arg)
 {
-    buf path = BUF_INIT, e = BUF_INIT;
     json_value *b = json_new_object();
     set_str(b, "outcome", outcome);
     set_str(b, "idempotency_key", idempotency_key);
@@ -935,12 +936,9 @@ trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const c
         set_str(b, "answer_artifact_ref", answer_ref);
     if (reason)
         set_str(b, "reason", reason);
-    buf_printf(&path, "/interactions/%s/finish", trace_path_escape(interaction_id, &e));
-    trace_call *c = typed_request(t, who, lang, "POST", &path, b, 1, V_INTERACTION, arg);
+    trace_call *c = typed_request(t, who, lang, "POST", "/interactions/%s/finish", interaction_id,
+                                  NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
-    json_free(b);
-    buf_free(&path);
-    buf_free(&e);
     return c;
 }
 
@@ -948,18 +946,15 @@ trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const 
                                       const char *external_key, trace_id_cb cb, void *arg)
 {
     char h[65], ikey[80];
-    buf path = BUF_INIT;
     sha256_hex(external_key, strlen(external_key), h);
     snprintf(ikey, sizeof ikey, "mcp-conversation:%.32s", h);
     json_value *b = json_new_object();
     set_str(b, "external_conversation_key", external_key);
     set_str(b, "idempotency_key", ikey);
-    buf_puts(&path, "/conversations:ensure-current");
-    trace_call *c = typed_request(t, who, lang, "POST", &path, b, 1, V_ID, arg);
+    trace_call *c = typed_request(t, who, lang, "POST", "/conversations:ensure-current", NULL, NULL,
+                                  b, 1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "conversation_id";
-    json_free(b);
-    buf_free(&path);
     return c;
 }
 
@@ -970,7 +965,7 @@ trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *l
 {
     json_value *content = json_new_object();
     set_str(content, "answer", answer);
-    buf text = BUF_INIT, path = BUF_INIT, ini = BUF_INIT;
+    buf text = BUF_INIT, ini = BUF_INIT;
     json_write(&text, content, 1);
     char h[65], hash[80], idsrc[400], aid[80], trace_id[33], span_id[17];
     sha256_hex(text.data, text.len, h);
@@ -999,13 +994,11 @@ trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *l
     buf_printf(&ini, "account:%s", who->account_id);
     set_str(b, "initiator", ini.data);
     set_str(b, "agent_or_app", app_id);
-    buf_puts(&path, "/evidence/artifacts");
-    trace_call *c = typed_request(t, who, lang, "POST", &path, b, 1, V_ID, arg);
+    trace_call *c =
+        typed_request(t, who, lang, "POST", "/evidence/artifacts", NULL, NULL, b, 1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "artifact_id";
-    json_free(b);
     buf_free(&text);
-    buf_free(&path);
     buf_free(&ini);
     return c;
 }
@@ -1028,16 +1021,10 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
         set_str(b, "parent_operation_id", in->parent_operation_id);
     if (in->causation_event_ids)
         json_set(b, "causation_event_ids", json_clone(in->causation_event_ids));
-    buf path = BUF_INIT, e1 = BUF_INIT, e2 = BUF_INIT;
-    buf_printf(&path, "/conversations/%s/interactions/%s/operations:ensure",
-               trace_path_escape(in->conversation_id, &e1),
-               trace_path_escape(in->interaction_id, &e2));
-    trace_call *c = typed_request(t, who, lang, "POST", &path, b, 0, V_OPERATION, arg);
+    trace_call *c =
+        typed_request(t, who, lang, "POST", "/conversations/%s/interactions/%s/operations:ensure",
+                      in->conversation_id, in->interaction_id, b, 0, V_OPERATION, arg);
     c->tcb.operation = cb;
-    buf_free(&path);
-    buf_free(&e1);
-    buf_free(&e2);
-    json_free(b);
     return c;
 }
 
@@ -1069,15 +1056,12 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     json_set(b, "artifact_refs", json_new_null());
     json_set(b, "partial_reasons", json_new_null());
     json_set(b, in->failed ? "error" : "output", env);
-    buf path = BUF_INIT, esc = BUF_INIT;
-    buf_puts(&path, "/operations/");
-    buf_puts(&path, trace_path_escape(in->operation_id, &esc));
-    buf_printf(&path, "/attempts/%ld:%s", in->attempt, in->failed ? "fail" : "complete");
-    trace_call *c = typed_request(t, who, lang, "POST", &path, b, 1, V_RECEIPT, arg);
+    char fmt[80]; /* the operation id is escaped into the one %s */
+    snprintf(fmt, sizeof fmt, "/operations/%%s/attempts/%ld:%s", in->attempt,
+             in->failed ? "fail" : "complete");
+    trace_call *c =
+        typed_request(t, who, lang, "POST", fmt, in->operation_id, NULL, b, 1, V_RECEIPT, arg);
     c->tcb.receipt = cb;
-    buf_free(&path);
-    buf_free(&esc);
-    json_free(b);
     return c;
 }
 
