@@ -49,25 +49,38 @@ static void sse_send(req_ctx *c, const char *json, size_t len)
     evbuffer_free(e);
 }
 
-void mcp_send_result(req_ctx *c, const char *result, size_t len)
+/* Starts {"jsonrpc":"2.0","id":<request id>,"result": in b (room for extra more). */
+static void begin_result(req_ctx *c, buf *b, size_t extra)
 {
-    buf b = BUF_INIT;
-    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    buf_append(&b, c->rpc_id.data, c->rpc_id.len);
-    buf_puts(&b, ",\"result\":");
-    buf_append(&b, result, len);
-    buf_putc(&b, '}');
+    buf_reserve(b, c->rpc_id.len + extra + 64);
+    buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    buf_append(b, c->rpc_id.data, c->rpc_id.len);
+    buf_puts(b, ",\"result\":");
+}
+
+/* Ends the response begun by begin_result and sends it; frees c. */
+static void send_result(req_ctx *c, buf *b)
+{
+    buf_putc(b, '}');
     if (c->progress_timer) {
         event_free(c->progress_timer);
         c->progress_timer = NULL;
     }
     if (c->sse) {
         /* The stream began with progress notifications; the result ends it. */
-        sse_send(c, b.data, b.len);
-        req_end_stream(c, b.len);
+        sse_send(c, b->data, b->len);
+        req_end_stream(c, b->len);
     } else {
-        req_reply(c, 200, "application/json", b.data, b.len);
+        req_reply(c, 200, "application/json", b->data, b->len);
     }
+}
+
+void mcp_send_result(req_ctx *c, const char *result, size_t len)
+{
+    buf b = BUF_INIT;
+    begin_result(c, &b, len);
+    buf_append(&b, result, len);
+    send_result(c, &b);
     buf_free(&b);
 }
 
@@ -76,8 +89,10 @@ void mcp_send_result(req_ctx *c, const char *result, size_t len)
 static void reply_outcome(req_ctx *c, const call_outcome *o)
 {
     buf b = BUF_INIT;
+    /* the text block escapes the JSON (or TOON) once more; structuredContent repeats it */
+    begin_result(c, &b, o->json.len + o->json.len / 4 + o->toon_text.len + 256);
     mcp_write_tool_result(&b, o);
-    mcp_send_result(c, b.data, b.len);
+    send_result(c, &b);
     buf_free(&b);
 }
 
