@@ -2,6 +2,7 @@
 # a real redis-server started by the test (skipped with 77 when it is missing).
 add_executable(test_store_redis ${CMAKE_SOURCE_DIR}/tests/unit/test_store_redis.c
                                 ${CMAKE_SOURCE_DIR}/src/store.c ${CMAKE_SOURCE_DIR}/src/store_redis.c
+                                ${CMAKE_SOURCE_DIR}/src/log.c ${CMAKE_SOURCE_DIR}/src/json.c
                                 ${CMAKE_SOURCE_DIR}/src/util.c)
 target_include_directories(test_store_redis PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(test_store_redis PRIVATE PkgConfig::LIBEVENT PkgConfig::CRYPTO

@@ -10,6 +10,7 @@
 #include <lauxlib.h>
 
 #include "json_lua.h"
+#include "log.h"
 #include "lvm.h"
 #include "toon.h"
 #include "util.h"
@@ -76,29 +77,18 @@ size_t call_inflight(void)
     return g_inflight;
 }
 
-static void log_line(const call *c, const char *level, const char *msg, const char *k1,
+static void log_call(const call *c, log_level level, const char *msg, const char *k1,
                      const char *v1, const char *k2, const char *v2)
 {
-    buf b = BUF_INIT;
-    buf_printf(&b, "{\"ts\":%lld,\"level\":", (long long)now_wall_ms());
-    json_write_string(&b, level, strlen(level));
-    buf_puts(&b, ",\"request_id\":");
-    json_write_string(&b, c->request_id, strlen(c->request_id));
-    buf_puts(&b, ",\"tool\":");
-    json_write_string(&b, c->info->name, strlen(c->info->name));
-    buf_printf(&b, ",\"generation\":%u,\"msg\":", tools_gen_id(c->gen));
-    json_write_string(&b, msg, strlen(msg));
-    if (k1 && v1) {
-        buf_printf(&b, ",\"%s\":", k1);
-        json_write_string(&b, v1, strlen(v1));
-    }
-    if (k2 && v2) {
-        buf_printf(&b, ",\"%s\":", k2);
-        json_write_string(&b, v2, strlen(v2));
-    }
-    buf_puts(&b, "}\n");
-    fwrite(b.data, 1, b.len, stderr);
-    buf_free(&b);
+    log_line *l = log_begin(level, msg);
+    log_str(l, "request_id", c->request_id);
+    log_str(l, "tool", c->info->name);
+    log_int(l, "generation", tools_gen_id(c->gen));
+    if (k1)
+        log_str(l, k1, v1);
+    if (k2)
+        log_str(l, k2, v2);
+    log_end(l);
 }
 
 /* ---- ctx ---- */
@@ -121,12 +111,12 @@ static int ctx_now_ms(lua_State *L)
 static int ctx_log(lua_State *L)
 {
     call *c = ctx_call(L);
-    const char *level = luaL_checkstring(L, 1);
+    log_level level;
+    const char *name = luaL_checkstring(L, 1);
     const char *msg = luaL_checkstring(L, 2);
-    if (strcmp(level, "debug") && strcmp(level, "info") && strcmp(level, "warn") &&
-        strcmp(level, "error"))
+    if (log_level_parse(name, &level) < 0)
         return luaL_argerror(L, 1, "level must be debug, info, warn or error");
-    log_line(c, level, msg, NULL, NULL, NULL, NULL);
+    log_call(c, level, msg, NULL, NULL, NULL, NULL);
     return 0;
 }
 
@@ -660,7 +650,7 @@ static void fail_incident(call *c, const char *error_code, const char *msg, cons
     random_bytes(rnd, sizeof rnd);
     memcpy(c->incident, "inc_", 4);
     hex_encode(rnd, sizeof rnd, c->incident + 4);
-    log_line(c, "error", msg, "incident_id", c->incident, "traceback", tb);
+    log_call(c, LOG_ERROR, msg, "incident_id", c->incident, "traceback", tb);
     lvm_cpcall(c->L, error_text_p, &ta, NULL);
     c->status = 500;
     c->is_error = 1;
@@ -741,7 +731,7 @@ static int collect_p(lua_State *L)
     if (!c->toon_set && c->toon_wanted && !c->is_error && c->value) {
         /* TOON from the result tree (big integers and key order intact). */
         if (toon_encode(&c->toon, c->value, NULL, err, sizeof err) < 0) {
-            log_line(c, "error", "toon rendering failed", "error", err, NULL, NULL);
+            log_call(c, LOG_ERROR, "toon rendering failed", "error", err, NULL, NULL);
             buf_free(&c->toon); /* falls back to JSON */
         } else {
             c->toon_set = 1;

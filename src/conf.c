@@ -2,7 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,133 +17,32 @@ typedef struct conf_key {
     conf_type type;
     const char *def;
     const char *doc;
+    size_t off; /* of the member in settings */
 } conf_key;
 
-/* The one list of keys. etc/context-loader.conf documents the same keys. */
+/* The one list of keys (CONF_KEYS in conf.h). etc/context-loader.conf documents the
+ * same keys. */
 static const conf_key KEYS[] = {
-    {"listen", NULL, T_ADDR, "127.0.0.1:30779", "public listener host:port"},
-    {"admin_listen", NULL, T_STR, "127.0.0.1:30780",
-     "operator listener (metrics, reload) host:port; empty disables it"},
-    {"workers", NULL, T_WORKERS, "1",
-     "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "
-     "than 1 needs a redis state_store"},
-    {"tools_dir", NULL, T_STR, "tools", "directory of tool scripts (relative to the working dir)"},
-    {"tools.watch", NULL, T_BOOL, "false",
-     "reload when files in tools_dir change (inotify, debounced; editor temp files ignored)"},
-    {"tools.watch_debounce_ms", NULL, T_INT, "300",
-     "tools.watch: quiet period after the last change before reloading"},
-    {"tools.max_live_generations", NULL, T_INT, "8",
-     "reloads are deferred while this many generations are still serving calls"},
-    {"lua_dir", NULL, T_STR, "lua", "trusted Lua runtime shipped with the core"},
-    {"language", NULL, T_LANG, "zh-CN", "deployment language: zh-CN or en-US"},
-    {"public_prefix", NULL, T_STR, "/api/agent-retrieval/v1", "route prefix"},
-    {"upstream.ontology_query.url", NULL, T_STR,
-     "http://ontology-query-svc.openbkn:13018/api/ontology-query", "ontology-query base URL"},
-    {"upstream.ontology_query.timeout_ms", NULL, T_INT, "30000", "per-call timeout"},
-    {"upstream.bkn_backend.url", NULL, T_STR,
-     "http://bkn-backend-svc.openbkn:13014/api/bkn-backend", "bkn-backend base URL"},
-    {"upstream.bkn_backend.timeout_ms", NULL, T_INT, "30000", "per-call timeout"},
-    {"upstream.vega.url", NULL, T_STR, "http://vega-backend-svc.openbkn:13014/api/vega-backend",
-     "vega base URL"},
-    {"upstream.vega.timeout_ms", NULL, T_INT, "30000", "per-call timeout"},
-    {"upstream.operator_integration.url", NULL, T_STR,
-     "http://agent-operator-integration.openbkn:9000/api/agent-operator-integration",
-     "execution factory base URL"},
-    {"upstream.operator_integration.timeout_ms", NULL, T_INT, "60000", "per-call timeout"},
-    {"upstream.mf_model_api.url", NULL, T_STR,
-     "http://mf-model-api.openbkn:9898/api/private/mf-model-api", "model API base URL"},
-    {"upstream.mf_model_api.timeout_ms", NULL, T_INT, "30000", "per-call timeout"},
-    {"oauth.introspect_url", NULL, T_STR, "http://hydra-admin.openbkn:4445/admin/oauth2/introspect",
-     "RFC 7662 token introspection endpoint"},
-    {"oauth.client_id", NULL, T_STR, "", "HTTP Basic user for introspection (optional)"},
-    {"oauth.client_secret", NULL, T_STR, "", "HTTP Basic password for introspection (optional)"},
-    {"oauth.resource_metadata_url", NULL, T_STR, "",
-     "RFC 9728 metadata URL advertised in WWW-Authenticate (optional)"},
-    {"bkn_safe.introspect_url", NULL, T_STR, "http://bkn-safe:3000/api/safe/v1/api-keys/introspect",
-     "AppKey (bak_) introspection endpoint"},
-    {"auth.timeout_ms", NULL, T_INT, "5000", "introspection timeout"},
-    {"auth.cache_ttl_s", NULL, T_INT, "300", "positive cache TTL (capped by the token's exp)"},
-    {"auth.negative_ttl_s", NULL, T_INT, "10", "negative cache TTL"},
-    {"auth.cache_entries", NULL, T_INT, "10000", "max cached tokens"},
-    {"default_tenant_id", "BKN_TRACE_DEFAULT_TENANT_ID", T_STR, "openbkn-local",
-     "tenant when the token carries none"},
-    {"default_business_domain", "BKN_TRACE_DEFAULT_BUSINESS_DOMAIN", T_STR, "bd_public",
-     "business domain when the caller sends none"},
-    {"trace_core.url", "BKN_TRACE_CORE_URL", T_STR, "", "BKN Trace Core base URL"},
-    {"trace_core.timeout_ms", NULL, T_INT, "3000", "Trace Core call timeout"},
-    {"trace_core.capture_policy_ttl_s", NULL, T_INT, "30", "capture policy cache TTL"},
-    {"trace_core.lease_cache_ttl_s", NULL, T_INT, "10",
-     "reuse an interaction's lease between calls of one turn for this long (0: look it up "
-     "every call); Trace Core still checks it on every operation"},
-    {"trace_core.probe_tries", NULL, T_INT, "3", "availability probe: tries"},
-    {"trace_core.probe_budget_ms", NULL, T_INT, "1500", "availability probe: total budget"},
-    {"trace_core.probe_verdict_ttl_s", NULL, T_INT, "5", "availability verdict cache TTL"},
-    {"state_store", NULL, T_STR, "memory",
-     "memory | redis://[[user]:password@]host[:port][/db] (shared by several instances)"},
-    {"state_store.connect_timeout_ms", NULL, T_INT, "1000",
-     "redis: connect + AUTH + SELECT budget; calls fail fast (retryable) until connected"},
-    {"state_store.command_timeout_ms", NULL, T_INT, "1000",
-     "redis: a command unanswered this long counts as an outage (reconnect)"},
-    {"state_store.reconnect_max_ms", NULL, T_INT, "2000", "redis: reconnect backoff cap"},
-    {"state_store.key_prefix", NULL, T_STR, "cl:", "redis: prefix of every key"},
-    {"idempotency_ttl_s", NULL, T_INT, "86400", "idempotency record TTL"},
-    {"idempotency.wait_ms", NULL, T_INT, "10000",
-     "how long a duplicate waits for the first call before in_progress"},
-    {"idempotency.max_records", NULL, T_INT, "100000", "memory store: most records kept"},
-    {"session_secret", NULL, T_STR, "",
-     "HMAC secret for Mcp-Session-Id (share it between replicas); empty = random per process"},
-    {"allowed_origins", NULL, T_STR, "",
-     "comma-separated Origin allow-list for MCP routes; requests with another Origin get 403"},
-    {"limits.max_header_bytes", NULL, T_INT, "16384", "request header block limit (413 past it)"},
-    {"limits.max_body_bytes", NULL, T_INT, "4194304", "request body limit (413 past it)"},
-    {"limits.idle_timeout_s", NULL, T_INT, "30", "idle/slow-request timeout per connection"},
-    {"limits.max_response_bytes", NULL, T_INT, "33554432", "upstream response size cap"},
-    {"limits.json_max_depth", NULL, T_INT, "128", "JSON nesting limit for request bodies"},
-    {"lua.instruction_budget", NULL, T_INT, "200000000", "VM instructions per tool call"},
-    {"lua.memory_cap_mb", NULL, T_INT, "128", "Lua memory per tool call"},
-    {"permission_request.path_template", NULL, T_STR,
-     "/studio/bkn/{kn_id}/object-types/{ot_id}?apply_permission=1",
-     "Studio route of the permission request dialog"},
-    {"permission_request.disabled", NULL, T_BOOL, "false", "true removes request links"},
-    {"execute_skill_enabled", "EXECUTE_SKILL_ENABLED", T_BOOL, "false",
-     "registers execute_skill, /kn/execute_skill and /mcp/ptc"},
-    {"ptc.sandbox_mcp_url", "PTC_SANDBOX_MCP_URL", T_STR, "",
-     "in-cluster URL the PTC sandbox calls"},
-    {"mcp.progress_interval_ms", NULL, T_INT, "2000",
-     "a call still running after this long streams notifications/progress (when the client "
-     "sent a progressToken); 0 disables"},
-    {"mcp.tools_page_size", NULL, T_INT, "100", "tools/list page size (cursor pagination)"},
-    {"shutdown_grace_s", NULL, T_INT, "10", "SIGTERM: time allowed for in-flight calls"},
-    {"access_log", NULL, T_BOOL, "true", "one JSON line per request on stderr"},
+#define CONF_ROW(member, key, env, type, def, doc)                                                 \
+    {key, env, T_##type, def, doc, offsetof(settings, member)},
+    CONF_KEYS(CONF_ROW)
+#undef CONF_ROW
 };
 
 #define N_KEYS (sizeof(KEYS) / sizeof(KEYS[0]))
 
-struct conf {
+/* The settings first, so that conf_free can find the texts they point into. */
+typedef struct conf_store {
+    settings s;
     char *values[N_KEYS];
-};
+} conf_store;
 
-/* Callers mostly name keys with string literals, so the lookups on the request path
- * (limits, depth, flags) are remembered by the key's address: a direct-mapped cache
- * in front of the linear search, each hit confirmed with one comparison. */
-#define KEY_CACHE 128
-static struct {
-    const char *ptr;
-    int idx;
-} key_cache[KEY_CACHE];
-
+/* Only the file loader names keys by text. */
 static int key_index(const char *key)
 {
-    size_t slot = ((uintptr_t)key >> 3) % KEY_CACHE;
-    /* Verified: a key built in a reused buffer may come back at the same address. */
-    if (key_cache[slot].ptr == key && strcmp(KEYS[key_cache[slot].idx].key, key) == 0)
-        return key_cache[slot].idx;
     for (size_t i = 0; i < N_KEYS; i++)
-        if (strcmp(KEYS[i].key, key) == 0) {
-            key_cache[slot].ptr = key;
-            key_cache[slot].idx = (int)i;
+        if (strcmp(KEYS[i].key, key) == 0)
             return (int)i;
-        }
     return -1;
 }
 
@@ -224,7 +123,7 @@ static char *trim(char *s)
     return s;
 }
 
-static int load_file(conf *c, const char *path, char *err, size_t errlen)
+static int load_file(conf_store *c, const char *path, char *err, size_t errlen)
 {
     int rc = -1;
     char line[4096];
@@ -266,9 +165,36 @@ done:
     return rc;
 }
 
-conf *conf_load(const char *path, char *err, size_t errlen)
+static int parse_bool(const char *v)
 {
-    conf *c = xcalloc(1, sizeof *c);
+    return str_ieq(v, "true") || !strcmp(v, "1") || str_ieq(v, "yes") || str_ieq(v, "on");
+}
+
+/* The checked text of key i into its member. */
+static void set_member(settings *s, size_t i, const char *v)
+{
+    void *m = (char *)s + KEYS[i].off;
+    switch (KEYS[i].type) {
+    case T_INT:
+        *(long *)m = strtol(v, NULL, 10);
+        break;
+    case T_BOOL:
+        *(int *)m = parse_bool(v);
+        break;
+    case T_WORKERS:
+        *(int *)m = strcmp(v, "auto") ? (int)strtol(v, NULL, 10) : 0;
+        break;
+    case T_STR:
+    case T_LANG:
+    case T_ADDR:
+        *(const char **)m = v;
+        break;
+    }
+}
+
+settings *conf_load(const char *path, char *err, size_t errlen)
+{
+    conf_store *c = xcalloc(1, sizeof *c);
     for (size_t i = 0; i < N_KEYS; i++)
         c->values[i] = xstrdup(KEYS[i].def);
     if (path && load_file(c, path, err, errlen) < 0)
@@ -287,14 +213,17 @@ conf *conf_load(const char *path, char *err, size_t errlen)
         free(c->values[i]);
         c->values[i] = xstrdup(v);
     }
-    return c;
+    for (size_t i = 0; i < N_KEYS; i++)
+        set_member(&c->s, i, c->values[i]);
+    return &c->s;
 fail:
-    conf_free(c);
+    conf_free(&c->s);
     return NULL;
 }
 
-void conf_free(conf *c)
+void conf_free(settings *s)
 {
+    conf_store *c = (conf_store *)s;
     if (!c)
         return;
     for (size_t i = 0; i < N_KEYS; i++)
@@ -302,25 +231,32 @@ void conf_free(conf *c)
     free(c);
 }
 
-const char *conf_str(const conf *c, const char *key)
+int conf_gate_open(const settings *s, const char *gate)
 {
-    int i = key_index(key);
-    if (i < 0) {
-        fprintf(stderr, "context-loader: BUG: unknown config key %s\n", key);
-        abort();
-    }
-    return c->values[i];
+    if (!gate || !*gate)
+        return 1;
+    if (strcmp(gate, "EXECUTE_SKILL_ENABLED") == 0)
+        return s && s->execute_skill_enabled;
+    const char *v = getenv(gate); /* other switches: the environment, off unless truthy */
+    return v && (str_ieq(v, "true") || !strcmp(v, "1"));
 }
 
-long conf_int(const conf *c, const char *key)
+size_t conf_key_count(void)
 {
-    return strtol(conf_str(c, key), NULL, 10);
+    return N_KEYS;
 }
 
-int conf_bool(const conf *c, const char *key)
+const char *conf_key_name(size_t i)
 {
-    const char *v = conf_str(c, key);
-    return str_ieq(v, "true") || !strcmp(v, "1") || str_ieq(v, "yes") || str_ieq(v, "on");
+    return i < N_KEYS ? KEYS[i].key : NULL;
+}
+
+void conf_key_env(size_t i, char *out, size_t outlen)
+{
+    if (i < N_KEYS)
+        env_name(&KEYS[i], out, outlen);
+    else if (outlen)
+        *out = '\0';
 }
 
 void conf_print_reference(void)

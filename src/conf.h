@@ -1,29 +1,177 @@
 /* conf: the configuration file (etc/context-loader.conf) plus environment
- * overrides (SPEC §17). Read once at start; read-only afterwards.
+ * overrides. Read once at start into a typed settings struct; read-only afterwards.
  *
  * File format: one "key = value" per line; '#' starts a comment line; blank lines
  * ignored; values are taken verbatim after trimming. Every key has a default, a
  * type and an environment variable (CL_<KEY> with '.' -> '_', upper-cased, or the
- * seed's own name such as EXECUTE_SKILL_ENABLED). Environment wins over the file.
- * Unknown keys and malformed values fail the load with a message naming the key.
+ * deployment's own name such as EXECUTE_SKILL_ENABLED). Environment wins over the
+ * file. Unknown keys and malformed values fail the load with a message naming the key.
  *
- * Ownership: conf_load returns a conf the caller frees with conf_free; strings
- * returned by the getters live as long as the conf. */
+ * CONF_KEYS is the one table of keys: the settings struct, the loader, the
+ * environment names and --print-config-keys are all generated from it, so a
+ * misspelt setting is a compile error. A key "a.b_c" is the member a_b_c.
+ *
+ * Ownership: conf_load returns settings the caller frees with conf_free; the
+ * strings in them live as long as the settings. */
 #ifndef CL_CONF_H
 #define CL_CONF_H
 
 #include <stddef.h>
 
-typedef struct conf conf;
+/* X(member, "key", env or NULL (CL_<KEY>), type, "default", "description") */
+#define CONF_KEYS(X)                                                                               \
+    X(listen, "listen", NULL, ADDR, "127.0.0.1:30779", "public listener host:port")                \
+    X(admin_listen, "admin_listen", NULL, STR, "127.0.0.1:30780",                                  \
+      "operator listener (metrics, reload) host:port; empty disables it")                          \
+    X(workers, "workers", NULL, WORKERS, "1",                                                      \
+      "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "     \
+      "than 1 needs a redis state_store")                                                          \
+    X(tools_dir, "tools_dir", NULL, STR, "tools",                                                  \
+      "directory of tool scripts (relative to the working dir)")                                   \
+    X(tools_watch, "tools.watch", NULL, BOOL, "false",                                             \
+      "reload when files in tools_dir change (inotify, debounced; editor temp files ignored)")     \
+    X(tools_watch_debounce_ms, "tools.watch_debounce_ms", NULL, INT, "300",                        \
+      "tools.watch: quiet period after the last change before reloading")                          \
+    X(tools_max_live_generations, "tools.max_live_generations", NULL, INT, "8",                    \
+      "reloads are deferred while this many generations are still serving calls")                  \
+    X(lua_dir, "lua_dir", NULL, STR, "lua", "trusted Lua runtime shipped with the core")           \
+    X(language, "language", NULL, LANG, "zh-CN", "deployment language: zh-CN or en-US")            \
+    X(public_prefix, "public_prefix", NULL, STR, "/api/agent-retrieval/v1", "route prefix")        \
+    X(upstream_ontology_query_url, "upstream.ontology_query.url", NULL, STR,                       \
+      "http://ontology-query-svc.openbkn:13018/api/ontology-query", "ontology-query base URL")     \
+    X(upstream_ontology_query_timeout_ms, "upstream.ontology_query.timeout_ms", NULL, INT,         \
+      "30000", "per-call timeout")                                                                 \
+    X(upstream_bkn_backend_url, "upstream.bkn_backend.url", NULL, STR,                             \
+      "http://bkn-backend-svc.openbkn:13014/api/bkn-backend", "bkn-backend base URL")              \
+    X(upstream_bkn_backend_timeout_ms, "upstream.bkn_backend.timeout_ms", NULL, INT, "30000",      \
+      "per-call timeout")                                                                          \
+    X(upstream_vega_url, "upstream.vega.url", NULL, STR,                                           \
+      "http://vega-backend-svc.openbkn:13014/api/vega-backend", "vega base URL")                   \
+    X(upstream_vega_timeout_ms, "upstream.vega.timeout_ms", NULL, INT, "30000",                    \
+      "per-call timeout")                                                                          \
+    X(upstream_operator_integration_url, "upstream.operator_integration.url", NULL, STR,           \
+      "http://agent-operator-integration.openbkn:9000/api/agent-operator-integration",             \
+      "execution factory base URL")                                                                \
+    X(upstream_operator_integration_timeout_ms, "upstream.operator_integration.timeout_ms", NULL,  \
+      INT, "60000", "per-call timeout")                                                            \
+    X(upstream_mf_model_api_url, "upstream.mf_model_api.url", NULL, STR,                           \
+      "http://mf-model-api.openbkn:9898/api/private/mf-model-api", "model API base URL")           \
+    X(upstream_mf_model_api_timeout_ms, "upstream.mf_model_api.timeout_ms", NULL, INT, "30000",    \
+      "per-call timeout")                                                                          \
+    X(oauth_introspect_url, "oauth.introspect_url", NULL, STR,                                     \
+      "http://hydra-admin.openbkn:4445/admin/oauth2/introspect",                                   \
+      "RFC 7662 token introspection endpoint")                                                     \
+    X(oauth_client_id, "oauth.client_id", NULL, STR, "",                                           \
+      "HTTP Basic user for introspection (optional)")                                              \
+    X(oauth_client_secret, "oauth.client_secret", NULL, STR, "",                                   \
+      "HTTP Basic password for introspection (optional)")                                          \
+    X(oauth_resource_metadata_url, "oauth.resource_metadata_url", NULL, STR, "",                   \
+      "RFC 9728 metadata URL advertised in WWW-Authenticate (optional)")                           \
+    X(bkn_safe_introspect_url, "bkn_safe.introspect_url", NULL, STR,                               \
+      "http://bkn-safe:3000/api/safe/v1/api-keys/introspect",                                      \
+      "AppKey (bak_) introspection endpoint")                                                      \
+    X(auth_timeout_ms, "auth.timeout_ms", NULL, INT, "5000", "introspection timeout")              \
+    X(auth_cache_ttl_s, "auth.cache_ttl_s", NULL, INT, "300",                                      \
+      "positive cache TTL (capped by the token's exp)")                                            \
+    X(auth_negative_ttl_s, "auth.negative_ttl_s", NULL, INT, "10", "negative cache TTL")           \
+    X(auth_cache_entries, "auth.cache_entries", NULL, INT, "10000", "max cached tokens")           \
+    X(default_tenant_id, "default_tenant_id", "BKN_TRACE_DEFAULT_TENANT_ID", STR, "openbkn-local", \
+      "tenant when the token carries none")                                                        \
+    X(default_business_domain, "default_business_domain", "BKN_TRACE_DEFAULT_BUSINESS_DOMAIN",     \
+      STR, "bd_public", "business domain when the caller sends none")                              \
+    X(trace_core_url, "trace_core.url", "BKN_TRACE_CORE_URL", STR, "", "BKN Trace Core base URL")  \
+    X(trace_core_timeout_ms, "trace_core.timeout_ms", NULL, INT, "3000",                           \
+      "Trace Core call timeout")                                                                   \
+    X(trace_core_capture_policy_ttl_s, "trace_core.capture_policy_ttl_s", NULL, INT, "30",         \
+      "capture policy cache TTL")                                                                  \
+    X(trace_core_lease_cache_ttl_s, "trace_core.lease_cache_ttl_s", NULL, INT, "10",               \
+      "reuse an interaction's lease between calls of one turn for this long (0: look it up "       \
+      "every call); Trace Core still checks it on every operation")                                \
+    X(trace_core_probe_tries, "trace_core.probe_tries", NULL, INT, "3",                            \
+      "availability probe: tries")                                                                 \
+    X(trace_core_probe_budget_ms, "trace_core.probe_budget_ms", NULL, INT, "1500",                 \
+      "availability probe: total budget")                                                          \
+    X(trace_core_probe_verdict_ttl_s, "trace_core.probe_verdict_ttl_s", NULL, INT, "5",            \
+      "availability verdict cache TTL")                                                            \
+    X(state_store, "state_store", NULL, STR, "memory",                                             \
+      "memory | redis://[[user]:password@]host[:port][/db] (shared by several instances)")         \
+    X(state_store_connect_timeout_ms, "state_store.connect_timeout_ms", NULL, INT, "1000",         \
+      "redis: connect + AUTH + SELECT budget; calls fail fast (retryable) until connected")        \
+    X(state_store_command_timeout_ms, "state_store.command_timeout_ms", NULL, INT, "1000",         \
+      "redis: a command unanswered this long counts as an outage (reconnect)")                     \
+    X(state_store_reconnect_max_ms, "state_store.reconnect_max_ms", NULL, INT, "2000",             \
+      "redis: reconnect backoff cap")                                                              \
+    X(state_store_key_prefix, "state_store.key_prefix", NULL, STR,                                 \
+      "cl:", "redis: prefix of every key")                                                         \
+    X(idempotency_ttl_s, "idempotency_ttl_s", NULL, INT, "86400", "idempotency record TTL")        \
+    X(idempotency_wait_ms, "idempotency.wait_ms", NULL, INT, "10000",                              \
+      "how long a duplicate waits for the first call before in_progress")                          \
+    X(idempotency_max_records, "idempotency.max_records", NULL, INT, "100000",                     \
+      "memory store: most records kept")                                                           \
+    X(session_secret, "session_secret", NULL, STR, "",                                             \
+      "HMAC secret for Mcp-Session-Id (share it between replicas); empty = random per process")    \
+    X(allowed_origins, "allowed_origins", NULL, STR, "",                                           \
+      "comma-separated Origin allow-list for MCP routes; requests with another Origin get 403")    \
+    X(limits_max_header_bytes, "limits.max_header_bytes", NULL, INT, "16384",                      \
+      "request header block limit (413 past it)")                                                  \
+    X(limits_max_body_bytes, "limits.max_body_bytes", NULL, INT, "4194304",                        \
+      "request body limit (413 past it)")                                                          \
+    X(limits_idle_timeout_s, "limits.idle_timeout_s", NULL, INT, "30",                             \
+      "idle/slow-request timeout per connection")                                                  \
+    X(limits_max_response_bytes, "limits.max_response_bytes", NULL, INT, "33554432",               \
+      "upstream response size cap")                                                                \
+    X(limits_json_max_depth, "limits.json_max_depth", NULL, INT, "128",                            \
+      "JSON nesting limit for request bodies")                                                     \
+    X(lua_instruction_budget, "lua.instruction_budget", NULL, INT, "200000000",                    \
+      "VM instructions per tool call")                                                             \
+    X(lua_memory_cap_mb, "lua.memory_cap_mb", NULL, INT, "128", "Lua memory per tool call")        \
+    X(permission_request_path_template, "permission_request.path_template", NULL, STR,             \
+      "/studio/bkn/{kn_id}/object-types/{ot_id}?apply_permission=1",                               \
+      "Studio route of the permission request dialog")                                             \
+    X(permission_request_disabled, "permission_request.disabled", NULL, BOOL, "false",             \
+      "true removes request links")                                                                \
+    X(execute_skill_enabled, "execute_skill_enabled", "EXECUTE_SKILL_ENABLED", BOOL, "false",      \
+      "registers execute_skill, /kn/execute_skill and /mcp/ptc")                                   \
+    X(ptc_sandbox_mcp_url, "ptc.sandbox_mcp_url", "PTC_SANDBOX_MCP_URL", STR, "",                  \
+      "in-cluster URL the PTC sandbox calls")                                                      \
+    X(mcp_progress_interval_ms, "mcp.progress_interval_ms", NULL, INT, "2000",                     \
+      "a call still running after this long streams notifications/progress (when the client "      \
+      "sent a progressToken); 0 disables")                                                         \
+    X(mcp_tools_page_size, "mcp.tools_page_size", NULL, INT, "100",                                \
+      "tools/list page size (cursor pagination)")                                                  \
+    X(shutdown_grace_s, "shutdown_grace_s", NULL, INT, "10",                                       \
+      "SIGTERM: time allowed for in-flight calls")                                                 \
+    X(access_log, "access_log", NULL, BOOL, "true", "one JSON line per request on stderr")
+
+/* C type of each value type. WORKERS: 1..64, or 0 for "auto". */
+#define CONF_CTYPE_STR const char *
+#define CONF_CTYPE_ADDR const char * /* host:port */
+#define CONF_CTYPE_LANG const char * /* "zh-CN" | "en-US" */
+#define CONF_CTYPE_INT long          /* >= 0 */
+#define CONF_CTYPE_BOOL int          /* 0 | 1 */
+#define CONF_CTYPE_WORKERS int
+
+typedef struct settings {
+#define CONF_MEMBER(member, key, env, type, def, doc) CONF_CTYPE_##type member;
+    CONF_KEYS(CONF_MEMBER)
+#undef CONF_MEMBER
+} settings;
 
 /* path may be NULL (defaults + environment only). Returns NULL on error with a
  * message in err. */
-conf *conf_load(const char *path, char *err, size_t errlen);
-void conf_free(conf *c);
+settings *conf_load(const char *path, char *err, size_t errlen);
+void conf_free(settings *s);
 
-const char *conf_str(const conf *c, const char *key); /* never NULL ("" when empty) */
-long conf_int(const conf *c, const char *key);
-int conf_bool(const conf *c, const char *key);
+/* Whether a tool's feature switch is on: no gate -> on; EXECUTE_SKILL_ENABLED ->
+ * the execute_skill_enabled setting (s may be NULL: off); any other name -> its
+ * environment variable is "true" or "1". Called when tools load, not per request. */
+int conf_gate_open(const settings *s, const char *gate);
+
+/* The table, for the reference and tests: number of keys, key i's name and its
+ * environment variable. */
+size_t conf_key_count(void);
+const char *conf_key_name(size_t i);
+void conf_key_env(size_t i, char *out, size_t outlen);
 
 /* Writes the documented table of keys (key, env, default, description) to stdout. */
 void conf_print_reference(void);

@@ -8,6 +8,7 @@
 #include "accept.h"
 #include "callcheck.h"
 #include "guard.h"
+#include "log.h"
 #include "mcp_msg.h"
 
 struct flow {
@@ -226,10 +227,11 @@ static void on_finalized(const trace_reply *r, const json_value *receipt, void *
             f->o.receipt = json_clone(receipt);
     } else {
         /* The business result stands; the receipt stays pending at Core. */
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"warn\",\"msg\":\"operation finalize failed\","
-                "\"request_id\":\"%s\",\"operation_id\":\"%s\",\"trace_status\":%d}\n",
-                (long long)now_wall_ms(), f->in.env.request_id, f->o.operation_id, (int)r->status);
+        log_line *l = log_begin(LOG_WARN, "operation finalize failed");
+        log_str(l, "request_id", f->in.env.request_id);
+        log_str(l, "operation_id", f->o.operation_id);
+        log_int(l, "trace_status", (int)r->status);
+        log_end(l);
     }
     if (f->o.receipt) {
         const json_value *rid = json_get(f->o.receipt, "receipt_id");

@@ -24,6 +24,7 @@
 #include "accept.h"
 #include "connguard.h"
 #include "httpd.h"
+#include "log.h"
 #include "metrics.h"
 #include "server.h"
 
@@ -33,16 +34,6 @@ static metrics *g_metrics;
 /* Process model (httpd.h): -1 = single process. */
 static int g_worker = -1, g_workers = 1, g_listen_fd = -1, g_admin_fd = -1;
 static pid_t g_master;
-
-int app_gate_enabled(app *a, const char *gate)
-{
-    if (!gate || !*gate)
-        return 1;
-    if (strcmp(gate, "EXECUTE_SKILL_ENABLED") == 0)
-        return conf_bool(a->cfg, "execute_skill_enabled");
-    const char *v = getenv(gate); /* other switches: the environment, off unless truthy */
-    return v && (str_ieq(v, "true") || !strcmp(v, "1"));
-}
 
 /* ---- request id and traceparent ---- */
 
@@ -150,37 +141,31 @@ static void record_metrics(req_ctx *c)
 static void access_log(req_ctx *c, size_t bytes_out)
 {
     record_metrics(c);
-    if (!conf_bool(c->app->cfg, "access_log"))
+    if (!c->app->cfg->access_log)
         return;
-    buf b = BUF_INIT;
     int64_t dur = now_mono_ms() - c->t0;
-    buf_printf(&b, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"request\",\"request_id\":",
-               (long long)now_wall_ms());
-    json_write_string(&b, c->request_id, strlen(c->request_id));
-    buf_puts(&b, ",\"method\":");
-    json_write_string(&b, c->method, strlen(c->method));
-    buf_puts(&b, ",\"path\":");
-    json_write_string(&b, c->path, strlen(c->path));
-    buf_printf(&b, ",\"status\":%d", c->status);
+    log_line *l = log_begin(LOG_INFO, "request");
+    log_str(l, "request_id", c->request_id);
+    log_str(l, "method", c->method);
+    log_str(l, "path", c->path);
+    log_int(l, "status", c->status);
     if (c->authed)
-        buf_printf(&b, ",\"principal\":\"%.16s\"", c->who.key);
+        log_strn(l, "principal", c->who.key, 16);
     if (c->surface[0])
-        buf_printf(&b, ",\"surface\":\"%s\"", c->surface);
-    if (c->tool[0]) {
-        buf_puts(&b, ",\"tool\":");
-        json_write_string(&b, c->tool, strlen(c->tool));
-    }
+        log_str(l, "surface", c->surface);
+    if (c->tool[0])
+        log_str(l, "tool", c->tool);
     if (c->gen)
-        buf_printf(&b, ",\"generation\":%u", tools_gen_id(c->gen));
-    if (c->outcome)
-        buf_printf(&b, ",\"outcome\":\"%s\"", c->outcome);
-    buf_printf(&b,
-               ",\"duration_ms\":%lld,\"lua_ms\":%lld,\"upstream_ms\":%lld,\"trace_core_ms\":%lld,"
-               "\"bytes_out\":%zu%s}\n",
-               (long long)dur, (long long)c->lua_ms, (long long)c->upstream_ms,
-               (long long)c->trace_ms, bytes_out, c->sse ? ",\"sse\":true" : "");
-    fputs(b.data, stderr);
-    buf_free(&b);
+        log_int(l, "generation", tools_gen_id(c->gen));
+    log_str(l, "outcome", c->outcome);
+    log_int(l, "duration_ms", dur);
+    log_int(l, "lua_ms", c->lua_ms);
+    log_int(l, "upstream_ms", c->upstream_ms);
+    log_int(l, "trace_core_ms", c->trace_ms);
+    log_int(l, "bytes_out", (long long)bytes_out);
+    if (c->sse)
+        log_bool(l, "sse", 1);
+    log_end(l);
 }
 
 void req_pending_set(req_ctx *c, void *op, void (*cancel)(void *op))
@@ -431,7 +416,7 @@ static void reply_unauthorized(req_ctx *c, const char *details)
 {
     buf h = BUF_INIT;
     buf_puts(&h, "Bearer realm=\"context-loader\", error=\"invalid_token\"");
-    const char *meta = conf_str(c->app->cfg, "oauth.resource_metadata_url");
+    const char *meta = c->app->cfg->oauth_resource_metadata_url;
     if (*meta)
         buf_printf(&h, ", resource_metadata=\"%s\"", meta);
     req_add_header(c, "WWW-Authenticate", h.data);
@@ -518,7 +503,7 @@ int req_origin_allowed(req_ctx *c)
     const char *origin = req_header(c, "Origin");
     if (!origin || !*origin || !strcmp(origin, "null"))
         return origin == NULL;
-    const char *list = conf_str(c->app->cfg, "allowed_origins");
+    const char *list = c->app->cfg->allowed_origins;
     size_t olen = strlen(origin);
     for (const char *p = list; *p;) {
         while (*p == ' ' || *p == ',')
@@ -628,13 +613,13 @@ static void gencb(struct evhttp_request *req, void *arg)
         snprintf(c->traceparent, sizeof c->traceparent, "%s", tp);
     c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
 
-    if (header_bytes(req) > (size_t)conf_int(a->cfg, "limits.max_header_bytes")) {
+    if (header_bytes(req) > (size_t)a->cfg->limits_max_header_bytes) {
         req_add_header(c, "Connection", "close");
         req_reply_error(c, 413, NULL, "request header block exceeds limits.max_header_bytes");
         return;
     }
     if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) >
-        (size_t)conf_int(a->cfg, "limits.max_body_bytes")) {
+        (size_t)a->cfg->limits_max_body_bytes) {
         req_add_header(c, "Connection", "close");
         req_reply_error(c, 413, NULL, "request body exceeds limits.max_body_bytes");
         return;
@@ -720,10 +705,11 @@ void httpd_log_listening(int fd, const char *what)
         inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof host);
         port = ntohs(sin6->sin6_port);
     }
-    fprintf(stderr,
-            "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"listening\",\"listener\":\"%s\","
-            "\"addr\":\"%s\",\"port\":%d}\n",
-            (long long)now_wall_ms(), what, host, port);
+    log_line *l = log_begin(LOG_INFO, "listening");
+    log_str(l, "listener", what);
+    log_str(l, "addr", host);
+    log_int(l, "port", port);
+    log_end(l);
 }
 
 static void print_bound(struct evhttp_bound_socket *s, const char *what)
@@ -985,13 +971,13 @@ int httpd_start(app *a, char *err, size_t errlen)
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
-    evhttp_set_max_headers_size(a->http, 4 * conf_int(a->cfg, "limits.max_header_bytes"));
+    evhttp_set_max_headers_size(a->http, 4 * a->cfg->limits_max_header_bytes);
     /* As for headers: libevent's own cap (a bare HTML 413) is 2x the limit; between
      * the limit and the cap gencb answers the JSON 413. */
-    evhttp_set_max_body_size(a->http, 2 * conf_int(a->cfg, "limits.max_body_bytes"));
-    evhttp_set_timeout(a->http, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
+    evhttp_set_max_body_size(a->http, 2 * a->cfg->limits_max_body_bytes);
+    evhttp_set_timeout(a->http, (int)a->cfg->limits_idle_timeout_s);
     /* evhttp's timeout restarts with every byte; this bounds the whole request */
-    g_guard = connguard_new(a->base, (int)conf_int(a->cfg, "limits.idle_timeout_s"));
+    g_guard = connguard_new(a->base, (int)a->cfg->limits_idle_timeout_s);
     connguard_attach(g_guard, a->http);
     evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
                                             EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
@@ -1007,7 +993,7 @@ int httpd_start(app *a, char *err, size_t errlen)
         }
         g_listen_fd = -1;
     } else {
-        if (bind_listener(a, a->http, conf_str(a->cfg, "listen"), &a->listener, err, errlen) < 0)
+        if (bind_listener(a, a->http, a->cfg->listen, &a->listener, err, errlen) < 0)
             return -1;
         print_bound(a->listener, "public");
     }
@@ -1015,7 +1001,7 @@ int httpd_start(app *a, char *err, size_t errlen)
 
     if (!g_metrics)
         g_metrics = metrics_new();
-    const char *admin = conf_str(a->cfg, "admin_listen");
+    const char *admin = a->cfg->admin_listen;
     /* workers > 1: worker 0 alone serves it, on the socket the master bound */
     if (*admin && (g_worker < 0 || g_admin_fd >= 0)) {
         a->admin_http = evhttp_new(a->base);

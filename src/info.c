@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "accept.h"
+#include "log.h"
 #include "server.h"
 #include "surfaces.h"
 
@@ -832,7 +833,11 @@ void info_handle(req_ctx *c)
     req_add_header(c, "Vary", "Accept, Accept-Language");
     req_add_header(c, "Content-Language", lang_tag(c->lang));
     if (!doc) {
-        fprintf(stderr, "{\"level\":\"error\",\"msg\":\"info\",\"error\":\"listing: %s\"}\n", err);
+        log_line *l = log_begin(LOG_ERROR, "info");
+        char what[300];
+        snprintf(what, sizeof what, "listing: %s", err);
+        log_str(l, "error", what);
+        log_end(l);
         req_reply_error(c, 500, "Public.InternalServerError.InfoBuildFailed",
                         "cannot build the self-description");
         goto done;

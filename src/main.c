@@ -2,13 +2,12 @@
  * must succeed. With workers > 1 a master process binds the public socket and
  * supervises N forked workers, each of which runs what a single process runs
  * (docs/operations.md, "Workers"). */
-#define _GNU_SOURCE /* fopencookie */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 
 #include "accept.h"
 #include "httpd.h"
+#include "log.h"
 #include "server.h"
 #include "surfaces.h"
 
@@ -41,8 +41,9 @@ static char g_secret[65];
 static int64_t g_first_term_ms; /* worker: when the first SIGTERM/SIGINT arrived */
 static int g_is_worker;
 
-static const char *UPSTREAM_NAMES[] = {"ontology_query", "bkn_backend", "vega",
-                                       "operator_integration", "mf_model_api"};
+#define SHARED_NO_SECRET                                                                           \
+    "state_store is shared but session_secret is empty: session ids work only on the instance "    \
+    "that minted them"
 
 static void usage(FILE *f)
 {
@@ -69,27 +70,30 @@ static char *read_text(const char *path)
 static void fill_tools_config(app *a, tools_config *tc)
 {
     memset(tc, 0, sizeof *tc);
-    tc->lua_dir = conf_str(a->cfg, "lua_dir");
-    tc->mem_cap_bytes = (size_t)conf_int(a->cfg, "lua.memory_cap_mb") * 1024 * 1024;
-    tc->instr_budget = conf_int(a->cfg, "lua.instruction_budget");
+    tc->lua_dir = a->cfg->lua_dir;
+    tc->mem_cap_bytes = (size_t)a->cfg->lua_memory_cap_mb * 1024 * 1024;
+    tc->instr_budget = a->cfg->lua_instruction_budget;
     tc->upstreams = a->upstreams;
     tc->n_upstreams = a->n_upstreams;
-    tc->max_response_bytes = (size_t)conf_int(a->cfg, "limits.max_response_bytes");
+    tc->max_response_bytes = (size_t)a->cfg->limits_max_response_bytes;
     tc->fetch = a->fetch;
     tc->base = a->base;
+    tc->settings = a->cfg;
 }
 
 static void fill_upstreams(app *a)
 {
-    static char keys[5][2][96];
-    for (size_t i = 0; i < sizeof UPSTREAM_NAMES / sizeof UPSTREAM_NAMES[0]; i++) {
-        snprintf(keys[i][0], sizeof keys[i][0], "upstream.%s.url", UPSTREAM_NAMES[i]);
-        snprintf(keys[i][1], sizeof keys[i][1], "upstream.%s.timeout_ms", UPSTREAM_NAMES[i]);
-        tools_upstream *u = &a->upstreams[a->n_upstreams++];
-        u->name = UPSTREAM_NAMES[i];
-        u->base_url = conf_str(a->cfg, keys[i][0]);
-        u->timeout_ms = conf_int(a->cfg, keys[i][1]);
-    }
+    const settings *s = a->cfg;
+    const tools_upstream ups[] = {
+        {"ontology_query", s->upstream_ontology_query_url, s->upstream_ontology_query_timeout_ms},
+        {"bkn_backend", s->upstream_bkn_backend_url, s->upstream_bkn_backend_timeout_ms},
+        {"vega", s->upstream_vega_url, s->upstream_vega_timeout_ms},
+        {"operator_integration", s->upstream_operator_integration_url,
+         s->upstream_operator_integration_timeout_ms},
+        {"mf_model_api", s->upstream_mf_model_api_url, s->upstream_mf_model_api_timeout_ms},
+    };
+    for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++)
+        a->upstreams[a->n_upstreams++] = ups[i];
 }
 
 static void on_term(evutil_socket_t sig, short ev, void *arg);
@@ -101,10 +105,11 @@ static void drain_check(evutil_socket_t fd, short ev, void *arg)
     (void)ev;
     static int64_t deadline = 0;
     if (!deadline)
-        deadline = now_mono_ms() + conf_int(a->cfg, "shutdown_grace_s") * 1000;
+        deadline = now_mono_ms() + a->cfg->shutdown_grace_s * 1000;
     if (a->inflight == 0 || now_mono_ms() >= deadline) {
-        fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"shutdown\",\"abandoned\":%zu}\n",
-                (long long)now_wall_ms(), a->inflight);
+        log_line *l = log_begin(LOG_INFO, "shutdown");
+        log_int(l, "abandoned", (long long)a->inflight);
+        log_end(l);
         event_base_loopexit(a->base, NULL);
         return;
     }
@@ -127,10 +132,10 @@ static void on_term(evutil_socket_t sig, short ev, void *arg)
     }
     a->draining = 1;
     g_first_term_ms = now_mono_ms();
-    fprintf(
-        stderr,
-        "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"draining\",\"signal\":%d,\"inflight\":%zu}\n",
-        (long long)now_wall_ms(), (int)sig, a->inflight);
+    log_line *l = log_begin(LOG_INFO, "draining");
+    log_int(l, "signal", (int)sig);
+    log_int(l, "inflight", (long long)a->inflight);
+    log_end(l);
     httpd_stop_accepting(a);
     mcp_close_streams(a);
     drain_check(-1, 0, a);
@@ -158,7 +163,7 @@ static void on_heartbeat(evutil_socket_t fd, short ev, void *arg)
     mcp_heartbeat(arg);
 }
 
-static int check_tools(const char *dir, conf *cfg)
+static int check_tools(const char *dir, settings *cfg)
 {
     app a;
     memset(&a, 0, sizeof a);
@@ -178,89 +183,17 @@ static int check_tools(const char *dir, conf *cfg)
     return errors ? 1 : 0;
 }
 
-/* Worker logs: stderr is replaced by a stream that adds "worker":k after "ts" in
- * every JSON log line (all modules log through stderr), and writes each whole line
- * with one write(2) so lines of different workers do not interleave. */
-typedef struct wlog {
-    int index;
-    char line[16384];
-    size_t len;
-} wlog;
-
-static void wlog_emit(wlog *w, const char *p, size_t n)
-{
-    char out[sizeof w->line + 32];
-    size_t o = 0;
-    const char *comma = NULL;
-    if (n > 6 && !memcmp(p, "{\"ts\":", 6))
-        comma = memchr(p + 6, ',', n - 6);
-    if (comma) {
-        size_t head = (size_t)(comma - p) + 1;
-        memcpy(out, p, head);
-        o = head + (size_t)snprintf(out + head, 32, "\"worker\":%d,", w->index);
-        memcpy(out + o, comma + 1, n - head);
-        o += n - head;
-    } else {
-        memcpy(out, p, n);
-        o = n;
-    }
-    for (size_t done = 0; done < o;) {
-        ssize_t k = write(2, out + done, o - done);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return;
-        done += (size_t)k;
-    }
-}
-
-static ssize_t wlog_write(void *cookie, const char *data, size_t n)
-{
-    wlog *w = cookie;
-    for (size_t i = 0; i < n; i++) {
-        w->line[w->len++] = data[i];
-        if (data[i] == '\n' || w->len == sizeof w->line) {
-            wlog_emit(w, w->line, w->len);
-            w->len = 0;
-        }
-    }
-    return (ssize_t)n;
-}
-
-static int wlog_close(void *cookie)
-{
-    wlog *w = cookie;
-    if (w->len)
-        wlog_emit(w, w->line, w->len);
-    w->len = 0;
-    return 0;
-}
-
-static void wlog_install(int index)
-{
-    static wlog w;
-    w.index = index;
-    w.len = 0;
-    cookie_io_functions_t io = {NULL, wlog_write, NULL, wlog_close};
-    FILE *f = fopencookie(&w, "w", io);
-    if (!f)
-        return;
-    setvbuf(f, NULL, _IONBF, 0);
-    stderr = f; /* glibc: the standard streams are assignable variables */
-}
-
 /* workers: "auto" = online CPUs; bounded to 1..MAX_WORKERS (conf.c checked the form). */
-static int conf_workers(const conf *cfg)
+static int conf_workers(const settings *cfg)
 {
-    const char *v = conf_str(cfg, "workers");
-    long n = strcmp(v, "auto") ? strtol(v, NULL, 10) : sysconf(_SC_NPROCESSORS_ONLN);
+    long n = cfg->workers ? cfg->workers : sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : (int)n;
 }
 
 /* What no single key can check: the shared state several workers need. */
-static int check_process_model(const conf *cfg, char *err, size_t errlen)
+static int check_process_model(const settings *cfg, char *err, size_t errlen)
 {
-    if (conf_workers(cfg) > 1 && strncmp(conf_str(cfg, "state_store"), "redis://", 8)) {
+    if (conf_workers(cfg) > 1 && strncmp(cfg->state_store, "redis://", 8)) {
         snprintf(err, errlen,
                  "config key workers: workers > 1 needs a shared state_store (redis://...): "
                  "idempotency records and ended sessions must be visible to every worker");
@@ -287,7 +220,7 @@ static struct event_base *new_event_base(void)
 }
 /* Runs the service in this process until it is stopped; takes cfg. w is NULL for
  * the single process, else this worker's place (signals arrive blocked). */
-static int run_worker(conf *cfg, const worker_opts *w)
+static int run_worker(settings *cfg, const worker_opts *w)
 {
     int rc = 1;
     char err[512];
@@ -297,15 +230,15 @@ static int run_worker(conf *cfg, const worker_opts *w)
     struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
     signal(SIGPIPE, SIG_IGN);
     a.started_ms = now_wall_ms();
-    a.default_lang = strcmp(conf_str(a.cfg, "language"), "en-US") ? LANG_ZH_CN : LANG_EN_US;
-    snprintf(a.prefix, sizeof a.prefix, "%s", conf_str(a.cfg, "public_prefix"));
+    a.default_lang = strcmp(a.cfg->language, "en-US") ? LANG_ZH_CN : LANG_EN_US;
+    snprintf(a.prefix, sizeof a.prefix, "%s", a.cfg->public_prefix);
     fill_upstreams(&a);
     a.base = new_event_base();
     if (!a.base) {
         fprintf(stderr, "context-loader: event_base_new failed\n");
         goto done;
     }
-    fetch_config fc = {0, (size_t)conf_int(a.cfg, "limits.max_response_bytes"), 0};
+    fetch_config fc = {0, (size_t)a.cfg->limits_max_response_bytes, 0};
     const char *ferr = NULL;
     a.fetch = fetch_new(a.base, &fc, &ferr);
     if (!a.fetch) {
@@ -314,52 +247,48 @@ static int run_worker(conf *cfg, const worker_opts *w)
     }
     auth_config ac;
     memset(&ac, 0, sizeof ac);
-    ac.oauth_introspect_url = conf_str(a.cfg, "oauth.introspect_url");
-    ac.oauth_client_id = conf_str(a.cfg, "oauth.client_id");
-    ac.oauth_client_secret = conf_str(a.cfg, "oauth.client_secret");
-    ac.appkey_introspect_url = conf_str(a.cfg, "bkn_safe.introspect_url");
-    ac.timeout_ms = conf_int(a.cfg, "auth.timeout_ms");
-    ac.cache_ttl_s = (int)conf_int(a.cfg, "auth.cache_ttl_s");
-    ac.negative_ttl_s = (int)conf_int(a.cfg, "auth.negative_ttl_s");
-    ac.max_entries = (size_t)conf_int(a.cfg, "auth.cache_entries");
-    ac.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
-    ac.default_business_domain = conf_str(a.cfg, "default_business_domain");
+    ac.oauth_introspect_url = a.cfg->oauth_introspect_url;
+    ac.oauth_client_id = a.cfg->oauth_client_id;
+    ac.oauth_client_secret = a.cfg->oauth_client_secret;
+    ac.appkey_introspect_url = a.cfg->bkn_safe_introspect_url;
+    ac.timeout_ms = a.cfg->auth_timeout_ms;
+    ac.cache_ttl_s = (int)a.cfg->auth_cache_ttl_s;
+    ac.negative_ttl_s = (int)a.cfg->auth_negative_ttl_s;
+    ac.max_entries = (size_t)a.cfg->auth_cache_entries;
+    ac.default_tenant_id = a.cfg->default_tenant_id;
+    ac.default_business_domain = a.cfg->default_business_domain;
     a.auth = auth_new(a.base, a.fetch, &ac);
     trace_config tcfg;
     memset(&tcfg, 0, sizeof tcfg);
-    tcfg.base_url = conf_str(a.cfg, "trace_core.url");
-    tcfg.timeout_ms = conf_int(a.cfg, "trace_core.timeout_ms");
-    tcfg.policy_ttl_s = (int)conf_int(a.cfg, "trace_core.capture_policy_ttl_s");
-    tcfg.probe_tries = (int)conf_int(a.cfg, "trace_core.probe_tries");
-    tcfg.probe_budget_ms = conf_int(a.cfg, "trace_core.probe_budget_ms");
-    tcfg.verdict_ttl_s = (int)conf_int(a.cfg, "trace_core.probe_verdict_ttl_s");
-    tcfg.default_tenant_id = conf_str(a.cfg, "default_tenant_id");
-    tcfg.default_business_domain = conf_str(a.cfg, "default_business_domain");
-    tcfg.lease_ttl_s = (int)conf_int(a.cfg, "trace_core.lease_cache_ttl_s");
+    tcfg.base_url = a.cfg->trace_core_url;
+    tcfg.timeout_ms = a.cfg->trace_core_timeout_ms;
+    tcfg.policy_ttl_s = (int)a.cfg->trace_core_capture_policy_ttl_s;
+    tcfg.probe_tries = (int)a.cfg->trace_core_probe_tries;
+    tcfg.probe_budget_ms = a.cfg->trace_core_probe_budget_ms;
+    tcfg.verdict_ttl_s = (int)a.cfg->trace_core_probe_verdict_ttl_s;
+    tcfg.default_tenant_id = a.cfg->default_tenant_id;
+    tcfg.default_business_domain = a.cfg->default_business_domain;
+    tcfg.lease_ttl_s = (int)a.cfg->trace_core_lease_cache_ttl_s;
     a.trace = trace_new(a.base, a.fetch, &tcfg);
-    const char *ss = conf_str(a.cfg, "state_store");
+    const char *ss = a.cfg->state_store;
     if (!strcmp(ss, "memory")) {
-        a.store = store_memory_new(a.base, (size_t)conf_int(a.cfg, "idempotency.max_records"));
+        a.store = store_memory_new(a.base, (size_t)a.cfg->idempotency_max_records);
     } else if (!strncmp(ss, "redis://", 8)) {
         /* Several instances share idempotency records and ended sessions (SPEC §19). */
         store_redis_config rc;
         memset(&rc, 0, sizeof rc);
         rc.url = ss;
-        rc.connect_timeout_ms = conf_int(a.cfg, "state_store.connect_timeout_ms");
-        rc.command_timeout_ms = conf_int(a.cfg, "state_store.command_timeout_ms");
-        rc.reconnect_max_ms = conf_int(a.cfg, "state_store.reconnect_max_ms");
-        rc.key_prefix = conf_str(a.cfg, "state_store.key_prefix");
+        rc.connect_timeout_ms = a.cfg->state_store_connect_timeout_ms;
+        rc.command_timeout_ms = a.cfg->state_store_command_timeout_ms;
+        rc.reconnect_max_ms = a.cfg->state_store_reconnect_max_ms;
+        rc.key_prefix = a.cfg->state_store_key_prefix;
         a.store = store_redis_new(a.base, &rc, err, sizeof err);
         if (!a.store) {
             fprintf(stderr, "context-loader: config key state_store: %s\n", err);
             goto done;
         }
-        if (!w && !*conf_str(a.cfg, "session_secret"))
-            fprintf(stderr,
-                    "{\"ts\":%lld,\"level\":\"warn\",\"msg\":\"state_store is shared but "
-                    "session_secret is empty: session ids work only on the instance "
-                    "that minted them\"}\n",
-                    (long long)now_wall_ms());
+        if (!w && !*a.cfg->session_secret)
+            log_end(log_begin(LOG_WARN, SHARED_NO_SECRET));
     } else {
         fprintf(stderr, "context-loader: config key state_store: expected memory or "
                         "redis://[[user]:password@]host[:port][/db]\n");
@@ -367,41 +296,39 @@ static int run_worker(conf *cfg, const worker_opts *w)
     }
     idem_config icfg;
     memset(&icfg, 0, sizeof icfg);
-    icfg.ttl_ms = conf_int(a.cfg, "idempotency_ttl_s") * 1000;
-    icfg.wait_ms = conf_int(a.cfg, "idempotency.wait_ms");
+    icfg.ttl_ms = a.cfg->idempotency_ttl_s * 1000;
+    icfg.wait_ms = a.cfg->idempotency_wait_ms;
     a.idem = idem_new(a.base, a.store, &icfg);
-    const char *secret = conf_str(a.cfg, "session_secret");
-    a.sessions =
-        session_new(*secret ? secret : g_secret, conf_int(a.cfg, "idempotency_ttl_s"), a.store);
+    const char *secret = a.cfg->session_secret;
+    a.sessions = session_new(*secret ? secret : g_secret, a.cfg->idempotency_ttl_s, a.store);
 
     for (int l = 0; l < LANG_COUNT; l++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/locales/instructions.%s.txt", conf_str(a.cfg, "lua_dir"),
+        snprintf(path, sizeof path, "%s/locales/instructions.%s.txt", a.cfg->lua_dir,
                  lang_tag((lang_id)l));
         a.instructions[l] = read_text(path);
     }
     /* ctx.config: the deployment settings tools may read. */
     a.ctx_config = json_new_object();
     json_value *pr = json_new_object();
-    const char *tpl = conf_str(a.cfg, "permission_request.path_template");
+    const char *tpl = a.cfg->permission_request_path_template;
     json_set(pr, "path_template", json_new_str(tpl, strlen(tpl)));
-    json_set(pr, "disabled", json_new_bool(conf_bool(a.cfg, "permission_request.disabled")));
+    json_set(pr, "disabled", json_new_bool(a.cfg->permission_request_disabled));
     json_set(a.ctx_config, "permission_request", pr);
     json_value *gates = json_new_object();
-    json_set(gates, "EXECUTE_SKILL_ENABLED",
-             json_new_bool(conf_bool(a.cfg, "execute_skill_enabled")));
+    json_set(gates, "EXECUTE_SKILL_ENABLED", json_new_bool(a.cfg->execute_skill_enabled));
     json_set(a.ctx_config, "gates", gates);
-    const char *lang = conf_str(a.cfg, "language");
+    const char *lang = a.cfg->language;
     json_set(a.ctx_config, "language", json_new_str(lang, strlen(lang)));
     tools_config tc;
     fill_tools_config(&a, &tc);
     a.tools = tools_host_new(&tc);
     tools_ops ops;
     memset(&ops, 0, sizeof ops);
-    ops.dir = conf_str(a.cfg, "tools_dir");
-    ops.watch = conf_bool(a.cfg, "tools.watch");
-    ops.debounce_ms = conf_int(a.cfg, "tools.watch_debounce_ms");
-    ops.max_live = (size_t)conf_int(a.cfg, "tools.max_live_generations");
+    ops.dir = a.cfg->tools_dir;
+    ops.watch = a.cfg->tools_watch;
+    ops.debounce_ms = a.cfg->tools_watch_debounce_ms;
+    ops.max_live = (size_t)a.cfg->tools_max_live_generations;
     ops.on_swap = on_swap;
     ops.arg = &a;
     if (ops.max_live < 2) {
@@ -413,14 +340,15 @@ static int run_worker(conf *cfg, const worker_opts *w)
         goto done;
     }
     char *report = NULL;
-    if (tools_host_reload(a.tools, conf_str(a.cfg, "tools_dir"), &report) < 0) {
-        fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n",
-                conf_str(a.cfg, "tools_dir"), report ? report : "");
+    if (tools_host_reload(a.tools, a.cfg->tools_dir, &report) < 0) {
+        fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n", a.cfg->tools_dir,
+                report ? report : "");
         free(report);
         goto done;
     }
-    fprintf(stderr, "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"tools loaded\",\"report\":\"%s\"}\n",
-            (long long)now_wall_ms(), report ? report : "");
+    log_line *l = log_begin(LOG_INFO, "tools loaded");
+    log_str(l, "report", report ? report : "");
+    log_end(l);
     free(report);
     a.route = route_request; /* the route table: httpd calls up only through it */
     if (httpd_start(&a, err, sizeof err) < 0) {
@@ -477,7 +405,7 @@ done:
     json_free(a.ctx_config);
     if (a.base)
         event_base_free(a.base);
-    conf_free(a.cfg);
+    conf_free(cfg);
     return rc;
 }
 
@@ -493,30 +421,19 @@ typedef struct worker_slot {
 
 static worker_slot g_slots[MAX_WORKERS];
 
-static void master_log(const char *level, const char *msg, const char *fmt_extra, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* One JSON line like the workers' ones, marked "role":"master". */
-static void master_log(const char *level, const char *msg, const char *fmt_extra, ...)
+/* A master line about worker k that ended: "worker", "pid" and how:code. */
+static log_line *worker_end_line(log_level level, const char *msg, int k, pid_t pid,
+                                 const char *how, int code)
 {
-    buf b = BUF_INIT;
-    buf_printf(&b, "{\"ts\":%lld,\"level\":\"%s\",\"role\":\"master\",\"msg\":\"%s\"",
-               (long long)now_wall_ms(), level, msg);
-    if (fmt_extra && *fmt_extra) {
-        char extra[512];
-        va_list ap;
-        va_start(ap, fmt_extra);
-        vsnprintf(extra, sizeof extra, fmt_extra, ap);
-        va_end(ap);
-        buf_printf(&b, ",%s", extra);
-    }
-    buf_puts(&b, "}\n");
-    fputs(b.data, stderr);
-    buf_free(&b);
+    log_line *l = log_begin(level, msg);
+    log_int(l, "worker", k);
+    log_int(l, "pid", (int)pid);
+    log_int(l, how, code);
+    return l;
 }
 
 /* Forks worker k; the child never returns from here. */
-static void spawn_worker(conf *cfg, int k, int n, int listen_fd, int admin_fd, int ready[2],
+static void spawn_worker(settings *cfg, int k, int n, int listen_fd, int admin_fd, int ready[2],
                          int sfd)
 {
     fflush(stdout);
@@ -524,7 +441,10 @@ static void spawn_worker(conf *cfg, int k, int n, int listen_fd, int admin_fd, i
     pid_t master = getpid();
     pid_t pid = fork();
     if (pid < 0) {
-        master_log("error", "fork failed", "\"worker\":%d,\"error\":\"%s\"", k, strerror(errno));
+        log_line *l = log_begin(LOG_ERROR, "fork failed");
+        log_int(l, "worker", k);
+        log_str(l, "error", strerror(errno));
+        log_end(l);
         g_slots[k].restart_at = now_mono_ms() + 1000;
         return;
     }
@@ -546,7 +466,8 @@ static void spawn_worker(conf *cfg, int k, int n, int listen_fd, int admin_fd, i
     if (getppid() != master)
         _exit(1);
     g_is_worker = 1;
-    wlog_install(k);
+    log_set_role(NULL);
+    log_set_worker(k);
     worker_opts w = {k, n, listen_fd, ready[1], master};
     httpd_set_worker(k, n, listen_fd, admin_fd, master);
     int rc = run_worker(cfg, &w);
@@ -574,8 +495,9 @@ static void signal_workers(int n, int sig, pid_t except)
  * forwarded (reload), a worker that dies is logged and restarted after a backoff.
  * Signals are read from a signalfd, so nothing runs in signal context. The master
  * creates no event base: workers must not inherit one. Takes cfg. */
-static int run_master(conf *cfg, int n)
+static int run_master(settings *cfg, int n)
 {
+    log_set_role("master");
     int rc = 1, sfd = -1, lfd = -1, afd = -1, ready[2] = {-1, -1};
     int announced = 0, stopping = 0, startup = 1;
     int64_t stop_deadline = 0;
@@ -595,9 +517,8 @@ static int run_master(conf *cfg, int n)
     }
     /* The master binds both listeners: errors show before any fork, and the admin
      * port outlives restarts of worker 0 (connections wait in the backlog). */
-    if (httpd_bind_socket(conf_str(cfg, "listen"), &lfd, err, sizeof err) < 0 ||
-        (*conf_str(cfg, "admin_listen") &&
-         httpd_bind_socket(conf_str(cfg, "admin_listen"), &afd, err, sizeof err) < 0)) {
+    if (httpd_bind_socket(cfg->listen, &lfd, err, sizeof err) < 0 ||
+        (*cfg->admin_listen && httpd_bind_socket(cfg->admin_listen, &afd, err, sizeof err) < 0)) {
         fprintf(stderr, "context-loader: %s\n", err);
         goto done;
     }
@@ -605,17 +526,16 @@ static int run_master(conf *cfg, int n)
         fprintf(stderr, "context-loader: pipe: %s\n", strerror(errno));
         goto done;
     }
-    if (!*conf_str(cfg, "session_secret")) {
+    if (!*cfg->session_secret) {
         unsigned char rnd[32];
         random_bytes(rnd, sizeof rnd);
         hex_encode(rnd, sizeof rnd, g_secret);
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"warn\",\"role\":\"master\",\"msg\":\"state_store is "
-                "shared but session_secret is empty: session ids work only on the instance "
-                "that minted them\"}\n",
-                (long long)now_wall_ms());
+        log_end(log_begin(LOG_WARN, SHARED_NO_SECRET));
     }
-    master_log("info", "starting workers", "\"workers\":%d,\"pid\":%d", n, (int)getpid());
+    log_line *l = log_begin(LOG_INFO, "starting workers");
+    log_int(l, "workers", n);
+    log_int(l, "pid", (int)getpid());
+    log_end(l);
     for (int k = 0; k < n; k++)
         spawn_worker(cfg, k, n, lfd, afd, ready, sfd);
     for (;;) {
@@ -628,7 +548,9 @@ static int run_master(conf *cfg, int n)
         for (int k = 0; k < n && !stopping; k++) {
             if (!g_slots[k].pid && g_slots[k].restart_at) {
                 if (g_slots[k].restart_at <= now) {
-                    master_log("info", "restarting worker", "\"worker\":%d", k);
+                    log_line *l = log_begin(LOG_INFO, "restarting worker");
+                    log_int(l, "worker", k);
+                    log_end(l);
                     spawn_worker(cfg, k, n, lfd, afd, ready, sfd);
                     continue;
                 }
@@ -638,8 +560,10 @@ static int run_master(conf *cfg, int n)
         }
         if (stopping) {
             if (now >= stop_deadline) {
-                master_log("warn", "workers outlived the grace period: killing them",
-                           "\"workers\":%d", live);
+                log_line *l =
+                    log_begin(LOG_WARN, "workers outlived the grace period: killing them");
+                log_int(l, "workers", live);
+                log_end(l);
                 signal_workers(n, SIGKILL, 0);
                 stop_deadline = now + 60000;
             }
@@ -659,8 +583,10 @@ static int run_master(conf *cfg, int n)
                 if (k >= n || !g_slots[k].pid)
                     continue;
                 g_slots[k].ready = 1;
-                master_log("info", "worker ready", "\"worker\":%d,\"pid\":%d", k,
-                           (int)g_slots[k].pid);
+                log_line *l = log_begin(LOG_INFO, "worker ready");
+                log_int(l, "worker", k);
+                log_int(l, "pid", (int)g_slots[k].pid);
+                log_end(l);
             }
         }
         if (!announced) {
@@ -693,14 +619,13 @@ static int run_master(conf *cfg, int n)
                     const char *how = WIFSIGNALED(st) ? "signal" : "status";
                     int code = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
                     if (stopping) {
-                        master_log("info", "worker exited", "\"worker\":%d,\"pid\":%d,\"%s\":%d", k,
-                                   (int)pid, how, code);
+                        log_end(worker_end_line(LOG_INFO, "worker exited", k, pid, how, code));
                         continue;
                     }
                     if (startup && !was_ready) {
                         /* a configuration or tools error: restarting cannot help */
-                        master_log("error", "worker failed to start",
-                                   "\"worker\":%d,\"pid\":%d,\"%s\":%d", k, (int)pid, how, code);
+                        log_end(worker_end_line(LOG_ERROR, "worker failed to start", k, pid, how,
+                                                code));
                         stopping = 1;
                         stop_deadline = now_mono_ms() + 5000;
                         signal_workers(n, SIGTERM, 0);
@@ -713,16 +638,16 @@ static int run_master(conf *cfg, int n)
                     if (delay > 10000)
                         delay = 10000;
                     g_slots[k].restart_at = now_mono_ms() + delay;
-                    master_log("error", "worker died",
-                               "\"worker\":%d,\"pid\":%d,\"%s\":%d,\"uptime_ms\":%lld,"
-                               "\"restart_in_ms\":%lld",
-                               k, (int)pid, how, code, (long long)up, (long long)delay);
+                    log_line *l = worker_end_line(LOG_ERROR, "worker died", k, pid, how, code);
+                    log_int(l, "uptime_ms", up);
+                    log_int(l, "restart_in_ms", delay);
+                    log_end(l);
                 }
             } else if (sig == SIGTERM || sig == SIGINT) {
                 if (!stopping) {
                     stopping = 1;
                     rc = 0;
-                    stop_deadline = now_mono_ms() + conf_int(cfg, "shutdown_grace_s") * 1000 + 5000;
+                    stop_deadline = now_mono_ms() + cfg->shutdown_grace_s * 1000 + 5000;
                     /* connections go to no one from now on: refuse rather than queue */
                     close(lfd);
                     lfd = -1;
@@ -730,18 +655,23 @@ static int run_master(conf *cfg, int n)
                         close(afd);
                     afd = -1;
                 }
-                master_log("info", "stopping", "\"signal\":%d", sig);
+                log_line *l = log_begin(LOG_INFO, "stopping");
+                log_int(l, "signal", sig);
+                log_end(l);
                 signal_workers(n, sig, 0);
             } else if (sig == SIGHUP) {
                 /* from worker 0 (/admin/reload, it reloaded itself) or an operator */
                 pid_t from = worker_of((pid_t)si.ssi_pid, n) >= 0 ? (pid_t)si.ssi_pid : 0;
-                master_log("info", "reload forwarded", "\"from_worker\":%s",
-                           from ? "true" : "false");
+                log_line *l = log_begin(LOG_INFO, "reload forwarded");
+                log_bool(l, "from_worker", from);
+                log_end(l);
                 signal_workers(n, SIGHUP, from);
             }
         }
     }
-    master_log("info", "shutdown", "\"status\":%d", rc);
+    l = log_begin(LOG_INFO, "shutdown");
+    log_int(l, "status", rc);
+    log_end(l);
 done:
     if (sfd >= 0)
         close(sfd);
@@ -782,7 +712,7 @@ int main(int argc, char **argv)
         }
     }
     char err[512];
-    conf *cfg = conf_load(config_path, err, sizeof err);
+    settings *cfg = conf_load(config_path, err, sizeof err);
     if (!cfg) {
         fprintf(stderr, "context-loader: %s\n", err);
         return 2;

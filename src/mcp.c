@@ -8,6 +8,7 @@
 
 #include "accept.h"
 #include "lifecycle.h"
+#include "log.h"
 #include "mcp_msg.h"
 #include "server.h"
 #include "surfaces.h"
@@ -133,7 +134,7 @@ static void arm_progress(req_ctx *c, const json_value *meta)
     const json_value *tok = meta ? json_get(meta, "progressToken") : NULL;
     if (!tok || (json_typeof(tok) != JSON_STRING && json_typeof(tok) != JSON_INT))
         return;
-    long ms = conf_int(c->app->cfg, "mcp.progress_interval_ms");
+    long ms = c->app->cfg->mcp_progress_interval_ms;
     if (ms <= 0)
         return;
     json_write(&c->progress_token, tok, 0);
@@ -154,7 +155,7 @@ static unsigned surface_bit(const req_ctx *c)
 
 static int tool_visible(const req_ctx *c, const tools_info *ti)
 {
-    return ti && (ti->surfaces & surface_bit(c)) && app_gate_enabled(c->app, ti->gate);
+    return ti && (ti->surfaces & surface_bit(c)) && ti->gate_open;
 }
 
 void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, buf *out)
@@ -165,7 +166,7 @@ void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, 
     lifecycle_list_entries(out, lang);
     for (size_t i = 0; i < n; i++) {
         const tools_info *ti = tools_gen_info(g, i);
-        if (!(ti->surfaces & surface) || (!ignore_gates && !app_gate_enabled(a, ti->gate)))
+        if (!(ti->surfaces & surface) || (!ignore_gates && !ti->gate_open))
             continue;
         buf_putc(out, ',');
         buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang) : ti->list_json[lang]);
@@ -217,7 +218,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     buf lc = BUF_INIT;
     lifecycle_list_entries(&lc, c->lang);
     size_t seen = 0, listed = 0, n = g ? tools_gen_count(g) : 0;
-    size_t page = (size_t)conf_int(c->app->cfg, "mcp.tools_page_size");
+    size_t page = (size_t)c->app->cfg->mcp_tools_page_size;
     if (page == 0)
         page = 100;
     int more = 0;
@@ -391,7 +392,7 @@ static void list_digest(app *a, tools_gen *g, char out[65])
             buf_printf(&b, "surface %u lang %d\n", surfaces[s], l);
             for (size_t i = 0; i < n; i++) {
                 const tools_info *ti = tools_gen_info(g, i);
-                if (!(ti->surfaces & surfaces[s]) || !app_gate_enabled(a, ti->gate))
+                if (!(ti->surfaces & surfaces[s]) || !ti->gate_open)
                     continue;
                 buf_puts(&b, ti->list_json[l]);
                 buf_putc(&b, '\n');
@@ -419,10 +420,10 @@ void mcp_tools_changed(app *a, tools_gen *cur)
         stream_write(s,
                      "event: message\ndata: "
                      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
-    fprintf(stderr,
-            "{\"ts\":%lld,\"level\":\"info\",\"msg\":\"list_changed\",\"generation\":%u,"
-            "\"streams\":%zu}\n",
-            (long long)now_wall_ms(), cur ? tools_gen_id(cur) : 0, n);
+    log_line *l = log_begin(LOG_INFO, "list_changed");
+    log_int(l, "generation", cur ? tools_gen_id(cur) : 0);
+    log_int(l, "streams", (long long)n);
+    log_end(l);
 }
 
 void mcp_close_streams(app *a)
@@ -537,8 +538,8 @@ static void handle_post(req_ctx *c)
     const char *body = req_body(c, &len);
     char err[320];
     mcp_msg m;
-    int code = mcp_parse_message(body, len, (size_t)conf_int(c->app->cfg, "limits.json_max_depth"),
-                                 &m, err, sizeof err);
+    int code = mcp_parse_message(body, len, (size_t)c->app->cfg->limits_json_max_depth, &m, err,
+                                 sizeof err);
     /* The request context takes the message and the id text (freed with it). */
     c->msg = m.msg;
     buf_free(&c->rpc_id);

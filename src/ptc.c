@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "json_lua.h"
+#include "log.h"
 #include "lvm.h"
 #include "accept.h"
 #include "server.h"
@@ -68,7 +69,7 @@ const char *ptc_sandbox_url(void)
 
 void ptc_init(app *a)
 {
-    const char *conf_url = conf_str(a->cfg, "ptc.sandbox_mcp_url");
+    const char *conf_url = a->cfg->ptc_sandbox_mcp_url;
     if (conf_url && *conf_url) {
         size_t n = strlen(conf_url);
         /* the trailing slash avoids a redirect that urllib would not re-POST */
@@ -144,7 +145,7 @@ static int build_p(lua_State *L)
 
 static int usable(app *a, const tools_info *ti, unsigned surface)
 {
-    return (ti->surfaces & surface) && app_gate_enabled(a, ti->gate);
+    return (ti->surfaces & surface) && ti->gate_open;
 }
 
 /* Renders g's toolkit for lang into k. Returns 0, or -1 (logged). */
@@ -172,14 +173,10 @@ static int kit_build(app *a, tools_gen *g, lang_id lang, kit_lang *k)
     b.ptc_tools = ptc_tools;
     b.lang = lang_tag(lang);
     if (lvm_cpcall(lvm_state(tools_gen_vm(g)), build_p, &b, &err) != 0) {
-        fprintf(stderr,
-                "{\"ts\":%lld,\"level\":\"error\",\"msg\":\"ptc toolkit rendering failed\","
-                "\"generation\":%u,\"error\":",
-                (long long)now_wall_ms(), tools_gen_id(g));
-        buf m = BUF_INIT;
-        json_write_string(&m, err ? err : "?", err ? strlen(err) : 1);
-        fprintf(stderr, "%s}\n", m.data);
-        buf_free(&m);
+        log_line *l = log_begin(LOG_ERROR, "ptc toolkit rendering failed");
+        log_int(l, "generation", tools_gen_id(g));
+        log_str(l, "error", err ? err : "?");
+        log_end(l);
         goto done;
     }
     tools = json_parse(b.tools.data, b.tools.len, NULL, NULL, 0);

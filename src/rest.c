@@ -40,8 +40,8 @@ void rest_handle(req_ctx *c)
     char err[320];
     int status;
     if (callcheck_rest_body(body, len, req_header(c, "Content-Type"),
-                            (size_t)conf_int(c->app->cfg, "limits.json_max_depth"), &c->msg,
-                            &status, err, sizeof err) < 0) {
+                            (size_t)c->app->cfg->limits_json_max_depth, &c->msg, &status, err,
+                            sizeof err) < 0) {
         req_reply_error(c, status, NULL, err);
         return;
     }

@@ -23,7 +23,7 @@ static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char
     /* The generation is pinned here, once: the call runs on what routing saw. */
     c->gen = tools_host_acquire(c->app->tools);
     const tools_info *ti = c->gen ? tools_gen_find_rest(c->gen, c->tool) : NULL;
-    int visible = ti && (ti->surfaces & surface) && app_gate_enabled(c->app, ti->gate);
+    int visible = ti && (ti->surfaces & surface) && ti->gate_open;
     if (!visible) {
         c->tool[0] = '\0';
         if (c->gen)
@@ -77,7 +77,7 @@ static int parse_proxy_path(req_ctx *c, const char *p)
 route_handler route_request(req_ctx *c, const char *rest)
 {
     route_handler handler = NULL;
-    int ptc_on = conf_bool(c->app->cfg, "execute_skill_enabled");
+    int ptc_on = c->app->cfg->execute_skill_enabled;
     const char *mcp_surface = !strcmp(rest, "/mcp") || !strcmp(rest, "/mcp/") ? "mcp"
                               : !strcmp(rest, "/mcp-compact") || !strcmp(rest, "/mcp-compact/")
                                   ? "compact"

@@ -37,7 +37,7 @@ typedef void (*route_handler)(req_ctx *c);
 typedef route_handler (*route_fn)(req_ctx *c, const char *rest);
 
 typedef struct app {
-    conf *cfg;
+    const settings *cfg; /* owned by main */
     struct event_base *base;
     fetch_ctx *fetch;
     auth_ctx *auth;
@@ -148,7 +148,5 @@ void req_detach(req_ctx *c, int status);
 void req_end_stream(req_ctx *c, size_t bytes_out);
 /* Fills a call environment from the request (strings borrowed from c). */
 void req_call_env(req_ctx *c, call_env *env);
-/* Whether the gate of a tool is switched on. */
-int app_gate_enabled(app *a, const char *gate);
 
 #endif

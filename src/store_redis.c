@@ -13,6 +13,7 @@
  * reply, which becomes rc -1). An op is freed only in its hiredis callback (or in
  * the failure queue), so a cancelled op stays valid until hiredis is done with it. */
 #include "store.h"
+#include "log.h"
 
 #include <arpa/inet.h>
 #include <event2/dns.h>
@@ -91,21 +92,12 @@ typedef struct rstore {
 
 static const store_vtable redis_vt;
 
-static void log_line(const char *level, const char *msg, const char *detail)
+static void log_store(log_level level, const char *msg, const char *detail)
 {
-    buf b = BUF_INIT;
-    buf_printf(&b, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"%s\"", (long long)now_wall_ms(), level,
-               msg);
-    if (detail) {
-        buf_puts(&b, ",\"error\":\"");
-        for (const char *p = detail; *p && p - detail < 200; p++)
-            if (*p >= 0x20 && *p != '"' && *p != '\\')
-                buf_putc(&b, *p);
-        buf_putc(&b, '"');
-    }
-    buf_puts(&b, "}\n");
-    fputs(b.data, stderr);
-    buf_free(&b);
+    log_line *l = log_begin(level, msg);
+    if (detail)
+        log_strn(l, "error", detail, 200);
+    log_end(l);
 }
 
 /* ---- URL ---- */
@@ -343,7 +335,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
         goto done;
     }
     if (rep->type == REDIS_REPLY_ERROR) {
-        log_line("warn", "state store command failed", rep->str);
+        log_store(LOG_WARN, "state store command failed", rep->str);
         op_answer(r, op, -1, NULL, 0);
         goto done;
     }
@@ -514,7 +506,7 @@ static void conn_drop(rstore *r, const char *why)
         evdns_getaddrinfo_cancel(q);
     }
     if (!r->logged_down || was_ready) {
-        log_line("warn", "state store unavailable", why);
+        log_store(LOG_WARN, "state store unavailable", why);
         r->logged_down = 1;
     }
     if (ac)
@@ -538,7 +530,7 @@ static void handshake_done(rstore *r)
     r->backoff_ms = r->backoff_min_ms;
     evtimer_del(r->connect_to_ev);
     if (r->logged_down) {
-        log_line("info", "state store connected", NULL);
+        log_store(LOG_INFO, "state store connected", NULL);
         r->logged_down = 0;
     }
 }

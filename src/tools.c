@@ -15,6 +15,7 @@
 
 #include "json.h"
 #include "json_lua.h"
+#include "log.h"
 #include "lvm.h"
 #include "util.h"
 
@@ -415,6 +416,7 @@ static int info_p(lua_State *L)
     t->kind = opt_field(L, -1, "kind");
     t->group = opt_field(L, -1, "group");
     t->gate = opt_field(L, -1, "gate");
+    t->gate_open = conf_gate_open(c->g->cfg->settings, t->gate);
     t->rest_alias = opt_field(L, -1, "rest_alias");
     if (!t->name)
         t->name = xstrdup(c->f->name);
@@ -865,7 +867,6 @@ static void retry_cb(evutil_socket_t fd, short ev, void *arg)
 int tools_host_reload_ops(tools_host *h, const char *trigger, char **json)
 {
     buf out = BUF_INIT;
-    buf log = BUF_INIT;
     int rc;
     char reason[160];
     const char *dir = h->ops_set ? h->ops_dir : NULL;
@@ -910,19 +911,20 @@ int tools_host_reload_ops(tools_host *h, const char *trigger, char **json)
     rc = tools_host_reload(h, dir, NULL) == 0 ? TOOLS_RELOAD_OK : TOOLS_RELOAD_REJECTED;
     reply_json(h, rc, NULL, &out);
     h->reloading = 0;
-done:
-    /* out.data + 1: the reply's members without its '{' */
-    buf_printf(&log, "{\"ts\":%lld,\"level\":\"%s\",\"msg\":\"reload\",\"trigger\":",
-               (long long)now_wall_ms(),
-               rc == TOOLS_RELOAD_OK         ? "info"
-               : rc == TOOLS_RELOAD_DEFERRED ? "warn"
-                                             : "error");
-    json_write_string(&log, trigger, strlen(trigger));
-    buf_printf(&log, ",\"duration_ms\":%lld,%s\n",
-               (long long)(rc == TOOLS_RELOAD_DEFERRED ? 0 : h->last_duration_ms), out.data + 1);
-    fputs(log.data, stderr);
+done : {
+    /* the reply's members follow the trigger and the duration */
+    log_line *l = log_begin(rc == TOOLS_RELOAD_OK         ? LOG_INFO
+                            : rc == TOOLS_RELOAD_DEFERRED ? LOG_WARN
+                                                          : LOG_ERROR,
+                            "reload");
+    json_value *reply = json_parse(out.data, out.len, NULL, NULL, 0);
+    log_str(l, "trigger", trigger);
+    log_int(l, "duration_ms", rc == TOOLS_RELOAD_DEFERRED ? 0 : h->last_duration_ms);
+    log_members(l, reply);
+    log_end(l);
+    json_free(reply);
+}
 quiet:
-    buf_free(&log);
     if (json)
         *json = buf_steal(&out, NULL);
     buf_free(&out);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf.h"
 #include "fetch.h"
 
 typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
@@ -33,6 +34,7 @@ typedef struct tools_info {
     const char *group;      /* may be NULL */
     int order;              /* 0 = unordered */
     const char *gate;       /* feature switch name, or NULL */
+    int gate_open;          /* the switch, resolved once when the generation loads */
     const char *rest_alias; /* extra REST name (e.g. "logic-property-resolver"), or NULL */
     unsigned surfaces;      /* SURFACE_* bits */
     int toon;               /* 1 when "toon" is among formats */
@@ -58,6 +60,8 @@ typedef struct tools_config {
     size_t max_response_bytes; /* cap for ctx.http responses; 0 -> fetch default */
     fetch_ctx *fetch;          /* NULL in offline checks */
     struct event_base *base;   /* NULL in offline checks */
+    const settings *settings;  /* for the tools' gates; not copied, outlives the host;
+                                  may be NULL (conf_gate_open) */
 } tools_config;
 
 typedef struct tools_host tools_host;

@@ -1,0 +1,246 @@
+/* conf: every key of the table reaches its settings member from the file and from
+ * the environment (which wins), defaults fill the rest, malformed values and
+ * unknown keys fail the load, and gates follow their switch. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "conf.h"
+
+/* A valid value of each type, different from every default; v = 1 (file) or 2 (env). */
+static void sample(const char *type, size_t i, int v, char *out, size_t outlen)
+{
+    if (!strcmp(type, "INT"))
+        snprintf(out, outlen, "%zu", 7000 + i * 10 + (size_t)v);
+    else if (!strcmp(type, "BOOL"))
+        snprintf(out, outlen, "%s", v == 1 ? "yes" : "off");
+    else if (!strcmp(type, "LANG"))
+        snprintf(out, outlen, "%s", v == 1 ? "en-US" : "zh-CN");
+    else if (!strcmp(type, "ADDR"))
+        snprintf(out, outlen, "10.0.0.%d:%zu", v, 4000 + i);
+    else if (!strcmp(type, "WORKERS"))
+        snprintf(out, outlen, "%s", v == 1 ? "auto" : "5");
+    else
+        snprintf(out, outlen, "value %d of key %zu", v, i);
+}
+
+/* The member as text in the form sample() wrote it. */
+static void show_str(const char *m, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s", m);
+}
+static void show_long(long m, const char *type, char *out, size_t outlen)
+{
+    if (!strcmp(type, "BOOL"))
+        snprintf(out, outlen, "%s", m ? "1" : "0");
+    else if (!strcmp(type, "WORKERS") && m == 0)
+        snprintf(out, outlen, "auto");
+    else
+        snprintf(out, outlen, "%ld", m);
+}
+#define SHOW_STR(m, type, out, outlen) show_str(m, out, outlen)
+#define SHOW_ADDR SHOW_STR
+#define SHOW_LANG SHOW_STR
+#define SHOW_INT(m, type, out, outlen) show_long(m, type, out, outlen)
+#define SHOW_BOOL SHOW_INT
+#define SHOW_WORKERS SHOW_INT
+
+/* What the member must read after loading sample(type, i, v). */
+static void expect(const char *type, size_t i, int v, char *out, size_t outlen)
+{
+    sample(type, i, v, out, outlen);
+    if (!strcmp(type, "BOOL"))
+        snprintf(out, outlen, "%s", v == 1 ? "1" : "0");
+}
+
+/* Member i of s as text, through the table's member names. */
+static void member_text(const settings *s, size_t i, char *out, size_t outlen)
+{
+    size_t k = 0;
+#define SHOW_ROW(member, key, env, type, def, doc)                                                 \
+    if (k++ == i)                                                                                  \
+        SHOW_##type(s->member, #type, out, outlen);
+    CONF_KEYS(SHOW_ROW)
+#undef SHOW_ROW
+}
+
+static const char *const TYPES[] = {
+#define TYPE_ROW(member, key, env, type, def, doc) #type,
+    CONF_KEYS(TYPE_ROW)
+#undef TYPE_ROW
+};
+
+static const char *const DEFAULTS[] = {
+#define DEF_ROW(member, key, env, type, def, doc) def,
+    CONF_KEYS(DEF_ROW)
+#undef DEF_ROW
+};
+
+static settings *load(const char *path)
+{
+    char err[512] = "";
+    settings *s = conf_load(path, err, sizeof err);
+    if (!s)
+        fprintf(stderr, "conf_load: %s\n", err);
+    return s;
+}
+
+static void unset_all(void)
+{
+    for (size_t i = 0; i < conf_key_count(); i++) {
+        char env[128];
+        conf_key_env(i, env, sizeof env);
+        unsetenv(env);
+    }
+}
+
+/* Loads path (and the environment): every member reads sample v. */
+static void check_loaded(const char *path, int v)
+{
+    char want[256], got[256];
+    settings *s = load(path);
+    CHECK(s != NULL);
+    for (size_t i = 0; s && i < conf_key_count(); i++) {
+        expect(TYPES[i], i, v, want, sizeof want);
+        member_text(s, i, got, sizeof got);
+        CHECK_STR(got, want);
+    }
+    conf_free(s);
+}
+
+static void test_round_trip(const char *path)
+{
+    size_t n = conf_key_count();
+    CHECK(n == sizeof TYPES / sizeof TYPES[0]);
+    char want[256], got[256];
+
+    /* defaults */
+    settings *s = load(NULL);
+    CHECK(s != NULL);
+    for (size_t i = 0; s && i < n; i++) {
+        member_text(s, i, got, sizeof got);
+        if (!strcmp(TYPES[i], "BOOL"))
+            snprintf(want, sizeof want, "%s", strcmp(DEFAULTS[i], "true") ? "0" : "1");
+        else
+            snprintf(want, sizeof want, "%s", DEFAULTS[i]);
+        CHECK_STR(got, want);
+    }
+    conf_free(s);
+
+    /* every key from the file */
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("# every key\n\n", f);
+    for (size_t i = 0; i < n; i++) {
+        sample(TYPES[i], i, 1, want, sizeof want);
+        fprintf(f, "  %s =  %s  \n", conf_key_name(i), want);
+    }
+    fclose(f);
+    check_loaded(path, 1);
+
+    /* every key from the environment, over the file */
+    for (size_t i = 0; i < n; i++) {
+        char env[128];
+        conf_key_env(i, env, sizeof env);
+        sample(TYPES[i], i, 2, want, sizeof want);
+        setenv(env, want, 1);
+    }
+    check_loaded(path, 2);
+    unset_all();
+}
+
+static void test_env_names(void)
+{
+    char env[128];
+    for (size_t i = 0; i < conf_key_count(); i++) {
+        if (!strcmp(conf_key_name(i), "limits.max_body_bytes")) {
+            conf_key_env(i, env, sizeof env);
+            CHECK_STR(env, "CL_LIMITS_MAX_BODY_BYTES");
+        }
+        if (!strcmp(conf_key_name(i), "execute_skill_enabled")) {
+            conf_key_env(i, env, sizeof env);
+            CHECK_STR(env, "EXECUTE_SKILL_ENABLED");
+        }
+    }
+}
+
+static void test_errors(const char *path)
+{
+    char err[512];
+    const char *bad[][2] = {
+        {"no_such_key = 1\n", "unknown config key 'no_such_key'"},
+        {"limits.max_body_bytes = -1\n", "limits.max_body_bytes"},
+        {"access_log = maybe\n", "access_log"},
+        {"language = fr-FR\n", "language"},
+        {"workers = 65\n", "workers"},
+        {"listen = nonsense\n", "listen"},
+        {"just text\n", "expected 'key = value'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL);
+        if (!f)
+            return;
+        fputs(bad[i][0], f);
+        fclose(f);
+        err[0] = '\0';
+        settings *s = conf_load(path, err, sizeof err);
+        CHECK(s == NULL);
+        CHECK(strstr(err, bad[i][1]) != NULL);
+        conf_free(s);
+    }
+    setenv("CL_TRACE_CORE_TIMEOUT_MS", "soon", 1);
+    err[0] = '\0';
+    settings *s = conf_load(NULL, err, sizeof err);
+    CHECK(s == NULL);
+    CHECK(strstr(err, "CL_TRACE_CORE_TIMEOUT_MS") != NULL);
+    conf_free(s);
+    unsetenv("CL_TRACE_CORE_TIMEOUT_MS");
+}
+
+static void test_gates(void)
+{
+    settings *s = load(NULL);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    CHECK(conf_gate_open(s, NULL) == 1);
+    CHECK(conf_gate_open(s, "") == 1);
+    CHECK(conf_gate_open(s, "EXECUTE_SKILL_ENABLED") == 0);
+    CHECK(conf_gate_open(NULL, "EXECUTE_SKILL_ENABLED") == 0);
+    conf_free(s);
+    setenv("EXECUTE_SKILL_ENABLED", "on", 1);
+    s = load(NULL);
+    CHECK(s && conf_gate_open(s, "EXECUTE_SKILL_ENABLED") == 1);
+    conf_free(s);
+    unsetenv("EXECUTE_SKILL_ENABLED");
+    unsetenv("CL_TEST_GATE");
+    CHECK(conf_gate_open(NULL, "CL_TEST_GATE") == 0);
+    setenv("CL_TEST_GATE", "1", 1);
+    CHECK(conf_gate_open(NULL, "CL_TEST_GATE") == 1);
+    setenv("CL_TEST_GATE", "TRUE", 1);
+    CHECK(conf_gate_open(NULL, "CL_TEST_GATE") == 1);
+    setenv("CL_TEST_GATE", "yes", 1);
+    CHECK(conf_gate_open(NULL, "CL_TEST_GATE") == 0);
+    unsetenv("CL_TEST_GATE");
+}
+
+int main(void)
+{
+    char path[] = "/tmp/cl_test_conf_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return 1;
+    close(fd);
+    unset_all();
+    test_round_trip(path);
+    test_env_names();
+    test_errors(path);
+    test_gates();
+    unlink(path);
+    return CHECK_DONE();
+}
