@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accept.h"
 #include "check.h"
 #include "flow.h"
 #include "mcp_msg.h"
@@ -775,6 +776,28 @@ static void test_refusals_before_downstream(void)
     g_installed = 1;
 }
 
+/* The one Accept parser: q=0 is "not acceptable" wherever it is named; the most
+ * specific range decides. And the one Accept-Language parser. */
+static void test_accept(void)
+{
+    CHECK(accept_admits(NULL, "application/json"));
+    CHECK(accept_admits("", "text/event-stream"));
+    CHECK(accept_admits("application/json, text/event-stream", "text/event-stream"));
+    CHECK(!accept_admits("application/json, text/event-stream;q=0", "text/event-stream"));
+    CHECK(!accept_admits("application/json;q=0, */*", "application/json"));
+    CHECK(accept_admits("application/json;q=0, */*", "text/event-stream"));
+    CHECK(accept_admits("text/*;q=0.1", "text/event-stream"));
+    CHECK(!accept_admits("text/*;q=0, */*;q=1", "text/event-stream"));
+    CHECK(!accept_admits("image/png", "application/json"));
+    CHECK(!accept_admits("application/json;q=x", "application/json")); /* malformed q */
+    CHECK(accept_q("text/html;q=0.5, application/json", "text/html") == 0.5);
+    CHECK(accept_q("text/html", "application/json") < 0);
+    CHECK(lang_from_accept("en-US,zh;q=0.5", LANG_ZH_CN) == LANG_EN_US);
+    CHECK(lang_from_accept("en;q=0, *", LANG_EN_US) == LANG_ZH_CN);
+    CHECK(lang_from_accept(NULL, LANG_EN_US) == LANG_EN_US);
+    CHECK_STR(lang_tag(LANG_ZH_CN), "zh-CN");
+}
+
 int main(void)
 {
     snprintf(g_who.account_id, sizeof g_who.account_id, "u1");
@@ -788,6 +811,7 @@ int main(void)
     test_idempotency_refusals();
     test_cancel_each_stage();
     test_refusals_before_downstream();
+    test_accept();
     buf_free(&g_record);
     json_free(g_args);
     return CHECK_DONE();
