@@ -633,9 +633,10 @@ static void gencb(struct evhttp_request *req, void *arg)
         req_not_found(c);
         return;
     }
-    c->handler = a->route(c, c->path + plen);
-    if (!c->handler)
+    route_handler h = a->route(c, c->path + plen); /* NULL: it answered, c is gone */
+    if (!h)
         return;
+    c->handler = h;
     if (a->draining) {
         req_add_header(c, "Retry-After", "1");
         req_add_header(c, "Connection", "close");

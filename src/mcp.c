@@ -90,8 +90,11 @@ void mcp_send_result(req_ctx *c, const char *result, size_t len)
 static void reply_outcome(req_ctx *c, const call_outcome *o)
 {
     buf b = BUF_INIT;
-    /* the text block escapes the JSON (or TOON) once more; structuredContent repeats it */
-    begin_result(c, &b, o->json.len + o->json.len / 4 + o->toon_text.len + 256);
+    /* Room for the whole answer at once (a realloc would copy it): the text block
+     * escaped (json_write_string reserves 6 bytes per byte), structuredContent the
+     * JSON again, and the receipt. */
+    size_t text = o->toon && o->toon_text.data ? o->toon_text.len : o->json.len;
+    begin_result(c, &b, 6 * text + o->json.len + 512);
     mcp_write_tool_result(&b, o);
     send_result(c, &b);
     buf_free(&b);
