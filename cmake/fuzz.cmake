@@ -1,6 +1,8 @@
 # Area "fuzz": libFuzzer targets beyond the JSON codec (cmake/json.cmake has that
 # one): the TOON encoder, JSON-RPC/MCP message handling, REST body handling and the
-# bkn_context rules, and the Lua JSON module (cljson) against its tree path. With CL_FUZZ=ON (clang) each is a real libFuzzer binary under
+# bkn_context rules, the Lua JSON module (cljson) against its tree path, and the HTTP
+# request framing checker (framing.c). With CL_FUZZ=ON (clang) each is a real libFuzzer
+# binary under
 # ASan/UBSan with a bounded CTest run (<target>_fuzz, label "fuzz"); otherwise the
 # same harness is linked with tests/fuzz/replay.c and replays its seed corpus
 # (including the regression inputs of past crashes) as <target>_fuzz_replay.
@@ -43,5 +45,6 @@ cl_fuzz_target(guard guard.c json.c util.c)
 cl_fuzz_target(mcp mcp_msg.c json.c util.c)
 cl_fuzz_target(rest callcheck.c guard.c json.c util.c)
 # The Lua JSON module: direct decoder vs the json_parse tree path (differential).
-cl_fuzz_target(json_lua json_lua.c json.c util.c)
+cl_fuzz_target(json_lua json_lua.c json_lua_decode.c json_lua_encode.c json.c util.c)
 target_link_libraries(fuzz_json_lua PRIVATE PkgConfig::LUA)
+cl_fuzz_target(framing framing.c)

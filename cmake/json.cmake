@@ -1,5 +1,5 @@
 # JSON codec tests (area "json"): C unit tests, corpora, JSONTestSuite, busted spec, fuzzing.
-set(CL_JSON_SOURCES ${CMAKE_SOURCE_DIR}/src/json.c ${CMAKE_SOURCE_DIR}/src/json_lua.c
+set(CL_JSON_SOURCES ${CMAKE_SOURCE_DIR}/src/json.c ${CL_JSON_LUA_SOURCES}
                     ${CMAKE_SOURCE_DIR}/src/util.c)
 
 if(NOT CL_CHECKS_DIR)

@@ -2,9 +2,11 @@
 # (call). The test compiles its sources directly (not clcore) so that half-written
 # modules elsewhere in src/ cannot break it.
 set(CL_LUAHOST_TEST_SOURCES
-    ${CMAKE_SOURCE_DIR}/src/lvm.c ${CMAKE_SOURCE_DIR}/src/tools.c ${CMAKE_SOURCE_DIR}/src/call.c
+    ${CMAKE_SOURCE_DIR}/src/lvm.c ${CMAKE_SOURCE_DIR}/src/tools.c ${CMAKE_SOURCE_DIR}/src/reload.c
+    ${CMAKE_SOURCE_DIR}/src/upstream_req.c
+    ${CMAKE_SOURCE_DIR}/src/call.c
     ${CMAKE_SOURCE_DIR}/src/toon.c ${CMAKE_SOURCE_DIR}/src/toon_lua.c
-    ${CMAKE_SOURCE_DIR}/src/json.c ${CMAKE_SOURCE_DIR}/src/json_lua.c
+    ${CMAKE_SOURCE_DIR}/src/json.c ${CL_JSON_LUA_SOURCES}
     ${CMAKE_SOURCE_DIR}/src/fetch.c ${CMAKE_SOURCE_DIR}/src/conf.c ${CMAKE_SOURCE_DIR}/src/log.c
     ${CMAKE_SOURCE_DIR}/src/util.c)
 

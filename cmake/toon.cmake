@@ -24,7 +24,7 @@ target_include_directories(toon-bench PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(toon-bench PRIVATE PkgConfig::CRYPTO m)
 
 # The Lua module as cltoon.so for busted (the server links luaopen_cltoon from clcore).
-add_library(cltoon MODULE ${CMAKE_SOURCE_DIR}/src/toon_lua.c ${CMAKE_SOURCE_DIR}/src/json_lua.c
+add_library(cltoon MODULE ${CMAKE_SOURCE_DIR}/src/toon_lua.c ${CL_JSON_LUA_SOURCES}
                           ${CL_TOON_SOURCES})
 target_include_directories(cltoon PRIVATE ${CMAKE_SOURCE_DIR}/src)
 target_link_libraries(cltoon PRIVATE PkgConfig::LUA PkgConfig::CRYPTO m)

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #define FLIGHT_BUCKETS 256
 #define MAX_TOKEN_LEN 16384 /* longer than any real token; refused without a call */
@@ -18,11 +19,11 @@ static const char DETAIL_APIKEY[] = "api key is invalid";
 typedef struct entry {
     char key[65]; /* sha256 hex of the token */
     auth_status st;
-    principal who;             /* when st == AUTH_OK */
-    const char *detail;        /* static text when st == AUTH_INVALID */
-    int64_t expires_ms;        /* monotonic */
-    struct entry *hnext;       /* hash chain */
-    struct entry *prev, *next; /* insertion order, oldest first */
+    principal who;            /* when st == AUTH_OK */
+    const char *detail;       /* static text when st == AUTH_INVALID */
+    int64_t expires_ms;       /* monotonic */
+    struct entry *hnext;      /* hash chain */
+    TAILQ_ENTRY(entry) order; /* a->entries: insertion order, oldest first */
 } entry;
 
 typedef struct flight flight;
@@ -39,12 +40,10 @@ struct auth_wait {
     auth_status st;
     principal who;
     char detail[160];
-    struct auth_wait *prev, *next; /* in f->waiters or a->ready */
+    TAILQ_ENTRY(auth_wait) link; /* in f->waiters or a->ready */
 };
 
-typedef struct wait_list {
-    auth_wait *head, *tail;
-} wait_list;
+typedef TAILQ_HEAD(wait_list, auth_wait) wait_list;
 
 struct flight {
     auth_ctx *a;
@@ -65,7 +64,7 @@ struct auth_ctx {
     size_t max_entries;
     entry **buckets;
     size_t nbuckets;
-    entry *oldest, *newest;
+    TAILQ_HEAD(, entry) entries; /* oldest first */
     size_t n_entries;
     flight *flights[FLIGHT_BUCKETS];
     wait_list ready;
@@ -84,30 +83,6 @@ static uint32_t key_hash(const char *hex)
         h = (h << 4) | (uint32_t)(c <= '9' ? c - '0' : c - 'a' + 10);
     }
     return h;
-}
-
-static void wl_push(wait_list *l, auth_wait *w)
-{
-    w->prev = l->tail;
-    w->next = NULL;
-    if (l->tail)
-        l->tail->next = w;
-    else
-        l->head = w;
-    l->tail = w;
-}
-
-static void wl_unlink(wait_list *l, auth_wait *w)
-{
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        l->head = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        l->tail = w->prev;
-    w->prev = w->next = NULL;
 }
 
 static char *dup_or_null(const char *s)
@@ -141,14 +116,7 @@ static void entry_unlink_free(auth_ctx *a, entry *e)
         pp = &(*pp)->hnext;
     if (*pp)
         *pp = e->hnext;
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        a->oldest = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
-    else
-        a->newest = e->prev;
+    TAILQ_REMOVE(&a->entries, e, order);
     a->n_entries--;
     free(e);
 }
@@ -176,13 +144,13 @@ static void cache_put(auth_ctx *a, const char *key, auth_status st, const princi
         entry_unlink_free(a, old);
     if (a->n_entries >= a->max_entries) {
         /* Expired entries first (one pass), then the oldest. */
-        for (entry *e = a->oldest, *nx; e; e = nx) {
-            nx = e->next;
+        for (entry *e = TAILQ_FIRST(&a->entries), *nx; e; e = nx) {
+            nx = TAILQ_NEXT(e, order);
             if (e->expires_ms <= now)
                 entry_unlink_free(a, e);
         }
-        while (a->n_entries >= a->max_entries && a->oldest)
-            entry_unlink_free(a, a->oldest);
+        while (a->n_entries >= a->max_entries && !TAILQ_EMPTY(&a->entries))
+            entry_unlink_free(a, TAILQ_FIRST(&a->entries));
     }
     entry *e = xcalloc(1, sizeof(*e));
     memcpy(e->key, key, sizeof(e->key));
@@ -194,12 +162,7 @@ static void cache_put(auth_ctx *a, const char *key, auth_status st, const princi
     size_t b = key_hash(key) & (a->nbuckets - 1);
     e->hnext = a->buckets[b];
     a->buckets[b] = e;
-    e->prev = a->newest;
-    if (a->newest)
-        a->newest->next = e;
-    else
-        a->oldest = e;
-    a->newest = e;
+    TAILQ_INSERT_TAIL(&a->entries, e, order);
     a->n_entries++;
 }
 
@@ -214,7 +177,7 @@ static void make_ready(auth_ctx *a, auth_wait *w, auth_status st, const principa
     if (st == AUTH_OK && who)
         w->who = *who;
     snprintf(w->detail, sizeof(w->detail), "%s", detail ? detail : "");
-    wl_push(&a->ready, w);
+    TAILQ_INSERT_TAIL(&a->ready, w, link);
     event_active(a->deliver, 0, 0);
 }
 
@@ -223,8 +186,8 @@ static void deliver_cb(evutil_socket_t fd, short what, void *arg)
     auth_ctx *a = arg;
     auth_wait *w;
     a->dispatching = 1;
-    while (!a->dead && (w = a->ready.head)) {
-        wl_unlink(&a->ready, w);
+    while (!a->dead && (w = TAILQ_FIRST(&a->ready))) {
+        TAILQ_REMOVE(&a->ready, w, link);
         w->state = W_DELIVERING;
         w->cb(w->st, w->st == AUTH_OK ? &w->who : NULL, w->detail, w->arg);
         free(w);
@@ -396,8 +359,8 @@ done:
         a->stats.errors++;
     json_free(doc);
     flight_remove(a, f);
-    for (auth_wait *w; (w = f->waiters.head);) {
-        wl_unlink(&f->waiters, w);
+    for (auth_wait *w; (w = TAILQ_FIRST(&f->waiters));) {
+        TAILQ_REMOVE(&f->waiters, w, link);
         make_ready(a, w, st, &p, detail);
     }
     free(f);
@@ -415,6 +378,7 @@ static flight *flight_start(auth_ctx *a, const char *key, const char *token, siz
     f->a = a;
     f->apikey = apikey;
     memcpy(f->key, key, sizeof(f->key));
+    TAILQ_INIT(&f->waiters);
     const char *err = NULL;
     *why = "introspection endpoint is not configured";
     if (!url)
@@ -499,6 +463,8 @@ auth_ctx *auth_new(struct event_base *base, fetch_ctx *fetch, const auth_config 
     while (a->nbuckets < a->max_entries && a->nbuckets < (1u << 20))
         a->nbuckets <<= 1;
     a->buckets = xcalloc(a->nbuckets, sizeof(*a->buckets));
+    TAILQ_INIT(&a->entries);
+    TAILQ_INIT(&a->ready);
     a->deliver = event_new(base, -1, 0, deliver_cb, a);
     if (!a->deliver) {
         auth_free(a);
@@ -517,23 +483,23 @@ void auth_free(auth_ctx *a)
             flight *f = a->flights[i];
             a->flights[i] = f->hnext;
             fetch_cancel(f->req);
-            for (auth_wait *w; (w = f->waiters.head);) {
-                wl_unlink(&f->waiters, w);
+            for (auth_wait *w; (w = TAILQ_FIRST(&f->waiters));) {
+                TAILQ_REMOVE(&f->waiters, w, link);
                 free(w);
             }
             free(f);
         }
     }
-    for (auth_wait *w; (w = a->ready.head);) {
-        wl_unlink(&a->ready, w);
+    for (auth_wait *w; (w = TAILQ_FIRST(&a->ready));) {
+        TAILQ_REMOVE(&a->ready, w, link);
         free(w);
     }
     if (a->dispatching) {
         a->dead = 1; /* deliver_cb finishes the job when the callback returns */
         return;
     }
-    while (a->oldest)
-        entry_unlink_free(a, a->oldest);
+    while (!TAILQ_EMPTY(&a->entries))
+        entry_unlink_free(a, TAILQ_FIRST(&a->entries));
     free(a->buckets);
     if (a->deliver)
         event_free(a->deliver);
@@ -592,7 +558,7 @@ auth_wait *auth_check(auth_ctx *a, const char *token, size_t token_len, auth_cb 
     }
     w->state = W_FLIGHT;
     w->f = f;
-    wl_push(&f->waiters, w);
+    TAILQ_INSERT_TAIL(&f->waiters, w, link);
     return w;
 }
 
@@ -603,10 +569,10 @@ void auth_cancel(auth_wait *w)
     switch (w->state) {
     case W_FLIGHT:
         /* The flight keeps running for the others and for the cache. */
-        wl_unlink(&w->f->waiters, w);
+        TAILQ_REMOVE(&w->f->waiters, w, link);
         break;
     case W_READY:
-        wl_unlink(&w->a->ready, w);
+        TAILQ_REMOVE(&w->a->ready, w, link);
         break;
     case W_DELIVERING:
         return; /* freed by deliver_cb when its callback returns */

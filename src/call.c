@@ -1,7 +1,6 @@
 /* call: one tool call as a coroutine. See call.h and docs/tools-host.md. */
 #include "call.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "log.h"
 #include "lvm.h"
 #include "toon.h"
+#include "upstream_req.h"
 #include "util.h"
 
 enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
@@ -120,159 +120,78 @@ static int ctx_log(lua_State *L)
     return 0;
 }
 
-static const char *const RESERVED_HEADERS[] = {
-    "authorization",   "host",           "x-account-id",
-    "x-account-type",  "x-tenant-id",    "x-business-domain",
-    "bkn-request-id",  "x-request-id",   "traceparent",
-    "accept-language", "content-length", "transfer-encoding",
-    "connection",      "cookie",         NULL};
-
-static int header_reserved(const char *name)
+/* A buf owned by Lua (freed by __gc), so raising never leaks it. */
+static buf *push_gcbuf(lua_State *L)
 {
-    int i;
-    for (i = 0; RESERVED_HEADERS[i]; i++)
-        if (str_ieq(name, RESERVED_HEADERS[i]))
-            return 1;
+    buf *b = lua_newuserdatauv(L, sizeof(buf), 0);
+    memset(b, 0, sizeof *b);
+    luaL_setmetatable(L, "cl.gcbuf");
+    return b;
+}
+
+static int gcbuf_gc(lua_State *L)
+{
+    buf_free(lua_touserdata(L, 1));
     return 0;
 }
 
-static int valid_header_name(const char *s)
+/* Pushes the text of one query scalar (string, number, boolean, boxed cljson
+ * number); returns 0 (nothing pushed) for anything else. */
+static int push_query_text(lua_State *L, int idx)
 {
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s)))
-            return 0;
-    return 1;
-}
-
-static int valid_header_value(const char *s, size_t len)
-{
-    size_t i;
-    for (i = 0; i < len; i++)
-        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
-            return 0;
-    return 1;
-}
-
-/* Path: starts with "/", only RFC 3986 path characters, no "." / ".." segments
- * (also percent-encoded), no query or fragment (use query=). */
-static const char *check_path(const char *p)
-{
-    const char *seg;
-    if (p[0] != '/')
-        return "path must start with '/'";
-    for (seg = p; *seg;) {
-        const char *end = strchr(seg + 1, '/');
-        size_t n = end ? (size_t)(end - seg - 1) : strlen(seg + 1);
-        const char *s = seg + 1;
-        if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
-            return "path must not contain '.' or '..' segments";
-        if ((n == 3 && strncasecmp(s, "%2e", 3) == 0) ||
-            (n == 4 && (strncasecmp(s, ".%2e", 4) == 0 || strncasecmp(s, "%2e.", 4) == 0)) ||
-            (n == 6 && strncasecmp(s, "%2e%2e", 6) == 0))
-            return "path must not contain encoded '.' or '..' segments";
-        if (!end)
-            break;
-        seg = end;
-    }
-    for (; *p; p++) {
-        unsigned char ch = (unsigned char)*p;
-        if (!(isalnum(ch) || strchr("-._~!$&'()*+,;=:@/%", ch)))
-            return "path contains a character that must be percent-encoded (or use query=)";
-        if (ch == '%' && !(isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])))
-            return "path contains an invalid percent-encoding";
-    }
-    return NULL;
-}
-
-static void pct_encode(buf *b, const char *s, size_t len)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t i;
-    for (i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            buf_putc(b, (char)ch);
-        } else {
-            buf_putc(b, '%');
-            buf_putc(b, hex[ch >> 4]);
-            buf_putc(b, hex[ch & 15]);
-        }
-    }
-}
-
-/* One query scalar (string, number, boolean, boxed cljson number) as text, or raises. */
-static void query_scalar(lua_State *L, int idx, const char *key, buf *b)
-{
-    size_t len;
-    const char *s;
     idx = lua_absindex(L, idx);
     switch (lua_type(L, idx)) {
     case LUA_TSTRING:
-        s = lua_tolstring(L, idx, &len);
-        pct_encode(b, s, len);
-        return;
+        lua_pushvalue(L, idx);
+        return 1;
     case LUA_TNUMBER:
     case LUA_TBOOLEAN:
-        s = luaL_tolstring(L, idx, &len);
-        pct_encode(b, s, len);
-        lua_pop(L, 1);
-        return;
+        luaL_tolstring(L, idx, NULL);
+        return 1;
     case LUA_TTABLE:
         if (luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL) {
             lua_pop(L, 1);
-            s = luaL_tolstring(L, idx, &len);
-            pct_encode(b, s, len);
-            lua_pop(L, 1);
-            return;
+            luaL_tolstring(L, idx, NULL);
+            return 1;
         }
-        break;
+        return 0;
     default:
-        break;
+        return 0;
     }
-    luaL_error(L,
-               "ctx.http: query value of '%s' must be a string, number, boolean or an "
-               "array of those",
-               key);
 }
 
-static int cmp_str(const void *a, const void *b)
+/* Adds the pair key = the string on top of the stack to pairs, and pops the string
+ * into keep (which keeps it alive while the pairs are used). */
+static void add_query_pair(lua_State *L, buf *pairs, int keep, lua_Integer *kept, const char *key)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    upstream_query_pair p = {key, NULL, 0};
+    p.value = lua_tolstring(L, -1, &p.value_len);
+    buf_append(pairs, (const char *)&p, sizeof p);
+    lua_rawseti(L, keep, ++*kept);
 }
 
-/* Appends "?k=v&..." for the query table at idx to url; keys sorted so URLs are
- * stable; arrays repeat the key. Raises on bad values (url is GC-owned). */
+/* Appends "?k=v&..." for the query table at idx to url (upstream_query_append: keys
+ * sorted so URLs are stable, arrays repeat the key). Raises on a key that is not a
+ * string, else on a bad value (naming the first such key in key order); url is
+ * GC-owned. */
 static void build_query(lua_State *L, int idx, buf *url)
 {
-    size_t n = 0, i;
-    const char **keys;
-    int first = 1, list;
+    const char *bad = NULL;
+    lua_Integer kept = 0;
     idx = lua_absindex(L, idx);
-    lua_newtable(L);
-    list = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "ctx.http: query keys must be strings");
-        lua_pushvalue(L, -1);
-        lua_rawseti(L, list, (lua_Integer)++n);
     }
-    /* the strings stay alive in `list` while the pointers are used */
-    keys = lua_newuserdatauv(L, (n ? n : 1) * sizeof *keys, 0);
-    for (i = 0; i < n; i++) {
-        lua_rawgeti(L, list, (lua_Integer)i + 1);
-        keys[i] = lua_tostring(L, -1);
-        lua_pop(L, 1);
-    }
-    if (n)
-        qsort(keys, n, sizeof *keys, cmp_str);
-    for (i = 0; i < n; i++) {
-        const char *k = keys[i];
-        lua_getfield(L, idx, k);
-        list = lua_type(L, -1) == LUA_TTABLE;
+    buf *pairs = push_gcbuf(L);
+    lua_newtable(L);
+    int keep = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const char *k = lua_tostring(L, -2);
+        int list = lua_type(L, -1) == LUA_TTABLE;
         if (list && luaL_getmetafield(L, -1, "__tostring") != LUA_TNIL) {
             lua_pop(L, 1);
             list = 0; /* a boxed number */
@@ -280,50 +199,43 @@ static void build_query(lua_State *L, int idx, buf *url)
         if (list) {
             lua_Integer j, m = (lua_Integer)lua_rawlen(L, -1);
             for (j = 1; j <= m; j++) {
-                buf_putc(url, first ? '?' : '&');
-                first = 0;
-                pct_encode(url, k, strlen(k));
-                buf_putc(url, '=');
                 lua_rawgeti(L, -1, j);
-                query_scalar(L, -1, k, url);
+                if (push_query_text(L, -1))
+                    add_query_pair(L, pairs, keep, &kept, k);
+                else if (!bad || strcmp(k, bad) < 0)
+                    bad = k;
                 lua_pop(L, 1);
             }
-        } else {
-            buf_putc(url, first ? '?' : '&');
-            first = 0;
-            pct_encode(url, k, strlen(k));
-            buf_putc(url, '=');
-            query_scalar(L, -1, k, url);
+        } else if (push_query_text(L, -1)) {
+            add_query_pair(L, pairs, keep, &kept, k);
+        } else if (!bad || strcmp(k, bad) < 0) {
+            bad = k;
         }
         lua_pop(L, 1);
     }
+    if (bad)
+        luaL_error(L,
+                   "ctx.http: query value of '%s' must be a string, number, boolean or an "
+                   "array of those",
+                   bad);
+    upstream_query_append(url, (const upstream_query_pair *)pairs->data,
+                          pairs->len / sizeof(upstream_query_pair));
     lua_pop(L, 2);
 }
 
-static int hexok(const char *s, size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
-            return 0;
-    return 1;
-}
-
-/* Child traceparent: the inbound trace id and flags with a fresh span id. */
+/* Child traceparent: the inbound trace id and flags with a fresh span id (or a new
+ * trace when the inbound one is missing or malformed). */
 static void make_traceparent(const char *in, char out[56])
 {
     unsigned char span[8], trace[16];
     char span_hex[17], trace_hex[33];
     id_random_bytes(span, sizeof span);
     hex_encode(span, sizeof span, span_hex);
-    if (in && strlen(in) == 55 && in[2] == '-' && in[35] == '-' && in[52] == '-' && hexok(in, 2) &&
-        hexok(in + 3, 32) && hexok(in + 53, 2) && strncmp(in, "ff", 2) != 0) {
-        snprintf(out, 56, "00-%.32s-%s-%.2s", in + 3, span_hex, in + 53);
+    if (upstream_traceparent_child(in, span_hex, out))
         return;
-    }
     id_random_bytes(trace, sizeof trace);
     hex_encode(trace, sizeof trace, trace_hex);
-    snprintf(out, 56, "00-%s-%s-01", trace_hex, span_hex);
+    upstream_traceparent_new(trace_hex, span_hex, out);
 }
 
 static void on_fetch(const fetch_response *r, void *arg);
@@ -340,21 +252,6 @@ static void hdr_add(lua_State *L, hdrs *H, const char *name, const char *value)
     H->h[H->n].name = name;
     H->h[H->n].value = value;
     H->n++;
-}
-
-/* A buf owned by Lua (freed by __gc), so raising never leaks it. */
-static buf *push_gcbuf(lua_State *L)
-{
-    buf *b = lua_newuserdatauv(L, sizeof(buf), 0);
-    memset(b, 0, sizeof *b);
-    luaL_setmetatable(L, "cl.gcbuf");
-    return b;
-}
-
-static int gcbuf_gc(lua_State *L)
-{
-    buf_free(lua_touserdata(L, 1));
-    return 0;
 }
 
 /* ctx.http{upstream=, method=, path=, query=, headers=, json= | body=, timeout_ms=}
@@ -391,14 +288,13 @@ static int ctx_http(lua_State *L)
         return luaL_error(L, "ctx.http: unknown upstream '%s'", upname);
     lua_getfield(L, 1, "method"); /* 3 */
     method = lua_isnil(L, 3) ? "GET" : lua_tostring(L, 3);
-    if (!method || (strcmp(method, "GET") && strcmp(method, "POST") && strcmp(method, "PUT") &&
-                    strcmp(method, "PATCH") && strcmp(method, "DELETE") && strcmp(method, "HEAD")))
+    if (!upstream_method_valid(method))
         return luaL_error(L, "ctx.http: method must be GET, POST, PUT, PATCH, DELETE or HEAD");
     lua_getfield(L, 1, "path"); /* 4 */
     path = lua_tostring(L, 4);
     if (!path)
         return luaL_error(L, "ctx.http: path is required");
-    if ((perr = check_path(path)) != NULL)
+    if ((perr = upstream_check_path(path)) != NULL)
         return luaL_error(L, "ctx.http: %s", perr);
     url = push_gcbuf(L);  /* 5 */
     body = push_gcbuf(L); /* 6 */
@@ -421,9 +317,9 @@ static int ctx_http(lua_State *L)
                 return luaL_error(L, "ctx.http: header names and values must be strings");
             name = lua_tostring(L, -2);
             value = lua_tolstring(L, -1, &vlen);
-            if (!valid_header_name(name) || !valid_header_value(value, vlen))
+            if (!upstream_header_name_valid(name) || !upstream_header_value_valid(value, vlen))
                 return luaL_error(L, "ctx.http: invalid header '%s'", name);
-            if (header_reserved(name))
+            if (upstream_header_reserved(name))
                 return luaL_error(L,
                                   "ctx.http: header '%s' is set by the core and cannot be "
                                   "given by a tool",

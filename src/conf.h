@@ -23,6 +23,9 @@
     X(listen, "listen", NULL, ADDR, "127.0.0.1:30779", "public listener host:port")                \
     X(admin_listen, "admin_listen", NULL, STR, "127.0.0.1:30780",                                  \
       "operator listener (metrics, reload) host:port; empty disables it")                          \
+    X(admin_token_file, "admin.token_file", NULL, STR, "",                                         \
+      "file holding the admin listener's bearer token (at least 16 characters); required when "    \
+      "admin_listen is not a loopback address")                                                    \
     X(workers, "workers", NULL, WORKERS, "1",                                                      \
       "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "     \
       "than 1 needs a redis state_store")                                                          \
@@ -118,6 +121,12 @@
       "request body limit (413 past it)")                                                          \
     X(limits_idle_timeout_s, "limits.idle_timeout_s", NULL, INT, "30",                             \
       "idle/slow-request timeout per connection")                                                  \
+    X(limits_max_connections, "limits.max_connections", NULL, INT, "16384",                        \
+      "open client connections per worker; past it a new connection gets 503 and is closed "       \
+      "(0: no cap)")                                                                               \
+    X(limits_max_calls_per_principal, "limits.max_calls_per_principal", NULL, INT, "32",           \
+      "MCP/REST calls one principal may have in flight per worker; past it 429 with "              \
+      "Retry-After (0: no limit)")                                                                 \
     X(limits_max_response_bytes, "limits.max_response_bytes", NULL, INT, "33554432",               \
       "upstream response size cap")                                                                \
     X(limits_json_max_depth, "limits.json_max_depth", NULL, INT, "128",                            \

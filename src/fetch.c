@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 /* Easy handles kept between requests: curl_easy_reset is cheaper than a new handle
  * (the allocation and defaults of curl_easy_init), and the multi handle keeps the
@@ -45,20 +46,17 @@ struct fetch_req {
     fetch_result result;
     long status;
     char errbuf[CURL_ERROR_SIZE];
-    const char *error; /* points into errbuf or at static text */
-    /* membership in ctx->running or ctx->queue (doubly linked) */
-    fetch_req *prev, *next;
+    const char *error;           /* points into errbuf or at static text */
+    TAILQ_ENTRY(fetch_req) link; /* in ctx->running or ctx->queue */
 };
 
 typedef struct sockinfo {
     struct event *ev;
     curl_socket_t fd;
-    struct sockinfo *prev, *next;
+    LIST_ENTRY(sockinfo) link; /* in ctx->socks */
 } sockinfo;
 
-typedef struct req_list {
-    fetch_req *head, *tail;
-} req_list;
+typedef TAILQ_HEAD(req_list, fetch_req) req_list;
 
 struct fetch_ctx {
     struct event_base *base;
@@ -68,7 +66,7 @@ struct fetch_ctx {
     fetch_config cfg;
     req_list running;
     req_list queue;
-    sockinfo *socks;               /* every socket event we own, freed on fetch_free */
+    LIST_HEAD(, sockinfo) socks;   /* every socket event we own, freed on fetch_free */
     size_t inflight;               /* running + queued */
     int dispatching;               /* inside deliver_cb */
     CURL *spare[FETCH_SPARE_EASY]; /* reset easy handles kept for the next requests */
@@ -77,32 +75,6 @@ struct fetch_ctx {
 };
 
 static int curl_inited = 0;
-
-/* ---- lists ---- */
-
-static void list_push(req_list *l, fetch_req *r)
-{
-    r->prev = l->tail;
-    r->next = NULL;
-    if (l->tail)
-        l->tail->next = r;
-    else
-        l->head = r;
-    l->tail = r;
-}
-
-static void list_unlink(req_list *l, fetch_req *r)
-{
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        l->head = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    else
-        l->tail = r->prev;
-    r->prev = r->next = NULL;
-}
 
 static void req_destroy(fetch_req *r)
 {
@@ -223,9 +195,9 @@ static void check_multi_info(fetch_ctx *ctx)
             r->error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
         }
         curl_multi_remove_handle(ctx->multi, easy);
-        list_unlink(&ctx->running, r);
+        TAILQ_REMOVE(&ctx->running, r, link);
         r->state = REQ_QUEUED;
-        list_push(&ctx->queue, r);
+        TAILQ_INSERT_TAIL(&ctx->queue, r, link);
         any = 1;
     }
     if (any)
@@ -237,8 +209,8 @@ static void deliver_cb(evutil_socket_t fd, short what, void *arg)
     fetch_ctx *ctx = arg;
     ctx->dispatching = 1;
     fetch_req *r;
-    while (!ctx->dead && (r = ctx->queue.head)) {
-        list_unlink(&ctx->queue, r);
+    while (!ctx->dead && (r = TAILQ_FIRST(&ctx->queue))) {
+        TAILQ_REMOVE(&ctx->queue, r, link);
         r->state = REQ_DELIVERING;
         fetch_response resp = {
             .result = r->result,
@@ -297,12 +269,7 @@ static int multi_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 
 static void sock_unlink_free(fetch_ctx *ctx, sockinfo *si)
 {
-    if (si->prev)
-        si->prev->next = si->next;
-    else
-        ctx->socks = si->next;
-    if (si->next)
-        si->next->prev = si->prev;
+    LIST_REMOVE(si, link);
     event_free(si->ev);
     free(si);
 }
@@ -331,10 +298,7 @@ static int socket_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *s
             free(si);
             return -1;
         }
-        si->next = ctx->socks;
-        if (ctx->socks)
-            ctx->socks->prev = si;
-        ctx->socks = si;
+        LIST_INSERT_HEAD(&ctx->socks, si, link);
         curl_multi_assign(ctx->multi, s, si);
     } else {
         event_del(si->ev);
@@ -363,6 +327,9 @@ fetch_ctx *fetch_new(struct event_base *base, const fetch_config *cfg, const cha
         curl_inited = 1;
     }
     ctx = xcalloc(1, sizeof(*ctx));
+    TAILQ_INIT(&ctx->running);
+    TAILQ_INIT(&ctx->queue);
+    LIST_INIT(&ctx->socks);
     ctx->base = base;
     if (cfg)
         ctx->cfg = *cfg;
@@ -408,21 +375,21 @@ void fetch_free(fetch_ctx *ctx)
         /* Called from a fetch callback: the request being delivered is still in use;
          * cancel the rest now and finish when deliver_cb unwinds. */
         ctx->dead = 1;
-        while (ctx->running.head)
-            fetch_cancel(ctx->running.head);
-        while (ctx->queue.head)
-            fetch_cancel(ctx->queue.head);
+        while (TAILQ_FIRST(&ctx->running))
+            fetch_cancel(TAILQ_FIRST(&ctx->running));
+        while (TAILQ_FIRST(&ctx->queue))
+            fetch_cancel(TAILQ_FIRST(&ctx->queue));
         return;
     }
-    while (ctx->running.head)
-        fetch_cancel(ctx->running.head);
-    while (ctx->queue.head)
-        fetch_cancel(ctx->queue.head);
+    while (TAILQ_FIRST(&ctx->running))
+        fetch_cancel(TAILQ_FIRST(&ctx->running));
+    while (TAILQ_FIRST(&ctx->queue))
+        fetch_cancel(TAILQ_FIRST(&ctx->queue));
     while (ctx->n_spare)
         curl_easy_cleanup(ctx->spare[--ctx->n_spare]);
     curl_multi_cleanup(ctx->multi); /* may still report sockets to socket_cb */
-    while (ctx->socks)
-        sock_unlink_free(ctx, ctx->socks);
+    while (!LIST_EMPTY(&ctx->socks))
+        sock_unlink_free(ctx, LIST_FIRST(&ctx->socks));
     event_free(ctx->timer);
     event_free(ctx->deliver);
     free(ctx);
@@ -530,7 +497,7 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
         *err = "curl_multi_add_handle failed";
         goto fail;
     }
-    list_push(&ctx->running, r);
+    TAILQ_INSERT_TAIL(&ctx->running, r, link);
     ctx->inflight++;
     buf_free(&line);
     return r;
@@ -549,10 +516,10 @@ void fetch_cancel(fetch_req *r)
     switch (r->state) {
     case REQ_RUNNING:
         curl_multi_remove_handle(ctx->multi, r->easy);
-        list_unlink(&ctx->running, r);
+        TAILQ_REMOVE(&ctx->running, r, link);
         break;
     case REQ_QUEUED:
-        list_unlink(&ctx->queue, r);
+        TAILQ_REMOVE(&ctx->queue, r, link);
         break;
     case REQ_DELIVERING:
         return; /* its own callback is running; deliver_cb frees it afterwards */

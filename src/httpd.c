@@ -23,13 +23,19 @@
 
 #include "accept.h"
 #include "connguard.h"
+#include "hostguard.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "plimit.h"
+#include "reload.h"
 #include "server.h"
 
 /* One registry per process (one app per process); created by httpd_start. */
 static metrics *g_metrics;
+/* Calls in flight per principal (limits.max_calls_per_principal); the admin token. */
+static plimit *g_plimit;
+static admin_token g_admin_token;
 
 /* Process model (httpd.h): -1 = single process. */
 static int g_worker = -1, g_workers = 1, g_listen_fd = -1, g_admin_fd = -1;
@@ -182,6 +188,8 @@ void req_pending_clear(req_ctx *c)
 
 static void ctx_free(req_ctx *c)
 {
+    if (c->plimit_held)
+        plimit_leave(g_plimit, c->who.key);
     if (c->pending.cancel)
         c->pending.cancel(c->pending.op);
     if (c->gen)
@@ -307,10 +315,15 @@ void req_reply(req_ctx *c, int status, const char *content_type, const char *bod
                          : status == 406 ? "Not Acceptable"
                          : status == 409 ? "Conflict"
                          : status == 413 ? "Payload Too Large"
+                         : status == 414 ? "URI Too Long"
                          : status == 415 ? "Unsupported Media Type"
+                         : status == 417 ? "Expectation Failed"
+                         : status == 429 ? "Too Many Requests"
                          : status == 500 ? "Internal Server Error"
+                         : status == 501 ? "Not Implemented"
                          : status == 502 ? "Bad Gateway"
                          : status == 503 ? "Service Unavailable"
+                         : status == 505 ? "HTTP Version Not Supported"
                                          : "Status";
     evhttp_send_reply(c->req, status, reason, out);
     evbuffer_free(out);
@@ -359,10 +372,37 @@ static void status_texts(int status, lang_id lang, const char **name, const char
         *sol = en ? "Accept application/json and text/event-stream"
                   : "请在 Accept 中同时声明 application/json 与 text/event-stream";
         break;
-    case 413:
+    case 413: /* the header block or the body: details says which */
         *name = "RequestEntityTooLarge";
-        *desc = en ? "Request too large" : "请求体过大";
-        *sol = en ? "Send a smaller request" : "请减小请求体";
+        *desc = en ? "Request too large" : "请求过大";
+        *sol = en ? "Send a smaller request" : "请减小请求";
+        break;
+    case 414:
+        *name = "URITooLong";
+        *desc = en ? "Request target too long" : "请求地址过长";
+        *sol = en ? "Send a shorter request target" : "请缩短请求地址";
+        break;
+    case 417:
+        *name = "ExpectationFailed";
+        *desc = en ? "Expectation not supported" : "不支持该 Expect 要求";
+        *sol = en ? "Send Expect: 100-continue or no Expect header"
+                  : "请使用 Expect: 100-continue 或不发送 Expect";
+        break;
+    case 429:
+        *name = "TooManyRequests";
+        *desc = en ? "Too many requests in flight" : "进行中的请求过多";
+        *sol = en ? "Wait for your calls in flight to finish, then retry"
+                  : "请等待进行中的调用完成后重试";
+        break;
+    case 501:
+        *name = "NotImplemented";
+        *desc = en ? "Not implemented" : "不支持的请求";
+        *sol = en ? "Use a supported method and transfer coding" : "请使用支持的请求方法与传输编码";
+        break;
+    case 505:
+        *name = "HTTPVersionNotSupported";
+        *desc = en ? "HTTP version not supported" : "不支持的 HTTP 版本";
+        *sol = en ? "Use HTTP/1.1" : "请使用 HTTP/1.1";
         break;
     case 415:
         *name = "UnsupportedMediaType";
@@ -412,16 +452,39 @@ void req_reply_error(req_ctx *c, int status, const char *code, const char *detai
 
 /* ---- authentication ---- */
 
-static void reply_unauthorized(req_ctx *c, const char *details)
+/* credentials: 0 when the request carried none (RFC 6750 section 3.1: then the
+ * challenge has no error code, so a client can tell "log in" from "refresh"). */
+static void reply_unauthorized(req_ctx *c, const char *details, int credentials)
 {
     buf h = BUF_INIT;
-    buf_puts(&h, "Bearer realm=\"context-loader\", error=\"invalid_token\"");
+    buf_puts(&h, "Bearer realm=\"context-loader\"");
+    if (credentials)
+        buf_puts(&h, ", error=\"invalid_token\"");
     const char *meta = c->app->cfg->oauth_resource_metadata_url;
     if (*meta)
         buf_printf(&h, ", resource_metadata=\"%s\"", meta);
     req_add_header(c, "WWW-Authenticate", h.data);
     buf_free(&h);
     req_reply_error(c, 401, NULL, details);
+}
+
+/* limits.max_calls_per_principal: a POST to an MCP or REST route counts from here
+ * until its request ends (ctx_free). Replies 429 and returns 1 past the limit. */
+static int principal_over_limit(req_ctx *c)
+{
+    if (strcmp(c->method, "POST") || (c->kind != ROUTE_MCP && c->kind != ROUTE_REST) || !g_plimit)
+        return 0;
+    if (plimit_enter(g_plimit, c->who.key)) {
+        c->plimit_held = 1;
+        return 0;
+    }
+    char details[160];
+    snprintf(details, sizeof details,
+             "this principal already has %ld calls in flight (limits.max_calls_per_principal)",
+             c->app->cfg->limits_max_calls_per_principal);
+    req_add_header(c, "Retry-After", "1");
+    req_reply_error(c, 429, "Public.TooManyRequests.CallsInFlight", details);
+    return 1;
 }
 
 static void on_auth(auth_status st, const principal *who, const char *detail, void *arg)
@@ -431,9 +494,11 @@ static void on_auth(auth_status st, const principal *who, const char *detail, vo
     if (st == AUTH_OK) {
         c->who = *who;
         c->authed = 1;
+        if (principal_over_limit(c))
+            return;
         c->handler(c);
     } else if (st == AUTH_INVALID) {
-        reply_unauthorized(c, detail ? detail : "token is invalid");
+        reply_unauthorized(c, detail ? detail : "token is invalid", 1);
     } else {
         req_add_header(c, "Retry-After", "1");
         req_reply_error(c, 503, "Public.ServiceUnavailable.AuthUnavailable",
@@ -467,7 +532,7 @@ static void authenticate(req_ctx *c)
 {
     const char *tok = req_bearer(c);
     if (!tok) {
-        reply_unauthorized(c, "missing bearer token");
+        reply_unauthorized(c, "missing bearer token", 0);
         return;
     }
     req_async_begin(c);
@@ -476,50 +541,19 @@ static void authenticate(req_ctx *c)
 
 /* ---- routing ---- */
 
-static int host_is_loopback(const char *host)
+/* Origin allow-list (config) plus loopback origins; DNS-rebinding guard on Host
+ * when the listener is a loopback address (MCP transport security, and the admin
+ * listener). Host and Origin are parsed exactly (hostguard.h). */
+static int origin_allowed(req_ctx *c, int loopback_listener)
 {
-    if (!host)
+    if (loopback_listener && !hostguard_host_is_loopback(req_header(c, "Host")))
         return 0;
-    char name[256];
-    snprintf(name, sizeof name, "%s", host);
-    char *colon = NULL;
-    if (name[0] == '[') {
-        char *end = strchr(name, ']');
-        if (!end)
-            return 0;
-        end[1] = '\0';
-    } else if ((colon = strrchr(name, ':')) != NULL) {
-        *colon = '\0';
-    }
-    return str_ieq(name, "localhost") || !strcmp(name, "127.0.0.1") || !strcmp(name, "[::1]");
+    return hostguard_origin_allowed(req_header(c, "Origin"), c->app->cfg->allowed_origins);
 }
 
-/* Origin allow-list (config) plus loopback origins; DNS-rebinding guard on Host
- * when the listener is a loopback address (MCP transport security). */
 int req_origin_allowed(req_ctx *c)
 {
-    if (c->app->listen_loopback && !host_is_loopback(req_header(c, "Host")))
-        return 0;
-    const char *origin = req_header(c, "Origin");
-    if (!origin || !*origin || !strcmp(origin, "null"))
-        return origin == NULL;
-    const char *list = c->app->cfg->allowed_origins;
-    size_t olen = strlen(origin);
-    for (const char *p = list; *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        const char *e = p;
-        while (*e && *e != ',')
-            e++;
-        size_t n = (size_t)(e - p);
-        while (n && p[n - 1] == ' ')
-            n--;
-        if (n && ((n == 1 && *p == '*') || (n == olen && strncasecmp(p, origin, n) == 0)))
-            return 1;
-        p = e;
-    }
-    const char *hostpart = strstr(origin, "://");
-    return hostpart && host_is_loopback(hostpart + 3);
+    return origin_allowed(c, c->app->listen_loopback);
 }
 
 static void health(req_ctx *c, int ready)
@@ -572,8 +606,8 @@ static const char *method_name(enum evhttp_cmd_type cmd)
 }
 
 /* Size of the request line and header block as received (approximately: names,
- * values and separators). libevent enforces a hard cap of 4x the limit itself (with
- * a bare 400); between the limit and the cap the client gets a JSON 413. */
+ * values and separators). connguard's framing gate refuses heads over the limit
+ * before evhttp reads them; this check and libevent's own cap (4x) are backstops. */
 static size_t header_bytes(struct evhttp_request *req)
 {
     size_t n = strlen(evhttp_request_get_uri(req)) + 16;
@@ -583,13 +617,28 @@ static size_t header_bytes(struct evhttp_request *req)
     return n;
 }
 
-/* Whole-request deadline of the public listener (slow-loris defence). */
-static connguard *g_guard;
+/* Whole-request deadline, framing gate and connection cap of the public listener,
+ * and the same (without a cap) for the admin listener. */
+static connguard *g_guard, *g_admin_guard;
+static int g_admin_loopback;
+
+/* A request the connection guard refused (framing, connection cap): answered with
+ * the JSON error, and the connection closes. */
+static void reply_refused(req_ctx *c, const connguard_refusal *why)
+{
+    req_add_header(c, "Connection", "close");
+    if (why->status == 503)
+        req_add_header(c, "Retry-After", "1");
+    req_reply_error(c, why->status,
+                    why->status == 503 ? "Public.ServiceUnavailable.TooManyConnections" : NULL,
+                    why->reason);
+}
 
 static void gencb(struct evhttp_request *req, void *arg)
 {
     app *a = arg;
-    connguard_request_done(g_guard, req);
+    connguard_refusal refused = {0, NULL};
+    connguard_request_done(g_guard, req, &refused);
     req_ctx *c = xcalloc(1, sizeof *c);
     c->app = a;
     c->req = req;
@@ -612,6 +661,10 @@ static void gencb(struct evhttp_request *req, void *arg)
     if (valid_traceparent(tp))
         snprintf(c->traceparent, sizeof c->traceparent, "%s", tp);
     c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
+    if (refused.status) {
+        reply_refused(c, &refused);
+        return;
+    }
 
     if (header_bytes(req) > (size_t)a->cfg->limits_max_header_bytes) {
         req_add_header(c, "Connection", "close");
@@ -898,6 +951,13 @@ static void httpd_metrics_text(app *a, buf *b)
     counter(b, "cl_connections_deadline_closed_total",
             "Connections shut down for reading a whole window without a request.",
             (double)connguard_closed(g_guard));
+    counter(
+        b, "cl_requests_framing_refused_total",
+        "Requests refused by the framing check (answered with an error, connection closed).",
+        (double)(connguard_framing_refused(g_guard) + connguard_framing_refused(g_admin_guard)));
+    counter(b, "cl_connections_refused_total",
+            "Connections refused at limits.max_connections or for want of file descriptors.",
+            (double)connguard_conns_refused(g_guard));
     counter(b, "cl_heap_trims_total",
             "Times free heap went back to the kernel after many connections closed.",
             (double)connguard_trims(g_guard));
@@ -909,9 +969,34 @@ static void httpd_metrics_text(app *a, buf *b)
           (double)(g_worker < 0 ? 0 : g_worker));
 }
 
+/* The admin listener's guard (every route but /health): the Host/Origin rule of the
+ * MCP endpoint and, when admin.token_file is set, the bearer token. Replies and
+ * returns 0 when the request may not go on. */
+static int admin_allowed(req_ctx *c)
+{
+    if (!origin_allowed(c, g_admin_loopback)) {
+        req_reply_error(c, 403, "Public.Forbidden.OriginRejected",
+                        "Origin or Host header not allowed on the admin listener");
+        return 0;
+    }
+    const char *auth = req_header(c, "Authorization");
+    if (!admin_token_ok(&g_admin_token, auth)) {
+        req_add_header(c, "WWW-Authenticate",
+                       auth ? "Bearer realm=\"context-loader-admin\", error=\"invalid_token\""
+                            : "Bearer realm=\"context-loader-admin\"");
+        req_reply_error(c, 401, NULL,
+                        auth ? "admin token is invalid"
+                             : "the admin listener needs a bearer token");
+        return 0;
+    }
+    return 1;
+}
+
 static void admin_gencb(struct evhttp_request *req, void *arg)
 {
     app *a = arg;
+    connguard_refusal refused = {0, NULL};
+    connguard_request_done(g_admin_guard, req, &refused);
     req_ctx *c = xcalloc(1, sizeof *c);
     c->app = a;
     c->req = req;
@@ -922,10 +1007,16 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     snprintf(c->path, sizeof c->path, "%s", path && *path ? path : "/");
     new_request_id(c->request_id, sizeof c->request_id);
     c->lang = a->default_lang;
+    if (refused.status) {
+        reply_refused(c, &refused);
+        return;
+    }
     if (!strcmp(c->path, "/health/alive") || !strcmp(c->path, "/health/ready")) {
         health(c, c->path[8] == 'r');
         return;
     }
+    if (!admin_allowed(c))
+        return;
     if (!strcmp(c->path, "/admin/reload")) {
         if (strcmp(c->method, "POST")) {
             req_add_header(c, "Allow", "POST");
@@ -965,6 +1056,12 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     req_not_found(c);
 }
 
+/* The methods evhttp hands to the callbacks: the ones the framing check accepts
+ * (framing.c); others never reach evhttp. */
+#define METHODS                                                                                    \
+    (EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD |     \
+     EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH)
+
 int httpd_start(app *a, char *err, size_t errlen)
 {
     a->http = evhttp_new(a->base);
@@ -972,17 +1069,24 @@ int httpd_start(app *a, char *err, size_t errlen)
         snprintf(err, errlen, "evhttp_new failed");
         return -1;
     }
+    /* Backstops only: connguard's framing gate refuses heads and bodies over the limits
+     * (JSON 413) before evhttp reads them; libevent's own caps would answer HTML. */
     evhttp_set_max_headers_size(a->http, 4 * a->cfg->limits_max_header_bytes);
-    /* As for headers: libevent's own cap (a bare HTML 413) is 2x the limit; between
-     * the limit and the cap gencb answers the JSON 413. */
     evhttp_set_max_body_size(a->http, 2 * a->cfg->limits_max_body_bytes);
     evhttp_set_timeout(a->http, (int)a->cfg->limits_idle_timeout_s);
-    /* evhttp's timeout restarts with every byte; this bounds the whole request */
-    g_guard = connguard_new(a->base, (int)a->cfg->limits_idle_timeout_s);
+    /* evhttp's timeout restarts with every byte; this bounds the whole request, and
+     * checks the framing of every request before evhttp reads it */
+    connguard_limits gl = {
+        (int)a->cfg->limits_idle_timeout_s, (size_t)a->cfg->limits_max_header_bytes,
+        (uint64_t)a->cfg->limits_max_body_bytes, (size_t)a->cfg->limits_max_connections};
+    g_guard = connguard_new(a->base, &gl);
     connguard_attach(g_guard, a->http);
-    evhttp_set_allowed_methods(a->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE |
-                                            EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD | EVHTTP_REQ_OPTIONS |
-                                            EVHTTP_REQ_PATCH);
+    if (admin_token_load(&g_admin_token, a->cfg->admin_listen, a->cfg->admin_token_file, err,
+                         errlen) < 0)
+        return -1;
+    if (!g_plimit)
+        g_plimit = plimit_new((size_t)a->cfg->limits_max_calls_per_principal);
+    evhttp_set_allowed_methods(a->http, METHODS);
     evhttp_set_default_content_type(a->http, "application/json; charset=utf-8");
     evhttp_set_gencb(a->http, gencb, a);
     if (g_listen_fd >= 0) {
@@ -999,6 +1103,7 @@ int httpd_start(app *a, char *err, size_t errlen)
         print_bound(a->listener, "public");
     }
     a->listen_loopback = is_loopback_bound(a->listener);
+    connguard_listener(g_guard, a->listener);
 
     if (!g_metrics)
         g_metrics = metrics_new();
@@ -1008,19 +1113,26 @@ int httpd_start(app *a, char *err, size_t errlen)
         a->admin_http = evhttp_new(a->base);
         evhttp_set_timeout(a->admin_http, 30);
         evhttp_set_max_body_size(a->admin_http, 65536);
+        evhttp_set_allowed_methods(a->admin_http, METHODS);
         evhttp_set_gencb(a->admin_http, admin_gencb, a);
+        connguard_limits al = {30, 16384, 65536, 0};
+        g_admin_guard = connguard_new(a->base, &al);
+        connguard_attach(g_admin_guard, a->admin_http);
+        struct evhttp_bound_socket *s = NULL;
         if (g_admin_fd >= 0) {
-            if (!evhttp_accept_socket_with_handle(a->admin_http, g_admin_fd)) {
+            s = evhttp_accept_socket_with_handle(a->admin_http, g_admin_fd);
+            if (!s) {
                 snprintf(err, errlen, "cannot accept on the inherited admin listener");
                 return -1;
             }
             g_admin_fd = -1;
         } else {
-            struct evhttp_bound_socket *s = NULL;
             if (bind_listener(a, a->admin_http, admin, &s, err, errlen) < 0)
                 return -1;
             print_bound(s, "admin");
         }
+        g_admin_loopback = is_loopback_bound(s);
+        connguard_listener(g_admin_guard, s);
     }
     return 0;
 }
@@ -1028,6 +1140,7 @@ int httpd_start(app *a, char *err, size_t errlen)
 void httpd_stop_accepting(app *a)
 {
     if (a->listener) {
+        connguard_listener(g_guard, NULL);
         evhttp_del_accept_socket(a->http, a->listener);
         a->listener = NULL;
     }
@@ -1041,7 +1154,11 @@ void httpd_free(app *a)
     g_guard = NULL;
     if (a->admin_http)
         evhttp_free(a->admin_http);
+    connguard_free(g_admin_guard);
+    g_admin_guard = NULL;
     a->http = a->admin_http = NULL;
+    plimit_free(g_plimit);
+    g_plimit = NULL;
     metrics_free(g_metrics);
     g_metrics = NULL;
 }

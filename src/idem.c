@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "util.h"
 
@@ -27,7 +28,7 @@ typedef struct owned {
 /* A fire-and-forget store operation of finish / abort, tracked so idem_free can
  * cancel its callback. */
 typedef struct bg {
-    struct bg *prev, *next;
+    LIST_ENTRY(bg) link; /* in ic->bgs */
     idem_ctx *ic;
     store_op *op;
     char key[65];
@@ -38,7 +39,7 @@ typedef struct bg {
 } bg;
 
 struct idem_wait {
-    idem_wait *prev, *next;
+    LIST_ENTRY(idem_wait) link; /* in ic->waits */
     idem_ctx *ic;
     char key[65];
     char hash[65];
@@ -59,8 +60,8 @@ struct idem_ctx {
     struct event_base *base;
     store *s;
     idem_config cfg;
-    idem_wait *waits;
-    bg *bgs;
+    LIST_HEAD(, idem_wait) waits;
+    LIST_HEAD(, bg) bgs;
     owned *owned;
     idem_stats_t st;
 };
@@ -154,20 +155,10 @@ static void owned_add(idem_ctx *ic, const idem_wait *w)
     ic->owned = o;
 }
 
-static void wait_unlink(idem_wait *w)
-{
-    idem_ctx *ic = w->ic;
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        ic->waits = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    w->prev = w->next = NULL;
-}
-
+/* Unlinks w from ic->waits and frees it. */
 static void wait_free(idem_wait *w)
 {
+    LIST_REMOVE(w, link);
     if (w->timer)
         event_free(w->timer);
     free(w->marker);
@@ -180,22 +171,13 @@ static bg *bg_new(idem_ctx *ic, const char *key)
     b->ic = ic;
     copy_hex(b->key, key);
     store_key(b->skey, b->key);
-    b->next = ic->bgs;
-    if (ic->bgs)
-        ic->bgs->prev = b;
-    ic->bgs = b;
+    LIST_INSERT_HEAD(&ic->bgs, b, link);
     return b;
 }
 
 static void bg_free(bg *b)
 {
-    idem_ctx *ic = b->ic;
-    if (b->prev)
-        b->prev->next = b->next;
-    else
-        ic->bgs = b->next;
-    if (b->next)
-        b->next->prev = b->prev;
+    LIST_REMOVE(b, link);
     free(b->done);
     free(b);
 }
@@ -204,7 +186,9 @@ static void bg_free(bg *b)
  * now instead of at their next poll. */
 static void wake_waiters(idem_ctx *ic, const char *key)
 {
-    for (idem_wait *w = ic->waits; w; w = w->next) {
+    idem_wait *w;
+    LIST_FOREACH(w, &ic->waits, link)
+    {
         if (!w->detached && w->timer && strcmp(w->key, key) == 0 &&
             evtimer_pending(w->timer, NULL)) {
             evtimer_del(w->timer);
@@ -237,7 +221,6 @@ static void deliver(idem_wait *w, idem_decision d, const char *resp, size_t len)
     }
     idem_cb cb = w->cb;
     void *arg = w->arg;
-    wait_unlink(w);
     wait_free(w); /* before the callback: nothing of w may be used once it starts */
     if (cb)
         cb(d, resp, len, arg);
@@ -306,7 +289,6 @@ static void on_claim(int rc, const char *val, size_t len, void *arg)
         /* Cancelled while claiming: give a won key back at once. */
         if (rc == 0)
             store_del_if(w->ic->s, w->skey, w->marker, w->mlen, NULL, NULL);
-        wait_unlink(w);
         wait_free(w);
         return;
     }
@@ -347,10 +329,7 @@ idem_wait *idem_begin(idem_ctx *ic, const char key[65], const char input_hash[65
     random_bytes(nonce, sizeof nonce);
     hex_encode(nonce, sizeof nonce, nonce_hex);
     w->marker = rec_build('R', w->hash, nonce_hex, REC_NONCE_LEN, &w->mlen);
-    w->next = ic->waits;
-    if (ic->waits)
-        ic->waits->prev = w;
-    ic->waits = w;
+    LIST_INSERT_HEAD(&ic->waits, w, link);
     start_claim(w);
     return w;
 }
@@ -366,7 +345,6 @@ void idem_cancel(idem_wait *w)
     }
     if (w->op)
         store_cancel(w->op);
-    wait_unlink(w);
     wait_free(w);
 }
 
@@ -444,6 +422,8 @@ void idem_abort(idem_ctx *ic, const char key[65])
 idem_ctx *idem_new(struct event_base *base, store *s, const idem_config *cfg)
 {
     idem_ctx *ic = xcalloc(1, sizeof *ic);
+    LIST_INIT(&ic->waits);
+    LIST_INIT(&ic->bgs);
     ic->base = base;
     ic->s = s;
     if (cfg)
@@ -463,15 +443,14 @@ void idem_free(idem_ctx *ic)
 {
     if (!ic)
         return;
-    while (ic->waits) {
-        idem_wait *w = ic->waits;
+    while (!LIST_EMPTY(&ic->waits)) {
+        idem_wait *w = LIST_FIRST(&ic->waits);
         if (w->op)
             store_cancel(w->op);
-        wait_unlink(w);
         wait_free(w);
     }
-    while (ic->bgs) {
-        bg *b = ic->bgs;
+    while (!LIST_EMPTY(&ic->bgs)) {
+        bg *b = LIST_FIRST(&ic->bgs);
         if (b->op)
             store_cancel(b->op);
         bg_free(b);

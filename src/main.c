@@ -1,49 +1,25 @@
 /* context-loader: argv, configuration, event base, signals; the first tool load
- * must succeed. With workers > 1 a master process binds the public socket and
- * supervises N forked workers, each of which runs what a single process runs
+ * must succeed. With workers > 1 a master process (master.c) binds the public socket
+ * and supervises N forked workers, each of which runs what a single process runs
  * (docs/operations.md, "Workers"). */
-#define _GNU_SOURCE /* pipe2 */
-#include <errno.h>
 #include <event2/event.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "accept.h"
+#include "hostguard.h"
 #include "httpd.h"
 #include "log.h"
+#include "master.h"
+#include "reload.h"
 #include "server.h"
 #include "surfaces.h"
 
-#define MAX_WORKERS 64
-
-/* How this process runs: index < 0 = the single process (workers = 1). */
-typedef struct worker_opts {
-    int index, count;
-    int listen_fd; /* inherited public socket */
-    int ready_fd;  /* write end of the master's readiness pipe */
-    pid_t master;
-} worker_opts;
-
-/* The mask before the master blocked its signals; workers restore it once their
- * evsignal handlers are in place (a signal sent meanwhile stays pending). */
-static sigset_t g_orig_mask;
-/* The session secret the master generated when none is configured, so that every
- * worker verifies every worker's session ids. */
-static char g_secret[65];
 static int64_t g_first_term_ms; /* worker: when the first SIGTERM/SIGINT arrived */
 static int g_is_worker;
-
-#define SHARED_NO_SECRET                                                                           \
-    "state_store is shared but session_secret is empty: session ids work only on the instance "    \
-    "that minted them"
 
 static void usage(FILE *f)
 {
@@ -183,14 +159,15 @@ static int check_tools(const char *dir, settings *cfg)
     return errors ? 1 : 0;
 }
 
-/* workers: "auto" = online CPUs; bounded to 1..MAX_WORKERS (conf.c checked the form). */
+/* workers: "auto" = online CPUs; bounded to 1..MASTER_MAX_WORKERS (conf.c checked the form). */
 static int conf_workers(const settings *cfg)
 {
     long n = cfg->workers ? cfg->workers : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : (int)n;
+    return n < 1 ? 1 : n > MASTER_MAX_WORKERS ? MASTER_MAX_WORKERS : (int)n;
 }
 
-/* What no single key can check: the shared state several workers need. */
+/* What no single key can check: the shared state several workers need, and a token
+ * for an admin listener off loopback. */
 static int check_process_model(const settings *cfg, char *err, size_t errlen)
 {
     if (conf_workers(cfg) > 1 && strncmp(cfg->state_store, "redis://", 8)) {
@@ -199,7 +176,8 @@ static int check_process_model(const settings *cfg, char *err, size_t errlen)
                  "idempotency records and ended sessions must be visible to every worker");
         return -1;
     }
-    return 0;
+    admin_token t; /* an admin listener off loopback needs a token */
+    return admin_token_load(&t, cfg->admin_listen, cfg->admin_token_file, err, errlen);
 }
 
 /* epoll with libevent's change list: the interest changes a request makes on one
@@ -226,6 +204,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     char err[512];
     app a;
     memset(&a, 0, sizeof a);
+    g_is_worker = w != NULL;
     a.cfg = cfg;
     struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
     signal(SIGPIPE, SIG_IGN);
@@ -288,7 +267,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
             goto done;
         }
         if (!w && !*a.cfg->session_secret)
-            log_end(log_begin(LOG_WARN, SHARED_NO_SECRET));
+            log_end(log_begin(LOG_WARN, MASTER_SHARED_NO_SECRET));
     } else {
         fprintf(stderr, "context-loader: config key state_store: expected memory or "
                         "redis://[[user]:password@]host[:port][/db]\n");
@@ -300,7 +279,10 @@ static int run_worker(settings *cfg, const worker_opts *w)
     icfg.wait_ms = a.cfg->idempotency_wait_ms;
     a.idem = idem_new(a.base, a.store, &icfg);
     const char *secret = a.cfg->session_secret;
-    a.sessions = session_new(*secret ? secret : g_secret, a.cfg->idempotency_ttl_s, a.store);
+    a.sessions = session_new(*secret ? secret
+                             : w     ? w->secret
+                                     : "",
+                             a.cfg->idempotency_ttl_s, a.store);
 
     for (int l = 0; l < LANG_COUNT; l++) {
         char path[1024];
@@ -363,7 +345,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     evsignal_add(sigint, NULL);
     evsignal_add(sighup, NULL);
     if (w) {
-        sigprocmask(SIG_SETMASK, &g_orig_mask, NULL);
+        sigprocmask(SIG_SETMASK, w->orig_mask, NULL);
         unsigned char k = (unsigned char)w->index;
         if (write(w->ready_fd, &k, 1) != 1)
             fprintf(stderr, "context-loader: worker %d: cannot notify the master\n", w->index);
@@ -409,284 +391,6 @@ done:
     return rc;
 }
 
-/* ---- master (workers > 1) ---- */
-
-typedef struct worker_slot {
-    pid_t pid;          /* 0: not running */
-    int ready;          /* reported ready since its last start */
-    int fails;          /* quick deaths in a row (backoff) */
-    int64_t started_ms; /* monotonic */
-    int64_t restart_at; /* monotonic; 0: no restart pending */
-} worker_slot;
-
-static worker_slot g_slots[MAX_WORKERS];
-
-/* A master line about worker k that ended: "worker", "pid" and how:code. */
-static log_line *worker_end_line(log_level level, const char *msg, int k, pid_t pid,
-                                 const char *how, int code)
-{
-    log_line *l = log_begin(level, msg);
-    log_int(l, "worker", k);
-    log_int(l, "pid", (int)pid);
-    log_int(l, how, code);
-    return l;
-}
-
-/* Forks worker k; the child never returns from here. */
-static void spawn_worker(settings *cfg, int k, int n, int listen_fd, int admin_fd, int ready[2],
-                         int sfd)
-{
-    fflush(stdout);
-    fflush(stderr);
-    pid_t master = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        log_line *l = log_begin(LOG_ERROR, "fork failed");
-        log_int(l, "worker", k);
-        log_str(l, "error", strerror(errno));
-        log_end(l);
-        g_slots[k].restart_at = now_mono_ms() + 1000;
-        return;
-    }
-    if (pid > 0) {
-        g_slots[k].pid = pid;
-        g_slots[k].ready = 0;
-        g_slots[k].started_ms = now_mono_ms();
-        g_slots[k].restart_at = 0;
-        return;
-    }
-    /* the worker: nothing of libevent, curl or Lua exists yet in this process */
-    close(sfd);
-    close(ready[0]);
-    if (k && admin_fd >= 0) {
-        close(admin_fd);
-        admin_fd = -1;
-    }
-    prctl(PR_SET_PDEATHSIG, SIGTERM); /* the master gone: drain and exit */
-    if (getppid() != master)
-        _exit(1);
-    g_is_worker = 1;
-    log_set_role(NULL);
-    log_set_worker(k);
-    worker_opts w = {k, n, listen_fd, ready[1], master};
-    httpd_set_worker(k, n, listen_fd, admin_fd, master);
-    int rc = run_worker(cfg, &w);
-    fflush(stderr);
-    exit(rc);
-}
-
-static int worker_of(pid_t pid, int n)
-{
-    for (int k = 0; k < n; k++)
-        if (g_slots[k].pid == pid)
-            return k;
-    return -1;
-}
-
-static void signal_workers(int n, int sig, pid_t except)
-{
-    for (int k = 0; k < n; k++)
-        if (g_slots[k].pid > 0 && g_slots[k].pid != except)
-            kill(g_slots[k].pid, sig);
-}
-
-/* Binds the public socket, forks n workers and supervises them: SIGTERM/SIGINT are
- * forwarded (graceful stop, then exit 0 once every worker has exited), SIGHUP is
- * forwarded (reload), a worker that dies is logged and restarted after a backoff.
- * Signals are read from a signalfd, so nothing runs in signal context. The master
- * creates no event base: workers must not inherit one. Takes cfg. */
-static int run_master(settings *cfg, int n)
-{
-    log_set_role("master");
-    int rc = 1, sfd = -1, lfd = -1, afd = -1, ready[2] = {-1, -1};
-    int announced = 0, stopping = 0, startup = 1;
-    int64_t stop_deadline = 0;
-    char err[512];
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, &g_orig_mask);
-    signal(SIGPIPE, SIG_IGN);
-    sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) {
-        fprintf(stderr, "context-loader: signalfd: %s\n", strerror(errno));
-        goto done;
-    }
-    /* The master binds both listeners: errors show before any fork, and the admin
-     * port outlives restarts of worker 0 (connections wait in the backlog). */
-    if (httpd_bind_socket(cfg->listen, &lfd, err, sizeof err) < 0 ||
-        (*cfg->admin_listen && httpd_bind_socket(cfg->admin_listen, &afd, err, sizeof err) < 0)) {
-        fprintf(stderr, "context-loader: %s\n", err);
-        goto done;
-    }
-    if (pipe2(ready, O_CLOEXEC) < 0 || fcntl(ready[0], F_SETFL, O_NONBLOCK) < 0) {
-        fprintf(stderr, "context-loader: pipe: %s\n", strerror(errno));
-        goto done;
-    }
-    if (!*cfg->session_secret) {
-        unsigned char rnd[32];
-        random_bytes(rnd, sizeof rnd);
-        hex_encode(rnd, sizeof rnd, g_secret);
-        log_end(log_begin(LOG_WARN, SHARED_NO_SECRET));
-    }
-    log_line *l = log_begin(LOG_INFO, "starting workers");
-    log_int(l, "workers", n);
-    log_int(l, "pid", (int)getpid());
-    log_end(l);
-    for (int k = 0; k < n; k++)
-        spawn_worker(cfg, k, n, lfd, afd, ready, sfd);
-    for (;;) {
-        int live = 0;
-        for (int k = 0; k < n; k++)
-            live += g_slots[k].pid > 0;
-        if (stopping && !live)
-            break;
-        int64_t now = now_mono_ms(), due = -1;
-        for (int k = 0; k < n && !stopping; k++) {
-            if (!g_slots[k].pid && g_slots[k].restart_at) {
-                if (g_slots[k].restart_at <= now) {
-                    log_line *l = log_begin(LOG_INFO, "restarting worker");
-                    log_int(l, "worker", k);
-                    log_end(l);
-                    spawn_worker(cfg, k, n, lfd, afd, ready, sfd);
-                    continue;
-                }
-                if (due < 0 || g_slots[k].restart_at < due)
-                    due = g_slots[k].restart_at;
-            }
-        }
-        if (stopping) {
-            if (now >= stop_deadline) {
-                log_line *l =
-                    log_begin(LOG_WARN, "workers outlived the grace period: killing them");
-                log_int(l, "workers", live);
-                log_end(l);
-                signal_workers(n, SIGKILL, 0);
-                stop_deadline = now + 60000;
-            }
-            due = stop_deadline;
-        }
-        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {ready[0], POLLIN, 0}};
-        int timeout = due < 0 ? -1 : (int)(due > now ? due - now : 0);
-        if (poll(pf, 2, timeout) < 0 && errno != EINTR) {
-            fprintf(stderr, "context-loader: poll: %s\n", strerror(errno));
-            goto done;
-        }
-        unsigned char idx[64];
-        ssize_t got;
-        while ((got = read(ready[0], idx, sizeof idx)) > 0) {
-            for (ssize_t i = 0; i < got; i++) {
-                int k = idx[i];
-                if (k >= n || !g_slots[k].pid)
-                    continue;
-                g_slots[k].ready = 1;
-                log_line *l = log_begin(LOG_INFO, "worker ready");
-                log_int(l, "worker", k);
-                log_int(l, "pid", (int)g_slots[k].pid);
-                log_end(l);
-            }
-        }
-        if (!announced) {
-            int all = 1;
-            for (int k = 0; k < n; k++)
-                all &= g_slots[k].ready;
-            if (all && !stopping) {
-                /* the line tests and scripts wait for: every worker is serving */
-                httpd_log_listening(lfd, "public");
-                if (afd >= 0)
-                    httpd_log_listening(afd, "admin");
-                announced = 1;
-                startup = 0;
-            }
-        }
-        struct signalfd_siginfo si;
-        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-            int sig = (int)si.ssi_signo;
-            if (sig == SIGCHLD) {
-                int st;
-                pid_t pid;
-                while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-                    int k = worker_of(pid, n);
-                    if (k < 0)
-                        continue;
-                    int was_ready = g_slots[k].ready;
-                    int64_t up = now_mono_ms() - g_slots[k].started_ms;
-                    g_slots[k].pid = 0;
-                    g_slots[k].ready = 0;
-                    const char *how = WIFSIGNALED(st) ? "signal" : "status";
-                    int code = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
-                    if (stopping) {
-                        log_end(worker_end_line(LOG_INFO, "worker exited", k, pid, how, code));
-                        continue;
-                    }
-                    if (startup && !was_ready) {
-                        /* a configuration or tools error: restarting cannot help */
-                        log_end(worker_end_line(LOG_ERROR, "worker failed to start", k, pid, how,
-                                                code));
-                        stopping = 1;
-                        stop_deadline = now_mono_ms() + 5000;
-                        signal_workers(n, SIGTERM, 0);
-                        rc = 1; /* as a single process that cannot start */
-                        continue;
-                    }
-                    g_slots[k].fails = up >= 30000 ? 1 : g_slots[k].fails + 1;
-                    int shift = g_slots[k].fails - 1 < 7 ? g_slots[k].fails - 1 : 7;
-                    int64_t delay = (int64_t)100 << shift;
-                    if (delay > 10000)
-                        delay = 10000;
-                    g_slots[k].restart_at = now_mono_ms() + delay;
-                    log_line *l = worker_end_line(LOG_ERROR, "worker died", k, pid, how, code);
-                    log_int(l, "uptime_ms", up);
-                    log_int(l, "restart_in_ms", delay);
-                    log_end(l);
-                }
-            } else if (sig == SIGTERM || sig == SIGINT) {
-                if (!stopping) {
-                    stopping = 1;
-                    rc = 0;
-                    stop_deadline = now_mono_ms() + cfg->shutdown_grace_s * 1000 + 5000;
-                    /* connections go to no one from now on: refuse rather than queue */
-                    close(lfd);
-                    lfd = -1;
-                    if (afd >= 0)
-                        close(afd);
-                    afd = -1;
-                }
-                log_line *l = log_begin(LOG_INFO, "stopping");
-                log_int(l, "signal", sig);
-                log_end(l);
-                signal_workers(n, sig, 0);
-            } else if (sig == SIGHUP) {
-                /* from worker 0 (/admin/reload, it reloaded itself) or an operator */
-                pid_t from = worker_of((pid_t)si.ssi_pid, n) >= 0 ? (pid_t)si.ssi_pid : 0;
-                log_line *l = log_begin(LOG_INFO, "reload forwarded");
-                log_bool(l, "from_worker", from);
-                log_end(l);
-                signal_workers(n, SIGHUP, from);
-            }
-        }
-    }
-    l = log_begin(LOG_INFO, "shutdown");
-    log_int(l, "status", rc);
-    log_end(l);
-done:
-    if (sfd >= 0)
-        close(sfd);
-    if (lfd >= 0)
-        close(lfd);
-    if (afd >= 0)
-        close(afd);
-    if (ready[0] >= 0)
-        close(ready[0]);
-    if (ready[1] >= 0)
-        close(ready[1]);
-    conf_free(cfg);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
     const char *config_path = NULL, *check_dir = NULL;
@@ -728,5 +432,5 @@ int main(int argc, char **argv)
         return rc;
     }
     int n = conf_workers(cfg);
-    return n > 1 ? run_master(cfg, n) : run_worker(cfg, NULL);
+    return n > 1 ? master_run(cfg, n, run_worker) : run_worker(cfg, NULL);
 }

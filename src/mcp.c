@@ -20,7 +20,7 @@ struct sse_stream {
     app *app;
     struct evhttp_request *req;
     char session[SESSION_ID_LEN + 1];
-    sse_stream *next;
+    LIST_ENTRY(sse_stream) link; /* in app->streams */
 };
 
 static int version_supported(const char *v)
@@ -327,13 +327,8 @@ static void do_tools_call(req_ctx *c, const json_value *params)
 
 static void stream_unlink(app *a, sse_stream *s)
 {
-    for (sse_stream **pp = &a->streams; *pp; pp = &(*pp)->next) {
-        if (*pp == s) {
-            *pp = s->next;
-            a->n_streams--;
-            return;
-        }
-    }
+    LIST_REMOVE(s, link);
+    a->n_streams--;
 }
 
 static void on_stream_close(struct evhttp_connection *evcon, void *arg)
@@ -370,16 +365,16 @@ static void open_stream(req_ctx *c, const char *sid)
     req_detach(c, 200);
     struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
     evhttp_connection_set_closecb(evcon, on_stream_close, s);
-    s->next = a->streams;
-    a->streams = s;
+    LIST_INSERT_HEAD(&a->streams, s, link);
     a->n_streams++;
     stream_write(s, ": context-loader stream open\n\n");
 }
 
 void mcp_heartbeat(app *a)
 {
-    for (sse_stream *s = a->streams; s; s = s->next)
-        stream_write(s, ": ping\n\n");
+    sse_stream *s;
+    LIST_FOREACH(s, &a->streams, link)
+    stream_write(s, ": ping\n\n");
 }
 
 /* Digest of what tools/list shows, per listing surface and language: the entries
@@ -419,10 +414,14 @@ void mcp_tools_changed(app *a, tools_gen *cur)
         return;
     }
     memcpy(g_list_digest, d, sizeof d);
-    for (sse_stream *s = a->streams; s; s = s->next, n++)
+    sse_stream *s;
+    LIST_FOREACH(s, &a->streams, link)
+    {
+        n++;
         stream_write(s,
                      "event: message\ndata: "
                      "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
+    }
     log_line *l = log_begin(LOG_INFO, "list_changed");
     log_int(l, "generation", cur ? tools_gen_id(cur) : 0);
     log_int(l, "streams", (long long)n);
@@ -431,10 +430,8 @@ void mcp_tools_changed(app *a, tools_gen *cur)
 
 void mcp_close_streams(app *a)
 {
-    while (a->streams) {
-        sse_stream *s = a->streams;
-        a->streams = s->next;
-        a->n_streams--;
+    for (sse_stream *s; (s = LIST_FIRST(&a->streams));) {
+        stream_unlink(a, s);
         struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
         if (evcon)
             evhttp_connection_set_closecb(evcon, NULL, NULL);

@@ -12,6 +12,7 @@
 #include <event2/http.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "auth.h"
 #include "call.h"
@@ -54,7 +55,7 @@ typedef struct app {
     char *instructions[LANG_COUNT];
     tools_upstream upstreams[8];
     size_t n_upstreams;
-    sse_stream *streams; /* open GET /mcp streams */
+    LIST_HEAD(, sse_stream) streams; /* open GET /mcp streams */
     size_t n_streams;
     struct event *heartbeat;
     size_t inflight;     /* requests being processed asynchronously */
@@ -116,6 +117,7 @@ struct req_ctx {
     int progress_n;
     int sse;
     int64_t trace_ms; /* time spent waiting for Trace Core */
+    int plimit_held;  /* counted in limits.max_calls_per_principal until freed */
 };
 
 /* httpd.c */

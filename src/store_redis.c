@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include "util.h"
 
@@ -56,8 +57,8 @@ typedef enum { RS_DOWN, RS_RESOLVING, RS_CONNECTING, RS_HANDSHAKE, RS_READY } rs
 #define MAX_ARGS 7
 
 typedef struct rop {
-    store_op base; /* first */
-    struct rop *prev, *next;
+    store_op base;         /* first */
+    TAILQ_ENTRY(rop) link; /* in r->fly or r->fail */
     store_kind kind;
     store_get_cb get_cb;
     store_rc_cb rc_cb;
@@ -84,9 +85,9 @@ typedef struct rstore {
     struct evdns_base *dns;
     struct evdns_getaddrinfo_request *dns_req;
     struct event *reconnect_ev, *connect_to_ev, *watchdog_ev, *fail_ev;
-    rop *fail_head, *fail_tail;
-    rop *fly_head, *fly_tail; /* sent, in send order */
-    int logged_down;          /* an outage was logged; log the recovery */
+    TAILQ_HEAD(rop_list, rop) fail; /* failed before sending, answered in the next round */
+    struct rop_list fly;            /* sent, in send order */
+    int logged_down;                /* an outage was logged; log the recovery */
     int destroying;
 } rstore;
 
@@ -251,38 +252,20 @@ static void op_answer(rstore *r, rop *op, int rc, const char *val, size_t len)
     }
 }
 
-static void fly_unlink(rstore *r, rop *op)
-{
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        r->fly_head = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
-    else
-        r->fly_tail = op->prev;
-    op->prev = op->next = NULL;
-}
-
 static void fail_later(rstore *r, rop *op)
 {
-    op->next = NULL;
-    if (r->fail_tail)
-        r->fail_tail->next = op;
-    else
-        r->fail_head = op;
-    r->fail_tail = op;
+    TAILQ_INSERT_TAIL(&r->fail, op, link);
     event_active(r->fail_ev, EV_TIMEOUT, 0);
 }
 
 static void fail_drain_cb(evutil_socket_t fd, short what, void *arg)
 {
     rstore *r = arg;
-    rop *list = r->fail_head; /* ops failed by the callbacks run in the next round */
-    r->fail_head = r->fail_tail = NULL;
-    while (list) {
-        rop *op = list;
-        list = op->next;
+    /* ops failed by the callbacks run here go to the next round */
+    struct rop_list list = TAILQ_HEAD_INITIALIZER(list);
+    TAILQ_CONCAT(&list, &r->fail, link);
+    for (rop *op; (op = TAILQ_FIRST(&list));) {
+        TAILQ_REMOVE(&list, op, link);
         op_answer(r, op, -1, NULL, 0);
         op_free(op);
     }
@@ -300,9 +283,9 @@ static void watchdog_arm(rstore *r, long ms)
 static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
 {
     rstore *r = arg;
-    if (!r->fly_head)
+    if (TAILQ_EMPTY(&r->fly))
         return;
-    int64_t waited = now_mono_ms() - r->fly_head->sent_ms;
+    int64_t waited = now_mono_ms() - TAILQ_FIRST(&r->fly)->sent_ms;
     if (waited >= r->command_timeout_ms) {
         conn_drop(r, "command timeout");
         return;
@@ -321,7 +304,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     rstore *r = ac->data;
     rop *op = privdata;
     const redisReply *rep = reply;
-    fly_unlink(r, op);
+    TAILQ_REMOVE(&r->fly, op, link);
     if (!rep) { /* connection lost or dropped */
         op_answer(r, op, -1, NULL, 0);
         goto done;
@@ -387,13 +370,7 @@ static int op_send(rstore *r, rop *op)
                               op->argvlen) != REDIS_OK)
         return -1;
     op->sent_ms = now_mono_ms();
-    op->prev = r->fly_tail;
-    op->next = NULL;
-    if (r->fly_tail)
-        r->fly_tail->next = op;
-    else
-        r->fly_head = op;
-    r->fly_tail = op;
+    TAILQ_INSERT_TAIL(&r->fly, op, link);
     if (!evtimer_pending(r->watchdog_ev, NULL))
         watchdog_arm(r, r->command_timeout_ms);
     return 0;
@@ -722,6 +699,8 @@ store *store_redis_new(struct event_base *base, const store_redis_config *cfg, c
     if (store_redis_parse_url(cfg ? cfg->url : NULL, &u, err, errlen) < 0)
         return NULL;
     rstore *r = xcalloc(1, sizeof *r);
+    TAILQ_INIT(&r->fail);
+    TAILQ_INIT(&r->fly);
     r->base.vt = &redis_vt;
     r->evb = base;
     r->url = u;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #define API_PREFIX "/api/agent-observability/v1"
 #define MAX_TRIES 3
@@ -23,6 +24,7 @@ typedef enum { K_REQUEST, K_POLICY, K_PROBE } call_kind;
 typedef enum { PH_IDLE, PH_BACKOFF, PH_DELIVER } call_phase;
 
 typedef struct policy_entry policy_entry;
+typedef LIST_HEAD(call_list, trace_call) call_list;
 
 /* The typed view of a reply, made just before the callback (typed operations). */
 typedef enum { V_NONE, V_INTERACTION, V_ID, V_OPERATION, V_RECEIPT } view_kind;
@@ -33,8 +35,9 @@ struct trace_call {
     call_phase phase;
     struct event *ev;
     int in_cb;
-    trace_call *prev, *next;   /* t->calls */
-    trace_call *wprev, *wnext; /* waiter list of a policy entry or of the probe */
+    int waiting;                  /* in wlink's list */
+    LIST_ENTRY(trace_call) all;   /* t->calls */
+    LIST_ENTRY(trace_call) wlink; /* waiter list of a policy entry or of the probe */
     /* request */
     trace_cb cb;
     void *arg;
@@ -72,7 +75,7 @@ struct policy_entry {
     capture_state st;
     int64_t expires; /* mono ms; valid when st != UNKNOWN */
     trace_call *flight;
-    trace_call *waiters;
+    call_list waiters;
     policy_entry *next;
 };
 
@@ -91,7 +94,7 @@ struct trace_ctx {
     fetch_ctx *fetch;
     trace_config cfg;
     char *base_url, *def_tenant, *def_domain;
-    trace_call *calls;
+    call_list calls;
     policy_entry *policies;
     size_t n_policies;
     /* breaker */
@@ -101,7 +104,7 @@ struct trace_ctx {
     trace_call *trial; /* the half-open trial in flight, if any */
     /* probe */
     fetch_req *probe_fr;
-    trace_call *probe_waiters;
+    call_list probe_waiters;
     int probe_running, probe_tries_done;
     int64_t probe_deadline;
     int have_verdict;
@@ -190,6 +193,8 @@ int trace_payload_envelope(const json_value *payload, json_value **out)
 trace_ctx *trace_new(struct event_base *base, fetch_ctx *fetch, const trace_config *cfg)
 {
     trace_ctx *t = xcalloc(1, sizeof(*t));
+    LIST_INIT(&t->calls);
+    LIST_INIT(&t->probe_waiters);
     trace_config c = {0};
     if (cfg)
         c = *cfg;
@@ -226,12 +231,7 @@ static void call_free(trace_call *c)
     trace_ctx *t = c->t;
     if (t->trial == c)
         t->trial = NULL; /* a cancelled trial: let the next call be the trial */
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        t->calls = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    LIST_REMOVE(c, all);
     if (c->fr)
         fetch_cancel(c->fr);
     event_free(c->ev);
@@ -259,8 +259,8 @@ static void policy_free_all(trace_ctx *t)
 
 static void ctx_destroy(trace_ctx *t)
 {
-    while (t->calls)
-        call_free(t->calls);
+    while (!LIST_EMPTY(&t->calls))
+        call_free(LIST_FIRST(&t->calls));
     if (t->probe_fr)
         fetch_cancel(t->probe_fr);
     policy_free_all(t);
@@ -278,9 +278,9 @@ void trace_free(trace_ctx *t)
         return;
     if (t->depth > 0) {
         /* Inside a callback: the running call is freed by call_event afterwards. */
-        trace_call *c = t->calls;
+        trace_call *c = LIST_FIRST(&t->calls);
         while (c) {
-            trace_call *n = c->next;
+            trace_call *n = LIST_NEXT(c, all);
             if (!c->in_cb)
                 call_free(c);
             c = n;
@@ -289,7 +289,7 @@ void trace_free(trace_ctx *t)
             fetch_cancel(t->probe_fr);
             t->probe_fr = NULL;
         }
-        t->probe_waiters = NULL;
+        LIST_INIT(&t->probe_waiters);
         policy_free_all(t);
         t->dead = 1;
         return;
@@ -306,10 +306,7 @@ static trace_call *call_new(trace_ctx *t, call_kind kind)
     if (!c->ev)
         abort(); /* like xmalloc: out of memory */
     c->started = now_mono_ms();
-    c->next = t->calls;
-    if (t->calls)
-        t->calls->prev = c;
-    t->calls = c;
+    LIST_INSERT_HEAD(&t->calls, c, all);
     return c;
 }
 
@@ -319,24 +316,18 @@ static void deliver_later(trace_call *c)
     event_active(c->ev, EV_TIMEOUT, 0);
 }
 
-static void waiter_unlink(trace_call **head, trace_call *c)
+/* Takes c out of the waiter list it is in, if any. */
+static void waiter_unlink(trace_call *c)
 {
-    if (c->wprev)
-        c->wprev->wnext = c->wnext;
-    else if (*head == c)
-        *head = c->wnext;
-    if (c->wnext)
-        c->wnext->wprev = c->wprev;
-    c->wprev = c->wnext = NULL;
+    if (c->waiting)
+        LIST_REMOVE(c, wlink);
+    c->waiting = 0;
 }
 
-static void waiter_push(trace_call **head, trace_call *c)
+static void waiter_push(call_list *head, trace_call *c)
 {
-    c->wprev = NULL;
-    c->wnext = *head;
-    if (*head)
-        (*head)->wprev = c;
-    *head = c;
+    LIST_INSERT_HEAD(head, c, wlink);
+    c->waiting = 1;
 }
 
 /* ---- breaker ---- */
@@ -623,7 +614,8 @@ static void policy_trim(trace_ctx *t, int64_t now)
     policy_entry **pp = &t->policies;
     while (*pp && t->n_policies >= POLICY_MAX_ENTRIES) {
         policy_entry *e = *pp;
-        if (!e->flight && !e->waiters && (e->st == CAPTURE_UNKNOWN || e->expires <= now)) {
+        if (!e->flight && LIST_EMPTY(&e->waiters) &&
+            (e->st == CAPTURE_UNKNOWN || e->expires <= now)) {
             *pp = e->next;
             free(e->key);
             free(e);
@@ -635,7 +627,7 @@ static void policy_trim(trace_ctx *t, int64_t now)
     pp = &t->policies;
     while (*pp && t->n_policies >= POLICY_MAX_ENTRIES) {
         policy_entry *e = *pp;
-        if (!e->flight && !e->waiters) {
+        if (!e->flight && LIST_EMPTY(&e->waiters)) {
             *pp = e->next;
             free(e->key);
             free(e);
@@ -666,9 +658,8 @@ static void policy_done(const trace_reply *r, void *arg)
         e->expires = now_mono_ms() + 1000 * ttl_s;
     }
     e->st = st;
-    while (e->waiters) {
-        trace_call *w = e->waiters;
-        waiter_unlink(&e->waiters, w);
+    for (trace_call *w; (w = LIST_FIRST(&e->waiters));) {
+        waiter_unlink(w);
         w->entry = NULL;
         w->st = st;
         deliver_later(w);
@@ -707,6 +698,7 @@ trace_call *trace_capture_policy(trace_ctx *t, const principal *who, trace_polic
         e->t = t;
         e->key = buf_steal(&key, NULL);
         e->st = CAPTURE_UNKNOWN;
+        LIST_INIT(&e->waiters);
         e->next = t->policies;
         t->policies = e;
         t->n_policies++;
@@ -743,9 +735,8 @@ static void probe_verdict_set(trace_ctx *t, probe_verdict v)
     } else if (t->breaker == TRACE_BREAKER_OPEN) {
         t->open_until = now; /* the next call is the half-open trial */
     }
-    while (t->probe_waiters) {
-        trace_call *w = t->probe_waiters;
-        waiter_unlink(&t->probe_waiters, w);
+    for (trace_call *w; (w = LIST_FIRST(&t->probe_waiters));) {
+        waiter_unlink(w);
         w->verdict = v;
         deliver_later(w);
     }
@@ -1147,14 +1138,9 @@ static void call_event(evutil_socket_t fd, short what, void *arg)
 
 void trace_cancel(trace_call *c)
 {
-    trace_ctx *t;
     if (!c || c->in_cb)
         return;
-    t = c->t;
-    if (c->kind == K_POLICY && c->entry)
-        waiter_unlink(&c->entry->waiters, c);
-    else if (c->kind == K_PROBE)
-        waiter_unlink(&t->probe_waiters, c);
+    waiter_unlink(c); /* a policy entry's or the probe's */
     call_free(c);
 }
 

@@ -15,6 +15,7 @@
 #include "fetch.h"
 #include "json.h"
 #include "lvm.h"
+#include "reload.h"
 #include "tools.h"
 #include "util.h"
 

@@ -119,7 +119,8 @@ start_redis() {
 
 # context-loader wired to the simulator, with ontology-query at the canned upstream.
 # Extra environment may be given as NAME=value arguments. Prefix a command (e.g.
-# valgrind ...) with GW_WRAP. WORKERS (default 1) sets the worker processes.
+# valgrind ...) with GW_WRAP. WORKERS (default 1) sets the worker processes. One
+# token drives every connection, so the per-principal call limit is off.
 start_gateway() { # [NAME=value...]
   GW_STORE=""
   if [ "${WORKERS:-1}" != 1 ] || [ "${STORE:-memory}" = redis ]; then
@@ -133,7 +134,7 @@ start_gateway() { # [NAME=value...]
     CL_UPSTREAM_MF_MODEL_API_URL="$SIM/api/private/mf-model-api" \
     CL_OAUTH_INTROSPECT_URL="$SIM/admin/oauth2/introspect" \
     CL_BKN_SAFE_INTROSPECT_URL="$SIM/api/safe/v1/api-keys/introspect" \
-    BKN_TRACE_CORE_URL="$SIM" CL_ACCESS_LOG=false "$@" \
+    BKN_TRACE_CORE_URL="$SIM" CL_ACCESS_LOG=false CL_LIMITS_MAX_CALLS_PER_PRINCIPAL=0 "$@" \
     ${GW_WRAP:-} "$BUILD/context-loader" --config "$ROOT/etc/context-loader.conf" 2>"$WORK/gateway.log" &
   GW_PID=$!; BENCH_PIDS="$BENCH_PIDS $GW_PID"
   i=0

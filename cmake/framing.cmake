@@ -1,0 +1,11 @@
+# Area "framing": the pure request guards (HTTP/1.1 framing, Host/Origin, admin token,
+# calls in flight per principal) as a C unit test over their sources, and the framing
+# checker as a fuzz target (cmake/fuzz.cmake's cl_fuzz_target). The socket-level
+# behaviour is tested by tests/integration/{framing,guards,limits}.test.mjs.
+add_executable(test_framing ${CMAKE_SOURCE_DIR}/tests/unit/test_framing.c
+                            ${CMAKE_SOURCE_DIR}/src/framing.c ${CMAKE_SOURCE_DIR}/src/hostguard.c
+                            ${CMAKE_SOURCE_DIR}/src/plimit.c ${CMAKE_SOURCE_DIR}/src/util.c)
+target_include_directories(test_framing PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+target_link_libraries(test_framing PRIVATE PkgConfig::CRYPTO m)
+add_test(NAME unit_framing COMMAND test_framing)
+set_tests_properties(unit_framing PROPERTIES TIMEOUT 30 LABELS "unit;framing")

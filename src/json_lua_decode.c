@@ -1,0 +1,649 @@
+/* json_lua_decode: JSON into Lua values for module "cljson" (json_lua.h): a parsed
+ * tree (cljson_push) and JSON text straight into Lua values (the decoder). */
+#include "json_lua_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ C -> Lua */
+
+typedef struct {
+    int amt, omt, nmt, ord; /* absolute stack indices */
+} push_ctx;
+
+void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt)
+{
+    lua_createtable(L, 0, 1);
+    lua_pushlstring(L, s, len);
+    lua_setfield(L, -2, "text");
+    lua_pushvalue(L, nmt);
+    lua_setmetatable(L, -2);
+}
+
+static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
+{
+    luaL_checkstack(L, 6, "cljson: nesting too deep");
+    size_t len;
+    const char *s;
+    switch (json_typeof(v)) {
+    case JSON_NULL:
+        lua_pushlightuserdata(L, CLJSON_NULL);
+        break;
+    case JSON_FALSE:
+        lua_pushboolean(L, 0);
+        break;
+    case JSON_TRUE:
+        lua_pushboolean(L, 1);
+        break;
+    case JSON_INT:
+        lua_pushinteger(L, (lua_Integer)json_get_int(v));
+        break;
+    case JSON_DOUBLE:
+        lua_pushnumber(L, (lua_Number)json_get_double(v));
+        break;
+    case JSON_NUMTEXT:
+        s = json_get_str(v, &len);
+        cljson_push_number_box(L, s, len, c->nmt);
+        break;
+    case JSON_STRING:
+        s = json_get_str(v, &len);
+        lua_pushlstring(L, s, len);
+        break;
+    case JSON_ARRAY: {
+        size_t n = json_count(v);
+        lua_createtable(L, n > INT32_MAX ? INT32_MAX : (int)n, 0);
+        for (size_t i = 0; i < n; i++) {
+            push_value(L, json_at(v, i), c);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_pushvalue(L, c->amt);
+        lua_setmetatable(L, -2);
+        break;
+    }
+    case JSON_OBJECT: {
+        size_t n = json_count(v);
+        int hint = n > INT32_MAX ? INT32_MAX : (int)n;
+        lua_createtable(L, 0, hint);
+        int t = lua_gettop(L);
+        if (n > 0) {
+            /* The order string, built in a GC'd box (nothing leaks if Lua raises). */
+            buf *ob = &cljson_box_new(L)->out;
+            for (size_t i = 0; i < n; i++) {
+                size_t klen;
+                const char *k = json_key_at(v, i, &klen);
+                lua_pushlstring(L, k, klen);
+                lua_pushvalue(L, -1);
+                /* A duplicate key keeps its first position and takes the last value
+                 * (decoded values are never nil). */
+                if (lua_rawget(L, t) == LUA_TNIL)
+                    order_put(ob, k, klen);
+                lua_pop(L, 1);
+                push_value(L, json_val_at(v, i), c);
+                lua_rawset(L, t);
+            }
+            lua_pushvalue(L, t);
+            lua_pushlstring(L, ob->data, ob->len);
+            lua_rawset(L, c->ord);
+            lua_settop(L, t);
+        }
+        lua_pushvalue(L, c->omt);
+        lua_setmetatable(L, t);
+        break;
+    }
+    }
+}
+
+void cljson_push(lua_State *L, const json_value *v)
+{
+    int base = cljson_push_tables(L, 8);
+    push_ctx c = {base + 1, base + 2, base + 3, base + 4};
+    push_value(L, v, &c);
+    lua_replace(L, base + 1);
+    lua_settop(L, base + 1);
+}
+
+/* ------------------------------------------------------------- text -> Lua */
+
+/* The decoder parses JSON text straight into Lua values (no json_value tree). It
+ * accepts exactly what json_parse accepts and builds the same values as
+ * cljson_push of json_parse's tree; it reports only "rejected": do_decode then
+ * runs json_parse on the same text for the exact error message. Nothing here is
+ * malloc'd across a Lua call: the unescape buffer lives in a GC-owned cbox, so a
+ * Lua memory error cannot leak it. */
+
+#define DEC_DEFAULT_DEPTH 512 /* json.c's JSON_DEFAULT_DEPTH */
+#define DEC_HARD_DEPTH 10000  /* json.c's JSON_HARD_DEPTH */
+/* Members kept on the Lua stack before they are stored into their table: a
+ * container is created once with its final size when it has no more than this. */
+#define DEC_CHUNK 512
+
+typedef struct {
+    lua_State *L;
+    const unsigned char *p, *end;
+    size_t max_depth;
+    int amt, omt, nmt, ord; /* absolute stack indices */
+    int shapes;             /* shape cache: slot (a hash of the order) -> order string */
+    int boxslot;            /* stack slots of two cboxes (nil until needed): */
+    cbox *box[2];           /* [0] unescaped string bytes, [1] the keys of open objects */
+    buf *keys;              /* box[1]'s buffer: each open object's keys, in order */
+    int lastn[64];          /* members of the last object at each depth (mod 64) */
+} dec;
+
+/* The decode's scratch buffer i, in a cbox made at the first need. */
+static buf *dec_buf(dec *d, int i)
+{
+    if (!d->box[i]) {
+        d->box[i] = cljson_box_new(d->L);
+        lua_replace(d->L, d->boxslot + i);
+    }
+    return &d->box[i]->out;
+}
+
+static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* Skips bytes that need no work in a string (printable ASCII but '"' and '\\'). */
+static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
+{
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (word_special(w))
+            break;
+        p += 8;
+    }
+    while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
+        p++;
+    return p;
+}
+
+/* Pushes the string at d->p (on '"') and moves past it; a key (key != 0) is
+ * also appended to d->keys (order_put). */
+static int dec_string(dec *d, int key)
+{
+    const unsigned char *p = d->p + 1, *end = d->end, *run = p;
+    int escaped = 0;
+    for (;;) {
+        p = plain_run(p, end);
+        if (p >= end)
+            return -1;
+        unsigned c = *p;
+        if (c == '"')
+            break;
+        if (c < 0x20)
+            return -1;
+        if (c >= 0x80) {
+            /* A run of multi-byte characters (CJK text) without going back to
+             * the ASCII scan between them. */
+            do {
+                int n;
+                if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
+                    (p[2] & 0xC0) == 0x80)
+                    n = 3; /* the common 3-byte form: no range limits to check */
+                else
+                    n = dec_utf8(p, end);
+                if (n == 0)
+                    return -1;
+                p += n;
+            } while (p < end && (c = *p) >= 0x80);
+            continue;
+        }
+        /* backslash */
+        if (!escaped) {
+            escaped = 1;
+            buf_reset(dec_buf(d, 0));
+        }
+        buf_append(&d->box[0]->out, run, (size_t)(p - run));
+        if (end - p < 2)
+            return -1;
+        unsigned char e = p[1];
+        p += 2;
+        char ch;
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            ch = (char)e;
+            break;
+        case 'b':
+            ch = '\b';
+            break;
+        case 'f':
+            ch = '\f';
+            break;
+        case 'n':
+            ch = '\n';
+            break;
+        case 'r':
+            ch = '\r';
+            break;
+        case 't':
+            ch = '\t';
+            break;
+        case 'u': {
+            unsigned cp;
+            if (end - p < 4 || json_hex4(p, &cp) < 0)
+                return -1;
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF)
+                return -1;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                unsigned lo;
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
+                    lo < 0xDC00 || lo > 0xDFFF)
+                    return -1;
+                p += 6;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            json_put_utf8(&d->box[0]->out, cp);
+            run = p;
+            continue;
+        }
+        default:
+            return -1;
+        }
+        buf_putc(&d->box[0]->out, ch);
+        run = p;
+    }
+    if (!escaped) {
+        if (key)
+            order_put(d->keys, (const char *)run, (size_t)(p - run));
+        lua_pushlstring(d->L, (const char *)run, (size_t)(p - run));
+    } else {
+        buf *b = &d->box[0]->out;
+        buf_append(b, run, (size_t)(p - run));
+        if (key)
+            order_put(d->keys, b->data, b->len);
+        lua_pushlstring(d->L, b->data, b->len);
+    }
+    d->p = p + 1;
+    return 0;
+}
+
+/* A number token json.c would not make an int64 and that the quick rule below
+ * cannot settle: json_parse of the token itself decides DOUBLE vs NUMTEXT (the
+ * tree is freed before any Lua call). */
+static void dec_number_slow(dec *d, const char *tok, size_t len)
+{
+    char err[8];
+    json_value *v = json_parse(tok, len, NULL, err, sizeof err);
+    if (v && json_typeof(v) == JSON_DOUBLE) {
+        double x = json_get_double(v);
+        json_free(v);
+        lua_pushnumber(d->L, (lua_Number)x);
+        return;
+    }
+    json_free(v);
+    cljson_push_number_box(d->L, tok, len, d->nmt);
+}
+
+static int dec_number(dec *d)
+{
+    const unsigned char *s = d->p, *p = d->p, *end = d->end;
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || *p < '0' || *p > '9')
+        return -1;
+    const unsigned char *digits = p;
+    /* Significant digits: position of the first and last non-zero digit. */
+    int64_t k = 0, first = -1, last = -1;
+    if (*p == '0') {
+        p++;
+        k = 1;
+        if (p < end && *p >= '0' && *p <= '9')
+            return -1;
+    } else {
+        for (; p < end && *p >= '0' && *p <= '9'; p++, k++)
+            if (*p != '0') {
+                if (first < 0)
+                    first = k;
+                last = k;
+            }
+    }
+    int64_t nint = k;
+    int is_int = 1;
+    if (p < end && *p == '.') {
+        is_int = 0;
+        p++;
+        if (p >= end || *p < '0' || *p > '9')
+            return -1;
+        for (; p < end && *p >= '0' && *p <= '9'; p++, k++)
+            if (*p != '0') {
+                if (first < 0)
+                    first = k;
+                last = k;
+            }
+    }
+    int64_t ex = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_int = 0;
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || *p < '0' || *p > '9')
+            return -1;
+        for (; p < end && *p >= '0' && *p <= '9'; p++)
+            if (ex < 1000000000000LL)
+                ex = ex * 10 + (*p - '0');
+        if (eneg)
+            ex = -ex;
+    }
+    d->p = p;
+    size_t len = (size_t)(p - s);
+    if (is_int) {
+        if (nint <= 19) {
+            uint64_t u = 0;
+            for (int64_t i = 0; i < nint; i++)
+                u = u * 10 + (uint64_t)(digits[i] - '0');
+            uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+            if (u <= lim) {
+                int64_t i =
+                    neg ? (u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u) : (int64_t)u;
+                lua_pushinteger(d->L, (lua_Integer)i);
+                return 0;
+            }
+        }
+        cljson_push_number_box(d->L, (const char *)s, len, d->nmt);
+        return 0;
+    }
+    /* json.c's number_value: zero, or <= 15 significant digits within
+     * 10^-300..10^300, is always the double strtod gives. */
+    int64_t ndig = first < 0 ? 0 : last - first + 1;
+    int64_t mag = first < 0 ? 0 : ex + nint - first;
+    if (ndig == 0 || (ndig <= 15 && mag > -300 && mag < 300)) {
+        char tmp[64];
+        if (len < sizeof tmp) {
+            memcpy(tmp, s, len);
+            tmp[len] = '\0';
+            lua_pushnumber(d->L, (lua_Number)strtod(tmp, NULL));
+            return 0;
+        }
+    }
+    dec_number_slow(d, (const char *)s, len);
+    return 0;
+}
+
+static int dec_lit(dec *d, const char *lit, size_t n)
+{
+    if ((size_t)(d->end - d->p) < n || memcmp(d->p, lit, n) != 0)
+        return -1;
+    d->p += n;
+    return 0;
+}
+
+static int dec_value(dec *d, size_t depth);
+
+/* Stores the pend values above t into the array t (created on the first flush). */
+static void flush_array(lua_State *L, int t, lua_Integer *n, int pend)
+{
+    if (lua_isnil(L, t)) {
+        lua_createtable(L, pend, 0);
+        lua_replace(L, t);
+    }
+    for (int i = 1; i <= pend; i++) {
+        lua_pushvalue(L, t + i);
+        lua_rawseti(L, t, ++*n);
+    }
+    lua_settop(L, t);
+}
+
+/* Makes room for one more pending array element plus what a nested value
+ * needs; flushes the pending ones when the stack cannot grow. */
+static int dec_room(dec *d, int *pend, int t, lua_Integer *n)
+{
+    lua_State *L = d->L;
+    if (*pend < DEC_CHUNK && lua_checkstack(L, 9))
+        return 0;
+    if (*pend > 0) {
+        flush_array(L, t, n, *pend);
+        *pend = 0;
+    }
+    return lua_checkstack(L, 9) ? 0 : -1;
+}
+
+/* Objects of one decode that have the same keys in the same order (the rows of a
+ * result set) share one order string: the shape cache maps a cheap hash of the
+ * order to the last order string with that hash. */
+#define DEC_SHAPES 64
+
+static unsigned shape_slot(const char *k, size_t len)
+{
+    uint64_t a = 0, b = 0;
+    memcpy(&a, k, len < 8 ? len : 8);
+    if (len > 8)
+        memcpy(&b, k + len - 8, 8);
+    uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
+    return (unsigned)(h >> 58) + 1; /* 1..64 */
+}
+
+/* Pushes the order string of the object t whose n members' keys are d->keys
+ * from start on (then truncates d->keys back to start). A duplicate key keeps
+ * its first position (t took the last value): found by counting t's keys, for
+ * a new order only (a cached one has no duplicates). */
+static void push_order(dec *d, int t, size_t start, int n)
+{
+    lua_State *L = d->L;
+    buf *kb = d->keys;
+    const char *k = kb->data + start;
+    size_t len = kb->len - start;
+    unsigned slot = shape_slot(k, len);
+    if (lua_rawgeti(L, d->shapes, slot) == LUA_TSTRING) {
+        size_t sl;
+        const char *ss = lua_tolstring(L, -1, &sl);
+        if (sl == len && memcmp(ss, k, len) == 0) {
+            kb->len = start;
+            return;
+        }
+    }
+    lua_pop(L, 1);
+    int count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        count++;
+    }
+    if (count == n) {
+        lua_pushlstring(L, k, len);
+    } else {
+        /* Rare: the keys again, first occurrences only (seen: key -> true),
+         * into the unescape buffer (free between tokens). */
+        luaL_checkstack(L, 4, "cljson");
+        buf *ob = dec_buf(d, 0);
+        buf_reset(ob);
+        lua_createtable(L, 0, count);
+        const unsigned char *p = (const unsigned char *)k, *end = p + len;
+        const char *key;
+        size_t kl;
+        while (p < end && order_next(&p, end, &key, &kl) == 0) {
+            lua_pushlstring(L, key, kl);
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, -3) == LUA_TNIL) {
+                lua_pop(L, 1);
+                order_put(ob, key, kl);
+                lua_pushboolean(L, 1);
+                lua_rawset(L, -3);
+            } else {
+                lua_pop(L, 2);
+            }
+        }
+        lua_pop(L, 1);
+        lua_pushlstring(L, ob->data, ob->len);
+    }
+    kb->len = start;
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, d->shapes, slot);
+}
+
+static int dec_array(dec *d, size_t depth)
+{
+    lua_State *L = d->L;
+    lua_pushnil(L); /* the table, created at the first flush */
+    int t = lua_gettop(L);
+    lua_Integer n = 0;
+    int pend = 0;
+    const unsigned char *p = dec_ws(d->p + 1, d->end);
+    if (p < d->end && *p == ']') {
+        d->p = p + 1;
+    } else {
+        d->p = p;
+        for (;;) {
+            if (dec_room(d, &pend, t, &n) < 0 || dec_value(d, depth) < 0)
+                return -1;
+            pend++;
+            p = dec_ws(d->p, d->end);
+            if (p >= d->end)
+                return -1;
+            if (*p == ',') {
+                d->p = p + 1;
+                continue;
+            }
+            if (*p != ']')
+                return -1;
+            d->p = p + 1;
+            break;
+        }
+    }
+    flush_array(L, t, &n, pend);
+    lua_pushvalue(L, d->amt);
+    lua_setmetatable(L, t);
+    return 0;
+}
+
+static int dec_object(dec *d, size_t depth)
+{
+    lua_State *L = d->L;
+    const unsigned char *p = dec_ws(d->p + 1, d->end);
+    if (p < d->end && *p == '}') {
+        d->p = p + 1;
+        lua_createtable(L, 0, 0);
+        lua_pushvalue(L, d->omt);
+        lua_setmetatable(L, -2);
+        return 0;
+    }
+    /* Members are stored as they come (so a duplicate's last value wins), in a
+     * table sized like the last object at this depth (rows repeat); their keys
+     * gather in d->keys after those of the enclosing objects. */
+    int *lastn = &d->lastn[depth & 63];
+    lua_createtable(L, 0, *lastn);
+    int t = lua_gettop(L);
+    if (!d->keys)
+        d->keys = dec_buf(d, 1);
+    size_t start = d->keys->len;
+    int n = 0;
+    for (;;) {
+        if (p >= d->end || *p != '"')
+            return -1;
+        d->p = p;
+        if (dec_string(d, 1) < 0)
+            return -1;
+        p = dec_ws(d->p, d->end);
+        if (p >= d->end || *p != ':')
+            return -1;
+        d->p = p + 1;
+        if (dec_value(d, depth) < 0)
+            return -1;
+        lua_rawset(L, t);
+        n++;
+        p = dec_ws(d->p, d->end);
+        if (p >= d->end)
+            return -1;
+        if (*p == ',') {
+            p = dec_ws(p + 1, d->end);
+            continue;
+        }
+        if (*p != '}')
+            return -1;
+        d->p = p + 1;
+        break;
+    }
+    *lastn = n < 64 ? n : 64; /* a big object does not inflate the next ones */
+    push_order(d, t, start, n);
+    /* stack: t, order string */
+    lua_pushvalue(L, t);
+    lua_insert(L, -2);
+    lua_rawset(L, d->ord);
+    lua_pushvalue(L, d->omt);
+    lua_setmetatable(L, t);
+    return 0;
+}
+
+/* Pushes one value (skipping whitespace before it). */
+static int dec_value(dec *d, size_t depth)
+{
+    d->p = dec_ws(d->p, d->end);
+    if (d->p >= d->end)
+        return -1;
+    switch (*d->p) {
+    case '"':
+        return dec_string(d, 0);
+    case '{':
+    case '[':
+        if (depth + 1 > d->max_depth || !lua_checkstack(d->L, 8))
+            return -1;
+        return *d->p == '{' ? dec_object(d, depth + 1) : dec_array(d, depth + 1);
+    case 't':
+        if (dec_lit(d, "true", 4) < 0)
+            return -1;
+        lua_pushboolean(d->L, 1);
+        return 0;
+    case 'f':
+        if (dec_lit(d, "false", 5) < 0)
+            return -1;
+        lua_pushboolean(d->L, 0);
+        return 0;
+    case 'n':
+        if (dec_lit(d, "null", 4) < 0)
+            return -1;
+        lua_pushlightuserdata(d->L, CLJSON_NULL);
+        return 0;
+    default:
+        if (*d->p == '-' || (*d->p >= '0' && *d->p <= '9'))
+            return dec_number(d);
+        return -1;
+    }
+}
+
+int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_limits *lim)
+{
+    if (lim->max_size && len > lim->max_size)
+        return -1;
+    int base = cljson_push_tables(L, 16);
+    lua_pushnil(L); /* the scratch cboxes, made at the first need */
+    lua_pushnil(L);
+    lua_createtable(L, DEC_SHAPES, 0);
+    dec d;
+    d.L = L;
+    d.p = (const unsigned char *)s;
+    d.end = d.p + len;
+    d.max_depth = lim->max_depth ? lim->max_depth : DEC_DEFAULT_DEPTH;
+    if (d.max_depth > DEC_HARD_DEPTH)
+        d.max_depth = DEC_HARD_DEPTH;
+    d.amt = base + 1;
+    d.omt = base + 2;
+    d.nmt = base + 3;
+    d.ord = base + 4;
+    d.boxslot = base + 5;
+    d.shapes = base + 7;
+    d.box[0] = d.box[1] = NULL;
+    d.keys = NULL;
+    memset(d.lastn, 0, sizeof d.lastn);
+    if (dec_value(&d, 0) < 0 || dec_ws(d.p, d.end) != d.end) {
+        lua_settop(L, base);
+        return -1;
+    }
+    lua_replace(L, base + 1);
+    lua_settop(L, base + 1);
+    return 0;
+}

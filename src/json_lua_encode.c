@@ -1,0 +1,808 @@
+/* json_lua_encode: Lua values into JSON text or a json_value tree for module
+ * "cljson" (json_lua.h): cljson_encode, cljson_to_value and the key orders. */
+#include "json_lua_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where key i of a key list is in the list's blob (list[0], a string): its raw
+ * bytes and its text as the writer emits it ("key":), so that the writer need
+ * not escape and validate listed keys again. */
+typedef struct {
+    uint32_t raw, rawlen, esc, esclen;
+} keyseg;
+
+static int put_str(buf *out, const char *s, size_t len);
+
+/* Pushes the key list of the object at idx (list[i] = key, list[key] = i,
+ * list[0] = the blob of keyseg[n] and key texts, absent if a key is not valid
+ * UTF-8) and
+ * returns 1, or pushes nothing and returns 0 if it has no remembered order. ord
+ * and lists are the stack slots of REG_ORDER and of the list cache; a miss builds
+ * the list and caches it (a full cache is replaced by an empty one, in the
+ * registry and in slot lists). */
+static int order_list(lua_State *L, int idx, int ord, int lists)
+{
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, ord) != LUA_TSTRING) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (lua_rawget(L, lists) == LUA_TTABLE) /* the common case: two lookups */
+        return 1;
+    lua_pop(L, 1);
+    luaL_checkstack(L, 6, "cljson");
+    lua_pushvalue(L, idx);
+    lua_rawget(L, ord);
+    size_t len;
+    const unsigned char *s = (const unsigned char *)lua_tolstring(L, -1, &len), *p = s;
+    const unsigned char *end = s + len;
+    const char *k;
+    size_t kl;
+    int n = 0;
+    while (p < end && order_next(&p, end, &k, &kl) == 0)
+        n++;
+    lua_createtable(L, n, n + 1);
+    int list = lua_gettop(L);
+    lua_Integer i = 0;
+    for (p = s; p < end && order_next(&p, end, &k, &kl) == 0;) {
+        lua_pushlstring(L, k, kl);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, list, ++i);
+        lua_pushinteger(L, i);
+        lua_rawset(L, list);
+    }
+    buf *bb = &cljson_box_new(L)->out; /* freed by the GC even if Lua raises */
+    size_t hdr = (size_t)n * sizeof(keyseg);
+    buf_reserve(bb, hdr);
+    bb->len = hdr;
+    int ok = len < UINT32_MAX / 8;
+    i = 0;
+    for (p = s; ok && p < end && order_next(&p, end, &k, &kl) == 0; i++) {
+        keyseg g;
+        g.raw = (uint32_t)bb->len;
+        g.rawlen = (uint32_t)kl;
+        buf_append(bb, k, kl);
+        g.esc = (uint32_t)bb->len;
+        ok = put_str(bb, k, kl) == 0;
+        buf_putc(bb, ':');
+        g.esclen = (uint32_t)(bb->len - g.esc);
+        memcpy(bb->data + (size_t)i * sizeof g, &g, sizeof g);
+    }
+    if (ok) {
+        lua_pushlstring(L, bb->data, bb->len);
+        lua_rawseti(L, list, 0);
+    }
+    lua_pop(L, 1);
+    lua_rawgeti(L, lists, 0);
+    lua_Integer cached = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (cached >= LISTS_MAX) {
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+        lua_replace(L, lists);
+        cached = 0;
+    }
+    lua_pushinteger(L, cached + 1);
+    lua_rawseti(L, lists, 0);
+    lua_pushvalue(L, list - 1);
+    lua_pushvalue(L, list);
+    lua_rawset(L, lists);
+    lua_remove(L, list - 1);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ Lua -> C */
+
+typedef struct {
+    const char *k; /* key (anchored in a table on the stack) or NULL for an index */
+    size_t klen;
+    lua_Integer i;
+} path_elem;
+
+typedef struct {
+    lua_State *L;
+    int amt, omt, nmt, ord, lists;  /* absolute stack indices */
+    const void *pamt, *pomt, *pnmt; /* the metatables, compared by address */
+    int canonical;                  /* ignore remembered key order; sort every object */
+    size_t depth;
+    /* Tables being converted and the path to them: small inline arrays, moved to
+     * a GC-owned userdata (anchored at stack slot grown) past ENC_INLINE levels. */
+    const void **seen;
+    path_elem *path;
+    size_t cap;
+    int grown;
+    const void *seen_in[ENC_INLINE];
+    path_elem path_in[ENC_INLINE];
+    cbox *box; /* tree mode: receives the root */
+    buf *w;    /* write mode (non-NULL): text is appended here, no tree is built */
+    char *err;
+    size_t errlen;
+} enc;
+
+typedef struct {
+    const char *k;
+    size_t len;
+} keyref;
+
+static int enc_fail(enc *e, const char *msg)
+{
+    if (!e->err || e->errlen == 0)
+        return -1;
+    buf p = BUF_INIT;
+    buf_putc(&p, '$');
+    for (size_t d = 0; d < e->depth && p.len < 200; d++) {
+        if (e->path[d].k) {
+            /* ASCII only: the message may end up in a JSON error envelope. */
+            buf_putc(&p, '.');
+            for (size_t i = 0; i < e->path[d].klen && i < 40; i++) {
+                unsigned char c = (unsigned char)e->path[d].k[i];
+                buf_putc(&p, c >= 0x20 && c < 0x7f ? (char)c : '?');
+            }
+        } else
+            buf_printf(&p, "[%lld]", (long long)e->path[d].i);
+    }
+    snprintf(e->err, e->errlen, "%s at %s", msg, p.data);
+    buf_free(&p);
+    return -1;
+}
+
+static void attach(enc *e, json_value *parent, const char *k, size_t klen, json_value *v)
+{
+    if (!parent)
+        e->box->root = v;
+    else if (json_typeof(parent) == JSON_ARRAY)
+        json_push(parent, v);
+    else
+        json_obj_append(parent, k, klen, v);
+}
+
+/* Same digits as json.c's integer writer (json_write of a JSON_INT). */
+static void write_int(buf *out, lua_Integer li)
+{
+    char t[24];
+    char *p = t + sizeof t;
+    int64_t i = (int64_t)li;
+    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (i < 0)
+        *--p = '-';
+    buf_append(out, p, (size_t)(t + sizeof t - p));
+}
+
+static int keyref_cmp(const void *a, const void *b)
+{
+    const keyref *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->k, y->k, n);
+    if (c)
+        return c;
+    return x->len < y->len ? -1 : (x->len > y->len);
+}
+
+/* Pushes the list of keys of the object table at idx in encode order: remembered
+ * keys still present, then the other keys sorted bytewise. Returns -1 (nothing
+ * pushed) if a key is not a string. */
+int cljson_ordered_keys(lua_State *L, int idx, int ord, int lists, int canonical)
+{
+    luaL_checkstack(L, 8, "cljson");
+    int list = 0;
+    lua_Integer n = 0, total = 0;
+    lua_createtable(L, 0, 0);
+    int out = lua_gettop(L);
+    if (!canonical) {
+        if (order_list(L, idx, ord, lists)) {
+            list = lua_gettop(L);
+            lua_Integer ln = (lua_Integer)lua_rawlen(L, list);
+            for (lua_Integer i = 1; i <= ln; i++) {
+                if (lua_rawgeti(L, list, i) == LUA_TSTRING) {
+                    lua_pushvalue(L, -1);
+                    if (lua_rawget(L, idx) != LUA_TNIL) {
+                        lua_pop(L, 1);
+                        lua_rawseti(L, out, ++n);
+                        continue;
+                    }
+                    lua_pop(L, 1);
+                }
+                lua_pop(L, 1);
+            }
+        }
+    }
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_settop(L, out - 1);
+            return -1;
+        }
+        total++;
+    }
+    if (total > n) {
+        keyref *ex = lua_newuserdatauv(L, (size_t)(total - n) * sizeof(keyref), 0);
+        size_t nx = 0;
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            lua_pop(L, 1);
+            if (list) {
+                lua_pushvalue(L, -1);
+                int known = lua_rawget(L, list) != LUA_TNIL;
+                lua_pop(L, 1);
+                if (known)
+                    continue;
+            }
+            if (nx < (size_t)(total - n)) {
+                /* The key string stays alive as a key of the table. */
+                ex[nx].k = lua_tolstring(L, -1, &ex[nx].len);
+                nx++;
+            }
+        }
+        qsort(ex, nx, sizeof *ex, keyref_cmp);
+        for (size_t i = 0; i < nx; i++) {
+            lua_pushlstring(L, ex[i].k, ex[i].len);
+            lua_rawseti(L, out, ++n);
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, out);
+    return 0;
+}
+
+/* buf_putc without the NUL terminator (convert writes it once at the end). */
+static inline void wputc(buf *b, char c)
+{
+    if (b->len + 2 > b->cap)
+        buf_reserve(b, 1);
+    b->data[b->len++] = c;
+}
+
+/* Moves seen/path from the inline arrays to a userdata of the full depth. */
+static void enc_grow(enc *e)
+{
+    size_t cap = ENC_MAX_DEPTH + 1;
+    char *mem = lua_newuserdatauv(e->L, cap * (sizeof(void *) + sizeof(path_elem)), 0);
+    path_elem *path = (path_elem *)mem;
+    const void **seen = (const void **)(mem + cap * sizeof(path_elem));
+    memcpy(path, e->path, e->depth * sizeof *path);
+    memcpy(seen, e->seen, e->depth * sizeof *seen);
+    lua_replace(e->L, e->grown);
+    e->path = path;
+    e->seen = seen;
+    e->cap = cap;
+}
+
+/* Appends s quoted and escaped, byte for byte what json_write_string writes, and
+ * checks its UTF-8 in the same pass; returns -1 (out then holds garbage past its
+ * old length) if s is not valid UTF-8. */
+static int put_str(buf *out, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    if (out->len + len + 3 > out->cap) /* buf_reserve's own test, without the call */
+        buf_reserve(out, len + 2);
+    char *o = out->data + out->len;
+    *o++ = '"';
+    for (;;) {
+        /* Plain ASCII 8 bytes at a time (room for len bytes is reserved). */
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (word_special(w))
+                break;
+            memcpy(o, &w, 8);
+            o += 8;
+            p += 8;
+        }
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
+            *o++ = (char)*p++;
+        if (p >= end)
+            break;
+        unsigned c = *p;
+        if (c >= 0x80) {
+            /* A run of multi-byte characters (CJK text), copied as checked. */
+            do {
+                if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
+                    (p[2] & 0xC0) == 0x80) {
+                    /* the common 3-byte form: no range limits to check */
+                    o[0] = (char)p[0];
+                    o[1] = (char)p[1];
+                    o[2] = (char)p[2];
+                    o += 3;
+                    p += 3;
+                    continue;
+                }
+                int n = dec_utf8(p, end);
+                if (n == 0) {
+                    out->len = (size_t)(o - out->data);
+                    return -1;
+                }
+                for (int i = 0; i < n; i++)
+                    o[i] = (char)p[i];
+                o += n;
+                p += n;
+            } while (p < end && (c = *p) >= 0x80);
+            continue;
+        }
+        /* '"', '\\' or a control character: room for the escape and the rest. */
+        out->len = (size_t)(o - out->data);
+        buf_reserve(out, (size_t)(end - p) + 7);
+        o = out->data + out->len;
+        o = json_escape_byte(o, c);
+        p++;
+    }
+    *o++ = '"';
+    out->len = (size_t)(o - out->data);
+    *o = '\0';
+    return 0;
+}
+
+static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen);
+
+/* Writes one member: key ks (anchored by the caller), its value at stack slot
+ * vidx (the caller pops it). *nout counts the members written so far. */
+static int conv_member(enc *e, const char *ks, size_t kl, int vidx, json_value *obj,
+                       lua_Integer *nout)
+{
+    e->path[e->depth] = (path_elem){ks, kl, 0};
+    e->depth++;
+    int rc = 0;
+    if (e->w) {
+        if (*nout > 0)
+            wputc(e->w, ',');
+        if (put_str(e->w, ks, kl) < 0)
+            rc = enc_fail(e, "invalid UTF-8 in object key");
+        else
+            wputc(e->w, ':');
+    } else if (!json_utf8_valid(ks, kl)) {
+        rc = enc_fail(e, "invalid UTF-8 in object key");
+    }
+    if (rc == 0)
+        rc = conv(e, vidx, obj, ks, kl);
+    e->depth--;
+    (*nout)++;
+    return rc;
+}
+
+/* conv_member for a listed key in write mode: esc is the key's text with its
+ * quotes and colon, already checked (the key list's blob). */
+static int conv_member_listed(enc *e, const char *ks, size_t kl, const char *esc, size_t elen,
+                              int vidx, lua_Integer *nout)
+{
+    e->path[e->depth] = (path_elem){ks, kl, 0};
+    e->depth++;
+    buf *w = e->w;
+    if (w->len + elen + 2 > w->cap)
+        buf_reserve(w, elen + 1);
+    if (*nout > 0)
+        w->data[w->len++] = ',';
+    memcpy(w->data + w->len, esc, elen);
+    w->len += elen;
+    int rc = conv(e, vidx, NULL, ks, kl);
+    e->depth--;
+    (*nout)++;
+    return rc;
+}
+
+#define ENC_KEYS_INLINE 16
+
+static const char NONSTR_KEYS[] = "table with non-string keys is neither an array nor an object";
+
+/* 1 if the table at idx has a key that is not a string. */
+static int has_nonstring_key(lua_State *L, int idx)
+{
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Writes the members of the object table at idx: the remembered keys still
+ * present in their order, then the other keys sorted bytewise (canonical: all
+ * keys sorted). count is the number of keys (-1: not counted yet; allstr then
+ * unknown too). Same order as the key list of ordered_keys, without building it.
+ *
+ * With a remembered order the key types are checked lazily (a listed key is a
+ * string; other keys are checked when collected), but the first error is the one
+ * of the eager check: a table with non-string keys fails before its members, so
+ * a member's error is replaced by it. */
+static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int allstr)
+{
+    lua_State *L = e->L;
+    int top = lua_gettop(L);
+    int list = 0, rc = 0, lazy = 0;
+    if (!e->canonical && order_list(L, idx, e->ord, e->lists))
+        list = top + 1;
+    if (count < 0) {
+        count = 0;
+        lua_pushnil(L);
+        if (list) {
+            lazy = 1;
+            while (lua_next(L, idx)) {
+                lua_pop(L, 1);
+                count++;
+            }
+        } else {
+            while (lua_next(L, idx)) {
+                lua_pop(L, 1);
+                count++;
+                if (lua_type(L, -1) != LUA_TSTRING)
+                    allstr = 0;
+            }
+        }
+    }
+    if (!allstr) {
+        lua_settop(L, top);
+        return enc_fail(e, NONSTR_KEYS);
+    }
+    lua_Integer n = 0;
+    if (list) {
+        const char *blob = NULL; /* anchored by the list */
+        if (e->w && lua_rawgeti(L, list, 0) == LUA_TSTRING)
+            blob = lua_tostring(L, -1);
+        lua_settop(L, list);
+        lua_Integer ln = (lua_Integer)lua_rawlen(L, list);
+        for (lua_Integer i = 1; i <= ln && rc == 0; i++) {
+            if (blob) {
+                keyseg g;
+                memcpy(&g, blob + (size_t)(i - 1) * sizeof g, sizeof g);
+                lua_rawgeti(L, list, i);
+                if (lua_rawget(L, idx) != LUA_TNIL)
+                    rc = conv_member_listed(e, blob + g.raw, g.rawlen, blob + g.esc, g.esclen,
+                                            list + 1, &n);
+            } else if (lua_rawgeti(L, list, i) == LUA_TSTRING) {
+                /* The key string stays alive in the list; its value replaces it. */
+                size_t kl;
+                const char *ks = lua_tolstring(L, list + 1, &kl);
+                if (lua_rawget(L, idx) != LUA_TNIL)
+                    rc = conv_member(e, ks, kl, list + 1, obj, &n);
+            }
+            lua_settop(L, list);
+        }
+        if (rc != 0 && lazy && count > n && has_nonstring_key(L, idx))
+            rc = enc_fail(e, NONSTR_KEYS);
+    }
+    if (rc == 0 && count > n) {
+        size_t want = (size_t)(count - n), nx = 0;
+        keyref local[ENC_KEYS_INLINE];
+        keyref *ex = local;
+        if (want > ENC_KEYS_INLINE)
+            ex = lua_newuserdatauv(L, want * sizeof(keyref), 0);
+        int exslot = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            lua_pop(L, 1);
+            if (lazy && lua_type(L, -1) != LUA_TSTRING) {
+                lua_settop(L, top);
+                return enc_fail(e, NONSTR_KEYS);
+            }
+            if (list) {
+                lua_pushvalue(L, -1);
+                int known = lua_rawget(L, list) != LUA_TNIL;
+                lua_pop(L, 1);
+                if (known)
+                    continue;
+            }
+            if (nx < want) {
+                /* The key string stays alive as a key of the table. */
+                ex[nx].k = lua_tolstring(L, -1, &ex[nx].len);
+                nx++;
+            }
+        }
+        qsort(ex, nx, sizeof *ex, keyref_cmp);
+        for (size_t i = 0; i < nx && rc == 0; i++) {
+            /* ex[i].k stays alive as a key of the table. */
+            lua_pushlstring(L, ex[i].k, ex[i].len);
+            lua_rawget(L, idx);
+            rc = conv_member(e, ex[i].k, ex[i].len, exslot + 1, obj, &n);
+            lua_settop(L, exslot);
+        }
+    }
+    lua_settop(L, top);
+    return rc;
+}
+
+static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t klen)
+{
+    lua_State *L = e->L;
+    /* Each level holds at most 4 slots (+2 briefly): room for 8 levels at once. */
+    if ((e->depth & 7) == 0)
+        luaL_checkstack(L, 64, "cljson");
+    int kind = 0; /* 0 plain, 1 array, 2 object, 3 number */
+    if (lua_getmetatable(L, idx)) {
+        const void *mt = lua_topointer(L, -1);
+        if (mt == e->pamt)
+            kind = 1;
+        else if (mt == e->pomt)
+            kind = 2;
+        else if (mt == e->pnmt)
+            kind = 3;
+        lua_pop(L, 1);
+    }
+    if (kind == 3) {
+        lua_pushliteral(L, "text");
+        lua_rawget(L, idx);
+        size_t len = 0;
+        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+        if (!s || !json_number_valid(s, len)) {
+            lua_pop(L, 1);
+            return enc_fail(e, "invalid cljson.number text");
+        }
+        if (e->w)
+            buf_append(e->w, s, len);
+        else
+            attach(e, parent, k, klen, json_new_numtext(s, len));
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (e->depth >= ENC_MAX_DEPTH)
+        return enc_fail(e, "nesting too deep");
+    const void *self = lua_topointer(L, idx);
+    for (size_t d = 0; d < e->depth; d++)
+        if (e->seen[d] == self)
+            return enc_fail(e, "cycle in table");
+    if (e->depth + 1 >= e->cap)
+        enc_grow(e);
+    lua_Integer count = 0;
+    int allstr = 1;
+    if (kind == 0) {
+        lua_Integer maxk = 0;
+        int allint = 1;
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            lua_pop(L, 1);
+            count++;
+            int kt = lua_type(L, -1);
+            if (kt != LUA_TSTRING)
+                allstr = 0;
+            if (kt == LUA_TNUMBER && lua_isinteger(L, -1)) {
+                lua_Integer i = lua_tointeger(L, -1);
+                if (i < 1)
+                    allint = 0;
+                else if (i > maxk)
+                    maxk = i;
+            } else {
+                allint = 0;
+            }
+        }
+        if (count > 0 && allint && maxk == count)
+            kind = 1;
+        else
+            kind = 2;
+    } else if (kind == 1) {
+        count = (lua_Integer)lua_rawlen(L, idx);
+    } else {
+        count = -1; /* keys not counted yet */
+    }
+    e->seen[e->depth] = self;
+    if (kind == 1) {
+        json_value *arr = NULL;
+        if (e->w)
+            wputc(e->w, '[');
+        else
+            attach(e, parent, k, klen, arr = json_new_array());
+        int top = lua_gettop(L);
+        for (lua_Integer i = 1; i <= count; i++) {
+            if (e->w && i > 1)
+                wputc(e->w, ',');
+            lua_rawgeti(L, idx, i);
+            e->path[e->depth] = (path_elem){NULL, 0, i};
+            e->depth++;
+            int rc = conv(e, top + 1, arr, NULL, 0);
+            e->depth--;
+            lua_settop(L, top);
+            if (rc < 0)
+                return -1;
+        }
+        if (e->w)
+            wputc(e->w, ']');
+        return 0;
+    }
+    json_value *obj = NULL;
+    if (e->w)
+        wputc(e->w, '{');
+    else
+        attach(e, parent, k, klen, obj = json_new_object());
+    int rc = conv_object(e, idx, obj, count, allstr);
+    if (rc == 0 && e->w)
+        wputc(e->w, '}');
+    return rc;
+}
+
+/* idx is an absolute stack index. */
+static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
+{
+    lua_State *L = e->L;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+        if (e->w)
+            buf_append(e->w, "null", 4);
+        else
+            attach(e, parent, k, klen, json_new_null());
+        return 0;
+    case LUA_TBOOLEAN: {
+        int b = lua_toboolean(L, idx);
+        if (e->w)
+            buf_append(e->w, b ? "true" : "false", b ? 4 : 5);
+        else
+            attach(e, parent, k, klen, json_new_bool(b));
+        return 0;
+    }
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) {
+            if (e->w)
+                write_int(e->w, lua_tointeger(L, idx));
+            else
+                attach(e, parent, k, klen, json_new_int((int64_t)lua_tointeger(L, idx)));
+        } else {
+            double d = (double)lua_tonumber(L, idx);
+            if (!isfinite(d))
+                return enc_fail(e, "cannot encode a non-finite number");
+            if (e->w)
+                json_write_double(e->w, d);
+            else
+                attach(e, parent, k, klen, json_new_double(d));
+        }
+        return 0;
+    case LUA_TSTRING: {
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+        if (e->w) {
+            if (put_str(e->w, s, len) < 0)
+                return enc_fail(e, "invalid UTF-8 in string");
+            return 0;
+        }
+        if (!json_utf8_valid(s, len))
+            return enc_fail(e, "invalid UTF-8 in string");
+        attach(e, parent, k, klen, json_new_str(s, len));
+        return 0;
+    }
+    case LUA_TLIGHTUSERDATA:
+        if (lua_touserdata(L, idx) == CLJSON_NULL) {
+            if (e->w)
+                buf_append(e->w, "null", 4);
+            else
+                attach(e, parent, k, klen, json_new_null());
+            return 0;
+        }
+        return enc_fail(e, "cannot encode a light userdata");
+    case LUA_TTABLE:
+        return conv_table(e, idx, parent, k, klen);
+    default: {
+        char msg[64];
+        snprintf(msg, sizeof msg, "cannot encode a %s", luaL_typename(L, idx));
+        return enc_fail(e, msg);
+    }
+    }
+}
+
+/* Converts the value at idx into box->root (w == NULL), or writes its text straight
+ * into w (the fast path: same bytes as json_write of the tree, no tree built). May
+ * raise only on Lua memory errors, in which case the box's __gc frees the partial
+ * tree. */
+int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char *err,
+                   size_t errlen)
+{
+    idx = lua_absindex(L, idx);
+    int base = cljson_push_tables(L, 8);
+    lua_pushnil(L); /* slot for enc_grow's userdata */
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+    /* On the C stack: nothing to free if a memory error unwinds. */
+    enc st, *e = &st;
+    e->L = L;
+    e->amt = base + 1;
+    e->omt = base + 2;
+    e->nmt = base + 3;
+    e->ord = base + 4;
+    e->pamt = lua_topointer(L, e->amt);
+    e->pomt = lua_topointer(L, e->omt);
+    e->pnmt = lua_topointer(L, e->nmt);
+    e->grown = base + 5;
+    e->lists = base + 6;
+    e->canonical = canonical;
+    e->depth = 0;
+    e->seen = e->seen_in;
+    e->path = e->path_in;
+    e->cap = ENC_INLINE;
+    e->box = box;
+    e->w = w;
+    e->err = err;
+    e->errlen = errlen;
+    int rc = conv(e, idx, NULL, NULL, 0);
+    if (w && w->data)
+        w->data[w->len] = '\0';
+    lua_settop(L, base);
+    return rc;
+}
+
+/* Protected trampoline for the C API entry points. */
+typedef struct {
+    int idx;
+    int canonical;
+    int write; /* 1: write text into out */
+    buf *out;
+    json_value *result;
+    char *err;
+    size_t errlen;
+    int rc;
+} pcall_args;
+
+static int p_convert(lua_State *L)
+{
+    pcall_args *a = lua_touserdata(L, 1);
+    cbox *box = cljson_box_new(L);
+    a->rc = cljson_convert(L, 2, box, a->write ? a->out : NULL, a->canonical, a->err, a->errlen);
+    if (a->rc == 0 && !a->write)
+        a->result = box->root, box->root = NULL;
+    return 0;
+}
+
+static int msgh(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    luaL_traceback(L, L, msg ? msg : "(error object)", 1);
+    return 1;
+}
+
+static int run_protected(lua_State *L, pcall_args *a)
+{
+    int idx = lua_absindex(L, a->idx);
+    a->idx = idx;
+    a->rc = -1;
+    lua_pushcfunction(L, msgh);
+    int h = lua_gettop(L);
+    lua_pushcfunction(L, p_convert);
+    lua_pushlightuserdata(L, a);
+    lua_pushvalue(L, idx); /* the pcall'd function has its own stack frame */
+    int st = lua_pcall(L, 2, 0, h);
+    if (st != LUA_OK) {
+        if (a->err && a->errlen)
+            snprintf(a->err, a->errlen, "cljson: %s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        a->rc = -1;
+    }
+    lua_pop(L, 1);
+    return a->rc;
+}
+
+json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen)
+{
+    pcall_args a = {idx, 0, 0, NULL, NULL, err, errlen, -1};
+    if (run_protected(L, &a) < 0) {
+        json_free(a.result);
+        return NULL;
+    }
+    return a.result;
+}
+
+/* The former encoder (build a json_value tree, then json_write it), kept as the
+ * reference the direct writer is tested against (tests/unit/test_json.c). Same
+ * contract as cljson_encode. Not in json_lua.h: a test hook only. */
+int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen);
+int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen)
+{
+    pcall_args a = {idx, canonical, 0, NULL, NULL, err, errlen, -1};
+    if (run_protected(L, &a) < 0)
+        return -1;
+    json_write(out, a.result, canonical);
+    json_free(a.result);
+    return 0;
+}
+
+int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen)
+{
+    pcall_args a = {idx, canonical, 1, out, NULL, err, errlen, -1};
+    size_t start = out->len;
+    int rc = run_protected(L, &a);
+    if (rc < 0)
+        out->len = start; /* drop the partial text, as the tree path never wrote any */
+    return rc;
+}

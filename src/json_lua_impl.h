@@ -1,0 +1,136 @@
+/* json_lua_impl.h: what the parts of module "cljson" share: json_lua.c (the registry,
+ * boxes and the Lua API), json_lua_decode.c (C tree and JSON text -> Lua) and
+ * json_lua_encode.c (Lua -> JSON text or tree). No other module includes it.
+ *
+ * The functions below are hidden: each copy of the module (the server, cljson.so,
+ * cltoon.so) keeps its own, as it keeps its own cljson.null. */
+#ifndef CL_JSON_LUA_IMPL_H
+#define CL_JSON_LUA_IMPL_H
+
+#include <lauxlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "json_lua.h"
+#include "json_text.h"
+
+#define CLJSON_HIDDEN __attribute__((visibility("hidden")))
+
+#define REG_ARRAY "cljson.array_mt"
+#define REG_OBJECT "cljson.object_mt"
+#define REG_NUMBER "cljson.number_mt"
+/* Remembered key order: object -> order string (see order_put). Weak keys and
+ * values, but a string is never removed from a weak table (Lua manual §2.5.4),
+ * so an entry lives exactly as long as its object. Not an ephemeron table (weak
+ * keys only): the collector walks those several times per cycle, touching every
+ * key object, which made half the data-cache misses of decoding small objects. */
+#define REG_ORDER "cljson.order"
+/* order string -> key list (list[i] = key, list[key] = i): a cache for the
+ * encoder, emptied when it reaches LISTS_MAX entries (lists are only derived). */
+#define REG_LISTS "cljson.lists"
+#define LISTS_MAX 4096
+#define REG_BOX "cljson.box"
+
+#define ENC_MAX_DEPTH 512
+#define ENC_INLINE 32
+
+/* cljson.null: a light userdata whose address is unique to this module copy. */
+CLJSON_HIDDEN extern const char cljson_null_sentinel;
+#define CLJSON_NULL ((void *)&cljson_null_sentinel)
+
+/* A GC-owned holder for C resources that must not leak if a Lua error (for
+ * example out of memory under a capped allocator) unwinds through our code. */
+typedef struct {
+    json_value *root;
+    buf out;
+} cbox;
+
+/* A new cbox pushed on the stack (its __gc frees what it holds). */
+CLJSON_HIDDEN cbox *cljson_box_new(lua_State *L);
+/* Creates the registry entries once per lua_State; later calls reuse them so that
+ * values made before a second require stay recognised. */
+CLJSON_HIDDEN void cljson_ensure_registry(lua_State *L);
+
+/* An order string is the keys in order, each as its length (LEB128) and bytes,
+ * no key twice. Equal orders are equal strings. */
+static inline void order_put(buf *b, const char *k, size_t len)
+{
+    unsigned char t[10];
+    size_t n = 0, v = len;
+    do {
+        t[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    buf_append(b, t, n);
+    buf_append(b, k, len);
+}
+
+/* Reads the key at *p (not past end); returns 0, or -1 if malformed. */
+static inline int order_next(const unsigned char **p, const unsigned char *end, const char **k,
+                             size_t *len)
+{
+    size_t v = 0;
+    for (int shift = 0;; shift += 7) {
+        if (*p >= end || shift > 56)
+            return -1;
+        unsigned c = *(*p)++;
+        v |= (size_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            break;
+    }
+    if ((size_t)(end - *p) < v)
+        return -1;
+    *k = (const char *)*p;
+    *len = v;
+    *p += v;
+    return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (p[0] >= 0x80), or 0. */
+static inline int dec_utf8(const unsigned char *p, const unsigned char *end)
+{
+    int n = json_utf8_seq(p, end);
+    return n > 0 ? n : 0;
+}
+
+/* 1 if any of the 8 bytes of w is < 0x20, '"', '\\' or >= 0x80. */
+static inline int word_special(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t t = (w - ones * 0x20) | (q - ones) | (b - ones) | w;
+    return (t & high) != 0;
+}
+
+/* Makes sure the registry entries exist and that room more stack slots are free,
+ * then pushes the array, object and number metatables and the order table (REG_ORDER)
+ * in that order; returns the stack top before them. */
+static inline int cljson_push_tables(lua_State *L, int room)
+{
+    cljson_ensure_registry(L);
+    luaL_checkstack(L, room, "cljson");
+    int base = lua_gettop(L);
+    luaL_getmetatable(L, REG_ARRAY);
+    luaL_getmetatable(L, REG_OBJECT);
+    luaL_getmetatable(L, REG_NUMBER);
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
+    return base;
+}
+
+/* json_lua_decode.c. Pushes a boxed number of text s (nmt: the stack slot of the
+ * number metatable). */
+CLJSON_HIDDEN void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt);
+/* Decodes s into one value pushed on the stack; returns 0, or -1 (stack restored)
+ * when json_parse would reject the text. May raise a Lua memory error. */
+CLJSON_HIDDEN int cljson_decode_direct(lua_State *L, const char *s, size_t len,
+                                       const json_limits *lim);
+
+/* json_lua_encode.c. */
+CLJSON_HIDDEN int cljson_ordered_keys(lua_State *L, int idx, int ord, int lists, int canonical);
+/* Converts the value at idx into box->root (w == NULL), or writes its text straight
+ * into w. May raise only on Lua memory errors (the box's __gc frees the partial
+ * tree). */
+CLJSON_HIDDEN int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, int canonical, char *err,
+                                 size_t errlen);
+
+#endif

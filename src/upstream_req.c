@@ -1,0 +1,144 @@
+/* upstream_req: checks and encodings of a tool's upstream request (upstream_req.h). */
+#define _GNU_SOURCE /* qsort_r */
+#include "upstream_req.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int upstream_method_valid(const char *m)
+{
+    return m && (!strcmp(m, "GET") || !strcmp(m, "POST") || !strcmp(m, "PUT") ||
+                 !strcmp(m, "PATCH") || !strcmp(m, "DELETE") || !strcmp(m, "HEAD"));
+}
+
+const char *upstream_check_path(const char *p)
+{
+    const char *seg;
+    if (p[0] != '/')
+        return "path must start with '/'";
+    for (seg = p; *seg;) {
+        const char *end = strchr(seg + 1, '/');
+        size_t n = end ? (size_t)(end - seg - 1) : strlen(seg + 1);
+        const char *s = seg + 1;
+        if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+            return "path must not contain '.' or '..' segments";
+        if ((n == 3 && strncasecmp(s, "%2e", 3) == 0) ||
+            (n == 4 && (strncasecmp(s, ".%2e", 4) == 0 || strncasecmp(s, "%2e.", 4) == 0)) ||
+            (n == 6 && strncasecmp(s, "%2e%2e", 6) == 0))
+            return "path must not contain encoded '.' or '..' segments";
+        if (!end)
+            break;
+        seg = end;
+    }
+    for (; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (!(isalnum(ch) || strchr("-._~!$&'()*+,;=:@/%", ch)))
+            return "path contains a character that must be percent-encoded (or use query=)";
+        if (ch == '%' && !(isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])))
+            return "path contains an invalid percent-encoding";
+    }
+    return NULL;
+}
+
+static const char *const RESERVED_HEADERS[] = {
+    "authorization",   "host",           "x-account-id",
+    "x-account-type",  "x-tenant-id",    "x-business-domain",
+    "bkn-request-id",  "x-request-id",   "traceparent",
+    "accept-language", "content-length", "transfer-encoding",
+    "connection",      "cookie",         NULL};
+
+int upstream_header_reserved(const char *name)
+{
+    for (int i = 0; RESERVED_HEADERS[i]; i++)
+        if (str_ieq(name, RESERVED_HEADERS[i]))
+            return 1;
+    return 0;
+}
+
+int upstream_header_name_valid(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s)))
+            return 0;
+    return 1;
+}
+
+int upstream_header_value_valid(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == '\r' || s[i] == '\n' || s[i] == '\0')
+            return 0;
+    return 1;
+}
+
+void upstream_pct_encode(buf *b, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            buf_putc(b, (char)ch);
+        } else {
+            buf_putc(b, '%');
+            buf_putc(b, hex[ch >> 4]);
+            buf_putc(b, hex[ch & 15]);
+        }
+    }
+}
+
+/* Orders indices of pairs by key, then by index (a stable order). */
+static int cmp_pair(const void *a, const void *b, void *arg)
+{
+    const upstream_query_pair *p = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(p[i].key, p[j].key);
+    return c ? c : (i > j) - (i < j);
+}
+
+void upstream_query_append(buf *url, const upstream_query_pair *pairs, size_t n)
+{
+    size_t small[16];
+    size_t *order = n <= 16 ? small : xmalloc(n * sizeof *order);
+    for (size_t i = 0; i < n; i++)
+        order[i] = i;
+    if (n > 1)
+        qsort_r(order, n, sizeof *order, cmp_pair, (void *)pairs);
+    for (size_t i = 0; i < n; i++) {
+        const upstream_query_pair *p = &pairs[order[i]];
+        buf_putc(url, i ? '&' : '?');
+        upstream_pct_encode(url, p->key, strlen(p->key));
+        buf_putc(url, '=');
+        upstream_pct_encode(url, p->value, p->value_len);
+    }
+    if (order != small)
+        free(order);
+}
+
+/* n lower-case hex digits. */
+static int lower_hex(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+int upstream_traceparent_child(const char *in, const char *span_hex, char out[56])
+{
+    if (!in || strlen(in) != 55 || in[2] != '-' || in[35] != '-' || in[52] != '-' ||
+        !lower_hex(in, 2) || !lower_hex(in + 3, 32) || !lower_hex(in + 53, 2) ||
+        strncmp(in, "ff", 2) == 0)
+        return 0;
+    snprintf(out, 56, "00-%.32s-%.16s-%.2s", in + 3, span_hex, in + 53);
+    return 1;
+}
+
+void upstream_traceparent_new(const char *trace_hex, const char *span_hex, char out[56])
+{
+    snprintf(out, 56, "00-%.32s-%.16s-01", trace_hex, span_hex);
+}

@@ -1,0 +1,285 @@
+/* Unit tests of the pure request guards: the HTTP/1.1 framing check (framing.c),
+ * exact Host/Origin parsing and the admin token (hostguard.c), and the per-principal
+ * call counter (plimit.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "framing.h"
+#include "hostguard.h"
+#include "plimit.h"
+
+static const framing_limits LIM = {4096, 2048};
+
+/* Checks a whole head (the text must hold the empty line); returns the rc. */
+static framing_rc head(const char *text, framing_head *h, framing_error *e)
+{
+    size_t scanned = 0, len = strlen(text);
+    size_t end = framing_head_end(text, len, &scanned);
+    if (!end)
+        return framing_check_partial(text, len, &LIM, e);
+    return framing_check_head(text, end, &LIM, h, e);
+}
+
+static int refused(const char *text, int status, const char *reason_part)
+{
+    framing_head h;
+    framing_error e = {0, NULL};
+    if (head(text, &h, &e) != FRAMING_BAD) {
+        fprintf(stderr, "accepted: %s\n", text);
+        return 0;
+    }
+    if (e.status != status || !strstr(e.reason, reason_part)) {
+        fprintf(stderr, "%d %s for: %s\n", e.status, e.reason, text);
+        return 0;
+    }
+    return 1;
+}
+
+#define POST "POST /kn/x HTTP/1.1\r\nHost: a\r\n"
+
+static void test_heads(void)
+{
+    framing_head h;
+    framing_error e;
+    CHECK(head("GET / HTTP/1.1\r\nHost: a\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(h.body == FRAMING_BODY_NONE && h.head_len == 27);
+    CHECK(head(POST "Content-Length: 12\r\n\r\nbody", &h, &e) == FRAMING_OK);
+    CHECK(h.body == FRAMING_BODY_LENGTH && h.length == 12);
+    CHECK(head(POST "Transfer-Encoding: Chunked\r\nExpect: 100-continue\r\n\r\n", &h, &e) ==
+          FRAMING_OK);
+    CHECK(h.body == FRAMING_BODY_CHUNKED && h.expect_continue);
+    CHECK(head("GET / HTTP/1.0\n\n", &h, &e) == FRAMING_OK); /* bare LF, no Host in 1.0 */
+    CHECK(head("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(head("GET http://a/b?c=%20 HTTP/1.1\r\nHost: a\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(head(POST "Content-Length: 0\r\n\r\n", &h, &e) == FRAMING_OK && !h.body);
+    CHECK(head("GET / HTTP/1.1\r\nHost: a\r\n", &h, &e) == FRAMING_MORE);
+
+    /* ambiguous lengths and codings */
+    CHECK(refused(POST "Content-Length: 2\r\nContent-Length: 51\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "Content-Length: 5\r\ncontent-length: 5\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "Content-Length: +51\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "Content-Length: 5, 5\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "Content-Length: \t5\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "Content-Length: 0x10\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "Content-Length: 99999999999999999999\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "Content-Length: 4096\r\n\r\n", 413, "max_body_bytes"));
+    CHECK(refused(POST "Transfer-Encoding : chunked\r\n\r\n", 400, "colon"));
+    CHECK(refused(POST "Transfer-Encoding:\tchunked\r\n\r\n", 501, "transfer coding"));
+    CHECK(refused(POST "Transfer-Encoding: gzip, chunked\r\n\r\n", 501, "transfer coding"));
+    CHECK(refused(POST "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400,
+                  "both Transfer-Encoding and Content-Length"));
+    CHECK(refused(POST "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+                  "Transfer-Encoding"));
+    CHECK(refused("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "HTTP/1.0"));
+    CHECK(refused("HEAD / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n", 400, "HEAD"));
+    /* header syntax */
+    CHECK(refused(POST "X-A: 1\r\n  folded\r\n\r\n", 400, "folding"));
+    CHECK(refused(POST "\tX-A: 1\r\n\r\n", 400, "folding"));
+    CHECK(refused(POST "X A: 1\r\n\r\n", 400, "header name"));
+    CHECK(refused(POST ": 1\r\n\r\n", 400, "field name"));
+    CHECK(refused(POST "X-A 1\r\n\r\n", 400, "colon"));
+    CHECK(refused(POST "X-A: a\x01b\r\n\r\n", 400, "header value"));
+    CHECK(refused(POST "X-A: a\rb\r\n\r\n", 400, "bare CR"));
+    CHECK(refused(POST "Authorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n", 400,
+                  "Authorization"));
+    CHECK(refused(POST "Host: b\r\n\r\n", 400, "Host"));
+    CHECK(refused("GET / HTTP/1.1\r\n\r\n", 400, "Host"));
+    CHECK(refused(POST "Origin: http://a\r\nOrigin: http://b\r\n\r\n", 400, "Origin"));
+    CHECK(refused(POST "Expect: nothing\r\n\r\n", 417, "expectation"));
+    /* request line */
+    CHECK(refused("GET /\r\n\r\n", 400, "HTTP/0.9"));
+    CHECK(refused("GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505, "version"));
+    CHECK(refused("GET / HTTP/1.1x\r\nHost: a\r\n\r\n", 400, "version"));
+    CHECK(refused("GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400, "request line"));
+    CHECK(refused("GET / HTTP/1.1 \r\nHost: a\r\n\r\n", 400, "request line"));
+    CHECK(refused("BREW / HTTP/1.1\r\nHost: a\r\n\r\n", 501, "method"));
+    CHECK(refused("get / HTTP/1.1\r\nHost: a\r\n\r\n", 501, "method"));
+    CHECK(refused("TRACE / HTTP/1.1\r\nHost: a\r\n\r\n", 501, "method"));
+    CHECK(refused("G(T / HTTP/1.1\r\nHost: a\r\n\r\n", 400, "method"));
+    CHECK(refused("GET /a\"b HTTP/1.1\r\nHost: a\r\n\r\n", 400, "target"));
+    CHECK(refused("GET /a%2 HTTP/1.1\r\nHost: a\r\n\r\n", 400, "percent"));
+    CHECK(refused("GET a HTTP/1.1\r\nHost: a\r\n\r\n", 400, "target"));
+    CHECK(refused("GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400, "target"));
+    CHECK(head("GET https://[::1]:8443/x HTTP/1.1\r\nHost: a\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(head("GET http://a.example HTTP/1.1\r\nHost: a\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(refused("GET http://[zz]/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http://a:b/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http://a:99999999/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http://a@b/ HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET http:///x HTTP/1.1\r\nHost: a\r\n\r\n", 400, "authority"));
+    CHECK(refused("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", 400, "target"));
+
+    /* sizes: the request line, then the block */
+    static char big[9000];
+    memset(big, 'a', sizeof big - 1);
+    memcpy(big, "GET /", 5);
+    CHECK(refused(big, 414, "request line"));
+    snprintf(big, sizeof big, "GET / HTTP/1.1\r\nX: %05000d", 0);
+    CHECK(refused(big, 413, "header block"));
+    strcat(big, "\r\n\r\n");
+    CHECK(refused(big, 413, "header block"));
+}
+
+static void test_head_end(void)
+{
+    const char *t = "GET / HTTP/1.1\r\nHost: a\r\n\r\nrest";
+    size_t scanned = 0;
+    /* fed a byte at a time, the end is found once, where it is */
+    size_t found = 0;
+    for (size_t n = 1; n <= strlen(t) && !found; n++)
+        found = framing_head_end(t, n, &scanned);
+    CHECK(found == strlen(t) - 4);
+}
+
+/* Feeds text in pieces of `step` bytes; returns the rc and the bytes consumed. */
+static framing_rc chunks(const char *text, size_t step, size_t *used, framing_error *e)
+{
+    framing_chunks st;
+    framing_chunks_init(&st);
+    framing_rc rc = FRAMING_MORE;
+    size_t len = strlen(text), pos = 0;
+    while (pos < len && rc == FRAMING_MORE) {
+        size_t n = len - pos < step ? len - pos : step;
+        pos += framing_chunks_feed(&st, text + pos, n, &LIM, &rc, e);
+    }
+    *used = pos;
+    return rc;
+}
+
+static void test_chunks(void)
+{
+    framing_error e;
+    size_t used;
+    const char *ok = "5\r\nhello\r\nA\r\n0123456789\r\n0\r\n\r\nGET / HTTP/1.1";
+    for (size_t step = 1; step < 40; step += 6) {
+        CHECK(chunks(ok, step, &used, &e) == FRAMING_OK);
+        CHECK(used == strlen(ok) - strlen("GET / HTTP/1.1"));
+    }
+    CHECK(chunks("5\nhello\n0\n\n", 3, &used, &e) == FRAMING_OK);
+    CHECK(chunks("5\r\nhel", 2, &used, &e) == FRAMING_MORE);
+    CHECK(chunks("zz\r\n", 1, &used, &e) == FRAMING_BAD && e.status == 400 &&
+          strstr(e.reason, "chunk size"));
+    CHECK(chunks("\r\n", 1, &used, &e) == FRAMING_BAD && strstr(e.reason, "chunk size"));
+    CHECK(chunks("5;a=b\r\nhello\r\n0\r\n\r\n", 4, &used, &e) == FRAMING_BAD &&
+          strstr(e.reason, "extension"));
+    CHECK(chunks("5 \r\nhello\r\n0\r\n\r\n", 4, &used, &e) == FRAMING_BAD);
+    CHECK(chunks("5\r\nhelloX\r\n0\r\n\r\n", 4, &used, &e) == FRAMING_BAD &&
+          strstr(e.reason, "CRLF"));
+    CHECK(chunks("0\r\nX-Trailer: 1\r\n\r\n", 4, &used, &e) == FRAMING_BAD &&
+          strstr(e.reason, "trailer"));
+    CHECK(chunks("5\rhello", 4, &used, &e) == FRAMING_BAD);
+    CHECK(chunks("801\r\n", 4, &used, &e) == FRAMING_BAD && e.status == 413); /* 2049 > 2048 */
+    CHECK(chunks("400\r\n", 4, &used, &e) == FRAMING_MORE);
+    CHECK(chunks("ffffffffffffffffff\r\n", 4, &used, &e) == FRAMING_BAD && e.status == 413);
+}
+
+static void test_hosts(void)
+{
+    CHECK(hostguard_host_is_loopback("localhost"));
+    CHECK(hostguard_host_is_loopback("LOCALHOST:30779"));
+    CHECK(hostguard_host_is_loopback("127.0.0.1:1"));
+    CHECK(hostguard_host_is_loopback("[::1]:8080"));
+    CHECK(!hostguard_host_is_loopback("localhost:31822.evil.com"));
+    CHECK(!hostguard_host_is_loopback("localhost:1@evil.com"));
+    CHECK(!hostguard_host_is_loopback("evil.com:80:localhost"));
+    CHECK(!hostguard_host_is_loopback("localhost.evil.com"));
+    CHECK(!hostguard_host_is_loopback("localhost:"));
+    CHECK(!hostguard_host_is_loopback("localhost:123456"));
+    CHECK(!hostguard_host_is_loopback(""));
+    CHECK(!hostguard_host_is_loopback(NULL));
+
+    CHECK(hostguard_origin_is_loopback("http://localhost:31822"));
+    CHECK(hostguard_origin_is_loopback("https://127.0.0.1"));
+    CHECK(hostguard_origin_is_loopback("http://[::1]:1"));
+    CHECK(!hostguard_origin_is_loopback("http://localhost:1@evil.com"));
+    CHECK(!hostguard_origin_is_loopback("http://localhost:31822.evil.com"));
+    CHECK(!hostguard_origin_is_loopback("http://localhost/"));
+    CHECK(!hostguard_origin_is_loopback("ftp://localhost"));
+    CHECK(!hostguard_origin_is_loopback("http://evil.com#localhost"));
+
+    CHECK(hostguard_origin_allowed(NULL, ""));
+    CHECK(!hostguard_origin_allowed("", ""));
+    CHECK(!hostguard_origin_allowed("null", ""));
+    CHECK(!hostguard_origin_allowed("http://evil", ""));
+    CHECK(hostguard_origin_allowed("https://app.example", "http://x, https://APP.example"));
+    CHECK(!hostguard_origin_allowed("https://app.example.evil", "https://app.example"));
+    CHECK(hostguard_origin_allowed("http://anything", " * "));
+    CHECK(hostguard_origin_allowed("http://localhost:3000", "https://app.example"));
+
+    CHECK(hostguard_listen_is_loopback("127.0.0.1:30780"));
+    CHECK(hostguard_listen_is_loopback("127.1.2.3:0"));
+    CHECK(hostguard_listen_is_loopback("[::1]:30780"));
+    CHECK(hostguard_listen_is_loopback("localhost:1"));
+    CHECK(!hostguard_listen_is_loopback("0.0.0.0:30780"));
+    CHECK(!hostguard_listen_is_loopback(":30780"));
+    CHECK(!hostguard_listen_is_loopback("10.0.0.1:30780"));
+    CHECK(!hostguard_listen_is_loopback("[::]:30780"));
+    CHECK(!hostguard_listen_is_loopback("127.0.0.1.evil:1"));
+}
+
+static void test_admin_token(void)
+{
+    admin_token t;
+    char err[512];
+    CHECK(admin_token_load(&t, "127.0.0.1:1", "", err, sizeof err) == 0 && !t.set);
+    CHECK(admin_token_ok(&t, NULL));
+    CHECK(admin_token_load(&t, "0.0.0.0:30780", "", err, sizeof err) < 0);
+    CHECK(strstr(err, "admin_listen: 0.0.0.0:30780 is not a loopback address") &&
+          strstr(err, "admin.token_file"));
+    CHECK(admin_token_load(&t, "", "", err, sizeof err) == 0); /* admin listener off */
+    CHECK(admin_token_load(&t, "127.0.0.1:1", "/nonexistent/token", err, sizeof err) < 0);
+    CHECK(strstr(err, "admin.token_file") != NULL);
+
+    char path[] = "/tmp/cl-admin-token-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    CHECK(write(fd, "  short\n", 8) == 8);
+    CHECK(admin_token_load(&t, "0.0.0.0:1", path, err, sizeof err) < 0);
+    CHECK(strstr(err, "at least 16") != NULL);
+    CHECK(ftruncate(fd, 0) == 0 && lseek(fd, 0, SEEK_SET) == 0);
+    CHECK(write(fd, "0123456789abcdef-token\n", 23) == 23);
+    close(fd);
+    CHECK(admin_token_load(&t, "0.0.0.0:1", path, err, sizeof err) == 0 && t.set);
+    CHECK(admin_token_ok(&t, "Bearer 0123456789abcdef-token"));
+    CHECK(admin_token_ok(&t, "bearer  0123456789abcdef-token"));
+    CHECK(!admin_token_ok(&t, "Bearer 0123456789abcdef-toke"));
+    CHECK(!admin_token_ok(&t, "Bearer 0123456789abcdef-tokenX"));
+    CHECK(!admin_token_ok(&t, "0123456789abcdef-token"));
+    CHECK(!admin_token_ok(&t, NULL));
+    unlink(path);
+}
+
+static void test_plimit(void)
+{
+    plimit *p = plimit_new(2);
+    CHECK(plimit_enter(p, "a") && plimit_enter(p, "a"));
+    CHECK(!plimit_enter(p, "a"));
+    CHECK(plimit_count(p, "a") == 2);
+    CHECK(plimit_enter(p, "b"));
+    plimit_leave(p, "a");
+    CHECK(plimit_enter(p, "a"));
+    plimit_leave(p, "a");
+    plimit_leave(p, "a");
+    plimit_leave(p, "b");
+    CHECK(plimit_count(p, "a") == 0 && plimit_count(p, "b") == 0);
+    plimit_leave(p, "unknown");
+    plimit_free(p);
+    plimit *unl = plimit_new(0);
+    for (int i = 0; i < 100; i++)
+        CHECK(plimit_enter(unl, "x"));
+    plimit_free(unl);
+}
+
+int main(void)
+{
+    test_heads();
+    test_head_end();
+    test_chunks();
+    test_hosts();
+    test_admin_token();
+    test_plimit();
+    return CHECK_DONE();
+}
