@@ -609,10 +609,10 @@ static int collect_p(lua_State *L)
         const char *s = lua_tolstring(L, 2, &len);
         buf_append(&c->body, s, len);
     } else if (c->want_value) {
-        /* One conversion: the tree, its JSON text and (below) its TOON text. */
-        if (!(c->value = cljson_to_value(L, 2, err, sizeof err)))
+        /* One walk of the result: its JSON text and its tree (for the TOON text
+         * below and the attempt record), nothing parsed back. */
+        if (cljson_encode_both(L, 2, &c->body, &c->value, err, sizeof err) != 0)
             return luaL_error(L, "the tool's result cannot be encoded as JSON: %s", err);
-        json_write(&c->body, c->value, 0);
     } else if (cljson_encode(L, 2, &c->body, 0, err, sizeof err) != 0) {
         return luaL_error(L, "the tool's result cannot be encoded as JSON: %s", err);
     }
