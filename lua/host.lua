@@ -296,10 +296,17 @@ function M.invoke(name, args, ctx, query)
         error("tool '" .. name .. "' returned a " .. type(res) ..
             " that is not a JSON object (return a table, or nil, err)", 0)
     end
-    -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx)
-    -- returns the value to encode for the text; structuredContent stays the result.
+    -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx, args)
+    -- returns the value to encode for the text (args: the call's arguments), or nil on
+    -- MCP when the compact JSON result is the cheaper text; structuredContent stays the result.
     if ctx.response_format == "toon" and type(tool.render) == "function" then
-        local text, terr = require("cltoon").encode(tool.render(res, ctx))
+        local v = tool.render(res, ctx, args)
+        local text, terr
+        if v == nil and ctx.surface ~= "rest" then
+            text = cljson.encode(res)
+        else
+            text, terr = require("cltoon").encode(v)
+        end
         if not text then
             error("tool '" .. name .. "' render: " .. tostring(terr), 0)
         end

@@ -17,6 +17,7 @@ local upstream_error = require "_lib.upstream_error"
 
 local MAX_REF_DEPTH = 3
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "get_action_info",
     version = "1.0.0",
@@ -451,4 +452,5 @@ function M.handle(args, ctx)
     return out
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)

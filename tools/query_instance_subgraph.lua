@@ -7,6 +7,7 @@ local condition = require "_lib.condition"
 
 local text = util.text
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "query_instance_subgraph",
     version = "1.0.0",
@@ -164,4 +165,5 @@ function M.handle(args, ctx)
     return M.trim_response(body)
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)

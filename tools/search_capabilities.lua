@@ -14,6 +14,7 @@ local upstream_error = require "_lib.upstream_error"
 
 local DEFAULT_LIMIT = 20
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "search_capabilities",
     version = "1.0.0",
@@ -330,4 +331,5 @@ function M.handle(args, ctx)
     return out
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)
