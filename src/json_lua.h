@@ -47,4 +47,11 @@ json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen);
  * append). The Lua stack is left unchanged. */
 int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen);
 
+/* Both in one walk of the Lua value at idx: its text appended to out (the bytes
+ * cljson_encode writes) and its tree in *tree (the value cljson_to_value returns;
+ * owned by the caller). Never raises. Returns 0, or -1 with err (out restored,
+ * *tree NULL). The Lua stack is left unchanged. */
+int cljson_encode_both(lua_State *L, int idx, buf *out, json_value **tree, char *err,
+                       size_t errlen);
+
 #endif
