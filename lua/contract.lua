@@ -92,6 +92,11 @@ KEYS.description = function(v, _, add)
     check_locale_text(v, "description", add)
 end
 
+-- The description /mcp-compact lists (optional; the full description otherwise).
+KEYS.short_description = function(v, _, add)
+    check_locale_text(v, "short_description", add)
+end
+
 KEYS.group = function(v, _, add)
     if not GROUPS[v] then
         add("group must be one of " .. table.concat(catalog.groups, ", "))
@@ -246,7 +251,7 @@ local REQUIRED = {
 
 -- Checks in a fixed order so the error list is stable.
 local ORDER = {
-    "name", "version", "kind", "title", "description", "group", "order", "surfaces",
+    "name", "version", "kind", "title", "description", "short_description", "group", "order", "surfaces",
     "rest_alias", "gate", "formats", "upstream", "input_schema", "output_schema",
     "annotations", "handle", "shape_request", "trim_response", "render",
 }
@@ -429,7 +434,27 @@ local function with_bkn_context(input, lang, formats)
     return out
 end
 
-function M.list_entry(tool, lang)
+-- A copy of a schema without its "description" keywords (what /mcp-compact leaves
+-- out of the sub-schemas every tool repeats and of outputSchema). A property named
+-- description (a schema, not a string) stays.
+local function without_descriptions(v)
+    if type(v) ~= "table" then
+        return v
+    end
+    local out = {}
+    for k, x in pairs(v) do
+        if k ~= "description" or type(x) ~= "string" then
+            out[k] = without_descriptions(x)
+        end
+    end
+    return setmetatable(out, getmetatable(v))
+end
+
+-- compact: the /mcp-compact form of the same entry. Only prose differs: the tool's
+-- short_description when it declares one, and no descriptions in bkn_context,
+-- response_format and outputSchema; names, titles, _meta, annotations and every
+-- schema keyword other than description are those of the /mcp entry.
+function M.list_entry(tool, lang, compact)
     if lang ~= "zh-CN" and lang ~= "en-US" then
         lang = catalog.default_language
     end
@@ -453,6 +478,15 @@ function M.list_entry(tool, lang)
     }
     if tool.output_schema then
         entry.outputSchema = schema.localize(tool.output_schema, lang)
+    end
+    if compact then
+        if tool.short_description then
+            entry.description = tool.short_description[lang]
+        end
+        local props = entry.inputSchema.properties
+        props.bkn_context = without_descriptions(props.bkn_context)
+        props.response_format = without_descriptions(props.response_format)
+        entry.outputSchema = without_descriptions(entry.outputSchema)
     end
     if cljson then
         setmetatable(entry.annotations, cljson.object_mt)

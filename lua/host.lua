@@ -2,7 +2,7 @@
 -- one generation. Loaded once per generation, inside the sandbox like any module.
 --
 -- C calls: register(file_name, value) while loading, check_set() once every file
--- is in, info(name) / list_entry(name, lang) to precompute tools/list, invoke(name,
+-- is in, info(name) / list_entry(name, lang, compact) to precompute tools/list, invoke(name,
 -- args, ctx, query) as the body of each call's coroutine, error_text(status, lang)
 -- for the envelopes C builds itself (raised tools, budget kills).
 local contract = require "contract"
@@ -57,8 +57,8 @@ function M.info(name)
     }
 end
 
-function M.list_entry(name, lang)
-    return contract.list_entry(tools[name], lang)
+function M.list_entry(name, lang, compact)
+    return contract.list_entry(tools[name], lang, compact)
 end
 
 local FALLBACK = {
@@ -348,10 +348,17 @@ function M.invoke(name, args, ctx, query)
         error("tool '" .. name .. "' returned a " .. type(res) ..
             " that is not a JSON object (return a table, or nil, err)", 0)
     end
-    -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx)
-    -- returns the value to encode for the text; structuredContent stays the result.
+    -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx, args)
+    -- returns the value to encode for the text (args: the call's arguments), or nil on
+    -- MCP when the compact JSON result is the cheaper text; structuredContent stays the result.
     if ctx.response_format == "toon" and type(tool.render) == "function" then
-        local text, terr = require("cltoon").encode(tool.render(res, ctx))
+        local v = tool.render(res, ctx, args)
+        local text, terr
+        if v == nil and ctx.surface ~= "rest" then
+            text = cljson.encode(res)
+        else
+            text, terr = require("cltoon").encode(v)
+        end
         if not text then
             error("tool '" .. name .. "' render: " .. tostring(terr), 0)
         end

@@ -11,6 +11,7 @@
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
+#include "toon.h"
 #include "upstream_req.h"
 #include "util.h"
 
@@ -55,9 +56,12 @@ struct call {
     int status;
     int is_error;
     buf body;
-    buf toon; /* the tool's own TOON rendering, when it has render() */
+    buf toon;     /* the TOON text: the tool's render(), else rendered from value */
+    int toon_set; /* toon holds a rendering */
     int toon_wanted;
     size_t output_bytes; /* set when the result was over cfg->max_output_bytes */
+    int want_value;      /* build the result tree (value) */
+    json_value *value;   /* the result or error object as a tree, or NULL */
     char *error_code;
     char incident[24];
     int64_t lua_ms;
@@ -599,23 +603,41 @@ static int collect_p(lua_State *L)
     set_error_code(c, lua_isstring(L, 3) ? lua_tostring(L, 3) : NULL);
     c->is_error = c->status != 200 || c->error_code != NULL;
     buf_reset(&c->body);
+    json_free(c->value);
+    c->value = NULL;
     if (lua_type(L, 2) == LUA_TSTRING) {
         size_t len;
         const char *s = lua_tolstring(L, 2, &len);
         buf_append(&c->body, s, len);
-    } else if (cljson_encode_max(L, 2, &c->body, 0, c->cfg->max_output_bytes, err, sizeof err) !=
-               0) {
+    } else if (c->want_value
+                   /* One walk of the result: its JSON text and its tree (for the TOON
+                    * text below and the attempt record), nothing parsed back. */
+                   ? cljson_encode_both_max(L, 2, &c->body, &c->value, c->cfg->max_output_bytes,
+                                            err, sizeof err) != 0
+                   : cljson_encode_max(L, 2, &c->body, 0, c->cfg->max_output_bytes, err,
+                                       sizeof err) != 0) {
         if (strncmp(err, CLJSON_TOO_LARGE, strlen(CLJSON_TOO_LARGE)) == 0) {
             c->output_bytes = (size_t)-1; /* stopped while encoding: size unknown */
             return 0;
         }
         return luaL_error(L, "the tool's result cannot be encoded as JSON: %s", err);
     }
-    buf_reset(&c->toon);
+    buf_free(&c->toon);
+    c->toon_set = 0;
     if (n >= 4 && lua_type(L, 4) == LUA_TSTRING) {
         size_t len;
         const char *s = lua_tolstring(L, 4, &len);
         buf_append(&c->toon, s, len);
+        c->toon_set = len > 0; /* the tool's own layout */
+    }
+    if (!c->toon_set && c->toon_wanted && !c->is_error && c->value) {
+        /* TOON from the result tree (big integers and key order intact). */
+        if (toon_encode(&c->toon, c->value, NULL, err, sizeof err) < 0) {
+            log_call(c, LOG_ERROR, "toon rendering failed", "error", err, NULL, NULL);
+            buf_free(&c->toon); /* falls back to JSON */
+        } else {
+            c->toon_set = 1;
+        }
     }
     if (c->cfg->max_output_bytes &&
         (c->body.len > c->cfg->max_output_bytes || c->toon.len > c->cfg->max_output_bytes))
@@ -802,6 +824,7 @@ static void cleanup(call *c)
     tools_gen_release(c->gen); /* may close the state: nothing Lua after this */
     buf_free(&c->body);
     buf_free(&c->toon);
+    json_free(c->value);
     free(c->error_code);
     free(c->request_id);
     free(c->traceparent);
@@ -832,8 +855,10 @@ static void finish(call *c)
         buf_puts(&c->body, "{}");
     res.body = c->body.data;
     res.body_len = c->body.len;
-    res.toon = c->toon.len ? c->toon.data : NULL;
-    res.toon_len = c->toon.len;
+    res.toon = c->toon_set ? (c->toon.data ? c->toon.data : "") : NULL;
+    res.toon_len = c->toon_set ? c->toon.len : 0;
+    res.value = c->value; /* the callback owns it from here */
+    c->value = NULL;
     res.incident_id = c->incident[0] ? c->incident : NULL;
     res.error_code = c->error_code;
     res.lua_ms = c->lua_ms;
@@ -841,6 +866,8 @@ static void finish(call *c)
     res.upstream_calls = c->upstream_calls;
     if (c->done)
         c->done(&res, c->done_arg);
+    else
+        json_free(res.value);
     cleanup(c);
 }
 
@@ -997,6 +1024,7 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     c->env_request = env ? env->request : NULL;
     c->env_config = env ? env->config : NULL;
     c->toon_wanted = env ? env->toon : 0;
+    c->want_value = env ? env->want_value || env->toon : 0;
     c->env_bkn = env ? env->bkn_context : NULL;
     lvm_set_budget(c->vm, &c->budget);
     int setup_rc = lvm_cpcall(c->L, setup_p, c, &err);

@@ -28,7 +28,9 @@ typedef struct call_env {
                                   args where absent, coerced by the schema; or NULL */
     const json_value *request; /* ctx.request: {host, forwarded_host, forwarded_proto} */
     const json_value *config;  /* ctx.config: deployment settings tools may read */
-    int toon;                  /* response_format is toon (ctx.response_format) */
+    int toon;                  /* response_format is toon (ctx.response_format); the
+                                  result then comes with its TOON text */
+    int want_value;            /* the result is also wanted as a tree (call_result.value) */
     /* ctx.bkn_context: the call's validated turn context {conversation_id,
        interaction_id, parent_operation_id?} (borrowed during call_start; NULL when the
        call is ad hoc). Only those three string members are passed on. */
@@ -47,8 +49,13 @@ typedef struct call_result {
     int status;       /* REST status: 200 on success, else the error's status */
     const char *body; /* JSON text: the result object, or the error object */
     size_t body_len;
-    const char *toon; /* the tool's own TOON rendering (its render function), or NULL */
+    const char *toon; /* with env.toon: the tool's own rendering (its render function),
+                         else the result rendered from its tree; NULL when neither
+                         (an error, or the rendering failed: logged) */
     size_t toon_len;
+    json_value *value;       /* with env.toon or env.want_value: the tree of body when the
+                                tool returned a table (body is its JSON text), else NULL.
+                                Owned by the callback (json_free) */
     const char *incident_id; /* set when the tool raised (traceback logged), else NULL */
     const char *error_code;  /* "invalid_arguments", "tool_raised", ... or NULL */
     int64_t lua_ms;          /* time spent running Lua */

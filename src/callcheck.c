@@ -83,3 +83,21 @@ int callcheck_hint(const char *v, const char *src, char *out, size_t outlen, cha
     out[n] = '\0';
     return 0;
 }
+
+int callcheck_hint_pick(const char *header_value, const char *header, const json_value *meta,
+                        const char *meta_key, char *out, size_t outlen, char *err, size_t errlen)
+{
+    const char *v = header_value;
+    const char *src = header;
+    out[0] = '\0';
+    if (!v && meta) {
+        const json_value *m = json_get(meta, meta_key);
+        src = meta_key;
+        if (m && json_typeof(m) != JSON_STRING) {
+            snprintf(err, errlen, "%s must be a string", src);
+            return -1;
+        }
+        v = m ? json_get_str(m, NULL) : NULL;
+    }
+    return callcheck_hint(v, src, out, outlen, err, errlen);
+}

@@ -30,4 +30,11 @@ int callcheck_format(const char *query, const json_value *arg, int mcp, int tool
 int callcheck_hint(const char *v, const char *src, char *out, size_t outlen, char *err,
                    size_t errlen);
 
+/* A host hint from either place: the header's value (header_value, NULL when the
+ * request has none; named header in messages), else the string member meta_key of
+ * the MCP _meta object meta (NULL when none; a non-string is an error). Then as
+ * callcheck_hint. */
+int callcheck_hint_pick(const char *header_value, const char *header, const json_value *meta,
+                        const char *meta_key, char *out, size_t outlen, char *err, size_t errlen);
+
 #endif

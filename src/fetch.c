@@ -453,10 +453,13 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
         }
         buf_reset(&line);
         /* "Name;" is curl's way to send a header with an empty value. */
-        if (h->value[0])
-            buf_printf(&line, "%s: %s", h->name, h->value);
-        else
-            buf_printf(&line, "%s;", h->name);
+        buf_puts(&line, h->name); /* per header of every upstream call: no printf */
+        if (h->value[0]) {
+            buf_append(&line, ": ", 2);
+            buf_puts(&line, h->value);
+        } else {
+            buf_putc(&line, ';');
+        }
         r->req_headers = curl_slist_append(r->req_headers, line.data);
     }
     r->req_headers = curl_slist_append(r->req_headers, "Expect:");

@@ -1,25 +1,56 @@
-/* flow: one business tool call end to end, shared by MCP tools/call and REST
- * /kn/<tool> (SPEC §7, §8):
+/* flow: one business tool call, shared by MCP tools/call and REST /kn/<tool>. It
+ * only sequences:
  *
  *   hints -> bkn_context (guard) -> idempotency claim (idem) -> trace decision
  *   (capture policy, probe on failure) -> interaction check + operation ensure
- *   (Trace Core) -> the Lua tool (call) -> attempt complete/fail (receipt) ->
- *   idempotency record -> reply (receipt on the result, or the unrecorded mark).
+ *   (Trace Core, trace.c) -> the Lua tool (call) -> attempt complete/fail (receipt)
+ *   -> idempotency record -> the outcome.
  *
- * Every refusal happens before any downstream call. The flow replies on the
- * request itself (mcp_send_result / req_reply) and frees itself.
+ * It knows nothing of HTTP: the caller describes the request in a flow_input and
+ * gets a call_outcome (outcome.h) in its done callback, which it turns into bytes
+ * (mcp_write_tool_result, rest_reply_outcome). Every refusal happens before any
+ * downstream call.
  *
- * Ownership: flow_start borrows args (it clones what it keeps); the flow is owned
- * by the request context (c->flow) until it replies. */
+ * Lifetimes: flow_new copies the input struct; the strings and values it points to
+ * are borrowed and must stay valid until done has run or flow_cancel was called
+ * (the request owns them). done runs exactly once unless the flow is cancelled
+ * first - possibly from inside flow_run (a refusal) - and the flow frees itself
+ * after done returns; the outcome is valid only during done. flow_cancel stops the
+ * flow at any stage (Trace Core call, idempotency wait, running tool) without a
+ * callback and frees it. */
 #ifndef CL_FLOW_H
 #define CL_FLOW_H
 
-#include "server.h"
+#include "call.h"
+#include "idem.h"
+#include "outcome.h"
+#include "tools.h"
+#include "trace.h"
 
 typedef struct flow flow;
 
-/* meta: the MCP _meta object of tools/call params (or NULL). */
-void flow_start(req_ctx *c, const tools_info *ti, const json_value *args, const json_value *meta);
+typedef struct flow_input {
+    trace_ctx *trace;
+    idem_ctx *idem;
+    /* The call environment: who, request_id, traceparent, lang, kn_id_header, surface
+     * ("mcp" | "compact" | "ptc" | "rest"), query, request, config, bkn_context,
+     * caller_token. flow sets operation_id, toon and want_value itself. */
+    call_env env;
+    int caller_request_id; /* env.request_id came from the caller (a retry hint) */
+    int mcp;               /* MCP tools/call (else REST) */
+    int proxy;             /* the REST MCP-proxy route (may always go ad hoc) */
+    tools_gen *gen;        /* the pinned generation the tool runs on */
+    const tools_info *ti;
+    const json_value *args;        /* the call's arguments (NULL = {}) */
+    const json_value *meta;        /* the MCP _meta object, or NULL */
+    const char *invocation_header; /* X-OpenBKN-Client-Invocation-Id, or NULL */
+    const char *format;            /* REST ?response_format= as given, or NULL */
+} flow_input;
+
+typedef void (*flow_done_fn)(const call_outcome *o, void *arg);
+
+flow *flow_new(const flow_input *in, flow_done_fn done, void *arg);
+void flow_run(flow *f);
 void flow_cancel(flow *f);
 
 /* Operation key (canonical, exported for tests): "op_" + 32 hex of sha256 over the
@@ -29,11 +60,5 @@ void flow_cancel(flow *f);
 void flow_operation_key(const char *conversation_id, const char *interaction_id,
                         const char *surface, const char *tool, const char *invocation_id,
                         const char *request_id, const char *input_hash, char out[40]);
-
-/* Reads and validates a host hint (SPEC §6, §8): the header, else the MCP _meta key
- * (header wins); trimmed; 1-256 printable ASCII 0x21-0x7E. Returns 0 (out[0] == 0
- * when absent) or -1 when malformed (message in err). */
-int flow_hint(req_ctx *c, const json_value *meta, const char *header, const char *meta_key,
-              char *out, size_t outlen, char *err, size_t errlen);
 
 #endif

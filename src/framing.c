@@ -15,9 +15,10 @@ static int lower(int c)
     return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
-static int ieq(const char *a, size_t n, const char *b)
+/* a (n bytes) equals the lower-case b of length bn, ignoring ASCII case */
+static int ieqn(const char *a, size_t n, const char *b, size_t bn)
 {
-    if (strlen(b) != n)
+    if (bn != n)
         return 0;
     for (size_t i = 0; i < n; i++)
         if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
@@ -25,12 +26,25 @@ static int ieq(const char *a, size_t n, const char *b)
     return 1;
 }
 
+static int ieq(const char *a, size_t n, const char *b)
+{
+    return ieqn(a, n, b, strlen(b));
+}
+
 /* RFC 9110 tchar. */
-static int is_tchar(unsigned char c)
+static int is_tchar_slow(unsigned char c)
 {
     if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
         return 1;
     return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* Every header name byte is tested: one table look-up instead of a strchr. */
+static unsigned char tchar_table[256];
+
+static int is_tchar(unsigned char c)
+{
+    return tchar_table[c];
 }
 
 static int is_hex(unsigned char c)
@@ -87,8 +101,10 @@ size_t framing_head_end(const char *buf, size_t len, size_t *scanned)
 {
     size_t i = *scanned;
     for (; i < len; i++) {
-        if (buf[i] != '\n')
-            continue;
+        const char *nl = memchr(buf + i, '\n', len - i);
+        if (!nl)
+            break;
+        i = (size_t)(nl - buf);
         /* an LF that ends an empty line: "\n\n" or "\n\r\n" */
         if (i >= 1 && buf[i - 1] == '\n')
             return i + 1;
@@ -193,6 +209,19 @@ static const char *const SINGLE[] = {"host",
                                      "mcp-session-id",
                                      "mcp-protocol-version"};
 #define N_SINGLE (sizeof SINGLE / sizeof SINGLE[0])
+static size_t single_len[N_SINGLE]; /* strlen of each, filled by tables_init */
+
+static void tables_init(void)
+{
+    static int ready;
+    if (ready)
+        return;
+    for (unsigned i = 0; i < 256; i++)
+        tchar_table[i] = (unsigned char)is_tchar_slow((unsigned char)i);
+    for (size_t i = 0; i < N_SINGLE; i++)
+        single_len[i] = strlen(SINGLE[i]);
+    ready = 1;
+}
 
 static const char *const DUP_REASON[N_SINGLE] = {
     "more than one Host header",
@@ -213,6 +242,7 @@ framing_rc framing_check_head(const char *buf, size_t len, const framing_limits 
                               framing_head *head, framing_error *err)
 {
     memset(head, 0, sizeof *head);
+    tables_init();
     if (len > lim->max_head)
         return bad(err, 413, "request header block exceeds limits.max_header_bytes");
     int http11 = 0, head_method = 0, seen[N_SINGLE] = {0};
@@ -260,7 +290,7 @@ framing_rc framing_check_head(const char *buf, size_t len, const framing_limits 
                 return bad(err, 400, "invalid character in a header value");
         }
         for (size_t s = 0; s < N_SINGLE; s++) {
-            if (!ieq(line, k, SINGLE[s]))
+            if (!ieqn(line, k, SINGLE[s], single_len[s]))
                 continue;
             if (seen[s]++)
                 return bad(err, 400, DUP_REASON[s]);

@@ -312,6 +312,12 @@ void guard_context_free(bkn_context *c)
 void guard_write_error(buf *out, const char *code, const char *message, int retryable,
                        const char *required_action, int mcp)
 {
+    guard_write_error_status(out, code, message, retryable, required_action, mcp, NULL);
+}
+
+void guard_write_error_status(buf *out, const char *code, const char *message, int retryable,
+                              const char *required_action, int mcp, const char *current_status)
+{
     buf_puts(out, "{\"error\":{\"code\":");
     json_write_string(out, code, strlen(code));
     buf_puts(out, ",\"message\":");
@@ -322,5 +328,10 @@ void guard_write_error(buf *out, const char *code, const char *message, int retr
         const char *a = required_action ? required_action : "";
         json_write_string(out, a, strlen(a));
     }
-    buf_puts(out, ",\"retry_after_ms\":0}}");
+    buf_puts(out, ",\"retry_after_ms\":0");
+    if (current_status) {
+        buf_puts(out, ",\"current_status\":");
+        json_write_string(out, current_status, strlen(current_status));
+    }
+    buf_puts(out, "}}");
 }

@@ -47,5 +47,8 @@ int guard_strip_hints(json_value *args);
  * and always writes required_action, REST leaves it out when empty. */
 void guard_write_error(buf *out, const char *code, const char *message, int retryable,
                        const char *required_action, int mcp);
+/* The same with a current_status member after retry_after_ms (NULL = none). */
+void guard_write_error_status(buf *out, const char *code, const char *message, int retryable,
+                              const char *required_action, int mcp, const char *current_status);
 
 #endif

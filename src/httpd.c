@@ -1,5 +1,8 @@
-/* httpd: listeners, limits, request ids, routing, authentication step, replies
- * and the access log. Route handlers live in mcp.c and rest.c. */
+/* httpd: listeners, limits, request ids, the authentication step, replies, the
+ * access log and the admin listener. What a path means is the route table's
+ * (app.route, route.c): httpd calls the handler it returns and knows nothing of
+ * the layers above it; a request's one pending operation is cancelled through the
+ * function pointer it was registered with. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -18,11 +21,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "connguard.h"
-#include "flow.h"
 #include "hostguard.h"
 #include "httpd.h"
-#include "lifecycle.h"
 #include "log.h"
 #include "metrics.h"
 #include "plimit.h"
@@ -39,103 +41,6 @@ static admin_token g_admin_token;
 /* Process model (httpd.h): -1 = single process. */
 static int g_worker = -1, g_workers = 1, g_listen_fd = -1, g_admin_fd = -1;
 static pid_t g_master;
-
-static const char *LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
-
-const char *lang_tag(lang_id l)
-{
-    return LANG_TAGS[l < LANG_COUNT ? l : 0];
-}
-
-/* Which supported language a language range names: zh, zh-CN, zh-Hans(-...), zh_CN
- * (any zh) -> zh-CN; en, en-* -> en-US; -1 for others. */
-static int lang_of_range(const char *tag, size_t n)
-{
-    if (n < 2 || (n > 2 && tag[2] != '-' && tag[2] != '_'))
-        return -1;
-    if (tolower((unsigned char)tag[0]) == 'z' && tolower((unsigned char)tag[1]) == 'h')
-        return LANG_ZH_CN;
-    if (tolower((unsigned char)tag[0]) == 'e' && tolower((unsigned char)tag[1]) == 'n')
-        return LANG_EN_US;
-    return -1;
-}
-
-/* Accept-Language with RFC 9110 q-values: per supported language the most specific
- * range that names it gives its q (so "zh-CN;q=0, zh" refuses zh-CN); "*" gives
- * its q to every language not named; q=0 (or a malformed q) refuses. The highest q
- * wins, ties keep header order, and among languages reached only through "*" the
- * deployment's default comes first. Nothing acceptable -> the default. */
-lang_id lang_from_accept(const char *h, lang_id dflt)
-{
-    double q[LANG_COUNT];
-    size_t spec[LANG_COUNT], pos[LANG_COUNT];
-    double star_q = -1.0;
-    size_t star_pos = 0, idx = 0;
-    for (int l = 0; l < LANG_COUNT; l++) {
-        q[l] = -1.0;
-        spec[l] = 0;
-        pos[l] = 0;
-    }
-    for (const char *p = h ? h : ""; *p; idx++) {
-        while (*p == ' ' || *p == ',' || *p == '\t')
-            p++;
-        if (!*p)
-            break;
-        const char *tag = p;
-        while (*p && *p != ';' && *p != ',' && *p != ' ' && *p != '\t')
-            p++;
-        size_t tlen = (size_t)(p - tag);
-        double qv = 1.0;
-        while (*p && *p != ',') {
-            if (*p != ';') {
-                p++;
-                continue;
-            }
-            p++;
-            while (*p == ' ' || *p == '\t')
-                p++;
-            if ((p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
-                char *end = NULL;
-                qv = strtod(p + 2, &end);
-                if (end == p + 2 || qv != qv || qv < 0)
-                    qv = 0; /* malformed: not acceptable */
-                if (qv > 1)
-                    qv = 1;
-                p = end > p + 2 ? end : p + 2;
-            }
-        }
-        if (tlen == 1 && tag[0] == '*') {
-            if (star_q < 0) {
-                star_q = qv;
-                star_pos = idx;
-            }
-            continue;
-        }
-        int l = lang_of_range(tag, tlen);
-        if (l < 0 || tlen < spec[l])
-            continue;
-        if (tlen > spec[l] || q[l] < 0) {
-            q[l] = qv;
-            spec[l] = tlen;
-            pos[l] = idx;
-        }
-    }
-    lang_id best = dflt;
-    double best_q = 0.0;
-    size_t best_pos = (size_t)-1;
-    for (int k = 0; k < LANG_COUNT; k++) {
-        /* The default first, so that it wins ties among "*"-only languages. */
-        int l = k == 0 ? (int)dflt : (k == (int)dflt ? 0 : k);
-        double lq = q[l] >= 0 ? q[l] : star_q;
-        size_t lp = q[l] >= 0 ? pos[l] : star_pos;
-        if (lq > best_q || (lq == best_q && lq > 0 && lp < best_pos)) {
-            best = (lang_id)l;
-            best_q = lq;
-            best_pos = lp;
-        }
-    }
-    return best;
-}
 
 /* ---- request id and traceparent ---- */
 
@@ -232,7 +137,7 @@ static void record_metrics(req_ctx *c)
     if (!c->tool[0] || !c->outcome || !strcmp(c->outcome, "rpc_error"))
         return;
     /* only names of the catalogue: unknown names chosen by clients are not series */
-    if (!lifecycle_is_tool(c->tool) && !(c->gen && tools_gen_find_rest(c->gen, c->tool)))
+    if (!c->tool_builtin && !(c->gen && tools_gen_find_rest(c->gen, c->tool)))
         return;
     metrics_tool_call(g_metrics, c->tool, c->outcome, now_mono_ms() - c->t0, c->lua_ms,
                       c->upstream_ms, c->trace_ms);
@@ -270,20 +175,24 @@ static void access_log(req_ctx *c, size_t bytes_out)
     log_end(l);
 }
 
+void req_pending_set(req_ctx *c, void *op, void (*cancel)(void *op))
+{
+    c->pending.op = op;
+    c->pending.cancel = cancel;
+}
+
+void req_pending_clear(req_ctx *c)
+{
+    c->pending.op = NULL;
+    c->pending.cancel = NULL;
+}
+
 static void ctx_free(req_ctx *c)
 {
     if (c->plimit_held)
         plimit_leave(g_plimit, c->who.key);
-    if (c->flow)
-        flow_cancel(c->flow);
-    if (c->lc)
-        lifecycle_cancel(c->lc);
-    if (c->session_wait)
-        session_cancel(c->session_wait);
-    if (c->auth)
-        auth_cancel(c->auth);
-    if (c->call)
-        call_cancel(c->call);
+    if (c->pending.cancel)
+        c->pending.cancel(c->pending.op);
     if (c->gen)
         tools_gen_release(c->gen);
     json_free(c->msg);
@@ -560,18 +469,6 @@ static void reply_unauthorized(req_ctx *c, const char *details, int credentials)
     req_reply_error(c, 401, NULL, details);
 }
 
-static void dispatch(req_ctx *c)
-{
-    if (c->kind == ROUTE_MCP)
-        mcp_handle(c);
-    else if (c->kind == ROUTE_INFO)
-        info_handle(c);
-    else if (c->kind == ROUTE_TOOLKIT)
-        toolkit_handle(c);
-    else
-        rest_handle(c);
-}
-
 /* limits.max_calls_per_principal: a POST to an MCP or REST route counts from here
  * until its request ends (ctx_free). Replies 429 and returns 1 past the limit. */
 static int principal_over_limit(req_ctx *c)
@@ -594,13 +491,13 @@ static int principal_over_limit(req_ctx *c)
 static void on_auth(auth_status st, const principal *who, const char *detail, void *arg)
 {
     req_ctx *c = arg;
-    c->auth = NULL;
+    req_pending_clear(c);
     if (st == AUTH_OK) {
         c->who = *who;
         c->authed = 1;
         if (principal_over_limit(c))
             return;
-        dispatch(c);
+        c->handler(c);
     } else if (st == AUTH_INVALID) {
         reply_unauthorized(c, detail ? detail : "token is invalid", 1);
     } else {
@@ -627,6 +524,11 @@ static const char *req_bearer(req_ctx *c)
     return tok;
 }
 
+static void cancel_auth(void *w)
+{
+    auth_cancel(w);
+}
+
 static void authenticate(req_ctx *c)
 {
     const char *tok = req_bearer(c);
@@ -635,7 +537,7 @@ static void authenticate(req_ctx *c)
         return;
     }
     req_async_begin(c);
-    c->auth = auth_check(c->app->auth, tok, strlen(tok), on_auth, c);
+    req_pending_set(c, auth_check(c->app->auth, tok, strlen(tok), on_auth, c), cancel_auth);
 }
 
 /* ---- routing ---- */
@@ -648,6 +550,11 @@ static int origin_allowed(req_ctx *c, int loopback_listener)
     if (loopback_listener && !hostguard_host_is_loopback(req_header(c, "Host")))
         return 0;
     return hostguard_origin_allowed(req_header(c, "Origin"), c->app->cfg->allowed_origins);
+}
+
+int req_origin_allowed(req_ctx *c)
+{
+    return origin_allowed(c, c->app->listen_loopback);
 }
 
 static void health(req_ctx *c, int ready)
@@ -672,7 +579,7 @@ static void health(req_ctx *c, int ready)
     buf_free(&b);
 }
 
-static void not_found(req_ctx *c)
+void req_not_found(req_ctx *c)
 {
     req_reply_error(c, 404, NULL, "no such route");
 }
@@ -709,85 +616,6 @@ static size_t header_bytes(struct evhttp_request *req)
     TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next)
     n += strlen(kv->key) + strlen(kv->value) + 4;
     return n;
-}
-
-/* A REST-style tool route: the tool must exist, be on the surface and not be gated
- * off - otherwise it is an unknown path - and take POST. Replies and returns -1 when
- * the request cannot go on. */
-static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char *post_only)
-{
-    c->kind = ROUTE_REST;
-    snprintf(c->surface, sizeof c->surface, "rest");
-    snprintf(c->tool, sizeof c->tool, "%s", tool);
-    tools_gen *g = tools_host_acquire(c->app->tools);
-    const tools_info *ti = g ? tools_gen_find_rest(g, c->tool) : NULL;
-    int visible = ti && (ti->surfaces & surface) && ti->gate_open;
-    if (g)
-        tools_gen_release(g);
-    if (!visible) {
-        c->tool[0] = '\0';
-        not_found(c);
-        return -1;
-    }
-    if (strcmp(c->method, "POST")) {
-        req_add_header(c, "Allow", "POST");
-        req_reply_error(c, 405, NULL, post_only);
-        return -1;
-    }
-    return 0;
-}
-
-/* One decoded proxy path segment: NULL (and *why set) unless it is a plain id: not
- * empty, not "." or "..", no "/" or NUL once percent-decoded (either would make the
- * call reach another MCP server or tool than the one the caller named). */
-static char *proxy_segment(const char *raw, size_t n, const char **why)
-{
-    char tmp[512];
-    size_t len = 0;
-    if (n == 0 || n >= sizeof tmp) {
-        *why = n ? "is too long" : "is empty";
-        return NULL;
-    }
-    snprintf(tmp, sizeof tmp, "%.*s", (int)n, raw);
-    char *v = evhttp_uridecode(tmp, 0, &len);
-    if (v && (len != strlen(v) || strchr(v, '/') || !strcmp(v, ".") || !strcmp(v, ".."))) {
-        *why = "must be a plain id: no \"/\", NUL, \".\" or \"..\" once percent-decoded";
-        free(v);
-        v = NULL;
-    }
-    return v;
-}
-
-/* "{mcp_id}/tools/{tool_name}/call" -> the two decoded ids; -1 when the path does not
- * have that shape (404), -2 after a 400 naming the field. */
-static int parse_proxy_path(req_ctx *c, const char *p)
-{
-    const char *slash = strchr(p, '/');
-    if (!slash || slash == p || strncmp(slash, "/tools/", 7) != 0)
-        return -1;
-    const char *name = slash + 7, *end = strchr(name, '/');
-    if (!end || end == name || strcmp(end, "/call") != 0)
-        return -1;
-    const char *why = "is malformed", *field = "mcp_id";
-    char *id = proxy_segment(p, (size_t)(slash - p), &why), *tool = NULL;
-    if (id) {
-        field = "tool_name";
-        tool = proxy_segment(name, (size_t)(end - name), &why);
-    }
-    int rc = -2;
-    if (id && tool && strlen(id) < sizeof c->proxy_mcp_id && strlen(tool) < sizeof c->proxy_tool) {
-        snprintf(c->proxy_mcp_id, sizeof c->proxy_mcp_id, "%s", id);
-        snprintf(c->proxy_tool, sizeof c->proxy_tool, "%s", tool);
-        rc = 0;
-    } else {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s in the proxy path %s", field,
-                 id && tool ? "is too long" : why);
-        req_reply_error(c, 400, NULL, msg);
-    }
-    free(id);
-    free(tool);
-    return rc;
 }
 
 /* Whole-request deadline, framing gate and connection cap of the public listener,
@@ -856,57 +684,13 @@ static void gencb(struct evhttp_request *req, void *arg)
     }
     size_t plen = strlen(a->prefix);
     if (strncmp(c->path, a->prefix, plen) != 0 || (c->path[plen] != '/' && c->path[plen])) {
-        not_found(c);
+        req_not_found(c);
         return;
     }
-    const char *rest = c->path + plen;
-    int ptc_on = a->cfg->execute_skill_enabled;
-    const char *mcp_surface = !strcmp(rest, "/mcp") || !strcmp(rest, "/mcp/") ? "mcp"
-                              : !strcmp(rest, "/mcp-compact") || !strcmp(rest, "/mcp-compact/")
-                                  ? "compact"
-                              : ptc_on && (!strcmp(rest, "/mcp/ptc") || !strcmp(rest, "/mcp/ptc/"))
-                                  ? "ptc" /* gated: off, it is an unknown path (SPEC §22.2) */
-                                  : NULL;
-    if (!strcmp(c->method, "GET") &&
-        (!strcmp(rest, "/mcp/info") || !strcmp(rest, "/mcp-compact/info") ||
-         !strcmp(rest, "/mcp/ptc/info") || !strcmp(rest, "/mcp/ptc/toolkit") ||
-         !strcmp(rest, "/mcp/toolkit"))) {
-        /* Self-description and the PTC toolkit: authenticated GETs, never gated. */
-        c->kind = strstr(rest, "toolkit") ? ROUTE_TOOLKIT : ROUTE_INFO;
-        snprintf(c->surface, sizeof c->surface, "%s",
-                 !strncmp(rest, "/mcp-compact", 12) ? "compact"
-                 : !strncmp(rest, "/mcp/ptc", 8)    ? "ptc"
-                                                    : "mcp");
-    } else if (mcp_surface) {
-        c->kind = ROUTE_MCP;
-        snprintf(c->surface, sizeof c->surface, "%s", mcp_surface);
-        if (strcmp(c->method, "POST") && strcmp(c->method, "GET") && strcmp(c->method, "DELETE")) {
-            req_add_header(c, "Allow", "GET, POST, DELETE");
-            req_reply_error(c, 405, NULL, "use POST, GET or DELETE on the MCP endpoint");
-            return;
-        }
-        if (!origin_allowed(c, c->app->listen_loopback)) {
-            req_reply_error(c, 403, "Public.Forbidden.OriginRejected",
-                            "Origin or Host header not allowed (DNS rebinding protection)");
-            return;
-        }
-    } else if (!strncmp(rest, "/mcp/proxy/", 11)) {
-        int prc = parse_proxy_path(c, rest + 11);
-        if (prc < 0) {
-            if (prc == -1)
-                not_found(c);
-            return;
-        }
-        c->proxy = 1;
-        if (route_tool(c, "mcp_proxy_call", SURFACE_PROXY, "use POST on the MCP proxy route") < 0)
-            return;
-    } else if (!strncmp(rest, "/kn/", 4) && rest[4]) {
-        if (route_tool(c, rest + 4, SURFACE_REST, "use POST on /kn routes") < 0)
-            return;
-    } else {
-        not_found(c);
+    route_handler h = a->route(c, c->path + plen); /* NULL: it answered, c is gone */
+    if (!h)
         return;
-    }
+    c->handler = h;
     if (a->draining) {
         req_add_header(c, "Retry-After", "1");
         req_add_header(c, "Connection", "close");
@@ -1270,7 +1054,7 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
         buf_free(&b);
         return;
     }
-    not_found(c);
+    req_not_found(c);
 }
 
 /* The methods evhttp hands to the callbacks: the ones the framing check accepts
@@ -1321,7 +1105,6 @@ int httpd_start(app *a, char *err, size_t errlen)
     }
     a->listen_loopback = is_loopback_bound(a->listener);
     connguard_listener(g_guard, a->listener);
-    ptc_init(a);
 
     if (!g_metrics)
         g_metrics = metrics_new();
@@ -1379,7 +1162,6 @@ void httpd_free(app *a)
     g_plimit = NULL;
     metrics_free(g_metrics);
     g_metrics = NULL;
-    ptc_free();
 }
 
 void req_detach(req_ctx *c, int status)

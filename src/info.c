@@ -9,57 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "accept.h"
 #include "log.h"
 #include "proxytrust.h"
 #include "server.h"
+#include "surfaces.h"
 
 /* Same list as mcp.c negotiates (SPEC §5). */
 static const char *const PROTOCOL_VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 
 /* ---- request facts ---- */
-
-/* q-value of the most specific media range in an Accept header that matches type
- * (exact > major/ * > * / *); -1 when none matches. */
-static double accept_q(const char *accept, const char *type)
-{
-    const char *slash = strchr(type, '/');
-    size_t tlen = strlen(type), major = slash ? (size_t)(slash - type) : 0;
-    double q_best = -1.0;
-    int spec_best = -1;
-    for (const char *p = accept; p && *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        const char *r = p;
-        while (*p && *p != ',' && *p != ';' && *p != ' ')
-            p++;
-        size_t n = (size_t)(p - r);
-        double q = 1.0;
-        while (*p && *p != ',') {
-            if (*p == ';') {
-                p++;
-                while (*p == ' ')
-                    p++;
-                if ((*p == 'q' || *p == 'Q') && p[1] == '=')
-                    q = strtod(p + 2, NULL);
-            } else {
-                p++;
-            }
-        }
-        int spec = -1;
-        if (n == tlen && !strncasecmp(r, type, n))
-            spec = 2;
-        else if (major > 0 && major < 64 && n == major + 2 && !strncasecmp(r, type, major) &&
-                 !strncmp(r + major, "/*", 2))
-            spec = 1;
-        else if (n == 3 && !strncmp(r, "*/*", 3))
-            spec = 0;
-        if (spec > spec_best) {
-            spec_best = spec;
-            q_best = q;
-        }
-    }
-    return q_best;
-}
 
 /* The page for people only when the client prefers text/html over JSON: a browser
  * does, an agent or curl (no Accept, * / *, application/json) gets JSON. */

@@ -54,4 +54,15 @@ int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, siz
 int cljson_encode_max(lua_State *L, int idx, buf *out, int canonical, size_t max, char *err,
                       size_t errlen);
 
+/* Both in one walk of the Lua value at idx: its text appended to out (the bytes
+ * cljson_encode writes) and its tree in *tree (the value cljson_to_value returns;
+ * owned by the caller). Never raises. Returns 0, or -1 with err (out restored,
+ * *tree NULL). The Lua stack is left unchanged. */
+int cljson_encode_both(lua_State *L, int idx, buf *out, json_value **tree, char *err,
+                       size_t errlen);
+/* cljson_encode_both appending at most about max bytes (0 = no limit), stopping past
+ * it as cljson_encode_max does. */
+int cljson_encode_both_max(lua_State *L, int idx, buf *out, json_value **tree, size_t max,
+                           char *err, size_t errlen);
+
 #endif

@@ -118,8 +118,9 @@ typedef struct {
     const void *seen_in[ENC_INLINE];
     path_elem path_in[ENC_INLINE];
     cbox *box;  /* tree mode: receives the root */
-    buf *w;     /* write mode (non-NULL): text is appended here, no tree is built */
+    buf *w;     /* write mode (non-NULL): text is appended here */
     size_t max; /* write mode: most bytes w may hold (0 = no limit) */
+    int tree;   /* build the tree (without w, or with it: both in one walk) */
     char *err;
     size_t errlen;
 } enc;
@@ -162,21 +163,6 @@ static void attach(enc *e, json_value *parent, const char *k, size_t klen, json_
 }
 
 /* Same digits as json.c's integer writer (json_write of a JSON_INT). */
-static void write_int(buf *out, lua_Integer li)
-{
-    char t[24];
-    char *p = t + sizeof t;
-    int64_t i = (int64_t)li;
-    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (i < 0)
-        *--p = '-';
-    buf_append(out, p, (size_t)(t + sizeof t - p));
-}
-
 static int keyref_cmp(const void *a, const void *b)
 {
     const keyref *x = a, *y = b;
@@ -371,7 +357,7 @@ static int conv_member(enc *e, const char *ks, size_t kl, int vidx, json_value *
 /* conv_member for a listed key in write mode: esc is the key's text with its
  * quotes and colon, already checked (the key list's blob). */
 static int conv_member_listed(enc *e, const char *ks, size_t kl, const char *esc, size_t elen,
-                              int vidx, lua_Integer *nout)
+                              int vidx, json_value *obj, lua_Integer *nout)
 {
     e->path[e->depth] = (path_elem){ks, kl, 0};
     e->depth++;
@@ -382,7 +368,7 @@ static int conv_member_listed(enc *e, const char *ks, size_t kl, const char *esc
         w->data[w->len++] = ',';
     memcpy(w->data + w->len, esc, elen);
     w->len += elen;
-    int rc = conv(e, vidx, NULL, ks, kl);
+    int rc = conv(e, vidx, obj, ks, kl);
     e->depth--;
     (*nout)++;
     return rc;
@@ -458,7 +444,7 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
                 lua_rawgeti(L, list, i);
                 if (lua_rawget(L, idx) != LUA_TNIL)
                     rc = conv_member_listed(e, blob + g.raw, g.rawlen, blob + g.esc, g.esclen,
-                                            list + 1, &n);
+                                            list + 1, obj, &n);
             } else if (lua_rawgeti(L, list, i) == LUA_TSTRING) {
                 /* The key string stays alive in the list; its value replaces it. */
                 size_t kl;
@@ -541,7 +527,7 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
         }
         if (e->w)
             buf_append(e->w, s, len);
-        else
+        if (e->tree)
             attach(e, parent, k, klen, json_new_numtext(s, len));
         lua_pop(L, 1);
         return 0;
@@ -590,7 +576,7 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
         json_value *arr = NULL;
         if (e->w)
             wputc(e->w, '[');
-        else
+        if (e->tree)
             attach(e, parent, k, klen, arr = json_new_array());
         int top = lua_gettop(L);
         for (lua_Integer i = 1; i <= count; i++) {
@@ -612,7 +598,7 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
     json_value *obj = NULL;
     if (e->w)
         wputc(e->w, '{');
-    else
+    if (e->tree)
         attach(e, parent, k, klen, obj = json_new_object());
     int rc = conv_object(e, idx, obj, count, allstr);
     if (rc == 0 && e->w)
@@ -628,22 +614,22 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     case LUA_TNIL:
         if (e->w)
             buf_append(e->w, "null", 4);
-        else
+        if (e->tree)
             attach(e, parent, k, klen, json_new_null());
         return 0;
     case LUA_TBOOLEAN: {
         int b = lua_toboolean(L, idx);
         if (e->w)
             buf_append(e->w, b ? "true" : "false", b ? 4 : 5);
-        else
+        if (e->tree)
             attach(e, parent, k, klen, json_new_bool(b));
         return 0;
     }
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) {
             if (e->w)
-                write_int(e->w, lua_tointeger(L, idx));
-            else
+                json_write_int(e->w, (int64_t)lua_tointeger(L, idx));
+            if (e->tree)
                 attach(e, parent, k, klen, json_new_int((int64_t)lua_tointeger(L, idx)));
         } else {
             double d = (double)lua_tonumber(L, idx);
@@ -651,7 +637,7 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
                 return enc_fail(e, "cannot encode a non-finite number");
             if (e->w)
                 json_write_double(e->w, d);
-            else
+            if (e->tree)
                 attach(e, parent, k, klen, json_new_double(d));
         }
         return 0;
@@ -663,18 +649,18 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
                 return enc_fail(e, CLJSON_TOO_LARGE);
             if (put_str(e->w, s, len) < 0)
                 return enc_fail(e, "invalid UTF-8 in string");
-            return 0;
-        }
-        if (!json_utf8_valid(s, len))
+        } else if (!json_utf8_valid(s, len)) {
             return enc_fail(e, "invalid UTF-8 in string");
-        attach(e, parent, k, klen, json_new_str(s, len));
+        }
+        if (e->tree)
+            attach(e, parent, k, klen, json_new_str(s, len));
         return 0;
     }
     case LUA_TLIGHTUSERDATA:
         if (lua_touserdata(L, idx) == CLJSON_NULL) {
             if (e->w)
                 buf_append(e->w, "null", 4);
-            else
+            if (e->tree)
                 attach(e, parent, k, klen, json_new_null());
             return 0;
         }
@@ -693,8 +679,8 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
  * into w (the fast path: same bytes as json_write of the tree, no tree built). May
  * raise only on Lua memory errors, in which case the box's __gc frees the partial
  * tree. */
-int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int canonical, char *err,
-                   size_t errlen)
+static int convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int tree, int canonical,
+                   char *err, size_t errlen)
 {
     idx = lua_absindex(L, idx);
     int base = cljson_push_tables(L, 8);
@@ -720,6 +706,7 @@ int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int can
     e->box = box;
     e->w = w;
     e->max = max ? w->len + max : 0;
+    e->tree = tree;
     e->err = err;
     e->errlen = errlen;
     int rc = conv(e, idx, NULL, NULL, 0);
@@ -729,11 +716,18 @@ int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int can
     return rc;
 }
 
+int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int canonical, char *err,
+                   size_t errlen)
+{
+    return convert(L, idx, box, w, max, w == NULL, canonical, err, errlen);
+}
+
 /* Protected trampoline for the C API entry points. */
 typedef struct {
     int idx;
     int canonical;
     int write; /* 1: write text into out */
+    int both;  /* with write: build the tree as well */
     buf *out;
     json_value *result;
     char *err;
@@ -746,9 +740,9 @@ static int p_convert(lua_State *L)
 {
     pcall_args *a = lua_touserdata(L, 1);
     cbox *box = cljson_box_new(L);
-    a->rc = cljson_convert(L, 2, box, a->write ? a->out : NULL, a->max, a->canonical, a->err,
-                           a->errlen);
-    if (a->rc == 0 && !a->write)
+    a->rc = convert(L, 2, box, a->write ? a->out : NULL, a->max, !a->write || a->both, a->canonical,
+                    a->err, a->errlen);
+    if (a->rc == 0 && (!a->write || a->both))
         a->result = box->root, box->root = NULL;
     return 0;
 }
@@ -783,7 +777,7 @@ static int run_protected(lua_State *L, pcall_args *a)
 
 json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen)
 {
-    pcall_args a = {idx, 0, 0, NULL, NULL, err, errlen, -1, 0};
+    pcall_args a = {idx, 0, 0, 0, NULL, NULL, err, errlen, -1, 0};
     if (run_protected(L, &a) < 0) {
         json_free(a.result);
         return NULL;
@@ -797,7 +791,7 @@ json_value *cljson_to_value(lua_State *L, int idx, char *err, size_t errlen)
 int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen);
 int cljson_encode_tree(lua_State *L, int idx, buf *out, int canonical, char *err, size_t errlen)
 {
-    pcall_args a = {idx, canonical, 0, NULL, NULL, err, errlen, -1, 0};
+    pcall_args a = {idx, canonical, 0, 0, NULL, NULL, err, errlen, -1, 0};
     if (run_protected(L, &a) < 0)
         return -1;
     json_write(out, a.result, canonical);
@@ -813,10 +807,30 @@ int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, siz
 int cljson_encode_max(lua_State *L, int idx, buf *out, int canonical, size_t max, char *err,
                       size_t errlen)
 {
-    pcall_args a = {idx, canonical, 1, out, NULL, err, errlen, -1, max};
+    pcall_args a = {idx, canonical, 1, 0, out, NULL, err, errlen, -1, max};
     size_t start = out->len;
     int rc = run_protected(L, &a);
     if (rc < 0)
         out->len = start; /* drop the partial text, as the tree path never wrote any */
     return rc;
+}
+
+int cljson_encode_both(lua_State *L, int idx, buf *out, json_value **tree, char *err, size_t errlen)
+{
+    return cljson_encode_both_max(L, idx, out, tree, 0, err, errlen);
+}
+
+int cljson_encode_both_max(lua_State *L, int idx, buf *out, json_value **tree, size_t max,
+                           char *err, size_t errlen)
+{
+    pcall_args a = {idx, 0, 1, 1, out, NULL, err, errlen, -1, max};
+    size_t start = out->len;
+    *tree = NULL;
+    if (run_protected(L, &a) < 0) {
+        json_free(a.result);
+        out->len = start;
+        return -1;
+    }
+    *tree = a.result;
+    return 0;
 }

@@ -1,16 +1,19 @@
+/* lifecycle: bkn_start_interaction and bkn_finish_interaction (see lifecycle.h). */
 #include "lifecycle.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "flow.h"
+#include "accept.h"
+#include "callcheck.h"
 #include "guard.h"
 
 struct lifecycle {
+    lifecycle_input in; /* pointers borrowed (lifecycle.h) */
+    lifecycle_done_fn done;
+    void *done_arg;
     int64_t trace_t0;
-    req_ctx *c;
-    app *a;
     int finish; /* 0 = start, 1 = finish */
     json_value *args;
     char invocation[260];
@@ -19,10 +22,16 @@ struct lifecycle {
     char interaction_id[129];
     char answer_ref[200];
     trace_call *tc;
+    call_outcome o;
 };
 
-/* Trace Core wait time, for the access log (SPEC §20: durations split by upstream,
- * Trace Core and Lua). */
+static const char *lang(const lifecycle *l)
+{
+    return lang_tag(l->in.lang);
+}
+
+/* Trace Core wait time, for the access log (durations split by upstream, Trace
+ * Core and Lua). */
 static void trace_time_begin(lifecycle *l)
 {
     l->trace_t0 = now_mono_ms();
@@ -30,8 +39,8 @@ static void trace_time_begin(lifecycle *l)
 
 static void trace_time_end(lifecycle *l)
 {
-    if (l->trace_t0 && l->c)
-        l->c->trace_ms += now_mono_ms() - l->trace_t0;
+    if (l->trace_t0)
+        l->o.trace_ms += now_mono_ms() - l->trace_t0;
     l->trace_t0 = 0;
 }
 
@@ -132,58 +141,39 @@ static void lc_free(lifecycle *l)
     if (l->tc)
         trace_cancel(l->tc);
     json_free(l->args);
+    outcome_free(&l->o);
     free(l);
 }
 
 void lifecycle_cancel(lifecycle *l)
 {
-    if (l->c)
-        l->c->lc = NULL;
     lc_free(l);
 }
 
-static void lc_send(lifecycle *l, const char *result, size_t len, const char *outcome)
+static void lc_send(lifecycle *l, const char *code)
 {
-    req_ctx *c = l->c;
-    c->lc = NULL;
-    l->c = NULL;
-    c->outcome = outcome;
-    mcp_send_result(c, result, len);
+    snprintf(l->o.code, sizeof l->o.code, "%s", code);
+    l->done(&l->o, l->done_arg);
     lc_free(l);
 }
 
 static void fail(lifecycle *l, const char *code, const char *message, int retryable,
                  const char *action, const char *extra_status)
 {
-    buf e = BUF_INIT, b = BUF_INIT;
-    guard_write_error(&e, code, message, retryable, action, 1);
-    if (extra_status) { /* add current_status inside the error object */
-        e.len -= 2;
-        e.data[e.len] = '\0';
-        buf_puts(&e, ",\"current_status\":");
-        json_write_string(&e, extra_status, strlen(extra_status));
-        buf_puts(&e, "}}");
-    }
-    buf_puts(&b, "{\"content\":[{\"type\":\"text\",\"text\":");
-    json_write_string(&b, e.data, e.len);
-    buf_puts(&b, "}],\"isError\":true}");
-    lc_send(l, b.data, b.len, code);
-    buf_free(&e);
-    buf_free(&b);
+    buf_reset(&l->o.json);
+    guard_write_error_status(&l->o.json, code, message, retryable, action, 1, extra_status);
+    l->o.is_error = 1;
+    lc_send(l, code);
 }
 
 /* A Trace Core outcome that is not a success: the envelope as is, or a mapped code. */
 static void fail_trace(lifecycle *l, const trace_reply *r)
 {
     if (r->status == TRACE_API_ERROR && r->body) {
-        buf e = BUF_INIT, b = BUF_INIT;
-        json_write(&e, r->body, 0);
-        buf_puts(&b, "{\"content\":[{\"type\":\"text\",\"text\":");
-        json_write_string(&b, e.data, e.len);
-        buf_puts(&b, "}],\"isError\":true}");
-        lc_send(l, b.data, b.len, r->error_code && *r->error_code ? r->error_code : "trace_error");
-        buf_free(&e);
-        buf_free(&b);
+        buf_reset(&l->o.json);
+        json_write(&l->o.json, r->body, 0);
+        l->o.is_error = 1;
+        lc_send(l, r->error_code && *r->error_code ? r->error_code : "trace_error");
     } else if (r->status == TRACE_NOT_INSTALLED) {
         fail(l, "feature_not_installed", "BKN Trace Core is not configured for this deployment", 0,
              "", NULL);
@@ -196,65 +186,31 @@ static void fail_trace(lifecycle *l, const trace_reply *r)
     }
 }
 
-static void success(lifecycle *l, const json_value *inter, int finish)
+/* A reply without the id it should carry: Core answered without it (missing), or
+ * the failure itself. */
+static void fail_no_id(lifecycle *l, const trace_reply *r, const char *missing)
 {
-    buf s = BUF_INIT, b = BUF_INIT;
-    const char *keys[] = {"conversation_id", "interaction_id", "execution_status",
-                          "evidence_status"};
-    buf_putc(&s, '{');
-    for (int i = 0; i < (finish ? 4 : 3); i++) {
-        const char *v = json_get_string(inter, keys[i]);
-        if (!v && i == 0)
-            v = l->conversation_id;
-        if (!v)
-            continue;
-        if (s.len > 1)
-            buf_putc(&s, ',');
-        json_write_string(&s, keys[i], strlen(keys[i]));
-        buf_putc(&s, ':');
-        json_write_string(&s, v, strlen(v));
-    }
-    buf_putc(&s, '}');
-    buf_puts(&b, "{\"content\":[{\"type\":\"text\",\"text\":");
-    json_write_string(&b, s.data, s.len);
-    buf_puts(&b, "}],\"structuredContent\":");
-    buf_append(&b, s.data, s.len);
-    buf_puts(&b, ",\"isError\":false}");
-    lc_send(l, b.data, b.len, "ok");
-    buf_free(&s);
-    buf_free(&b);
-}
-
-/* Starts a Trace Core call at fmt, whose one "%s" (if any) is id path-escaped; the
- * wait counts towards the request's Trace Core time. */
-static void core(lifecycle *l, const char *method, const char *fmt, const char *id,
-                 const json_value *body, int idempotent, trace_cb cb)
-{
-    buf path = BUF_INIT, e = BUF_INIT;
-    if (id)
-        buf_printf(&path, fmt, trace_path_escape(id, &e));
-    else
-        buf_puts(&path, fmt);
-    trace_time_begin(l);
-    l->tc = trace_request(l->a->trace, &l->c->who, lang_tag(l->c->lang), method, path.data, body,
-                          idempotent, cb, l);
-    buf_free(&path);
-    buf_free(&e);
-}
-
-/* Member field of a successful reply; otherwise answers the failure and returns NULL
- * (missing: the message when Core answered without it). */
-static const char *reply_field(lifecycle *l, const trace_reply *r, const char *field,
-                               const char *missing)
-{
-    const char *v = r->status == TRACE_OK && r->body ? json_get_string(r->body, field) : NULL;
-    if (v)
-        return v;
     if (r->status == TRACE_OK)
         fail(l, "trace_core_unavailable", missing, 1, "retry_later", NULL);
     else
         fail_trace(l, r);
-    return NULL;
+}
+
+static void success(lifecycle *l, const trace_interaction *it, int finish)
+{
+    const char *keys[] = {"conversation_id", "interaction_id", "execution_status",
+                          "evidence_status"};
+    const char *vals[] = {it->conversation_id ? it->conversation_id : l->conversation_id,
+                          it->interaction_id, it->execution_status, it->evidence_status};
+    json_value *s = json_new_object();
+    for (int i = 0; i < (finish ? 4 : 3); i++)
+        if (vals[i])
+            json_set(s, keys[i], json_new_str(vals[i], strlen(vals[i])));
+    buf_reset(&l->o.json);
+    json_write(&l->o.json, s, 0);
+    l->o.result = s;
+    l->o.is_error = 0;
+    lc_send(l, "ok");
 }
 
 /* "mcp:" + 32 hex of sha256 over the canonical {Args, Name, RequestID}: an idempotency
@@ -305,24 +261,23 @@ static const char *str_member(const json_value *o, const char *key, int *bad)
 
 /* ---- start ---- */
 
-static void on_interaction_created(const trace_reply *r, void *arg)
+static void on_interaction_created(const trace_reply *r, const trace_interaction *it, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
     trace_time_end(l);
-    if (r->status != TRACE_OK || !r->body) {
+    if (!it) {
         fail_trace(l, r);
         return;
     }
-    success(l, r->body, 0);
+    success(l, it, 0);
 }
 
 static void create_interaction(lifecycle *l)
 {
     const char *question = json_get_string(l->args, "question");
     const char *agent = json_get_string(l->args, "agent_name");
-    char qhash[65], key[100];
-    sha256_hex(question, strlen(question), qhash);
+    char key[100];
     if (l->invocation[0]) {
         char h[65];
         sha256_hex(l->invocation, strlen(l->invocation), h);
@@ -330,27 +285,22 @@ static void create_interaction(lifecycle *l)
     } else {
         /* Deterministic from the arguments and the request id (stable when a retry
          * reuses bkn-request-id). */
-        args_key(l->args, "bkn_start_interaction", l->c->request_id, key);
+        args_key(l->args, "bkn_start_interaction", l->in.request_id, key);
     }
-    json_value *b = json_new_object();
-    json_set(b, "idempotency_key", json_new_str(key, strlen(key)));
-    json_set(b, "request_hash", json_new_str(qhash, 64));
-    json_set(b, "agent_name", json_new_str(agent, strlen(agent)));
-    /* Safe to retry: Core answers a replay of the same key with the same Interaction. */
-    core(l, "POST", "/conversations/%s/interactions", l->conversation_id, b, 1,
-         on_interaction_created);
-    json_free(b);
+    trace_time_begin(l);
+    l->tc = trace_create_interaction(l->in.trace, l->in.who, lang(l), l->conversation_id, key,
+                                     question, agent, on_interaction_created, l);
 }
 
-static void on_conversation(const trace_reply *r, void *arg)
+static void on_conversation(const trace_reply *r, const char *cid, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
     trace_time_end(l);
-    const char *cid =
-        reply_field(l, r, "conversation_id", "BKN Trace Core answered without a conversation");
-    if (!cid)
+    if (!cid) {
+        fail_no_id(l, r, "BKN Trace Core answered without a conversation");
         return;
+    }
     const char *given = json_get_string(l->args, "conversation_id");
     if (given && strcmp(given, cid)) {
         fail(l, "conversation_context_conflict",
@@ -382,7 +332,7 @@ static void start(lifecycle *l)
              0, "correct_tool_arguments", NULL);
         return;
     }
-    if (!trace_installed(l->a->trace)) {
+    if (!trace_installed(l->in.trace)) {
         fail(l, "feature_not_installed", "BKN Trace Core is not configured for this deployment", 0,
              "", NULL);
         return;
@@ -397,10 +347,11 @@ static void start(lifecycle *l)
     if (l->host_key[0]) {
         sha256_hex(l->host_key, strlen(l->host_key), h);
         snprintf(ext, sizeof ext, "mcp-host:%s", h);
-    } else if (l->invocation[0] || l->c->caller_request_id) {
+    } else if (l->invocation[0] || l->in.caller_request_id) {
         /* A retry of the same start must land on the same conversation. */
         buf k = BUF_INIT;
-        buf_printf(&k, "%s|%s", l->c->who.key, l->invocation[0] ? l->invocation : l->c->request_id);
+        buf_printf(&k, "%s|%s", l->in.who->key,
+                   l->invocation[0] ? l->invocation : l->in.request_id);
         sha256_hex(k.data, k.len, h);
         snprintf(ext, sizeof ext, "mcp-retry:%.32s", h);
         buf_free(&k);
@@ -410,28 +361,22 @@ static void start(lifecycle *l)
         hex_encode(r, sizeof r, h);
         snprintf(ext, sizeof ext, "mcp:%s", h);
     }
-    char ikey[80];
-    sha256_hex(ext, strlen(ext), h);
-    snprintf(ikey, sizeof ikey, "mcp-conversation:%.32s", h);
-    json_value *b = json_new_object();
-    json_set(b, "external_conversation_key", json_new_str(ext, strlen(ext)));
-    json_set(b, "idempotency_key", json_new_str(ikey, strlen(ikey)));
-    core(l, "POST", "/conversations:ensure-current", NULL, b, 1, on_conversation);
-    json_free(b);
+    trace_time_begin(l);
+    l->tc = trace_ensure_conversation(l->in.trace, l->in.who, lang(l), ext, on_conversation, l);
 }
 
 /* ---- finish ---- */
 
-static void on_finished(const trace_reply *r, void *arg)
+static void on_finished(const trace_reply *r, const trace_interaction *it, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
     trace_time_end(l);
-    if (r->status != TRACE_OK || !r->body) {
+    if (!it) {
         fail_trace(l, r);
         return;
     }
-    success(l, r->body, 1);
+    success(l, it, 1);
 }
 
 static void post_finish(lifecycle *l)
@@ -440,86 +385,35 @@ static void post_finish(lifecycle *l)
     const char *reason = json_get_string(l->args, "reason");
     char key[48];
     args_key(l->args, "bkn_finish_interaction", "", key);
-    json_value *b = json_new_object();
-    json_set(b, "outcome", json_new_str(outcome, strlen(outcome)));
-    json_set(b, "idempotency_key", json_new_str(key, strlen(key)));
-    if (l->answer_ref[0])
-        json_set(b, "answer_artifact_ref", json_new_str(l->answer_ref, strlen(l->answer_ref)));
-    if (reason)
-        json_set(b, "reason", json_new_str(reason, strlen(reason)));
-    core(l, "POST", "/interactions/%s/finish", l->interaction_id, b, 1, on_finished);
-    json_free(b);
+    trace_time_begin(l);
+    l->tc = trace_finish_interaction(l->in.trace, l->in.who, lang(l), l->interaction_id, outcome,
+                                     key, l->answer_ref, reason, on_finished, l);
 }
 
-static void on_artifact(const trace_reply *r, void *arg)
+static void on_artifact(const trace_reply *r, const char *id, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
     trace_time_end(l);
-    const char *id = reply_field(l, r, "artifact_id", "BKN Trace Core did not store the answer");
-    if (!id)
+    if (!id) {
+        fail_no_id(l, r, "BKN Trace Core did not store the answer");
         return;
+    }
     snprintf(l->answer_ref, sizeof l->answer_ref, "artifact:%s", id);
     post_finish(l);
 }
 
-/* Records the answer as a result artifact (reference trace-lifecycle.md §2.3 E1). */
-static void post_answer(lifecycle *l, const json_value *inter)
-{
-    const char *answer = json_get_string(l->args, "answer");
-    const principal *w = &l->c->who;
-    json_value *content = json_new_object();
-    json_set(content, "answer", json_new_str(answer, strlen(answer)));
-    buf t = BUF_INIT;
-    json_write(&t, content, 1);
-    char h[65], hash[80], idsrc[400], aid[80], trace_id[33], span_id[17];
-    sha256_hex(t.data, t.len, h);
-    buf_free(&t);
-    snprintf(hash, sizeof hash, "sha256:%s", h);
-    snprintf(idsrc, sizeof idsrc, "%s|result|%s", l->interaction_id, hash);
-    sha256_hex(idsrc, strlen(idsrc), h);
-    snprintf(aid, sizeof aid, "art_result_%.32s", h);
-    trace_synthetic_ids(l->c->request_id, trace_id, span_id);
-    const char *observed = json_get_string(inter, "updated_at");
-    json_value *b = json_new_object();
-    json_set(b, "artifact_id", json_new_str(aid, strlen(aid)));
-    json_set(b, "artifact_type", json_new_str("result", 6));
-    json_set(b, "bkn.request.id", json_new_str(l->c->request_id, strlen(l->c->request_id)));
-    json_set(b, "trace_id", json_new_str(trace_id, 32));
-    json_set(b, "interaction_id", json_new_str(l->interaction_id, strlen(l->interaction_id)));
-    json_set(b, "content_type", json_new_str("application/json", 16));
-    json_set(b, "schema_version", json_new_str("2.2.0", 5));
-    if (observed)
-        json_set(b, "observed_at", json_new_str(observed, strlen(observed)));
-    json_set(b, "content_hash", json_new_str(hash, strlen(hash)));
-    json_set(b, "content", content);
-    json_set(b, "bkn.account.id", json_new_str(w->account_id, strlen(w->account_id)));
-    json_set(b, "bkn.account.type", json_new_str(w->account_type, strlen(w->account_type)));
-    json_set(b, "effective_subject_id", json_new_str(w->account_id, strlen(w->account_id)));
-    const char *app_id = w->client_id[0] ? w->client_id : w->account_id;
-    json_set(b, "application_principal_id", json_new_str(app_id, strlen(app_id)));
-    buf ini = BUF_INIT;
-    buf_printf(&ini, "account:%s", w->account_id);
-    json_set(b, "initiator", json_new_str(ini.data, ini.len));
-    buf_free(&ini);
-    json_set(b, "agent_or_app", json_new_str(app_id, strlen(app_id)));
-    core(l, "POST", "/evidence/artifacts", NULL, b, 1, on_artifact);
-    json_free(b);
-}
-
-static void on_pre_read(const trace_reply *r, void *arg)
+static void on_pre_read(const trace_reply *r, const trace_interaction *it, void *arg)
 {
     lifecycle *l = arg;
     l->tc = NULL;
     trace_time_end(l);
-    if (r->status != TRACE_OK || !r->body) {
+    if (!it) {
         fail_trace(l, r);
         return;
     }
-    const char *st = json_get_string(r->body, "execution_status");
-    const json_value *man = json_get(r->body, "closure_manifest");
-    const char *ref =
-        man && json_typeof(man) == JSON_OBJECT ? json_get_string(man, "answer_artifact_ref") : NULL;
+    const char *st = it->execution_status;
+    const char *ref = it->answer_artifact_ref;
     if (st && !strcmp(st, "completed") && ref && *ref) {
         /* A retry after a finish that went through: reuse the committed answer. */
         snprintf(l->answer_ref, sizeof l->answer_ref, "%s", ref);
@@ -531,7 +425,10 @@ static void on_pre_read(const trace_reply *r, void *arg)
              "reuse_authoritative_interaction", st ? st : "unknown");
         return;
     }
-    post_answer(l, r->body);
+    /* Records the answer as a result artifact first. */
+    trace_time_begin(l);
+    l->tc = trace_store_answer(l->in.trace, l->in.who, lang(l), l->in.request_id, l->interaction_id,
+                               json_get_string(l->args, "answer"), it->updated_at, on_artifact, l);
 }
 
 static void finish(lifecycle *l)
@@ -570,7 +467,7 @@ static void finish(lifecycle *l)
              0, "correct_tool_arguments", NULL);
         return;
     }
-    if (!trace_installed(l->a->trace)) {
+    if (!trace_installed(l->in.trace)) {
         fail(l, "feature_not_installed", "BKN Trace Core is not configured for this deployment", 0,
              "", NULL);
         return;
@@ -580,25 +477,35 @@ static void finish(lifecycle *l)
         post_finish(l);
         return;
     }
-    core(l, "GET", "/interactions/%s", iid, NULL, 1, on_pre_read);
+    trace_time_begin(l);
+    l->tc = trace_get_interaction(l->in.trace, l->in.who, lang(l), iid, on_pre_read, l);
 }
 
-void lifecycle_call(req_ctx *c, const char *name, const json_value *args, const json_value *meta)
+lifecycle *lifecycle_new(const lifecycle_input *in, lifecycle_done_fn done, void *arg)
 {
     lifecycle *l = xcalloc(1, sizeof *l);
-    l->c = c;
-    l->a = c->app;
-    l->finish = !strcmp(name, "bkn_finish_interaction");
-    c->lc = l;
+    l->in = *in;
+    l->done = done;
+    l->done_arg = arg;
+    l->finish = !strcmp(in->name, "bkn_finish_interaction");
+    outcome_init(&l->o);
+    return l;
+}
+
+void lifecycle_run(lifecycle *l)
+{
+    const lifecycle_input *in = &l->in;
     char err[300];
-    if (flow_hint(c, meta, "X-OpenBKN-Client-Invocation-Id", "openbkn.ai/client-invocation-id",
-                  l->invocation, sizeof l->invocation, err, sizeof err) < 0 ||
-        flow_hint(c, meta, "X-OpenBKN-Host-Conversation-Key", "openbkn.ai/host-conversation-key",
-                  l->host_key, sizeof l->host_key, err, sizeof err) < 0) {
+    if (callcheck_hint_pick(in->invocation_header, "X-OpenBKN-Client-Invocation-Id", in->meta,
+                            "openbkn.ai/client-invocation-id", l->invocation, sizeof l->invocation,
+                            err, sizeof err) < 0 ||
+        callcheck_hint_pick(in->host_key_header, "X-OpenBKN-Host-Conversation-Key", in->meta,
+                            "openbkn.ai/host-conversation-key", l->host_key, sizeof l->host_key,
+                            err, sizeof err) < 0) {
         fail(l, "lifecycle_hint_invalid", err, 0, "fix_host_lifecycle_hint", NULL);
         return;
     }
-    l->args = args ? json_clone(args) : json_new_object();
+    l->args = in->args ? json_clone(in->args) : json_new_object();
     guard_strip_hints(l->args);
     if (l->finish)
         finish(l);

@@ -1,14 +1,20 @@
 /* lifecycle: the MCP lifecycle tools bkn_start_interaction and
- * bkn_finish_interaction (SPEC §7; reference trace-lifecycle.md §1), owned by the
- * core because they speak to Trace Core directly. Strict validation, the reference's
- * error codes and required_action values; IDs only ever come from Trace Core.
+ * bkn_finish_interaction, owned by the core because they speak to Trace Core
+ * directly (through trace.c's typed operations). Strict validation, fixed error
+ * codes and required_action values; IDs only ever come from Trace Core. It only
+ * sequences; the caller gets a call_outcome (outcome.h) and writes the
+ * CallToolResult.
  *
- * Ownership: a lifecycle call belongs to its request context (c->lc) until it
- * replies. */
+ * Lifetimes: as flow.h - lifecycle_new copies the input struct (pointers borrowed
+ * until done ran or lifecycle_cancel); done runs exactly once unless cancelled,
+ * possibly from inside lifecycle_run; the call frees itself after done returns. */
 #ifndef CL_LIFECYCLE_H
 #define CL_LIFECYCLE_H
 
-#include "server.h"
+#include "outcome.h"
+#include "principal.h"
+#include "tools.h"
+#include "trace.h"
 
 typedef struct lifecycle lifecycle;
 
@@ -19,8 +25,23 @@ void lifecycle_list_entries(buf *out, lang_id lang);
 /* The start of the second entry in the text lifecycle_list_entries wrote (just past
  * the comma that separates the two). */
 const char *lifecycle_second_entry(const char *entries);
-/* Runs the tool; replies on c. meta: params._meta or NULL. */
-void lifecycle_call(req_ctx *c, const char *name, const json_value *args, const json_value *meta);
+typedef struct lifecycle_input {
+    trace_ctx *trace;
+    const principal *who;
+    const char *request_id;
+    int caller_request_id; /* request_id came from the caller (a retry hint) */
+    lang_id lang;
+    const char *name;              /* bkn_start_interaction | bkn_finish_interaction */
+    const json_value *args;        /* NULL = {} */
+    const json_value *meta;        /* params._meta, or NULL */
+    const char *invocation_header; /* X-OpenBKN-Client-Invocation-Id, or NULL */
+    const char *host_key_header;   /* X-OpenBKN-Host-Conversation-Key, or NULL */
+} lifecycle_input;
+
+typedef void (*lifecycle_done_fn)(const call_outcome *o, void *arg);
+
+lifecycle *lifecycle_new(const lifecycle_input *in, lifecycle_done_fn done, void *arg);
+void lifecycle_run(lifecycle *l);
 void lifecycle_cancel(lifecycle *l);
 
 #endif

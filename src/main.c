@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "hostguard.h"
 #include "httpd.h"
 #include "log.h"
@@ -16,6 +17,7 @@
 #include "proxytrust.h"
 #include "reload.h"
 #include "server.h"
+#include "surfaces.h"
 
 static int64_t g_first_term_ms; /* worker: when the first SIGTERM/SIGINT arrived */
 static int g_is_worker;
@@ -215,14 +217,14 @@ static int run_worker(settings *cfg, const worker_opts *w)
     fill_upstreams(&a);
     a.base = new_event_base();
     if (!a.base) {
-        fprintf(stderr, "context-loader: event_base_new failed\n");
+        log_fatal("event_base_new failed");
         goto done;
     }
     fetch_config fc = {0, (size_t)a.cfg->limits_max_response_bytes, 0};
     const char *ferr = NULL;
     a.fetch = fetch_new(a.base, &fc, &ferr);
     if (!a.fetch) {
-        fprintf(stderr, "context-loader: %s\n", ferr ? ferr : "fetch init failed");
+        log_fatal("%s", ferr ? ferr : "fetch init failed");
         goto done;
     }
     auth_config ac;
@@ -248,6 +250,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     tcfg.verdict_ttl_s = (int)a.cfg->trace_core_probe_verdict_ttl_s;
     tcfg.default_tenant_id = a.cfg->default_tenant_id;
     tcfg.default_business_domain = a.cfg->default_business_domain;
+    tcfg.lease_ttl_s = (int)a.cfg->trace_core_lease_cache_ttl_s;
     a.trace = trace_new(a.base, a.fetch, &tcfg);
     const char *ss = a.cfg->state_store;
     if (!strcmp(ss, "memory")) {
@@ -263,14 +266,14 @@ static int run_worker(settings *cfg, const worker_opts *w)
         rc.key_prefix = a.cfg->state_store_key_prefix;
         a.store = store_redis_new(a.base, &rc, err, sizeof err);
         if (!a.store) {
-            fprintf(stderr, "context-loader: config key state_store: %s\n", err);
+            log_fatal("config key state_store: %s", err);
             goto done;
         }
         if (!w && !*a.cfg->session_secret)
             log_end(log_begin(LOG_WARN, MASTER_SHARED_NO_SECRET));
     } else {
-        fprintf(stderr, "context-loader: config key state_store: expected memory or "
-                        "redis://[[user]:password@]host[:port][/db]\n");
+        log_fatal("config key state_store: expected memory or "
+                  "redis://[[user]:password@]host[:port][/db]");
         goto done;
     }
     idem_config icfg;
@@ -314,17 +317,16 @@ static int run_worker(settings *cfg, const worker_opts *w)
     ops.on_swap = on_swap;
     ops.arg = &a;
     if (ops.max_live < 2) {
-        fprintf(stderr, "context-loader: config key tools.max_live_generations: must be >= 2\n");
+        log_fatal("config key tools.max_live_generations: must be >= 2");
         goto done;
     }
     if (tools_host_set_ops(a.tools, &ops, err, sizeof err) < 0) {
-        fprintf(stderr, "context-loader: config key tools.watch: %s\n", err);
+        log_fatal("config key tools.watch: %s", err);
         goto done;
     }
     char *report = NULL;
     if (tools_host_reload(a.tools, a.cfg->tools_dir, &report) < 0) {
-        fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n", a.cfg->tools_dir,
-                report ? report : "");
+        log_fatal("cannot load tools from %s:\n%s", a.cfg->tools_dir, report ? report : "");
         free(report);
         goto done;
     }
@@ -332,10 +334,12 @@ static int run_worker(settings *cfg, const worker_opts *w)
     log_str(l, "report", report ? report : "");
     log_end(l);
     free(report);
+    a.route = route_request; /* the route table: httpd calls up only through it */
     if (httpd_start(&a, err, sizeof err) < 0) {
-        fprintf(stderr, "context-loader: %s\n", err);
+        log_fatal("%s", err);
         goto done;
     }
+    ptc_init(&a);
     sigterm = evsignal_new(a.base, SIGTERM, on_term, &a);
     sigint = evsignal_new(a.base, SIGINT, on_term, &a);
     sighup = evsignal_new(a.base, SIGHUP, on_hup, &a);
@@ -346,7 +350,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
         sigprocmask(SIG_SETMASK, w->orig_mask, NULL);
         unsigned char k = (unsigned char)w->index;
         if (write(w->ready_fd, &k, 1) != 1)
-            fprintf(stderr, "context-loader: worker %d: cannot notify the master\n", w->index);
+            log_fatal("worker %d: cannot notify the master", w->index);
         close(w->ready_fd);
     }
     a.heartbeat = event_new(a.base, -1, EV_PERSIST, on_heartbeat, &a);
@@ -365,6 +369,7 @@ done:
         event_free(sighup);
     mcp_close_streams(&a);
     httpd_free(&a);
+    ptc_free();
     if (a.idem)
         idem_free(a.idem);
     if (a.store)
@@ -431,11 +436,11 @@ int main(int argc, char **argv)
     char err[512];
     settings *cfg = conf_load(config_path, err, sizeof err);
     if (!cfg) {
-        fprintf(stderr, "context-loader: %s\n", err);
+        log_fatal("%s", err);
         return 2;
     }
     if (check_process_model(cfg, err, sizeof err) < 0 || check_edge(cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "context-loader: %s\n", err);
+        log_fatal("%s", err);
         conf_free(cfg);
         return 2;
     }

@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "flow.h"
+#include "accept.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "mcp_msg.h"
 #include "server.h"
+#include "surfaces.h"
 
 static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 #define N_VERSIONS (sizeof VERSIONS / sizeof VERSIONS[0])
@@ -27,33 +28,6 @@ static int version_supported(const char *v)
     for (size_t i = 0; i < N_VERSIONS; i++)
         if (!strcmp(v, VERSIONS[i]))
             return 1;
-    return 0;
-}
-
-/* Does an Accept header admit this media type (exact, type/ *, or * / *)? */
-static int accepts(const char *accept, const char *type)
-{
-    if (!accept || !*accept)
-        return 1;
-    size_t tlen = strlen(type);
-    const char *slash = strchr(type, '/');
-    size_t major = slash ? (size_t)(slash - type) : tlen;
-    for (const char *p = accept; *p;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        const char *e = p;
-        while (*e && *e != ',' && *e != ';')
-            e++;
-        size_t n = (size_t)(e - p);
-        while (n && p[n - 1] == ' ')
-            n--;
-        if ((n == tlen && !strncasecmp(p, type, n)) || (n == 3 && !strncmp(p, "*/*", 3)) ||
-            (n == major + 2 && !strncasecmp(p, type, major) && !strncmp(p + major, "/*", 2)))
-            return 1;
-        while (*e && *e != ',')
-            e++;
-        p = e;
-    }
     return 0;
 }
 
@@ -76,25 +50,53 @@ static void sse_send(req_ctx *c, const char *json, size_t len)
     evbuffer_free(e);
 }
 
-void mcp_send_result(req_ctx *c, const char *result, size_t len)
+/* Starts {"jsonrpc":"2.0","id":<request id>,"result": in b (room for extra more). */
+static void begin_result(req_ctx *c, buf *b, size_t extra)
 {
-    buf b = BUF_INIT;
-    buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    buf_append(&b, c->rpc_id.data, c->rpc_id.len);
-    buf_puts(&b, ",\"result\":");
-    buf_append(&b, result, len);
-    buf_putc(&b, '}');
+    buf_reserve(b, c->rpc_id.len + extra + 64);
+    buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
+    buf_append(b, c->rpc_id.data, c->rpc_id.len);
+    buf_puts(b, ",\"result\":");
+}
+
+/* Ends the response begun by begin_result and sends it; frees c. */
+static void send_result(req_ctx *c, buf *b)
+{
+    buf_putc(b, '}');
     if (c->progress_timer) {
         event_free(c->progress_timer);
         c->progress_timer = NULL;
     }
     if (c->sse) {
         /* The stream began with progress notifications; the result ends it. */
-        sse_send(c, b.data, b.len);
-        req_end_stream(c, b.len);
+        sse_send(c, b->data, b->len);
+        req_end_stream(c, b->len);
     } else {
-        req_reply(c, 200, "application/json", b.data, b.len);
+        req_reply(c, 200, "application/json", b->data, b->len);
     }
+}
+
+void mcp_send_result(req_ctx *c, const char *result, size_t len)
+{
+    buf b = BUF_INIT;
+    begin_result(c, &b, len);
+    buf_append(&b, result, len);
+    send_result(c, &b);
+    buf_free(&b);
+}
+
+/* The one answer of every tools/call that ran (business tools, lifecycle tools,
+ * refusals, replays, errors): the outcome as a CallToolResult. Frees c. */
+static void reply_outcome(req_ctx *c, const call_outcome *o)
+{
+    buf b = BUF_INIT;
+    /* Room for the whole answer at once (a realloc would copy it): the text block
+     * escaped (json_write_string reserves 6 bytes per byte), structuredContent the
+     * JSON again, and the receipt. */
+    size_t text = o->toon && o->toon_text.data ? o->toon_text.len : o->json.len;
+    begin_result(c, &b, 6 * text + o->json.len + 512);
+    mcp_write_tool_result(&b, o);
+    send_result(c, &b);
     buf_free(&b);
 }
 
@@ -170,7 +172,8 @@ void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, 
         if (!(ti->surfaces & surface) || (!ignore_gates && !ti->gate_open))
             continue;
         buf_putc(out, ',');
-        buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang) : ti->list_json[lang]);
+        buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang)
+                                             : tools_entry_json(ti, surface, lang));
     }
     buf_putc(out, ']');
     if (g)
@@ -244,7 +247,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
         else if (surface_bit(c) == SURFACE_PTC)
             buf_puts(&b, ptc_list_json(c->app, g, ti, c->lang)); /* run_code: the digest */
         else
-            buf_puts(&b, ti->list_json[c->lang]);
+            buf_puts(&b, tools_entry_json(ti, surface_bit(c), c->lang));
     }
     buf_free(&lc);
     buf_putc(&b, ']');
@@ -256,6 +259,20 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     c->outcome = "ok";
     mcp_send_result(c, b.data, b.len);
     buf_free(&b);
+}
+
+static void cancel_lifecycle(void *op)
+{
+    lifecycle_cancel(op);
+}
+
+static void on_lifecycle_done(const call_outcome *o, void *arg)
+{
+    req_ctx *c = arg;
+    req_pending_clear(c);
+    c->outcome = o->code;
+    c->trace_ms += o->trace_ms;
+    reply_outcome(c, o);
 }
 
 static void do_tools_call(req_ctx *c, const json_value *params)
@@ -272,8 +289,23 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     const char *name = mc.name;
     const json_value *args = mc.args, *meta = mc.meta;
     if (lifecycle_is_tool(name)) {
+        c->tool_builtin = 1;
         req_async_begin(c);
-        lifecycle_call(c, name, args, meta);
+        lifecycle_input in;
+        memset(&in, 0, sizeof in);
+        in.trace = c->app->trace;
+        in.who = &c->who;
+        in.request_id = c->request_id;
+        in.caller_request_id = c->caller_request_id;
+        in.lang = c->lang;
+        in.name = name;
+        in.args = args;
+        in.meta = meta;
+        in.invocation_header = req_header(c, "X-OpenBKN-Client-Invocation-Id");
+        in.host_key_header = req_header(c, "X-OpenBKN-Host-Conversation-Key");
+        lifecycle *l = lifecycle_new(&in, on_lifecycle_done, c);
+        req_pending_set(c, l, cancel_lifecycle);
+        lifecycle_run(l);
         return;
     }
     c->gen = tools_host_acquire(c->app->tools);
@@ -289,7 +321,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     }
     req_async_begin(c);
     arm_progress(c, meta);
-    flow_start(c, ti, args, meta);
+    req_flow_start(c, ti, args, meta, reply_outcome);
 }
 
 /* ---- GET streams ---- */
@@ -361,7 +393,7 @@ static void list_digest(app *a, tools_gen *g, char out[65])
                 const tools_info *ti = tools_gen_info(g, i);
                 if (!(ti->surfaces & surfaces[s]) || !ti->gate_open)
                     continue;
-                buf_puts(&b, ti->list_json[l]);
+                buf_puts(&b, tools_entry_json(ti, surfaces[s], l));
                 buf_putc(&b, '\n');
             }
         }
@@ -434,10 +466,15 @@ static void session_store_unavailable(req_ctx *c)
 static void post_dispatch(req_ctx *c);
 static void open_stream(req_ctx *c, const char *sid);
 
+static void cancel_session(void *op)
+{
+    session_cancel(op);
+}
+
 static void on_session_ended(session_status st, void *arg)
 {
     req_ctx *c = arg;
-    c->session_wait = NULL;
+    req_pending_clear(c);
     if (st == SESSION_UNAVAILABLE) {
         session_store_unavailable(c);
         return;
@@ -449,7 +486,7 @@ static void on_session_ended(session_status st, void *arg)
 static void on_session(session_status st, void *arg)
 {
     req_ctx *c = arg;
-    c->session_wait = NULL;
+    req_pending_clear(c);
     if (st == SESSION_UNAVAILABLE) {
         session_store_unavailable(c);
         return;
@@ -464,7 +501,7 @@ static void on_session(session_status st, void *arg)
     else if (!strcmp(c->method, "GET"))
         open_stream(c, sid);
     else /* DELETE */
-        c->session_wait = session_end(c->app->sessions, sid, on_session_ended, c);
+        req_pending_set(c, session_end(c->app->sessions, sid, on_session_ended, c), cancel_session);
 }
 
 /* Checks Mcp-Session-Id, then goes on in on_session (the ended-session lookup is
@@ -485,7 +522,7 @@ static void check_session(req_ctx *c)
         return;
     }
     req_async_begin(c);
-    c->session_wait = w;
+    req_pending_set(c, w, cancel_session);
 }
 
 static void handle_post(req_ctx *c)
@@ -496,7 +533,7 @@ static void handle_post(req_ctx *c)
         return;
     }
     const char *accept = req_header(c, "Accept");
-    if (!accepts(accept, "application/json") || !accepts(accept, "text/event-stream")) {
+    if (!accept_admits(accept, "application/json") || !accept_admits(accept, "text/event-stream")) {
         rpc_error(c, 406, -32600,
                   "Not Acceptable: Accept must include application/json and text/event-stream");
         return;
@@ -570,7 +607,7 @@ void mcp_handle(req_ctx *c)
         return;
     }
     if (!strcmp(c->method, "GET")) {
-        if (!accepts(req_header(c, "Accept"), "text/event-stream")) {
+        if (!accept_admits(req_header(c, "Accept"), "text/event-stream")) {
             rpc_error(c, 406, -32600, "Not Acceptable: GET needs Accept: text/event-stream");
             return;
         }

@@ -146,3 +146,75 @@ void mcp_write_error(buf *out, const char *id_json, int code, const char *messag
     json_write_string(out, message, utf8_prefix(message, strlen(message)));
     buf_puts(out, "}}");
 }
+
+static void put_text(buf *out, const buf *b)
+{
+    json_write_string(out, b->data ? b->data : "", b->len);
+}
+
+static void put_raw(buf *out, const buf *b)
+{
+    if (b->len)
+        buf_append(out, b->data, b->len);
+}
+
+/* The result object with bkn_receipt as one more member (written from the tree). */
+static void put_result_with_receipt(buf *out, const json_value *result, const json_value *receipt)
+{
+    size_t n = json_count(result);
+    buf_putc(out, '{');
+    for (size_t i = 0; i < n; i++) {
+        size_t klen;
+        const char *k = json_key_at(result, i, &klen);
+        json_write_string(out, k, klen);
+        buf_putc(out, ':');
+        json_write(out, json_val_at(result, i), 0);
+        buf_putc(out, ',');
+    }
+    buf_puts(out, "\"bkn_receipt\":");
+    json_write(out, receipt, 0);
+    buf_putc(out, '}');
+}
+
+void mcp_write_tool_result(buf *out, const call_outcome *o)
+{
+    buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
+    if (o->note)
+        json_write_string(out, o->note, strlen(o->note));
+    else if (o->toon && !o->is_error && o->toon_text.data)
+        put_text(out, &o->toon_text);
+    else
+        put_text(out, &o->json);
+    buf_puts(out, "}]");
+    if (o->note) {
+        buf_puts(out, ",\"structuredContent\":");
+        put_raw(out, &o->json);
+    } else if (!o->is_error) {
+        buf_puts(out, ",\"structuredContent\":");
+        if (o->receipt && o->result && json_typeof(o->result) == JSON_OBJECT)
+            put_result_with_receipt(out, o->result, o->receipt);
+        else
+            put_raw(out, &o->json);
+    } else if (o->receipt) {
+        buf_puts(out, ",\"structuredContent\":{\"result\":null,\"bkn_receipt\":");
+        json_write(out, o->receipt, 0);
+        buf_putc(out, '}');
+    }
+    buf_printf(out, ",\"isError\":%s", o->is_error ? "true" : "false");
+    if (o->unrecorded)
+        buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"unrecorded\"}");
+    buf_putc(out, '}');
+}
+
+json_value *mcp_attempt_output(const call_outcome *o)
+{
+    json_value *block = json_new_object();
+    json_set(block, "type", json_new_str("text", 4));
+    json_set(block, "text", json_new_str(o->json.data ? o->json.data : "", o->json.len));
+    json_value *content = json_new_array();
+    json_push(content, block);
+    json_value *v = json_new_object();
+    json_set(v, "content", content);
+    json_set(v, "isError", json_new_bool(o->is_error));
+    return v;
+}

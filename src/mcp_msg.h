@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "json.h"
+#include "outcome.h"
 #include "util.h"
 
 typedef enum {
@@ -58,5 +59,18 @@ int mcp_check_method(const char *method, char *err, size_t errlen);
 /* Appends the JSON-RPC error reply; id_json is the id's JSON text (NULL or "" ->
  * null). A message with invalid UTF-8 is cut before it, so the reply stays JSON. */
 void mcp_write_error(buf *out, const char *id_json, int code, const char *message);
+
+/* Appends the CallToolResult of a tool call's outcome - the only place that writes
+ * that shape: content (one text block: the note, else the TOON text when asked and
+ * rendered, else the JSON), structuredContent (the result, with bkn_receipt as its
+ * last member when there is a receipt; the reused {operation, receipt}; for an
+ * error only {"result":null,"bkn_receipt":...} when there is a receipt), isError,
+ * and _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. */
+void mcp_write_tool_result(buf *out, const call_outcome *o);
+
+/* What Trace Core records as the output of an MCP call's attempt: the tool result
+ * before any receipt, as a value - {"content":[{"type":"text","text":<the JSON
+ * text>}],"isError":...}. Owned by the caller. */
+json_value *mcp_attempt_output(const call_outcome *o);
 
 #endif

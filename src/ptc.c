@@ -20,7 +20,9 @@
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
+#include "accept.h"
 #include "server.h"
+#include "surfaces.h"
 
 static char g_sandbox_url[600];
 

@@ -6,9 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "accept.h"
 #include "callcheck.h"
-#include "flow.h"
 #include "server.h"
+#include "surfaces.h"
 
 void rest_handle(req_ctx *c)
 {
@@ -44,11 +45,9 @@ void rest_handle(req_ctx *c)
         req_reply_error(c, status, NULL, err);
         return;
     }
-    c->gen = tools_host_acquire(c->app->tools);
-    const tools_info *ti = NULL;
+    const tools_info *ti = c->ti; /* pinned at routing, in c->gen */
     if (c->proxy) {
         /* The body is the MCP tool's flat parameters (plus an optional bkn_context). */
-        ti = c->gen ? tools_gen_find(c->gen, "mcp_proxy_call") : NULL;
         json_value *args = json_new_object();
         json_set(args, "mcp_id", json_new_str(c->proxy_mcp_id, strlen(c->proxy_mcp_id)));
         json_set(args, "tool_name", json_new_str(c->proxy_tool, strlen(c->proxy_tool)));
@@ -60,14 +59,25 @@ void rest_handle(req_ctx *c)
         json_set(args, "parameters", params);
         json_free(c->msg);
         c->msg = args;
-    } else {
-        ti = c->gen ? tools_gen_find_rest(c->gen, c->tool) : NULL;
-    }
-    if (!ti) { /* the catalogue changed since routing */
-        req_reply_error(c, 404, NULL, "no such route");
-        return;
     }
     snprintf(c->tool, sizeof c->tool, "%s", ti->name);
     req_async_begin(c);
-    flow_start(c, ti, c->msg, NULL);
+    req_flow_start(c, ti, c->msg, NULL, rest_reply_outcome);
+}
+
+void rest_reply_outcome(req_ctx *c, const call_outcome *o)
+{
+    int toon = o->toon && !o->is_error;
+    const buf *body = toon && o->toon_text.data ? &o->toon_text : &o->json;
+    if (o->receipt_id[0])
+        req_add_header(c, "bkn-receipt-id", o->receipt_id);
+    if (o->operation_id[0])
+        req_add_header(c, "bkn-operation-id", o->operation_id);
+    if (o->unrecorded)
+        req_add_header(c, "bkn-trace-status", "unrecorded");
+    if (o->is_error)
+        req_add_header(c, "Content-Language", lang_tag(c->lang));
+    req_reply(c, o->status,
+              toon ? "application/toon; charset=utf-8" : "application/json; charset=utf-8",
+              body->data ? body->data : "", body->len);
 }

@@ -26,6 +26,9 @@ typedef enum { PH_IDLE, PH_BACKOFF, PH_DELIVER } call_phase;
 typedef struct policy_entry policy_entry;
 typedef LIST_HEAD(call_list, trace_call) call_list;
 
+/* The typed view of a reply, made just before the callback (typed operations). */
+typedef enum { V_NONE, V_INTERACTION, V_ID, V_OPERATION, V_RECEIPT } view_kind;
+
 struct trace_call {
     trace_ctx *t;
     call_kind kind;
@@ -38,6 +41,14 @@ struct trace_call {
     /* request */
     trace_cb cb;
     void *arg;
+    view_kind view;
+    const char *id_member; /* V_ID: the member handed to the callback */
+    union {
+        trace_interaction_cb interaction;
+        trace_id_cb id;
+        trace_operation_cb operation;
+        trace_receipt_cb receipt;
+    } tcb;
     char *method, *url, *body;
     size_t body_len;
     char *hstore[MAX_HEADERS * 2]; /* owned header names/values */
@@ -68,6 +79,16 @@ struct policy_entry {
     policy_entry *next;
 };
 
+#define LEASE_SLOTS 256
+
+typedef struct lease_entry {
+    char key[65]; /* "" when the slot is empty */
+    char conversation_id[160];
+    char lease_token[160];
+    json_value *lease_epoch;
+    int64_t expires_ms;
+} lease_entry;
+
 struct trace_ctx {
     struct event_base *base;
     fetch_ctx *fetch;
@@ -89,6 +110,7 @@ struct trace_ctx {
     int have_verdict;
     probe_verdict verdict;
     int64_t verdict_expires;
+    lease_entry leases[LEASE_SLOTS];
     /* lifetime */
     int depth; /* user callbacks running */
     int dead;
@@ -242,6 +264,8 @@ static void ctx_destroy(trace_ctx *t)
     if (t->probe_fr)
         fetch_cancel(t->probe_fr);
     policy_free_all(t);
+    for (size_t i = 0; i < LEASE_SLOTS; i++)
+        json_free(t->leases[i].lease_epoch);
     free(t->base_url);
     free(t->def_tenant);
     free(t->def_domain);
@@ -786,6 +810,305 @@ void trace_note_failure(trace_ctx *t)
         t->have_verdict = 0;
 }
 
+/* ---- typed operations ---- */
+
+static void deliver_view(trace_call *c)
+{
+    const trace_reply *r = &c->reply;
+    const json_value *b = r->status == TRACE_OK ? r->body : NULL;
+    switch (c->view) {
+    case V_INTERACTION: {
+        trace_interaction it;
+        memset(&it, 0, sizeof it);
+        if (b) {
+            const json_value *man = json_get(b, "closure_manifest");
+            it.conversation_id = json_get_string(b, "conversation_id");
+            it.interaction_id = json_get_string(b, "interaction_id");
+            it.execution_status = json_get_string(b, "execution_status");
+            it.evidence_status = json_get_string(b, "evidence_status");
+            it.lease_token = json_get_string(b, "lease_token");
+            it.updated_at = json_get_string(b, "updated_at");
+            it.lease_epoch = json_get(b, "lease_epoch");
+            it.answer_artifact_ref = man && json_typeof(man) == JSON_OBJECT
+                                         ? json_get_string(man, "answer_artifact_ref")
+                                         : NULL;
+        }
+        c->tcb.interaction(r, b ? &it : NULL, c->arg);
+        break;
+    }
+    case V_ID:
+        c->tcb.id(r, b ? json_get_string(b, c->id_member) : NULL, c->arg);
+        break;
+    case V_OPERATION: {
+        trace_operation op;
+        int ok = 0;
+        memset(&op, 0, sizeof op);
+        if (b) {
+            const json_value *exec = json_get(b, "execute");
+            op.operation = json_get(b, "operation");
+            op.receipt = json_get(b, "receipt");
+            op.operation_id = op.operation ? json_get_string(op.operation, "operation_id") : NULL;
+            op.receipt_id = op.receipt ? json_get_string(op.receipt, "receipt_id") : NULL;
+            op.receipt_status = op.receipt ? json_get_string(op.receipt, "receipt_status") : NULL;
+            const json_value *attempt = op.operation ? json_get(op.operation, "attempt") : NULL;
+            op.execute = exec && json_typeof(exec) == JSON_TRUE;
+            ok = op.operation_id && op.receipt_id && attempt && json_typeof(attempt) == JSON_INT;
+            op.attempt = ok ? (long)json_get_int(attempt) : 0;
+        }
+        c->tcb.operation(r, ok ? &op : NULL, c->arg);
+        break;
+    }
+    case V_RECEIPT:
+        c->tcb.receipt(r, b ? json_get(b, "receipt") : NULL, c->arg);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Sends a typed operation: path is fmt with up to two "%s" filled by id1 and id2
+ * path-escaped; body (may be NULL) is written and freed here. */
+static trace_call *typed_request(trace_ctx *t, const principal *who, const char *lang,
+                                 const char *method, const char *fmt, const char *id1,
+                                 const char *id2, json_value *body, int idempotent, view_kind view,
+                                 void *arg)
+{
+    buf path = BUF_INIT, e1 = BUF_INIT, e2 = BUF_INIT;
+    buf_printf(&path, fmt, trace_path_escape(id1, &e1), trace_path_escape(id2, &e2));
+    trace_call *c = trace_request(t, who, lang, method, path.data, body, idempotent, NULL, arg);
+    c->view = view;
+    json_free(body);
+    buf_free(&path);
+    buf_free(&e1);
+    buf_free(&e2);
+    return c;
+}
+
+static void set_str(json_value *o, const char *key, const char *v)
+{
+    json_set(o, key, json_new_str(v, strlen(v)));
+}
+
+trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char *lang,
+                                  const char *interaction_id, trace_interaction_cb cb, void *arg)
+{
+    trace_call *c = typed_request(t, who, lang, "GET", "/interactions/%s", interaction_id, NULL,
+                                  NULL, 1, V_INTERACTION, arg);
+    c->tcb.interaction = cb;
+    return c;
+}
+
+trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const char *lang,
+                                     const char *conversation_id, const char *idempotency_key,
+                                     const char *question, const char *agent_name,
+                                     trace_interaction_cb cb, void *arg)
+{
+    char qhash[65];
+    sha256_hex(question, strlen(question), qhash);
+    json_value *b = json_new_object();
+    set_str(b, "idempotency_key", idempotency_key);
+    set_str(b, "request_hash", qhash);
+    set_str(b, "agent_name", agent_name);
+    trace_call *c = typed_request(t, who, lang, "POST", "/conversations/%s/interactions",
+                                  conversation_id, NULL, b, 1, V_INTERACTION, arg);
+    c->tcb.interaction = cb;
+    return c;
+}
+
+trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const char *lang,
+                                     const char *interaction_id, const char *outcome,
+                                     const char *idempotency_key, const char *answer_ref,
+                                     const char *reason, trace_interaction_cb cb, void *arg)
+{
+    json_value *b = json_new_object();
+    set_str(b, "outcome", outcome);
+    set_str(b, "idempotency_key", idempotency_key);
+    if (answer_ref && *answer_ref)
+        set_str(b, "answer_artifact_ref", answer_ref);
+    if (reason)
+        set_str(b, "reason", reason);
+    trace_call *c = typed_request(t, who, lang, "POST", "/interactions/%s/finish", interaction_id,
+                                  NULL, b, 1, V_INTERACTION, arg);
+    c->tcb.interaction = cb;
+    return c;
+}
+
+trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const char *lang,
+                                      const char *external_key, trace_id_cb cb, void *arg)
+{
+    char h[65], ikey[80];
+    sha256_hex(external_key, strlen(external_key), h);
+    snprintf(ikey, sizeof ikey, "mcp-conversation:%.32s", h);
+    json_value *b = json_new_object();
+    set_str(b, "external_conversation_key", external_key);
+    set_str(b, "idempotency_key", ikey);
+    trace_call *c = typed_request(t, who, lang, "POST", "/conversations:ensure-current", NULL, NULL,
+                                  b, 1, V_ID, arg);
+    c->tcb.id = cb;
+    c->id_member = "conversation_id";
+    return c;
+}
+
+trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *lang,
+                               const char *request_id, const char *interaction_id,
+                               const char *answer, const char *observed_at, trace_id_cb cb,
+                               void *arg)
+{
+    json_value *content = json_new_object();
+    set_str(content, "answer", answer);
+    buf text = BUF_INIT, ini = BUF_INIT;
+    json_write(&text, content, 1);
+    char h[65], hash[80], idsrc[400], aid[80], trace_id[33], span_id[17];
+    sha256_hex(text.data, text.len, h);
+    snprintf(hash, sizeof hash, "sha256:%s", h);
+    snprintf(idsrc, sizeof idsrc, "%s|result|%s", interaction_id, hash);
+    sha256_hex(idsrc, strlen(idsrc), h);
+    snprintf(aid, sizeof aid, "art_result_%.32s", h);
+    trace_synthetic_ids(request_id, trace_id, span_id);
+    json_value *b = json_new_object();
+    set_str(b, "artifact_id", aid);
+    set_str(b, "artifact_type", "result");
+    set_str(b, "bkn.request.id", request_id);
+    set_str(b, "trace_id", trace_id);
+    set_str(b, "interaction_id", interaction_id);
+    set_str(b, "content_type", "application/json");
+    set_str(b, "schema_version", "2.2.0");
+    if (observed_at)
+        set_str(b, "observed_at", observed_at);
+    set_str(b, "content_hash", hash);
+    json_set(b, "content", content);
+    set_str(b, "bkn.account.id", who->account_id);
+    set_str(b, "bkn.account.type", who->account_type);
+    set_str(b, "effective_subject_id", who->account_id);
+    const char *app_id = who->client_id[0] ? who->client_id : who->account_id;
+    set_str(b, "application_principal_id", app_id);
+    buf_printf(&ini, "account:%s", who->account_id);
+    set_str(b, "initiator", ini.data);
+    set_str(b, "agent_or_app", app_id);
+    trace_call *c =
+        typed_request(t, who, lang, "POST", "/evidence/artifacts", NULL, NULL, b, 1, V_ID, arg);
+    c->tcb.id = cb;
+    c->id_member = "artifact_id";
+    buf_free(&text);
+    buf_free(&ini);
+    return c;
+}
+
+trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const char *lang,
+                                   const trace_ensure_in *in, trace_operation_cb cb, void *arg)
+{
+    json_value *b = json_new_object();
+    set_str(b, "operation_key", in->operation_key);
+    set_str(b, "tool_name", in->tool_name);
+    set_str(b, "protocol", in->protocol);
+    set_str(b, "source_module", "context-loader");
+    json_value *env = NULL;
+    trace_payload_envelope(in->input, &env);
+    json_set(b, "input", env);
+    json_set(b, "required", json_new_bool(1));
+    set_str(b, "lease_token", in->lease_token ? in->lease_token : "");
+    json_set(b, "lease_epoch", in->lease_epoch ? json_clone(in->lease_epoch) : json_new_int(0));
+    if (in->parent_operation_id && in->parent_operation_id[0])
+        set_str(b, "parent_operation_id", in->parent_operation_id);
+    if (in->causation_event_ids)
+        json_set(b, "causation_event_ids", json_clone(in->causation_event_ids));
+    trace_call *c =
+        typed_request(t, who, lang, "POST", "/conversations/%s/interactions/%s/operations:ensure",
+                      in->conversation_id, in->interaction_id, b, 0, V_OPERATION, arg);
+    c->tcb.operation = cb;
+    return c;
+}
+
+trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
+                                 const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
+{
+    json_value *b = json_new_object();
+    json_value *env = NULL;
+    if (in->failed) {
+        json_value *e = json_new_object();
+        set_str(e, "code", "tool_error");
+        set_str(e, "message", "the tool returned an error");
+        set_str(e, "stage", "tool_execution");
+        json_set(e, "result", in->payload ? json_clone(in->payload) : json_new_null());
+        trace_payload_envelope(e, &env);
+        json_free(e);
+    } else {
+        trace_payload_envelope(in->payload, &env);
+    }
+    set_str(b, "receipt_id", in->receipt_id);
+    set_str(b, "evidence_durability", "durable");
+    json_set(b, "retryable", json_new_bool(0));
+    set_str(b, "request_id", in->request_id);
+    json_set(b, "trace_id", json_new_str(in->trace_id, 32));
+    json_set(b, "span_id", json_new_str(in->span_id, 16));
+    json_set(b, "observed_evidence_refs", json_new_array());
+    json_set(b, "business_refs",
+             in->business_refs ? json_clone(in->business_refs) : json_new_array());
+    json_set(b, "artifact_refs", json_new_null());
+    json_set(b, "partial_reasons", json_new_null());
+    json_set(b, in->failed ? "error" : "output", env);
+    char fmt[80]; /* the operation id is escaped into the one %s */
+    snprintf(fmt, sizeof fmt, "/operations/%%s/attempts/%ld:%s", in->attempt,
+             in->failed ? "fail" : "complete");
+    trace_call *c =
+        typed_request(t, who, lang, "POST", fmt, in->operation_id, NULL, b, 1, V_RECEIPT, arg);
+    c->tcb.receipt = cb;
+    return c;
+}
+
+/* ---- interaction lease cache ---- */
+
+void trace_lease_key(const char *caller_key, const char *interaction_id, char out[65])
+{
+    buf k = BUF_INIT;
+    buf_printf(&k, "%s\n%s", caller_key, interaction_id);
+    sha256_hex(k.data, k.len, out);
+    buf_free(&k);
+}
+
+static lease_entry *lease_slot(trace_ctx *t, const char key[65])
+{
+    return &t->leases[strtoul(key + 56, NULL, 16) % LEASE_SLOTS];
+}
+
+int trace_lease_get(trace_ctx *t, const char key[65], const char *conversation_id, char *token,
+                    size_t tokenlen, json_value **epoch)
+{
+    if (t->cfg.lease_ttl_s <= 0)
+        return 0;
+    lease_entry *e = lease_slot(t, key);
+    if (strcmp(e->key, key) || e->expires_ms <= now_mono_ms() ||
+        strcmp(e->conversation_id, conversation_id))
+        return 0;
+    snprintf(token, tokenlen, "%s", e->lease_token);
+    *epoch = e->lease_epoch ? json_clone(e->lease_epoch) : NULL;
+    return 1;
+}
+
+void trace_lease_put(trace_ctx *t, const char key[65], const char *conversation_id,
+                     const char *token, const json_value *epoch)
+{
+    if (t->cfg.lease_ttl_s <= 0 || !token || !token[0])
+        return;
+    lease_entry *e = lease_slot(t, key);
+    json_free(e->lease_epoch);
+    memcpy(e->key, key, sizeof e->key);
+    snprintf(e->conversation_id, sizeof e->conversation_id, "%s", conversation_id);
+    snprintf(e->lease_token, sizeof e->lease_token, "%s", token);
+    e->lease_epoch = epoch ? json_clone(epoch) : NULL;
+    e->expires_ms = now_mono_ms() + (int64_t)t->cfg.lease_ttl_s * 1000;
+}
+
+void trace_lease_drop(trace_ctx *t, const char key[65])
+{
+    lease_entry *e = lease_slot(t, key);
+    if (!strcmp(e->key, key)) {
+        e->key[0] = '\0';
+        json_free(e->lease_epoch);
+        e->lease_epoch = NULL;
+    }
+}
+
 /* ---- delivery, cancel, stats ---- */
 
 static void call_event(evutil_socket_t fd, short what, void *arg)
@@ -799,7 +1122,9 @@ static void call_event(evutil_socket_t fd, short what, void *arg)
     }
     c->in_cb = 1;
     t->depth++;
-    if (c->kind == K_REQUEST && c->cb)
+    if (c->kind == K_REQUEST && c->view != V_NONE)
+        deliver_view(c);
+    else if (c->kind == K_REQUEST && c->cb)
         c->cb(&c->reply, c->arg);
     else if (c->kind == K_POLICY && c->pcb)
         c->pcb(c->st, c->arg);

@@ -40,6 +40,7 @@ typedef struct trace_config {
     long breaker_open_ms; /* open window before a half-open trial (0 -> 2000) */
     const char *default_tenant_id;       /* fallback for x-tenant-id; may be NULL */
     const char *default_business_domain; /* fallback for x-business-domain; may be NULL */
+    int lease_ttl_s;                     /* interaction lease cache TTL; 0 = no cache */
 } trace_config;
 
 /* Returns a context using base and fetch (both borrowed; they must outlive it).
@@ -146,5 +147,123 @@ void trace_synthetic_ids(const char *request_id, char trace_id[33], char span_id
  * "serialization_failed" and byte_length 0. *out is owned by the caller. Returns 0. */
 #define TRACE_INLINE_MAX (1024 * 1024)
 int trace_payload_envelope(const json_value *payload, json_value **out);
+
+/* ---- the protocol: typed operations ----
+ *
+ * Each builds its path and body, sends it with trace_request and checks the reply
+ * before the callback runs. The callback gets the raw reply (for the failure cases:
+ * status, API envelope, error code) and the typed view, which is non-NULL only when
+ * the reply is TRACE_OK with a body (and, for ensure, carries every required
+ * member). Everything is borrowed for the duration of the callback. Every op is
+ * cancelled with trace_cancel. who is copied; strings and values given are copied
+ * or written before the op returns. */
+
+/* An interaction (GET /interactions/{id}, create, finish); members NULL when absent. */
+typedef struct trace_interaction {
+    const char *conversation_id, *interaction_id, *execution_status, *evidence_status;
+    const char *lease_token, *updated_at;
+    const json_value *lease_epoch;   /* any JSON value, or NULL */
+    const char *answer_artifact_ref; /* closure_manifest.answer_artifact_ref, or NULL */
+} trace_interaction;
+typedef void (*trace_interaction_cb)(const trace_reply *r, const trace_interaction *it, void *arg);
+
+/* GET /interactions/{interaction_id} */
+trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char *lang,
+                                  const char *interaction_id, trace_interaction_cb cb, void *arg);
+
+/* POST /conversations/{conversation_id}/interactions {idempotency_key, request_hash,
+ * agent_name}: request_hash = sha256 hex of the question. Retried (Core answers a
+ * replay of the key with the same interaction). */
+trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const char *lang,
+                                     const char *conversation_id, const char *idempotency_key,
+                                     const char *question, const char *agent_name,
+                                     trace_interaction_cb cb, void *arg);
+
+/* POST /interactions/{interaction_id}/finish {outcome, idempotency_key,
+ * answer_artifact_ref?, reason?} (answer_ref, reason: NULL or "" = absent). */
+trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const char *lang,
+                                     const char *interaction_id, const char *outcome,
+                                     const char *idempotency_key, const char *answer_ref,
+                                     const char *reason, trace_interaction_cb cb, void *arg);
+
+/* conversation_id: the reply's member, or NULL (also when it is missing). */
+typedef void (*trace_id_cb)(const trace_reply *r, const char *id, void *arg);
+
+/* POST /conversations:ensure-current {external_conversation_key, idempotency_key}
+ * where idempotency_key = "mcp-conversation:" + 32 hex of sha256(external key). */
+trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const char *lang,
+                                      const char *external_key, trace_id_cb cb, void *arg);
+
+/* POST /evidence/artifacts: the answer of an interaction as a result artifact
+ * ({"answer": answer}, content-addressed id art_result_<32 hex>, synthetic trace id
+ * of request_id, observed_at the interaction's updated_at when given). The id given
+ * to the callback is the reply's artifact_id. */
+trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *lang,
+                               const char *request_id, const char *interaction_id,
+                               const char *answer, const char *observed_at, trace_id_cb cb,
+                               void *arg);
+
+/* operations:ensure of one business call. */
+typedef struct trace_ensure_in {
+    const char *conversation_id, *interaction_id;
+    const char *operation_key, *tool_name;
+    const char *protocol;                  /* "mcp" | "sdk" */
+    const json_value *input;               /* the arguments (put in a PayloadEnvelope) */
+    const char *lease_token;               /* "" when none */
+    const json_value *lease_epoch;         /* NULL -> 0 */
+    const char *parent_operation_id;       /* NULL or "" = absent */
+    const json_value *causation_event_ids; /* or NULL */
+} trace_ensure_in;
+
+typedef struct trace_operation {
+    const char *operation_id, *receipt_id;
+    const char *receipt_status; /* or NULL */
+    long attempt;
+    int execute; /* 1: run the tool; 0: another claimant ran (or runs) it */
+    const json_value *operation, *receipt;
+} trace_operation;
+/* op: non-NULL on TRACE_OK when operation_id, receipt_id and an integer attempt
+ * are present. */
+typedef void (*trace_operation_cb)(const trace_reply *r, const trace_operation *op, void *arg);
+
+/* POST /conversations/{cid}/interactions/{iid}/operations:ensure (not retried). */
+trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const char *lang,
+                                   const trace_ensure_in *in, trace_operation_cb cb, void *arg);
+
+/* The outcome of an attempt. */
+typedef struct trace_attempt_in {
+    const char *operation_id;
+    long attempt;
+    int failed; /* :fail with a tool_error, else :complete */
+    const char *receipt_id, *request_id, *trace_id, *span_id;
+    const json_value *business_refs; /* or NULL ([]) */
+    const json_value *payload;       /* the output (or the error's result); NULL =
+                                        serialization_failed */
+} trace_attempt_in;
+/* receipt: the reply's "receipt" member, or NULL. */
+typedef void (*trace_receipt_cb)(const trace_reply *r, const json_value *receipt, void *arg);
+
+/* POST /operations/{id}/attempts/{n}:complete | :fail (retried). */
+trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
+                                 const trace_attempt_in *in, trace_receipt_cb cb, void *arg);
+
+/* ---- the interaction lease cache ----
+ * A managed call looks its interaction up (conversation, status, lease) before it
+ * ensures its Operation. Every call of a turn gets the same answer, and
+ * operations:ensure checks all of it again on Core's side, so for lease_ttl_s the
+ * answer is reused: per caller and interaction, in this process. A caller whose
+ * ensure with a reused lease is refused drops the entry and looks up again, so
+ * callers see what they would have seen without the cache. */
+
+/* The cache key of (caller key, interaction id): 64 hex. */
+void trace_lease_key(const char *caller_key, const char *interaction_id, char out[65]);
+/* 1 and the lease (token copied into token, epoch a new value or NULL, owned by
+ * the caller) when a fresh entry for key and conversation_id exists; else 0. */
+int trace_lease_get(trace_ctx *t, const char key[65], const char *conversation_id, char *token,
+                    size_t tokenlen, json_value **epoch);
+/* Remembers a lease (epoch cloned); no-op without a token or with the cache off. */
+void trace_lease_put(trace_ctx *t, const char key[65], const char *conversation_id,
+                     const char *token, const json_value *epoch);
+void trace_lease_drop(trace_ctx *t, const char key[65]);
 
 #endif

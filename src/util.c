@@ -92,13 +92,18 @@ void buf_printf(buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    /* One pass when the text fits the spare room (the usual case), two otherwise. */
+    size_t room = b->cap > b->len ? b->cap - b->len : 0;
+    int n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, ap);
     va_end(ap);
-    if (n > 0) {
+    if (n > 0 && (size_t)n >= room) {
         buf_reserve(b, (size_t)n);
         vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap2);
-        b->len += (size_t)n;
     }
+    if (n > 0)
+        b->len += (size_t)n;
+    else if (room)
+        b->data[b->len] = '\0';
     va_end(ap2);
 }
 

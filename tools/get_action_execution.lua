@@ -21,7 +21,7 @@ local M = {
             "status 为 pending / running 时结果尚未齐全，请稍后再查；completed 表示执行流程结束，" ..
             "不代表全部成功——逐对象成败看 success_count / failed_count 与 results[].status。" ..
             "不传分页参数时沿用原有查询（最多 1000 条结果）；传入 results_limit 或 results_offset " ..
-            "（哪怕是 0）即按结果分页：每页默认 100 条，最多 1000 条，且 results_offset 加页大小不超过 10000。" ..
+            "（哪怕是 0）即按结果分页（页大小见参数），且 results_offset 加页大小不超过 10000。" ..
             "比较 results_offset + len(results) 与 results_total 判断是否还有下一页；" ..
             "超过 10000 条的结果无法通过本接口继续翻页。",
         ["en-US"] = "Status and per-object results of one action execution, by the execution_id " ..
@@ -29,10 +29,17 @@ local M = {
             "incomplete; poll again later. completed means the run has ended, NOT that every " ..
             "object succeeded: check success_count / failed_count and results[].status. Without " ..
             "paging arguments the legacy view is returned (at most 1000 results). Passing " ..
-            "results_limit or results_offset (even 0) pages the results: 100 per page by default, " ..
-            "at most 1000, and results_offset plus the page size never exceeds 10000. There is " ..
+            "results_limit or results_offset (even 0) pages the results (page size: see the " ..
+            "parameters), and results_offset plus the page size never exceeds 10000. There is " ..
             "another page while results_offset + len(results) < results_total; results beyond " ..
             "the first 10000 cannot be paged through this tool.",
+    },
+    short_description = {
+        ["zh-CN"] = "按 execution_id 查询 execute_action 的状态与逐对象结果。pending / running 时稍后再查；" ..
+            "completed 只表示结束，不代表全部成功（看 success_count / failed_count）。分页见参数。",
+        ["en-US"] = "Status and per-object results of an execute_action run, by execution_id. " ..
+            "pending / running: poll again later; completed means ended, not all succeeded " ..
+            "(check success_count / failed_count). Paging: see the parameters.",
     },
     group = "action",
     order = 330,

@@ -17,6 +17,7 @@ local upstream_error = require "_lib.upstream_error"
 
 local MAX_REF_DEPTH = 3
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "get_action_info",
     version = "1.0.0",
@@ -35,6 +36,14 @@ local M = {
             "them (the _instance_identity values of query_object_instance or " ..
             "query_instance_subgraph results, never composed) the parameters come instantiated for " ..
             "those instances (fixed_params). Run it with execute_action.",
+    },
+    short_description = {
+        ["zh-CN"] = "返回行动类的 Function Call 定义（_dynamic_tools，填写其中 dynamic_params）。传入 " ..
+            "_instance_identities（取自查询结果，不能自己拼）时参数已就这些实例实例化（fixed_params）。" ..
+            "之后用 execute_action 执行。",
+        ["en-US"] = "Returns an action type's function-call definition (_dynamic_tools; fill its " ..
+            "dynamic_params). With _instance_identities (from query results, never composed) the " ..
+            "parameters come instantiated (fixed_params). Run it with execute_action.",
     },
     group = "action",
     order = 310,
@@ -451,4 +460,5 @@ function M.handle(args, ctx)
     return out
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)

@@ -6,6 +6,7 @@ local knschema = require "_lib.knschema"
 
 local text = util.text
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "get_kn_detail",
     version = "1.0.0",
@@ -116,4 +117,5 @@ function M.handle(args, ctx)
     return M.trim_response(kn, args.detail_level, metrics)
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)

@@ -6,6 +6,7 @@ local knschema = require "_lib.knschema"
 
 local text = util.text
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "get_object_types",
     version = "1.0.0",
@@ -115,4 +116,5 @@ function M.handle(args, ctx)
     return out
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)

@@ -5,6 +5,7 @@ local knschema = require "_lib.knschema"
 
 local text = util.text
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "get_relation_types",
     version = "1.0.0",
@@ -55,4 +56,5 @@ function M.handle(args, ctx)
     return out
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)

@@ -7,6 +7,7 @@ local upstream_error = require "_lib.upstream_error"
 
 local DEFAULT_LIMIT = 20
 
+local toonview = require "_lib.toonview"
 local M = {
     name = "list_action_executions",
     version = "1.0.0",
@@ -14,14 +15,12 @@ local M = {
     title = { ["zh-CN"] = "执行历史", ["en-US"] = "Action History" },
     description = {
         ["zh-CN"] = "翻阅某个知识网络下的行动执行记录，可按行动类、状态、触发方式与开始时间区间过滤。" ..
-            "分页二选一：offset 偏移翻页，或把上一页返回的 search_after 原样传回做游标翻页" ..
-            "（传了 search_after 时 offset 被忽略）。limit 默认 20，最大 1000。" ..
+            "分页用 offset 或 search_after（见参数）。" ..
             "列表不含逐对象结果，需要时用 get_action_execution 查单次执行。",
         ["en-US"] = "Pages through the action executions of a knowledge network, filtered by " ..
-            "action type, status, trigger type and start-time range. Page either by offset or by " ..
-            "passing back the search_after of the previous page unchanged (offset is ignored " ..
-            "when search_after is sent). limit defaults to 20, at most 1000. Entries carry no " ..
-            "per-object results; use get_action_execution for one execution.",
+            "action type, status, trigger type and start-time range. Page by offset or " ..
+            "search_after (see the parameters). Entries carry no per-object results; use " ..
+            "get_action_execution for one execution.",
     },
     group = "action",
     order = 340,
@@ -185,4 +184,5 @@ function M.handle(args, ctx)
     return M.trim_response(body)
 end
 
-return M
+-- TOON text: the token-saving view (tables, dotted columns, side lists)
+return toonview.use(M)

@@ -7,7 +7,8 @@
 # and prints instructions per request and the top functions (callgrind_annotate).
 # Not part of scripts/test.
 # Usage: tests/bench/callgrind.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
-#   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out file.
+#   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out file; MCP_FORMAT=toon
+#   asks the MCP calls for TOON text instead of JSON.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}

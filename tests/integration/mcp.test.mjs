@@ -314,6 +314,18 @@ test('Accept without text/event-stream 406; wrong Content-Type 415', async () =>
   assert.equal((await post(stack.server.mcpUrl, rpc(1, 'ping'), { 'mcp-session-id': sid })).status, 200);
 });
 
+test('Accept q=0 means not acceptable, as on every route', async () => {
+  const sid = await initialize(stack.server.mcpUrl);
+  const sse0 = await post(stack.server.mcpUrl, rpc(1, 'ping'), { 'mcp-session-id': sid, accept: 'application/json, text/event-stream;q=0' });
+  assert.equal(sse0.status, 406, sse0.text);
+  const json0 = await post(stack.server.mcpUrl, rpc(1, 'ping'), { 'mcp-session-id': sid, accept: 'application/json;q=0, */*' });
+  assert.equal(json0.status, 406, json0.text);
+  const wild = await post(stack.server.mcpUrl, rpc(1, 'ping'), { 'mcp-session-id': sid, accept: 'application/*;q=0.5, text/*;q=0.1' });
+  assert.equal(wild.status, 200, wild.text);
+  const get0 = await raw(stack.server.mcpUrl, { method: 'GET', headers: { accept: 'text/event-stream;q=0, */*', authorization: 'Bearer demo-user-token', 'mcp-session-id': sid } });
+  assert.equal(get0.status, 406);
+});
+
 test('Origin and Host checks (DNS rebinding protection) and the Origin allow-list', async () => {
   const url = stack.server.mcpUrl;
   const evil = await post(url, initBody(), { origin: 'http://evil.example.com' });

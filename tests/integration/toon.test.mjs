@@ -27,16 +27,40 @@ function toonTodo(tool) {
   return formats.includes('"toon"') ? false : `tools/${tool}.lua declares formats {${formats.trim()}} without "toon"`;
 }
 
+// mcpTrims: the MCP result is a trimmed form of the REST one (each surface is checked
+// against its own JSON). view: the tool's TOON text is the token-saving view its description states
+// (tools/_lib/toonview.lua); it must decode and turn back into exactly the result.
+const SUBGRAPH = [{
+  object_types: [{ id: 'ot_drug' }, { id: 'ot_manufacturer' }],
+  relation_types: [{ relation_type_id: 'rt_produced_by', source_object_type_id: 'ot_drug', target_object_type_id: 'ot_manufacturer' }],
+}];
 const CASES = [
   { tool: 'list_knowledge_networks', args: {} },
-  { tool: 'get_kn_detail', args: { kn_id: 'kn_medical' } },
+  { tool: 'get_kn_detail', args: { kn_id: 'kn_medical' }, view: true },
   {
     tool: 'query_object_instance',
     // the ot_drug row with drug_id 2^53+1, batch_no beyond int64, tags [] and ext {}
     argsJson: '{"kn_id":"kn_medical","ot_id":"ot_drug","condition":{"field":"drug_id","operation":"==","value":9007199254740993}}',
     bigs: ['9007199254740993', '12345678901234567890123'],
+    view: true,
   },
+  // all 22 rows: the view is a table, well under the JSON's size (in bytes, as a proxy for
+  // tokens: tests/bench/tokens.sh measures those)
+  { tool: 'query_object_instance', args: { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 30 }, bigs: ['9007199254740993', '12345678901234567890123'], view: true, maxBytes: 0.6 },
+  { tool: 'search_schema', args: { kn_id: 'kn_medical', query: 'drug manufacturer' }, mcpTrims: true },
+  { tool: 'get_object_types', args: { kn_id: 'kn_medical', ids: ['ot_drug'] }, view: true, mcpTrims: true },
+  { tool: 'get_relation_types', args: { kn_id: 'kn_medical', ids: ['rt_produced_by'] }, view: true },
+  { tool: 'query_instance_subgraph', args: { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH }, view: true },
+  { tool: 'get_logic_properties_values', args: { kn_id: 'kn_medical', ot_id: 'ot_company', query: 'approved drug count', _instance_identities: [{ company_id: 'company_000001' }], properties: ['approved_drug_count'] } },
+  { tool: 'get_action_info', args: { kn_id: 'kn_medical', at_id: 'at_generate_treatment_plan' }, view: true },
+  { tool: 'list_action_executions', args: { kn_id: 'kn_ops', limit: 10 }, view: true },
+  { tool: 'search_capabilities', args: { kn_id: 'kn_medical', limit: 10 }, view: true },
+  { tool: 'list_skills', args: {} },
+  { tool: 'get_skill_content', args: { skill_id: 'skill_contract_review' } },
+  { tool: 'read_skill_file', args: { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' } },
 ];
+// The sentence a view tool's description carries (tools/_lib/toonview.lua).
+const VIEW_SENTENCE = 'other nested fields follow the table as <array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.';
 
 let stack;
 let sid;
@@ -160,17 +184,68 @@ function compare(want, got, where, bigs, rowKeys) {
   for (const [k, v] of want.obj) compare(v, got[k], `${where}.${k}`, bigs);
 }
 
+const isRecord = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+// The documented view turned back into the result: dotted columns were expanded by the
+// decoder (expandPaths "safe"); a table `k` takes back each side list `k_<field>` (one
+// entry per row, in row order); keys then follow the JSON result's order (want, the
+// lossless value). ctx.args: the call's arguments, for the _instance_id that
+// query_object_instance leaves out (<kn_id>-<ot_id>-<the single identity value>).
+function unview(v, want, ctx) {
+  if (Array.isArray(v)) return v.map((x, i) => unview(x, want?.arr?.[i] ?? want?.arr?.[0], ctx));
+  if (!isRecord(v)) return v;
+  const out = {};
+  const used = new Set();
+  const keys = Object.keys(v);
+  for (const k of keys) {
+    if (used.has(k)) continue;
+    const x = v[k];
+    const wantK = want?.obj ? member(want, k) : undefined;
+    if (Array.isArray(x) && x.length && x.every(isRecord)) {
+      const sides = keys.filter((s) => s.startsWith(`${k}_`) && !(want?.obj && member(want, s) !== undefined) && Array.isArray(v[s]) && v[s].length === x.length);
+      out[k] = x.map((r, i) => {
+        const row = { ...r };
+        for (const s of sides) row[s.slice(k.length + 1)] = v[s][i];
+        const wantRow = wantK?.arr?.[i];
+        if (ctx.args && k === 'datas' && row._instance_id === undefined && isRecord(row._instance_identity)) {
+          const [idKey, ...more] = Object.keys(row._instance_identity);
+          if (idKey !== undefined && !more.length) {
+            // the identity value as the TOON text writes it (compare checks it against the result)
+            const idWant = wantRow && member(member(wantRow, '_instance_identity') ?? { obj: [] }, idKey);
+            const id = idWant?.num ?? row._instance_identity[idKey];
+            assert.equal(Number(id), Number(row._instance_identity[idKey]));
+            row._instance_id = `${ctx.args.kn_id}-${ctx.args.ot_id}-${id}`;
+          }
+        }
+        return unview(row, wantRow, ctx);
+      });
+      for (const s of sides) used.add(s);
+      continue;
+    }
+    out[k] = unview(x, wantK, ctx);
+  }
+  if (!want?.obj) return out;
+  // the result's key order
+  const ordered = {};
+  for (const [k] of want.obj) if (k in out) ordered[k] = out[k];
+  for (const k of Object.keys(out)) if (!(k in ordered)) ordered[k] = out[k];
+  return ordered;
+}
+
 // Asserts that TOON text decodes (strict) to the JSON text's value; returns the
-// number of out-of-double numbers checked by their digits.
-function assertSameValue(toon, jsonText, what) {
+// number of out-of-double numbers checked by their digits. view: the text is the
+// documented view (decoded with expandPaths "safe", then turned back by unview).
+function assertSameValue(toon, jsonText, what, view) {
   let decoded;
   try {
-    decoded = decode(toon, { strict: true });
+    decoded = decode(toon, view ? { strict: true, expandPaths: 'safe' } : { strict: true });
   } catch (e) {
     assert.fail(`${what}: the reference decoder rejects the TOON text (${e.message}):\n${toon}`);
   }
   const bigs = [];
-  compare(parseLossless(jsonText), decoded, what, bigs);
+  const want = parseLossless(jsonText);
+  if (view) decoded = unview(decoded, want, { args: view.args, toon });
+  compare(want, decoded, what, bigs);
   // every occurrence: as many tokens with those digits as the JSON has numbers
   const nums = toonNumbers(toon);
   const need = new Map();
@@ -239,8 +314,15 @@ for (const c of CASES) {
     const t = await mcpCall(c.tool, withFormat(argsJson, 'toon'));
     assert.equal(t.isError, false, t.raw);
     assert.ok(t.structured, `no structuredContent: ${t.raw}`);
-    assert.ok(!/^\s*[{[]/.test(t.text), `the text block is not TOON:\n${t.text}`);
-    let bigs = assertSameValue(t.text, t.structured, `${c.tool} (MCP toon)`);
+    const view = c.view ? { args: JSON.parse(argsJson) } : false;
+    // a view tool's MCP text is the compact JSON result where the view would not be a
+    // tenth smaller (its description says so); REST toon stays the view
+    const jsonText = view && t.text === t.structured;
+    if (jsonText) assert.ok(Buffer.byteLength(view.toon = (await post(restUrl(c.tool, '?response_format=toon'), argsJson)).text) * 10 > Buffer.byteLength(t.structured) * 9, `${c.tool}: the view is a tenth smaller, yet MCP sent JSON`);
+    else assert.ok(!/^\s*[{[]/.test(t.text), `the text block is not TOON:\n${t.text}`);
+    let bigs = jsonText ? 0 : assertSameValue(t.text, t.structured, `${c.tool} (MCP toon)`, view);
+
+    if (c.maxBytes) assert.ok(Buffer.byteLength(t.text) <= c.maxBytes * Buffer.byteLength(t.structured), `${c.tool}: ${Buffer.byteLength(t.text)} bytes of TOON for ${Buffer.byteLength(t.structured)} of JSON`);
 
     // MCP without response_format: TOON is the default, the same text
     const d = await mcpCall(c.tool, argsJson);
@@ -258,12 +340,12 @@ for (const c of CASES) {
     const rj = await post(restUrl(c.tool), argsJson);
     assert.equal(rj.status, 200, rj.text);
     assert.match(rj.headers.get('content-type') ?? '', /^application\/json/);
-    assert.equal(rj.text, j.text);
+    if (!c.mcpTrims) assert.equal(rj.text, j.text);
     const rt = await post(restUrl(c.tool, '?response_format=toon'), argsJson);
     assert.equal(rt.status, 200, rt.text);
     assert.match(rt.headers.get('content-type') ?? '', /^application\/toon\b/);
-    assert.equal(rt.text, t.text);
-    bigs += assertSameValue(rt.text, rj.text, `${c.tool} (REST toon)`);
+    if (!c.mcpTrims) assert.equal(rt.text, jsonText ? view.toon : t.text);
+    bigs += assertSameValue(rt.text, rj.text, `${c.tool} (REST toon)`, view);
 
     for (const digits of c.bigs ?? []) {
       assert.ok(rj.text.includes(digits), `${digits} not in the JSON result: ${rj.text}`);
@@ -272,6 +354,19 @@ for (const c of CASES) {
     if (c.bigs) assert.ok(bigs >= 2 * c.bigs.length, `only ${bigs} out-of-double numbers were compared`);
   });
 }
+
+test('a tool whose TOON text is the view says so in its description, in both languages', { skip: NO_EXT }, async () => {
+  for (const lang of ['en-US', 'zh-CN']) {
+    const r = await post(stack.server.mcpUrl, '{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{}}', { 'mcp-session-id': sid, 'accept-language': lang });
+    const tools = JSON.parse(r.text).result.tools;
+    for (const c of CASES) {
+      const t = tools.find((x) => x.name === c.tool);
+      assert.ok(t, c.tool);
+      const has = lang === 'en-US' ? t.description.includes(VIEW_SENTENCE) : t.description.includes('<数组>_<字段>');
+      assert.equal(has, !!c.view, `${c.tool} (${lang}): ${t.description}`);
+    }
+  }
+});
 
 test('an invalid response_format: REST 400 and an MCP tool error, both naming json, toon', { skip: NO_EXT }, async () => {
   for (const bad of ['xml', 'TOON', '']) {

@@ -46,7 +46,8 @@ function parseArgs(argv) {
 
 /** Build the simulator (not yet listening). Exported for embedding in tests. */
 export function createSimulator() {
-  const dataset = loadDataset();
+  // SIM_DATA_DIR: another dataset directory (the token benchmark generates a larger one)
+  const dataset = loadDataset(process.env.SIM_DATA_DIR || undefined);
   const recorder = new Recorder();
   const faults = new Faults();
   const state = {};

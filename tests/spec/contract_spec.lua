@@ -205,6 +205,33 @@ describe("contract.list_entry", function()
         assert.is_nil(e.outputSchema)
     end)
 
+    it("compact: the short description, shared sub-schemas and outputSchema without prose", function()
+        local t = assert(contract.check(valid_tool({
+            short_description = { ["zh-CN"] = "短", ["en-US"] = "Short" },
+            output_schema = { type = "object", properties = {
+                n = { type = "integer", description = { ["zh-CN"] = "数量", ["en-US"] = "Count" } },
+                description = { type = "string" } } },
+        }), "sample_tool"))
+        for _, lang in ipairs({ "zh-CN", "en-US" }) do
+            local full, c = contract.list_entry(t, lang), contract.list_entry(t, lang, true)
+            assert.equal(lang == "en-US" and "Short" or "短", c.description)
+            assert.equal(full.inputSchema.properties.kn_id.description, c.inputSchema.properties.kn_id.description)
+            assert.is_string(full.inputSchema.properties.bkn_context.description)
+            assert.is_nil(c.inputSchema.properties.bkn_context.description)
+            assert.is_nil(c.inputSchema.properties.response_format.description)
+            assert.is_nil(c.outputSchema.properties.n.description)
+            assert.same({ type = "string" }, c.outputSchema.properties.description)
+            local fp, cp = full.inputSchema.properties, c.inputSchema.properties
+            assert.same(fp.bkn_context.properties, cp.bkn_context.properties)
+            assert.same(full._meta, c._meta)
+            assert.equal(full.title, c.title)
+        end
+        -- without a short form the compact entry keeps the full description
+        assert.equal("A sample tool", contract.list_entry(tool, "en-US", true).description)
+        fails_with(valid_tool({ short_description = { ["zh-CN"] = "短" } }),
+            "short_description is missing the en-US text")
+    end)
+
     it("encodes to JSON with arrays kept as arrays", function()
         local e = contract.list_entry(tool, "en-US")
         local text = cljson.encode_canonical(e)

@@ -226,8 +226,38 @@ static void test_id_random(void)
     CHECK(nonzero);
 }
 
+/* buf_printf writes in one pass when the text fits the spare room, else grows and
+ * writes again; either way the text is appended whole and NUL-terminated. */
+static void test_buf_printf(void)
+{
+    buf b = BUF_INIT;
+    buf_printf(&b, "%s", ""); /* empty into an empty buffer */
+    CHECK(b.len == 0);
+    buf_printf(&b, "%d-%s", 42, "x");
+    CHECK(b.len == 4 && !strcmp(b.data, "42-x"));
+    buf_reserve(&b, 100);
+    size_t cap = b.cap;
+    buf_printf(&b, "%s", "fits");
+    CHECK(b.cap == cap && !strcmp(b.data, "42-xfits"));
+    char big[300];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    buf_printf(&b, "[%s]", big); /* longer than the spare room: grows */
+    CHECK(b.len == 8 + 301 && b.data[8] == '[' && b.data[b.len - 1] == ']' && b.data[b.len] == 0);
+    while (b.cap - b.len - 1 != 3) /* exactly three bytes of room */
+        buf_putc(&b, 'z');
+    size_t before = b.len;
+    buf_printf(&b, "%s", "abc"); /* fits exactly (with the NUL) */
+    CHECK(b.len == before + 3 && !strcmp(b.data + before, "abc"));
+    before = b.len;
+    buf_printf(&b, "%s", "defg"); /* one byte too long for the room */
+    CHECK(b.len == before + 4 && !strcmp(b.data + before, "defg"));
+    buf_free(&b);
+}
+
 int main(void)
 {
+    test_buf_printf();
     test_id_random();
     test_order_does_not_matter();
     test_values_matter();

@@ -10,7 +10,10 @@
  *   /flaky         503 (no envelope) while flaky_left > 0, then 200
  *   /capture-policy  by x-tenant-id: "t_dis" disabled, "t_nocache" enabled ttl_s 0,
  *                    "t_bad" {"capture":"maybe"}, else enabled
- *   /health        health_mode: 0 = 200, 1 = hang, 2 = 500 */
+ *   /health        health_mode: 0 = 200, 1 = hang, 2 = 500
+ *   .../operations:ensure  an operation to execute (attempt 2); without an integer
+ *                    attempt when the conversation id is "conv_bad"
+ *   /operations/...  a receipt */
 #include "check.h"
 #include "fetch.h"
 #include "json.h"
@@ -191,6 +194,16 @@ static void server_cb(struct evhttp_request *req, void *arg)
             reply(req, 200, "application/json", "{\"capture\":\"maybe\"}");
         else
             reply(req, 200, "application/json", "{\"capture\":\"enabled\",\"ttl_s\":600}");
+    } else if (strstr(p, "/operations:ensure")) {
+        reply(req, 200, "application/json",
+              strstr(p, "conv_bad")
+                  ? "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":\"2\"},"
+                    "\"receipt\":{\"receipt_id\":\"rc_1\"},\"execute\":true}"
+                  : "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":2},"
+                    "\"receipt\":{\"receipt_id\":\"rc_1\",\"receipt_status\":\"pending\"},"
+                    "\"execute\":true}");
+    } else if (strncmp(p, "/operations/", 12) == 0) {
+        reply(req, 200, "application/json", "{\"receipt\":{\"receipt_id\":\"rc_1\"}}");
     } else if (strcmp(p, "/health") == 0) {
         n_health++;
         if (health_mode == 1)
@@ -972,6 +985,111 @@ static void test_helpers(void)
     buf_free(&e);
 }
 
+/* ---- typed operations ---- */
+
+typedef struct typed_result {
+    int done;
+    trace_status status;
+    int have_op;
+    char operation_id[32], receipt_status[32];
+    long attempt;
+    int execute;
+    int have_receipt;
+} typed_result;
+
+static void on_op(const trace_reply *r, const trace_operation *op, void *arg)
+{
+    typed_result *t = arg;
+    t->done++;
+    t->status = r->status;
+    t->have_op = op != NULL;
+    if (op) {
+        snprintf(t->operation_id, sizeof t->operation_id, "%s", op->operation_id);
+        snprintf(t->receipt_status, sizeof t->receipt_status, "%s",
+                 op->receipt_status ? op->receipt_status : "");
+        t->attempt = op->attempt;
+        t->execute = op->execute;
+    }
+}
+
+static void on_receipt(const trace_reply *r, const json_value *receipt, void *arg)
+{
+    typed_result *t = arg;
+    t->done++;
+    t->status = r->status;
+    t->have_receipt = receipt && json_get_string(receipt, "receipt_id");
+}
+
+/* The operations build their paths (ids escaped) and bodies, and check replies. */
+static void test_typed_ops(fetch_ctx *f)
+{
+    trace_config cfg = base_cfg();
+    cfg.lease_ttl_s = 5;
+    trace_ctx *t = trace_new(base, f, &cfg);
+    principal who = user_principal();
+    typed_result r;
+    memset(&r, 0, sizeof r);
+    json_value *args = json_parse("{\"kn_id\":\"kn_1\"}", 16, NULL, NULL, 0);
+    trace_ensure_in in;
+    memset(&in, 0, sizeof in);
+    in.conversation_id = "conv 1";
+    in.interaction_id = "int_1";
+    in.operation_key = "op_key";
+    in.tool_name = "query_object_instance";
+    in.protocol = "mcp";
+    in.input = args;
+    in.lease_token = "L1";
+    trace_ensure_operation(t, &who, "en-US", &in, on_op, &r);
+    CHECK(r.done == 0);
+    CHECK(run_until(&r.done, 1, 5000));
+    CHECK_STR(last.path, "/conversations/conv%201/interactions/int_1/operations:ensure");
+    CHECK_STR(last.method, "POST");
+    CHECK(strstr(last.body, "\"lease_epoch\":0") && strstr(last.body, "\"lease_token\":\"L1\""));
+    CHECK(strstr(last.body, "\"source_module\":\"context-loader\""));
+    CHECK(r.status == TRACE_OK && r.have_op && r.attempt == 2 && r.execute);
+    CHECK_STR(r.operation_id, "op_1");
+    CHECK_STR(r.receipt_status, "pending");
+    /* a 2xx without an integer attempt: no typed operation */
+    memset(&r, 0, sizeof r);
+    in.conversation_id = "conv_bad";
+    trace_ensure_operation(t, &who, "en-US", &in, on_op, &r);
+    CHECK(run_until(&r.done, 1, 5000));
+    CHECK(r.status == TRACE_OK && !r.have_op);
+    /* the attempt */
+    memset(&r, 0, sizeof r);
+    trace_attempt_in a;
+    memset(&a, 0, sizeof a);
+    a.operation_id = "op_1";
+    a.attempt = 2;
+    a.receipt_id = "rc_1";
+    a.request_id = "req_x";
+    a.trace_id = "0123456789abcdef0123456789abcdef";
+    a.span_id = "0123456789abcdef";
+    a.payload = args;
+    trace_finish_attempt(t, &who, "en-US", &a, on_receipt, &r);
+    CHECK(run_until(&r.done, 1, 5000));
+    CHECK_STR(last.path, "/operations/op_1/attempts/2:complete");
+    CHECK(strstr(last.body, "\"output\":{\"byte_length\":16,\"inline\":{\"kn_id\":\"kn_1\"}"));
+    CHECK(r.have_receipt);
+    json_free(args);
+    /* the lease cache: per key and conversation, dropped on demand */
+    char key[65], tok[160];
+    json_value *epoch = NULL, *e7 = json_new_int(7);
+    trace_lease_key("caller", "int_1", key);
+    CHECK(!trace_lease_get(t, key, "conv_1", tok, sizeof tok, &epoch));
+    trace_lease_put(t, key, "conv_1", "L1", e7);
+    CHECK(trace_lease_get(t, key, "conv_1", tok, sizeof tok, &epoch));
+    CHECK_STR(tok, "L1");
+    CHECK(epoch && json_get_int(epoch) == 7);
+    json_free(epoch);
+    epoch = NULL;
+    CHECK(!trace_lease_get(t, key, "conv_2", tok, sizeof tok, &epoch));
+    trace_lease_drop(t, key);
+    CHECK(!trace_lease_get(t, key, "conv_1", tok, sizeof tok, &epoch));
+    json_free(e7);
+    trace_free(t);
+}
+
 int main(void)
 {
     const char *err = NULL;
@@ -1008,6 +1126,7 @@ int main(void)
     test_policy(f);
     test_probe(f);
     test_cancel_and_free(f);
+    test_typed_ops(f);
 
     fetch_free(f);
     flush_held();

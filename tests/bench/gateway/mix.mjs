@@ -2,6 +2,7 @@
 // over keep-alive connections: an MCP initialize, then N ad hoc REST reads and N MCP
 // tools/call of the same query_object_instance request. Exits non-zero unless every
 // answer is a 200 carrying the rows. Prints the number of requests sent.
+// MCP_FORMAT=toon asks the MCP calls for TOON text (default json).
 const [base, nArg] = process.argv.slice(2);
 const n = Number(nArg || 200);
 const PREFIX = '/api/agent-retrieval/v1';
@@ -24,7 +25,7 @@ async function post(path, body, extra = {}) {
 const init = await post('/mcp', '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}');
 const sid = init.r.headers.get('mcp-session-id');
 await post('/mcp', '{"jsonrpc":"2.0","method":"notifications/initialized"}', { 'mcp-session-id': sid });
-const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_object_instance","arguments":${ARGS.replace(/^\{/, '{"response_format":"json",')}}}`;
+const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_object_instance","arguments":${ARGS.replace(/^\{/, `{"response_format":"${process.env.MCP_FORMAT || 'json'}",`)}}}`;
 let sent = 2;
 for (let i = 0; i < n; i++) {
   const a = await post('/kn/query_object_instance', ARGS);

@@ -1,0 +1,23 @@
+# Area "arch": the shape of the core. The module call graph of clcore (module A
+# uses B when A's object file needs a symbol B's defines) must have no cycle: a
+# request goes one way, from httpd through the route table to the surfaces, the
+# call sequencing and the tools; nothing below calls back up.
+add_test(NAME module_graph
+         COMMAND sh ${CMAKE_SOURCE_DIR}/scripts/check-module-graph
+                 ${CMAKE_BINARY_DIR}/CMakeFiles/clcore.dir/src)
+set_tests_properties(module_graph PROPERTIES TIMEOUT 60 LABELS "arch")
+
+# The call sequencing (flow.c) with link-time fakes of Trace Core, the idempotency
+# store and the tool (tests/unit/test_flow.c): probe verdicts, the lease cache,
+# receipt reuse, idempotent replay and refusals, cancellation at each stage.
+add_executable(test_flow ${CMAKE_SOURCE_DIR}/tests/unit/test_flow.c
+                         ${CMAKE_SOURCE_DIR}/src/flow.c ${CMAKE_SOURCE_DIR}/src/outcome.c
+                         ${CMAKE_SOURCE_DIR}/src/mcp_msg.c ${CMAKE_SOURCE_DIR}/src/guard.c
+                         ${CMAKE_SOURCE_DIR}/src/callcheck.c ${CMAKE_SOURCE_DIR}/src/accept.c
+                         ${CMAKE_SOURCE_DIR}/src/log.c ${CMAKE_SOURCE_DIR}/src/json.c
+                         ${CMAKE_SOURCE_DIR}/src/util.c)
+target_include_directories(test_flow PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+target_include_directories(test_flow PRIVATE ${LIBEVENT_INCLUDE_DIRS} ${LUA_INCLUDE_DIRS})
+target_link_libraries(test_flow PRIVATE PkgConfig::CRYPTO m)
+add_test(NAME unit_flow COMMAND test_flow)
+set_tests_properties(unit_flow PROPERTIES TIMEOUT 60 LABELS "unit;arch")

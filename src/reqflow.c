@@ -1,0 +1,62 @@
+/* reqflow: a request's business call - the flow (flow.c) started with the call
+ * environment of the request, registered as the request's pending operation, and
+ * its outcome handed to the surface's writer. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "flow.h"
+#include "server.h"
+#include "surfaces.h"
+
+/* The request's pending operation: the flow and where its outcome goes. */
+typedef struct req_flow {
+    flow *f;
+    req_ctx *c;
+    void (*reply)(req_ctx *c, const call_outcome *o);
+} req_flow;
+
+static void cancel_flow(void *op)
+{
+    req_flow *rf = op;
+    flow_cancel(rf->f);
+    free(rf);
+}
+
+static void on_flow_done(const call_outcome *o, void *arg)
+{
+    req_flow *rf = arg;
+    req_ctx *c = rf->c;
+    void (*reply)(req_ctx *, const call_outcome *) = rf->reply;
+    free(rf);
+    req_pending_clear(c);
+    c->outcome = o->code;
+    c->lua_ms = o->lua_ms;
+    c->upstream_ms = o->upstream_ms;
+    c->trace_ms += o->trace_ms;
+    reply(c, o);
+}
+
+void req_flow_start(req_ctx *c, const tools_info *ti, const json_value *args,
+                    const json_value *meta, void (*reply)(req_ctx *c, const call_outcome *o))
+{
+    flow_input in;
+    memset(&in, 0, sizeof in);
+    in.trace = c->app->trace;
+    in.idem = c->app->idem;
+    req_call_env(c, &in.env);
+    in.caller_request_id = c->caller_request_id;
+    in.mcp = c->kind == ROUTE_MCP;
+    in.proxy = c->proxy;
+    in.gen = c->gen;
+    in.ti = ti;
+    in.args = args;
+    in.meta = meta;
+    in.invocation_header = req_header(c, "X-OpenBKN-Client-Invocation-Id");
+    in.format = c->format_given ? c->format : NULL;
+    req_flow *rf = xcalloc(1, sizeof *rf);
+    rf->c = c;
+    rf->reply = reply;
+    rf->f = flow_new(&in, on_flow_done, rf);
+    req_pending_set(c, rf, cancel_flow);
+    flow_run(rf->f);
+}

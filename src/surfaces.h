@@ -1,0 +1,59 @@
+/* surfaces: the routes above httpd - the route table (route.c), the MCP surface
+ * (mcp.c, info.c, ptc.c), REST (rest.c) and a request's business call
+ * (reqflow.c). httpd.c does not include this header: it reaches them only through
+ * the handler app.route returns. */
+#ifndef CL_SURFACES_H
+#define CL_SURFACES_H
+
+#include "outcome.h"
+#include "server.h"
+
+/* route.c: the route table main registers (app.route). */
+route_handler route_request(req_ctx *c, const char *rest);
+
+/* reqflow.c: the business call of a request: the flow with the request's call
+ * environment as a pending operation; reply gets the outcome (the request's
+ * outcome and Trace Core, Lua and upstream times already copied) and must answer. */
+void req_flow_start(req_ctx *c, const tools_info *ti, const json_value *args,
+                    const json_value *meta, void (*reply)(req_ctx *c, const call_outcome *o));
+
+/* mcp.c: POST/GET/DELETE on /mcp, after authentication. */
+/* Sends {"jsonrpc":"2.0","id":<request id>,"result":<result>} and frees c. */
+void mcp_send_result(req_ctx *c, const char *result, size_t len);
+void mcp_handle(req_ctx *c);
+/* Appends the JSON array of what tools/list of a surface (SURFACE_MCP, _COMPACT or
+ * _PTC) shows in lang, all pages at once: the lifecycle tools, then the visible tools
+ * of the current generation. ignore_gates lists gated tools whatever their switch. */
+void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, buf *out);
+/* Closes every open SSE stream (shutdown). */
+void mcp_close_streams(app *a);
+void mcp_heartbeat(app *a);
+/* After a reload swapped generations: sends notifications/tools/list_changed on every
+ * open GET stream when the listed catalogue (any surface, any language) changed. */
+void mcp_tools_changed(app *a, tools_gen *cur);
+
+/* info.c: GET /mcp/info, /mcp-compact/info, /mcp/ptc/info (c->surface says which),
+ * JSON or, for Accept: text/html, the catalogue page. */
+void info_handle(req_ctx *c);
+/* ptc.c: GET /mcp/ptc/toolkit and the deprecated /mcp/toolkit. */
+void toolkit_handle(req_ctx *c);
+/* ptc.c: after the listeners are bound: the sandbox callback URL (ptc.sandbox_mcp_url,
+ * else http://<listener>/<prefix>/mcp/), also set as ctx.config.ptc.sandbox_mcp_url. */
+void ptc_init(app *a);
+const char *ptc_sandbox_url(void);
+/* ptc.c: the tools/list entry of ti as /mcp/ptc lists it: for the PTC tools the
+ * description the toolkit renders (run_code's is the signature list of the sandbox
+ * functions), else ti->list_json[lang]. Borrowed: valid while g is held and until the
+ * next ptc_* call for another generation. */
+const char *ptc_list_json(app *a, tools_gen *g, const tools_info *ti, lang_id lang);
+/* ptc.c: frees the cached renderings (shutdown). */
+void ptc_free(void);
+
+/* rest.c: POST /kn/<tool>, after authentication (c->gen and c->ti pinned at
+ * routing). */
+void rest_handle(req_ctx *c);
+/* Answers a tool call's outcome: status, the receipt / operation / trace-status
+ * headers, Content-Language of errors, the body (TOON or JSON). Frees c. */
+void rest_reply_outcome(req_ctx *c, const call_outcome *o);
+
+#endif

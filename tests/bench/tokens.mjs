@@ -1,0 +1,150 @@
+// tokens.mjs: what the model pays, in o200k tokens (gpt-tokenizer), for each business
+// tool's MCP reply on the demo data, and for tools/list. Run by tokens.sh.
+//
+// For every business tool's typical call (at 10 and 100 rows where it pages) it counts:
+//   json  the compact JSON result (the text block of response_format "json");
+//   ours  the MCP default text block, exactly as the server sends it (TOON);
+//   ref   the reference encoder's TOON of the same JSON result (@toon-format/toon 2.3.1).
+// The 100-row case needs more ot_drug rows than the demo's 22: the script starts the
+// simulator on a copy of tests/platform/data whose ot_drug holds 120 generated rows
+// shaped like the demo's (SIM_DATA_DIR). The table goes to stdout and to
+// build/bench/tokens-results.txt.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { startSimulator, startServer, ROOT, PREFIX } from '../integration/lib/stack.mjs';
+
+const bench = process.argv[2] || path.join(ROOT, 'build/bench');
+const mod = (p) => import(pathToFileURL(path.join(bench, 'node_modules', p)).href);
+const { encode } = await mod('@toon-format/toon/dist/index.mjs');
+const tokenizer = await mod('gpt-tokenizer/esm/encoding/o200k_base.js').catch(() => mod('gpt-tokenizer/esm/main.js'));
+const count = (s) => tokenizer.countTokens ? tokenizer.countTokens(s) : tokenizer.encode(s).length;
+
+// ---- a larger dataset: ot_drug grows to 120 rows in the demo's shape
+const DRUG_ROWS = 120;
+function generateData() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-tokens-'));
+  const src = path.join(ROOT, 'tests/platform/data');
+  fs.cpSync(src, dir, { recursive: true });
+  const file = path.join(dir, 'kn_medical.json');
+  const text = fs.readFileSync(file, 'utf8');
+  const TAGS = [[], ['处方药'], ['非处方药', 'OTC'], ['医保甲类'], ['处方药', '医保乙类']];
+  const EXT = [{}, { storage: '常温', spec: '0.1g*24' }, { storage: '阴凉' }, {}, { spec: '10mg*30', recall: false }];
+  const STATUS = ['on_market', 'on_market', 'suspended', 'on_market', 'withdrawn'];
+  const NAMES = ['阿托伐他汀钙片', '二甲双胍缓释片', '头孢克肟分散片', '奥美拉唑肠溶胶囊', '氯雷他定片', '缬沙坦胶囊', '蒙脱石散'];
+  const rows = [];
+  for (let i = 0; i < DRUG_ROWS; i++) {
+    const m = String(1 + (i % 9)).padStart(6, '0');
+    rows.push(`{"drug_id":${5001 + i},"name":${JSON.stringify(`${NAMES[i % NAMES.length]}${i}`)},"status":"${STATUS[i % 5]}",` +
+      `"approval_date":"20${String(10 + (i % 15)).padStart(2, '0')}-${String(1 + (i % 12)).padStart(2, '0')}-${String(1 + (i % 28)).padStart(2, '0')}",` +
+      `"manufacturer_id":"mfr_${m}","batch_no":${i % 3 === 0 ? `1234567890123456789${String(i).padStart(4, '0')}` : 20250000 + i},` +
+      `"tags":${JSON.stringify(TAGS[i % 5])},"ext":${JSON.stringify(EXT[i % 5])}}`);
+  }
+  // the instances of ot_drug: replace the demo's array by the generated one
+  const key = '"ot_drug":';
+  const at = text.indexOf(key, text.indexOf('"instances"'));
+  let i = text.indexOf('[', at);
+  let depth = 0;
+  let end = i;
+  for (; end < text.length; end++) {
+    const c = text[end];
+    if (c === '"') { end++; while (text[end] !== '"') { if (text[end] === '\\') end++; end++; } continue; }
+    if (c === '[') depth++;
+    if (c === ']' && --depth === 0) break;
+  }
+  fs.writeFileSync(file, `${text.slice(0, i)}[${rows.join(',')}]${text.slice(end + 1)}`);
+  return dir;
+}
+
+// drugs and their manufacturers, `limit` drugs
+const SUBGRAPH = (limit) => [{
+  object_types: [{ id: 'ot_drug', limit }, { id: 'ot_manufacturer' }],
+  relation_types: [{ relation_type_id: 'rt_produced_by', source_object_type_id: 'ot_drug', target_object_type_id: 'ot_manufacturer' }],
+}];
+// Each business tool's typical call on the demo data.
+const CASES = [
+  ['list_knowledge_networks', {}],
+  ['get_kn_detail', { kn_id: 'kn_medical' }],
+  ['search_schema', { kn_id: 'kn_medical', query: 'drug manufacturer' }],
+  ['get_object_types', { kn_id: 'kn_medical', ids: ['ot_drug'] }],
+  ['get_relation_types', { kn_id: 'kn_medical', ids: ['rt_produced_by'] }],
+  ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 10 }, '10 rows'],
+  ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 100 }, '100 rows'],
+  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(10) }, 'limit 10'],
+  ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(100) }, 'limit 100'],
+  ['get_logic_properties_values', { kn_id: 'kn_medical', ot_id: 'ot_company', query: 'approved drug count', _instance_identities: [{ company_id: 'company_000001' }], properties: ['approved_drug_count'] }],
+  ['get_action_info', { kn_id: 'kn_medical', at_id: 'at_generate_treatment_plan' }],
+  ['list_action_executions', { kn_id: 'kn_ops', limit: 10 }],
+  ['search_capabilities', { kn_id: 'kn_medical', limit: 10 }],
+  ['list_skills', {}],
+  ['get_skill_content', { skill_id: 'skill_contract_review' }],
+  ['read_skill_file', { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' }],
+];
+
+const dataDir = generateData();
+process.env.SIM_DATA_DIR = dataDir; // the simulator inherits the environment
+const sim = await startSimulator({ capture: 'disabled' }).catch((e) => { throw e; });
+let server;
+const rows = [];
+const failures = [];
+try {
+  server = await startServer(sim.base);
+  const H = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: 'Bearer demo-user-token' };
+  const rpc = async (url, method, params, headers = H) => {
+    const r = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }), signal: AbortSignal.timeout(30000) });
+    return { headers: r.headers, body: await r.json() };
+  };
+  const session = async (url) => {
+    const r = await rpc(url, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'tokens', version: '1' } });
+    return { ...H, 'mcp-session-id': r.headers.get('mcp-session-id') };
+  };
+  const mcp = await session(server.mcpUrl);
+  for (const [tool, args, label] of CASES) {
+    const call = async (a) => (await rpc(server.mcpUrl, 'tools/call', { name: tool, arguments: a }, mcp)).body.result;
+    const toon = await call(args);
+    const json = await call({ ...args, response_format: 'json' });
+    if (!toon || toon.isError || !json || json.isError) {
+      failures.push(`${tool} ${label || ''}: ${JSON.stringify(toon || json).slice(0, 200)}`);
+      continue;
+    }
+    const jsonText = json.content[0].text;
+    const ours = toon.content[0].text;
+    const ref = encode(JSON.parse(jsonText));
+    const sc = json.structuredContent ?? {};
+    const n = Array.isArray(sc.datas) ? sc.datas.length
+      : tool === 'query_instance_subgraph' ? Object.keys(sc.entries?.[0]?.objects ?? {}).length
+        : Array.isArray(sc.entries) ? sc.entries.length : '';
+    rows.push({ name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref), kind: ours === jsonText ? ' (JSON)' : '' });
+  }
+  // tools/list on both endpoints, the JSON-RPC result as the client receives it
+  const lists = [];
+  for (const ep of ['mcp', 'mcp-compact']) {
+    const url = `${server.base}${PREFIX}/${ep}`;
+    const h = await session(url);
+    const r = await rpc(url, 'tools/list', {}, h);
+    const text = JSON.stringify(r.body.result);
+    lists.push({ ep: `/${ep}`, tools: r.body.result.tools.length, bytes: Buffer.byteLength(text), tokens: count(text) });
+  }
+
+  const pct = (a, b) => `${a <= b ? '' : '+'}${Math.round(((a - b) / b) * 100)}%`;
+  const out = [];
+  out.push('| tool call | rows | compact JSON | our TOON (MCP text) | ours/JSON | reference TOON | ref/JSON |');
+  out.push('|---|--:|--:|--:|--:|--:|--:|');
+  for (const r of rows) out.push(`| ${r.name} | ${r.n} | ${r.json} | ${r.ours}${r.kind} | ${pct(r.ours, r.json)} | ${r.ref} | ${pct(r.ref, r.json)} |`);
+  out.push('');
+  out.push('| tools/list | tools | bytes | tokens |');
+  out.push('|---|--:|--:|--:|');
+  for (const l of lists) out.push(`| ${l.ep} | ${l.tools} | ${l.bytes} | ${l.tokens} |`);
+  out.push(`\n/mcp-compact / /mcp tools/list tokens: ${(lists[1].tokens / lists[0].tokens).toFixed(2)}`);
+  for (const f of failures) out.push(`!! failed: ${f}`);
+  const text = out.join('\n');
+  console.log(text);
+  fs.mkdirSync(bench, { recursive: true });
+  fs.writeFileSync(path.join(bench, 'tokens-results.txt'), `${text}\n`);
+} finally {
+  if (server) await server.stop();
+  await sim.stop();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+}
+if (failures.length) process.exit(1);

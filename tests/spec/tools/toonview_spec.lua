@@ -1,0 +1,56 @@
+-- The token-saving TOON view (tools/_lib/toonview.lua): tables for rows with nested
+-- values, dotted columns, side lists, and the cases that stay as they are.
+local cljson = require "cljson"
+local toonview = require "_lib.toonview"
+
+local function view_json(text, omit)
+    return cljson.encode(toonview.view(cljson.decode(text), omit))
+end
+
+describe("toonview", function()
+    it("folds a nested record shared by every row into dotted columns and moves lists beside the table", function()
+        local got = view_json('{"datas":[' ..
+            '{"id":1,"tags":["a"],"ext":{"k":1},"_instance_identity":{"id":1},"_display":"x"},' ..
+            '{"id":2,"tags":[],"ext":{},"_instance_identity":{"id":2},"_display":"y"}],"total_count":2}')
+        assert.equal('{"datas":[{"id":1,"_instance_identity.id":1,"_display":"x"},' ..
+            '{"id":2,"_instance_identity.id":2,"_display":"y"}],' ..
+            '"datas_tags":[["a"],[]],"datas_ext":[{"k":1},{}],"total_count":2}', got)
+    end)
+
+    it("keeps big numbers and key order", function()
+        local got = view_json('{"rows":[{"n":12345678901234567890123,"r":{"b":1,"a":2}}]}')
+        assert.equal('{"rows":[{"n":12345678901234567890123,"r.b":1,"r.a":2}]}', got)
+    end)
+
+    it("leaves out a column only through omit", function()
+        local omit = function(k) return k == "_instance_id" end
+        assert.equal('{"datas":[{"id":1}]}', view_json('{"datas":[{"id":1,"_instance_id":"kn-ot-1"}]}', omit))
+        local kept = '{"datas":[{"id":1,"_instance_id":"kn-ot-1"}]}'
+        assert.equal(kept, view_json(kept))
+    end)
+
+    it("leaves rows with different keys, lists of records and taken side names as they are", function()
+        local same = {
+            '{"rows":[{"a":1,"l":[1]},{"b":2,"l":[2]}]}',
+            '{"rows":[{"a":1,"sub":[{"x":1}]}]}',
+            '{"rows":[{"a":1,"l":[1]}],"rows_l":0}',
+            '{"rows":[{"l":[1]}]}',
+            '{"rows":[{"a.b":1,"l":[1]}]}',
+        }
+        for _, text in ipairs(same) do
+            assert.equal(text, view_json(text))
+        end
+    end)
+
+    it("views records inside a list: their own arrays become tables", function()
+        local got = view_json('{"rows":[{"a":1,"sub":[{"x":1,"m":{"k":"v"}},{"x":2,"m":{"k":"w"}}]}]}')
+        assert.equal('{"rows":[{"a":1,"sub":[{"x":1,"m.k":"v"},{"x":2,"m.k":"w"}]}]}', got)
+    end)
+
+    it("the description sentence goes into both languages", function()
+        local t = toonview.use({ description = { ["zh-CN"] = "工具。", ["en-US"] = "A tool." } })
+        assert.equal("A tool. " .. toonview.DESCRIPTION["en-US"], t.description["en-US"])
+        assert.equal("工具。" .. toonview.DESCRIPTION["zh-CN"], t.description["zh-CN"])
+        assert.is_function(t.render)
+    end)
+end)
