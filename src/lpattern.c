@@ -5,9 +5,9 @@
  * pattern item by item, recursing only where a choice has to be undone later
  * (captures, greedy and lazy repetition, optional items). Every entry into `pm_run` and
  * every subject byte a repetition scans counts one unit of work; every LP_CHARGE_EVERY
- * units are charged through lvm_charge, which raises once the call's instruction
- * budget or run-time slice is spent, so a backtracking pattern stops like any Lua
- * loop instead of holding the event loop inside one C call. Recursion is bounded by
+ * units are charged through the installed charge function (lvm_charge), which raises once the
+ * call's instruction budget or run-time slice is spent, so a backtracking pattern stops like any
+ * Lua loop instead of holding the event loop inside one C call. Recursion is bounded by
  * LP_MAX_DEPTH ("pattern too complex"), the same bound stock Lua uses. */
 #include "lpattern.h"
 
@@ -17,8 +17,6 @@
 #include <string.h>
 
 #include <lauxlib.h>
-
-#include "lvm.h"
 
 /* units of matching work between two charges (about as many VM instructions) */
 #define LP_CHARGE_EVERY 1024
@@ -39,6 +37,7 @@ typedef struct {
 /* One matching run. Borrows the subject and pattern (owned by the Lua stack). */
 typedef struct {
     lua_State *L;
+    lpattern_charge_fn charge;
     const char *subj;     /* first subject byte */
     const char *subj_end; /* one past the last; always a NUL there (Lua strings) */
     const char *pat_end;  /* one past the pattern's last byte */
@@ -55,7 +54,7 @@ static void pm_count(pm_state *m)
     if (++m->work >= LP_CHARGE_EVERY) {
         long n = m->work;
         m->work = 0;
-        lvm_charge(m->L, n); /* raises when the budget or the run-time slice is spent */
+        m->charge(m->L, n); /* raises when the budget or the run-time slice is spent */
     }
 }
 
@@ -65,9 +64,18 @@ static void pm_reset(pm_state *m)
     m->depth_left = LP_MAX_DEPTH;
 }
 
-static void pm_init(pm_state *m, lua_State *L, const char *s, size_t ls, const char *p, size_t lp)
+/* The charge function, from the calling C function's upvalue upv. */
+static lpattern_charge_fn charge_of(lua_State *L, int upv)
+{
+    const lpattern_charge_fn *f = lua_touserdata(L, lua_upvalueindex(upv));
+    return *f;
+}
+
+static void pm_init(pm_state *m, lua_State *L, const char *s, size_t ls, const char *p, size_t lp,
+                    lpattern_charge_fn charge)
 {
     m->L = L;
+    m->charge = charge;
     m->subj = s;
     m->subj_end = s + ls;
     m->pat_end = p + lp;
@@ -476,7 +484,7 @@ static int find_or_match(lua_State *L, int want_pos)
         p++;
         lp--;
     }
-    pm_init(&m, L, s, ls, p, lp);
+    pm_init(&m, L, s, ls, p, lp, charge_of(L, 1));
     for (at = s + from;; at++) {
         const char *e;
         pm_reset(&m);
@@ -513,7 +521,7 @@ typedef struct {
     int has_last;
 } gm_pos;
 
-/* upvalues: 1 subject, 2 pattern, 3 gm_pos */
+/* upvalues: 1 subject, 2 pattern, 3 gm_pos, 4 the charge function */
 static int gmatch_next(lua_State *L)
 {
     size_t ls, lp;
@@ -521,7 +529,7 @@ static int gmatch_next(lua_State *L)
     const char *p = lua_tolstring(L, lua_upvalueindex(2), &lp);
     gm_pos *g = lua_touserdata(L, lua_upvalueindex(3));
     pm_state m;
-    pm_init(&m, L, s, ls, p, lp);
+    pm_init(&m, L, s, ls, p, lp, charge_of(L, 4));
     for (size_t at = g->next; at <= ls; at++) {
         const char *e;
         pm_reset(&m);
@@ -549,7 +557,8 @@ static int lp_gmatch(lua_State *L)
     g->next = from > ls ? ls + 1 : from;
     g->last_end = 0;
     g->has_last = 0;
-    lua_pushcclosure(L, gmatch_next, 3);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushcclosure(L, gmatch_next, 4);
     return 1;
 }
 
@@ -634,7 +643,7 @@ static int lp_gsub(lua_State *L)
         lp--;
     }
     luaL_buffinit(L, &b);
-    pm_init(&m, L, s, ls, p, lp);
+    pm_init(&m, L, s, ls, p, lp, charge_of(L, 1));
     while (count < limit) {
         const char *e;
         pm_reset(&m);
@@ -657,7 +666,7 @@ static int lp_gsub(lua_State *L)
     return 2;
 }
 
-void lpattern_install(lua_State *L, int idx)
+void lpattern_install(lua_State *L, int idx, lpattern_charge_fn charge)
 {
     static const luaL_Reg fns[] = {{"find", lp_find},
                                    {"match", lp_match},
@@ -665,8 +674,12 @@ void lpattern_install(lua_State *L, int idx)
                                    {"gsub", lp_gsub},
                                    {NULL, NULL}};
     idx = lua_absindex(L, idx);
+    lpattern_charge_fn *box = lua_newuserdatauv(L, sizeof *box, 0); /* upvalue 1 of each */
+    *box = charge;
     for (const luaL_Reg *f = fns; f->name; f++) {
-        lua_pushcfunction(L, f->func);
+        lua_pushvalue(L, -1);
+        lua_pushcclosure(L, f->func, 1);
         lua_setfield(L, idx, f->name);
     }
+    lua_pop(L, 1);
 }

@@ -688,7 +688,7 @@ static int setup_p(lua_State *L)
     for (i = 0; libs[i].name; i++) {
         luaL_requiref(L, libs[i].name, libs[i].func, 0);
         if (strcmp(libs[i].name, LUA_STRLIBNAME) == 0) {
-            lpattern_install(L, -1); /* pattern matching under the budget */
+            lpattern_install(L, -1, lvm_charge); /* pattern matching under the budget */
             lua_pushcfunction(L, sb_rep);
             lua_setfield(L, -2, "rep");
         }

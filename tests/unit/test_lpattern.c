@@ -1,9 +1,9 @@
 /* test_lpattern: lpattern's find/match/gmatch/gsub against the stock string library
  * of a plain Lua state (tests/unit/lpattern_diff.lua: hand-written cases, every
  * pattern error, then random patterns with a fixed seed), and the budget charging:
- * matching work reaches lvm_charge, and an error raised there stops the match.
+ * matching work reaches the charge function, and an error raised there stops the match.
  *
- * The test links lpattern.c alone; lvm_charge below stands in for the sandbox's. */
+ * The test links lpattern.c alone; test_charge stands in for the sandbox's lvm_charge. */
 #include <stdlib.h>
 
 #include <lauxlib.h>
@@ -11,12 +11,11 @@
 
 #include "check.h"
 #include "lpattern.h"
-#include "lvm.h"
 
 static long charged;      /* units charged so far */
 static long charge_limit; /* > 0: raise once charged passes it */
 
-void lvm_charge(lua_State *L, long n)
+static void test_charge(lua_State *L, long n)
 {
     charged += n;
     if (charge_limit > 0 && charged > charge_limit)
@@ -105,7 +104,7 @@ int main(int argc, char **argv)
     lua_State *L = luaL_newstate();
     luaL_openlibs(L);
     lua_newtable(L);
-    lpattern_install(L, -1);
+    lpattern_install(L, -1, test_charge);
     lua_setglobal(L, "ours");
     CHECK(run_differential(L, random_count) == 0);
     check_charging(L);
