@@ -149,12 +149,15 @@ static int l_encode(lua_State *L)
 
 /* view(v [, id_prefix [, mcp]]) -> the compact JSON of the token-saving view of v and
  * the TOON text a call sends for it (mcp: compact JSON unless the view is a tenth
- * smaller), or nil, err. The server applies the same code (toonview.h) to results. */
+ * smaller), or nil, err. id_prefix true: leave `_instance_id` out of the top-level
+ * tables unconditionally (the view only; the text then follows id_prefix nil). The
+ * server applies the same code (toonview.h) to results. */
 static int l_view(lua_State *L)
 {
     luaL_checkany(L, 1);
     size_t plen = 0;
-    const char *prefix = luaL_optlstring(L, 2, NULL, &plen);
+    int omit_all = lua_type(L, 2) == LUA_TBOOLEAN && lua_toboolean(L, 2);
+    const char *prefix = omit_all ? NULL : luaL_optlstring(L, 2, NULL, &plen);
     int mcp = lua_toboolean(L, 3);
     lua_settop(L, 1);
     char err[256] = "";
@@ -166,7 +169,7 @@ static int l_view(lua_State *L)
     }
     buf json = BUF_INIT, vjson = BUF_INIT, text = BUF_INIT;
     json_write(&json, v, 0);
-    json_value *view = toonview_build(v, prefix, plen);
+    json_value *view = omit_all ? toonview_view(v, 1) : toonview_build(v, prefix, plen);
     json_write(&vjson, view, 0);
     json_free(view);
     int rc = toonview_render(&text, v, json.data, json.len, !mcp, prefix, plen, err, sizeof err);

@@ -361,6 +361,11 @@ static int id_implied(const json_value *v, const char *prefix, size_t plen)
     return ok;
 }
 
+json_value *toonview_view(const json_value *v, int omit)
+{
+    return view(v, omit);
+}
+
 json_value *toonview_build(const json_value *v, const char *id_prefix, size_t id_prefix_len)
 {
     int omit = id_prefix && id_implied(v, id_prefix, id_prefix_len);

@@ -30,6 +30,10 @@
  * `_instance_id` = id_prefix + the single value of their `_instance_identity`. */
 json_value *toonview_build(const json_value *v, const char *id_prefix, size_t id_prefix_len);
 
+/* The view of v; omit != 0 leaves the primitive `_instance_id` column out of the tables
+ * directly under the root whatever the rows hold. */
+json_value *toonview_view(const json_value *v, int omit);
+
 /* Appends to out the TOON text of the view of result. rest != 0: always the view;
  * otherwise the view only when its text is at least a tenth smaller than json (the
  * result's compact JSON text, json_len bytes), else json itself. Returns 0, or -1

@@ -96,11 +96,11 @@ local function record(depth, keys)
 end
 
 local function some_keys()
-    local keys, seen = {}, {}
+    local keys, used = {}, {}
     for _ = 1, math.random(0, 4) do
         local k = pick(KEYS)
-        if not seen[k] then
-            seen[k] = true
+        if not used[k] then
+            used[k] = true
             keys[#keys + 1] = k
         end
     end
