@@ -92,6 +92,11 @@ KEYS.description = function(v, _, add)
     check_locale_text(v, "description", add)
 end
 
+-- The description /mcp-compact lists (optional; the full description otherwise).
+KEYS.short_description = function(v, _, add)
+    check_locale_text(v, "short_description", add)
+end
+
 KEYS.group = function(v, _, add)
     if not GROUPS[v] then
         add("group must be one of " .. table.concat(catalog.groups, ", "))
@@ -263,7 +268,8 @@ KEYS.toon_view = function(v, tool, add)
     end
 end
 
--- The sentences a tool with toon_view adds to its description (each language).
+-- The sentences a tool with toon_view adds to its description and short_description
+-- (each language).
 M.TOON_VIEW_DESCRIPTION = {
     ["zh-CN"] = "TOON 视图：记录数组为表格，各行同键的嵌套记录为点号列（a.b），" ..
         "其余嵌套字段按行序列在表格后的 <数组>_<字段>；不比 JSON 小一成时 MCP 文本为紧凑 JSON。",
@@ -302,7 +308,7 @@ local REQUIRED = {
 
 -- Checks in a fixed order so the error list is stable.
 local ORDER = {
-    "name", "version", "kind", "title", "description", "group", "order", "surfaces",
+    "name", "version", "kind", "title", "description", "short_description", "group", "order", "surfaces",
     "rest_alias", "gate", "formats", "upstream", "input_schema", "output_schema",
     "annotations", "handle", "shape_request", "trim_response", "render", "toon_view",
 }
@@ -356,6 +362,9 @@ function M.check(tool, file_name, opts)
     out.surfaces = copy_array(tool.surfaces)
     if tool.toon_view then
         out.description = M.view_description(tool.description, tool.toon_view)
+        if tool.short_description then
+            out.short_description = M.view_description(tool.short_description, tool.toon_view)
+        end
     end
     out.formats = tool.formats and copy_array(tool.formats) or { "json", "toon" }
     local ann = {}
@@ -488,7 +497,27 @@ local function with_bkn_context(input, lang, formats)
     return out
 end
 
-function M.list_entry(tool, lang)
+-- A copy of a schema without its "description" keywords (what /mcp-compact leaves
+-- out of the sub-schemas every tool repeats and of outputSchema). A property named
+-- description (a schema, not a string) stays.
+local function without_descriptions(v)
+    if type(v) ~= "table" then
+        return v
+    end
+    local out = {}
+    for k, x in pairs(v) do
+        if k ~= "description" or type(x) ~= "string" then
+            out[k] = without_descriptions(x)
+        end
+    end
+    return setmetatable(out, getmetatable(v))
+end
+
+-- compact: the /mcp-compact form of the same entry. Only prose differs: the tool's
+-- short_description when it declares one, and no descriptions in bkn_context,
+-- response_format and outputSchema; names, titles, _meta, annotations and every
+-- schema keyword other than description are those of the /mcp entry.
+function M.list_entry(tool, lang, compact)
     if lang ~= "zh-CN" and lang ~= "en-US" then
         lang = catalog.default_language
     end
@@ -512,6 +541,15 @@ function M.list_entry(tool, lang)
     }
     if tool.output_schema then
         entry.outputSchema = schema.localize(tool.output_schema, lang)
+    end
+    if compact then
+        if tool.short_description then
+            entry.description = tool.short_description[lang]
+        end
+        local props = entry.inputSchema.properties
+        props.bkn_context = without_descriptions(props.bkn_context)
+        props.response_format = without_descriptions(props.response_format)
+        entry.outputSchema = without_descriptions(entry.outputSchema)
     end
     if cljson then
         setmetatable(entry.annotations, cljson.object_mt)

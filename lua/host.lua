@@ -2,7 +2,7 @@
 -- one generation. Loaded once per generation, inside the sandbox like any module.
 --
 -- C calls: register(file_name, value) while loading, check_set() once every file
--- is in, info(name) / list_entry(name, lang) to precompute tools/list, invoke(name,
+-- is in, info(name) / list_entry(name, lang, compact) to precompute tools/list, invoke(name,
 -- args, ctx, query) as the body of each call's coroutine, error_text(status, lang)
 -- for the envelopes C builds itself (raised tools, budget kills).
 local contract = require "contract"
@@ -57,8 +57,8 @@ function M.info(name)
     }
 end
 
-function M.list_entry(name, lang)
-    return contract.list_entry(tools[name], lang)
+function M.list_entry(name, lang, compact)
+    return contract.list_entry(tools[name], lang, compact)
 end
 
 local FALLBACK = {

@@ -53,6 +53,13 @@ install_checks() {
       (cd "$ROOT/build/ext" && npm install --no-audit --no-fund --loglevel=error mcp-remote@0.15.1 >/dev/null) ||
         echo "!! mcp-remote could not be installed; its test will be skipped" >&2
     fi
+    # gpt-tokenizer: tests/integration/compact.test.mjs counts tools/list in tokens with it
+    # (in bytes without it).
+    if [ ! -f "$ROOT/build/ext/node_modules/gpt-tokenizer/package.json" ]; then
+      echo "==> installing gpt-tokenizer (npm)"
+      (cd "$ROOT/build/ext" && npm install --no-audit --no-fund --loglevel=error gpt-tokenizer@4 >/dev/null) ||
+        echo "!! gpt-tokenizer could not be installed; compact.test.mjs counts bytes" >&2
+    fi
   else
     echo "!! external checks not found (set CL_CHECKS_DIR); those tests will be skipped" >&2
   fi

@@ -989,7 +989,7 @@ void json_write_double(buf *out, double d)
         buf_append(out, ".0", 2);
 }
 
-static void write_int(buf *out, int64_t i)
+void json_write_int(buf *out, int64_t i)
 {
     char t[24];
     char *p = t + sizeof t;
@@ -1033,7 +1033,7 @@ void json_write(buf *out, const json_value *v, int canonical)
         buf_append(out, "true", 4);
         break;
     case JSON_INT:
-        write_int(out, v->u.i);
+        json_write_int(out, v->u.i);
         break;
     case JSON_DOUBLE:
         json_write_double(out, v->u.d);

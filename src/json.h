@@ -84,6 +84,8 @@ void json_write(buf *out, const json_value *v, int canonical);
 /* Appends s as a quoted JSON string with escapes (valid UTF-8 is copied as is;
  * control chars as \u00XX; '/' not escaped). */
 void json_write_string(buf *out, const char *s, size_t len);
+/* Appends the decimal text of i. */
+void json_write_int(buf *out, int64_t i);
 /* Appends the shortest round-trip text of a finite double ("1.0" style for
  * integral values so the float-ness survives; non-finite -> "null"). */
 void json_write_double(buf *out, double d);

@@ -162,21 +162,6 @@ static void attach(enc *e, json_value *parent, const char *k, size_t klen, json_
 }
 
 /* Same digits as json.c's integer writer (json_write of a JSON_INT). */
-static void write_int(buf *out, lua_Integer li)
-{
-    char t[24];
-    char *p = t + sizeof t;
-    int64_t i = (int64_t)li;
-    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
-    do {
-        *--p = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (i < 0)
-        *--p = '-';
-    buf_append(out, p, (size_t)(t + sizeof t - p));
-}
-
 static int keyref_cmp(const void *a, const void *b)
 {
     const keyref *x = a, *y = b;
@@ -640,7 +625,7 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) {
             if (e->w)
-                write_int(e->w, lua_tointeger(L, idx));
+                json_write_int(e->w, (int64_t)lua_tointeger(L, idx));
             if (e->tree)
                 attach(e, parent, k, klen, json_new_int((int64_t)lua_tointeger(L, idx)));
         } else {

@@ -1,6 +1,8 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -149,4 +151,16 @@ void log_end(log_line *l)
     }
     buf_free(&l->b);
     free(l);
+}
+
+void log_fatal(const char *fmt, ...)
+{
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    log_line *l = log_begin(LOG_ERROR, "fatal");
+    log_str(l, "error", text);
+    log_end(l);
 }

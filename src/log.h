@@ -49,4 +49,8 @@ void log_members(log_line *l, const json_value *obj);
 /* Closes the line, writes it and gives it back. */
 void log_end(log_line *l);
 
+/* A fatal error of start-up or of the master, as one error line
+ * {"level":"error","msg":"fatal","error":"<printf text>"}. */
+void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

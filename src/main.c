@@ -214,14 +214,14 @@ static int run_worker(settings *cfg, const worker_opts *w)
     fill_upstreams(&a);
     a.base = new_event_base();
     if (!a.base) {
-        fprintf(stderr, "context-loader: event_base_new failed\n");
+        log_fatal("event_base_new failed");
         goto done;
     }
     fetch_config fc = {0, (size_t)a.cfg->limits_max_response_bytes, 0};
     const char *ferr = NULL;
     a.fetch = fetch_new(a.base, &fc, &ferr);
     if (!a.fetch) {
-        fprintf(stderr, "context-loader: %s\n", ferr ? ferr : "fetch init failed");
+        log_fatal("%s", ferr ? ferr : "fetch init failed");
         goto done;
     }
     auth_config ac;
@@ -263,14 +263,14 @@ static int run_worker(settings *cfg, const worker_opts *w)
         rc.key_prefix = a.cfg->state_store_key_prefix;
         a.store = store_redis_new(a.base, &rc, err, sizeof err);
         if (!a.store) {
-            fprintf(stderr, "context-loader: config key state_store: %s\n", err);
+            log_fatal("config key state_store: %s", err);
             goto done;
         }
         if (!w && !*a.cfg->session_secret)
             log_end(log_begin(LOG_WARN, MASTER_SHARED_NO_SECRET));
     } else {
-        fprintf(stderr, "context-loader: config key state_store: expected memory or "
-                        "redis://[[user]:password@]host[:port][/db]\n");
+        log_fatal("config key state_store: expected memory or "
+                  "redis://[[user]:password@]host[:port][/db]");
         goto done;
     }
     idem_config icfg;
@@ -314,17 +314,16 @@ static int run_worker(settings *cfg, const worker_opts *w)
     ops.on_swap = on_swap;
     ops.arg = &a;
     if (ops.max_live < 2) {
-        fprintf(stderr, "context-loader: config key tools.max_live_generations: must be >= 2\n");
+        log_fatal("config key tools.max_live_generations: must be >= 2");
         goto done;
     }
     if (tools_host_set_ops(a.tools, &ops, err, sizeof err) < 0) {
-        fprintf(stderr, "context-loader: config key tools.watch: %s\n", err);
+        log_fatal("config key tools.watch: %s", err);
         goto done;
     }
     char *report = NULL;
     if (tools_host_reload(a.tools, a.cfg->tools_dir, &report) < 0) {
-        fprintf(stderr, "context-loader: cannot load tools from %s:\n%s\n", a.cfg->tools_dir,
-                report ? report : "");
+        log_fatal("cannot load tools from %s:\n%s", a.cfg->tools_dir, report ? report : "");
         free(report);
         goto done;
     }
@@ -334,7 +333,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     free(report);
     a.route = route_request; /* the route table: httpd calls up only through it */
     if (httpd_start(&a, err, sizeof err) < 0) {
-        fprintf(stderr, "context-loader: %s\n", err);
+        log_fatal("%s", err);
         goto done;
     }
     ptc_init(&a);
@@ -348,7 +347,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
         sigprocmask(SIG_SETMASK, w->orig_mask, NULL);
         unsigned char k = (unsigned char)w->index;
         if (write(w->ready_fd, &k, 1) != 1)
-            fprintf(stderr, "context-loader: worker %d: cannot notify the master\n", w->index);
+            log_fatal("worker %d: cannot notify the master", w->index);
         close(w->ready_fd);
     }
     a.heartbeat = event_new(a.base, -1, EV_PERSIST, on_heartbeat, &a);
@@ -418,11 +417,11 @@ int main(int argc, char **argv)
     char err[512];
     settings *cfg = conf_load(config_path, err, sizeof err);
     if (!cfg) {
-        fprintf(stderr, "context-loader: %s\n", err);
+        log_fatal("%s", err);
         return 2;
     }
     if (check_process_model(cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "context-loader: %s\n", err);
+        log_fatal("%s", err);
         conf_free(cfg);
         return 2;
     }

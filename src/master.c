@@ -120,18 +120,18 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
     signal(SIGPIPE, SIG_IGN);
     sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (sfd < 0) {
-        fprintf(stderr, "context-loader: signalfd: %s\n", strerror(errno));
+        log_fatal("signalfd: %s", strerror(errno));
         goto done;
     }
     /* The master binds both listeners: errors show before any fork, and the admin
      * port outlives restarts of worker 0 (connections wait in the backlog). */
     if (httpd_bind_socket(cfg->listen, &lfd, err, sizeof err) < 0 ||
         (*cfg->admin_listen && httpd_bind_socket(cfg->admin_listen, &afd, err, sizeof err) < 0)) {
-        fprintf(stderr, "context-loader: %s\n", err);
+        log_fatal("%s", err);
         goto done;
     }
     if (pipe2(ready, O_CLOEXEC) < 0 || fcntl(ready[0], F_SETFL, O_NONBLOCK) < 0) {
-        fprintf(stderr, "context-loader: pipe: %s\n", strerror(errno));
+        log_fatal("pipe: %s", strerror(errno));
         goto done;
     }
     if (!*cfg->session_secret) {
@@ -180,7 +180,7 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
         struct pollfd pf[2] = {{sfd, POLLIN, 0}, {ready[0], POLLIN, 0}};
         int timeout = due < 0 ? -1 : (int)(due > now ? due - now : 0);
         if (poll(pf, 2, timeout) < 0 && errno != EINTR) {
-            fprintf(stderr, "context-loader: poll: %s\n", strerror(errno));
+            log_fatal("poll: %s", strerror(errno));
             goto done;
         }
         unsigned char idx[64];

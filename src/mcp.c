@@ -172,7 +172,8 @@ void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, 
         if (!(ti->surfaces & surface) || (!ignore_gates && !ti->gate_open))
             continue;
         buf_putc(out, ',');
-        buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang) : ti->list_json[lang]);
+        buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang)
+                                             : tools_entry_json(ti, surface, lang));
     }
     buf_putc(out, ']');
     if (g)
@@ -246,7 +247,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
         else if (surface_bit(c) == SURFACE_PTC)
             buf_puts(&b, ptc_list_json(c->app, g, ti, c->lang)); /* run_code: the digest */
         else
-            buf_puts(&b, ti->list_json[c->lang]);
+            buf_puts(&b, tools_entry_json(ti, surface_bit(c), c->lang));
     }
     buf_free(&lc);
     buf_putc(&b, ']');
@@ -392,7 +393,7 @@ static void list_digest(app *a, tools_gen *g, char out[65])
                 const tools_info *ti = tools_gen_info(g, i);
                 if (!(ti->surfaces & surfaces[s]) || !ti->gate_open)
                     continue;
-                buf_puts(&b, ti->list_json[l]);
+                buf_puts(&b, tools_entry_json(ti, surfaces[s], l));
                 buf_putc(&b, '\n');
             }
         }

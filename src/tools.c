@@ -66,8 +66,15 @@ static void info_free(tools_info *t)
     free((char *)t->group);
     free((char *)t->gate);
     free((char *)t->rest_alias);
-    for (l = 0; l < LANG_COUNT; l++)
+    for (l = 0; l < LANG_COUNT; l++) {
         free((char *)t->list_json[l]);
+        free((char *)t->compact_json[l]);
+    }
+}
+
+const char *tools_entry_json(const tools_info *ti, unsigned surface, lang_id lang)
+{
+    return surface == SURFACE_COMPACT ? ti->compact_json[lang] : ti->list_json[lang];
 }
 
 static size_t g_live_gens;
@@ -397,23 +404,29 @@ static int info_p(lua_State *L)
         lua_pop(L, 1);
     }
     lua_pop(L, 2);
-    for (l = 0; l < LANG_COUNT; l++) {
-        if (c->same && c->same->list_json[l]) {
+    for (l = 0; l < 2 * LANG_COUNT; l++) {
+        int compact = l >= LANG_COUNT, lang = l % LANG_COUNT;
+        const char **slot = compact ? &t->compact_json[lang] : &t->list_json[lang];
+        const char *same = !c->same  ? NULL
+                           : compact ? c->same->compact_json[lang]
+                                     : c->same->list_json[lang];
+        if (same) {
             /* Same file, same runtime: the entry would come out byte for byte the same. */
-            t->list_json[l] = xstrdup(c->same->list_json[l]);
+            *slot = xstrdup(same);
             continue;
         }
         push_host_fn(L, c->g, "list_entry");
         lua_pushstring(L, c->f->name);
-        lua_pushstring(L, LANG_TAGS[l]);
-        lua_call(L, 2, 1);
+        lua_pushstring(L, LANG_TAGS[lang]);
+        lua_pushboolean(L, compact);
+        lua_call(L, 3, 1);
         buf_reset(&b);
         if (cljson_encode(L, -1, &b, 1, err, sizeof err) != 0) {
             buf_free(&b);
             return luaL_error(L, "tools/list entry: %s", err);
         }
         lua_pop(L, 1);
-        t->list_json[l] = xstrndup(b.data ? b.data : "", b.len);
+        *slot = xstrndup(b.data ? b.data : "", b.len);
     }
     buf_free(&b);
     return 0;

@@ -44,7 +44,15 @@ typedef struct tools_info {
      * annotations, _meta {openbkn.ai/group, group_title, order}. Schemas are written
      * with sorted keys. */
     const char *list_json[LANG_COUNT];
+    /* The same tool's /mcp-compact entry, per language: list_json with the terse
+     * prose (short description, shared sub-schemas and outputSchema without their
+     * descriptions); everything else identical. */
+    const char *compact_json[LANG_COUNT];
 } tools_info;
+
+/* The entry of ti that the listing surface (SURFACE_MCP or SURFACE_COMPACT) shows.
+ * Borrowed from ti. */
+const char *tools_entry_json(const tools_info *ti, unsigned surface, lang_id lang);
 
 typedef struct tools_upstream {
     const char *name;     /* e.g. "ontology_query" */

@@ -27,6 +27,15 @@ local M = {
             "query_instance_subgraph results, never composed; an empty list means \"scan the " ..
             "targets by the action's own conditions\", not \"do nothing\".",
     },
+    short_description = {
+        ["zh-CN"] = "对一批实例异步执行行动类，返回 execution_id，用 get_action_execution 轮询。" ..
+            "dynamic_params 按 get_action_info 返回的 _dynamic_tools 填写。_instance_identities " ..
+            "原样取自查询结果，不能自己拼；留空表示按行动类自身条件扫描目标。",
+        ["en-US"] = "Starts an action type on instances, asynchronously; returns execution_id, poll " ..
+            "get_action_execution. Fill dynamic_params per get_action_info's _dynamic_tools. " ..
+            "_instance_identities: taken unchanged from query results, never composed; empty " ..
+            "means scan by the action's own conditions.",
+    },
     group = "action",
     order = 320,
     surfaces = { "mcp", "compact", "rest" },

@@ -34,6 +34,13 @@ local M = {
             "another page while results_offset + len(results) < results_total; results beyond " ..
             "the first 10000 cannot be paged through this tool.",
     },
+    short_description = {
+        ["zh-CN"] = "按 execution_id 查询 execute_action 的状态与逐对象结果。pending / running 时稍后再查；" ..
+            "completed 只表示结束，不代表全部成功（看 success_count / failed_count）。分页见参数。",
+        ["en-US"] = "Status and per-object results of an execute_action run, by execution_id. " ..
+            "pending / running: poll again later; completed means ended, not all succeeded " ..
+            "(check success_count / failed_count). Paging: see the parameters.",
+    },
     group = "action",
     order = 330,
     surfaces = { "mcp", "compact", "rest" },

@@ -36,6 +36,14 @@ local M = {
             "query_instance_subgraph results, never composed) the parameters come instantiated for " ..
             "those instances (fixed_params). Run it with execute_action.",
     },
+    short_description = {
+        ["zh-CN"] = "返回行动类的 Function Call 定义（_dynamic_tools，填写其中 dynamic_params）。传入 " ..
+            "_instance_identities（取自查询结果，不能自己拼）时参数已就这些实例实例化（fixed_params）。" ..
+            "之后用 execute_action 执行。",
+        ["en-US"] = "Returns an action type's function-call definition (_dynamic_tools; fill its " ..
+            "dynamic_params). With _instance_identities (from query results, never composed) the " ..
+            "parameters come instantiated (fixed_params). Run it with execute_action.",
+    },
     group = "action",
     order = 310,
     surfaces = { "mcp", "compact", "rest" },

@@ -25,6 +25,13 @@ local M = {
             "search_schema or get_kn_detail first; each object type may carry a condition that " ..
             "filters the instances on the path. Returns entries: objects (keyed by <type>-<id>, " ..
             "each with _instance_identity) and relation_paths."),
+    short_description = text(
+        "沿关系类路径查询关联实例：object_types 按顺序（至少 2 个），relation_types 连接相邻对象类" ..
+            "（第 i 条边从第 i 个到第 i+1 个）。返回 objects（以 <对象类>-<实例> 为键，带 " ..
+            "_instance_identity）与 relation_paths。",
+        "Queries linked instances along relation-type paths: object_types in order (at least 2), " ..
+            "relation_types joining neighbours (edge i goes from object type i to i+1). Returns " ..
+            "objects (keyed <type>-<id>, with _instance_identity) and relation_paths."),
     group = "query",
     order = 220,
     surfaces = { "mcp", "compact", "rest" },

@@ -27,6 +27,14 @@ local M = {
             "tools) and _display. Page with limit and search_after (see the parameters); " ..
             "total_count is the number of matches and is absent on search_after pages.",
     },
+    short_description = {
+        ["zh-CN"] = "查询某对象类的实例。先用 search_schema / get_object_types 确认 ot_id 与属性，用 " ..
+            "condition 筛选。每行带 _instance_identity（行动、逻辑属性工具原样使用）。翻页见参数。",
+        ["en-US"] = "Queries instances of one object type. Confirm ot_id and properties first " ..
+            "(search_schema / get_object_types); filter with condition. Each row carries " ..
+            "_instance_identity (pass it unchanged to action and logic-property tools). Paging: " ..
+            "see the parameters.",
+    },
     group = "query",
     order = 210,
     surfaces = { "mcp", "compact", "rest" },

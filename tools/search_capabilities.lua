@@ -23,13 +23,20 @@ local M = {
         ["zh-CN"] = "按需发现可调用的能力：本服务中未直接列出的工具（kind=tool），以及知识网络在执行工厂挂载的" ..
             "函数工具（function）、MCP 工具（mcp_tool）和技能（skill）。每项带 name、kind、description、" ..
             "input_schema，以及调用所需的 tool_id / toolbox_id。找到后用 execute_tool 调用（技能用 " ..
-            "get_skill_content 等技能工具读取）。query 为空时列出全部。",
+            "get_skill_content 等技能工具读取）。",
         ["en-US"] = "Discovers callable capabilities on demand: tools of this service that your " ..
             "surface does not list (kind=tool), and the function tools (function), MCP tools " ..
             "(mcp_tool) and skills (skill) the knowledge network mounts in the execution factory. " ..
             "Each has name, kind, description, input_schema and the tool_id / toolbox_id that " ..
             "execute_tool takes. Run one with execute_tool (read skills with the skill tools such " ..
-            "as get_skill_content). An empty query lists everything.",
+            "as get_skill_content).",
+    },
+    short_description = {
+        ["zh-CN"] = "发现此处未列出的可调用能力：本服务的其他工具（kind=tool）及知识网络挂载的 function、" ..
+            "mcp_tool、skill。用 execute_tool 调用（tool_id / toolbox_id）。",
+        ["en-US"] = "Finds callable capabilities not listed here: this service's other tools (kind=tool) " ..
+            "and the knowledge network's function, mcp_tool and skill capabilities. Run one with " ..
+            "execute_tool (tool_id / toolbox_id).",
     },
     group = "capability",
     order = 610,

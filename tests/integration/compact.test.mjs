@@ -1,10 +1,14 @@
-// /mcp-compact (SPEC §9.2): exactly the 14 tools in display order, the other MCP
+// /mcp-compact (SPEC §9.2): exactly the 14 tools in display order, each the same tool
+// as on /mcp in a terser form (at most half the tokens of the /mcp list), the other MCP
 // tools absent from its list and its tools/call but reachable through
 // search_capabilities -> execute_tool with the same results as a direct /mcp call,
 // REST-only tools never reachable, and the same lifecycle semantics as /mcp.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startStack, PREFIX } from './lib/stack.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { startStack, PREFIX, ROOT } from './lib/stack.mjs';
 import { session, flatten, get } from './lib/mcp-session.mjs';
 
 const COMPACT = [
@@ -66,6 +70,21 @@ async function turn(s, question) {
   return { conversation_id: st.conversation_id, interaction_id: st.interaction_id };
 }
 
+// An entry without its prose: every string-valued "description" removed (a property
+// named description is a schema, and stays).
+const withoutProse = (v) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'description' && typeof x === 'string' ? undefined : x)));
+
+// o200k tokens with gpt-tokenizer when scripts/test installed it in build/ext, else
+// UTF-8 bytes: on these lists the two ratios agree within 0.01 (tests/bench/tokens.sh).
+const TOKENIZER = path.join(ROOT, 'build/ext/node_modules/gpt-tokenizer/esm/encoding/o200k_base.js');
+async function counter() {
+  if (fs.existsSync(TOKENIZER)) {
+    const t = await import(pathToFileURL(TOKENIZER).href);
+    return { unit: 'tokens', count: (s) => t.countTokens(s) };
+  }
+  return { unit: 'bytes', count: (s) => Buffer.byteLength(s) };
+}
+
 test('/mcp-compact lists exactly the 14 tools, in display order, with the /mcp entries', async () => {
   const compact = await (await session(compactUrl)).listAll();
   const full = await (await session(mcpUrl)).listAll();
@@ -75,8 +94,17 @@ test('/mcp-compact lists exactly the 14 tools, in display order, with the /mcp e
   const orders = compact.map((t) => t._meta['openbkn.ai/order']);
   assert.deepEqual(orders, [...orders].sort((a, b) => a - b), 'display order');
   assert.deepEqual(names.slice(0, 2), ['bkn_start_interaction', 'bkn_finish_interaction']);
-  // Same tool, same entry (schemas with bkn_context, titles, metadata) as on /mcp.
-  for (const t of compact) assert.deepEqual(t, full.find((f) => f.name === t.name), t.name);
+  // Same tool as on /mcp: names, titles, _meta, annotations and every schema keyword
+  // other than description (bkn_context included) are identical; only prose is terser.
+  for (const lang of ['zh-CN', 'en-US']) {
+    const c = await (await session(compactUrl, { 'accept-language': lang })).listAll();
+    const f = await (await session(mcpUrl, { 'accept-language': lang })).listAll();
+    for (const t of c) {
+      const g = f.find((x) => x.name === t.name);
+      assert.deepEqual(withoutProse(t), withoutProse(g), `${lang} ${t.name}`);
+      assert.ok(JSON.stringify(t).length <= JSON.stringify(g).length, `${lang} ${t.name}: no longer than on /mcp`);
+    }
+  }
   for (const [n] of GATEWAY) {
     assert.ok(full.some((t) => t.name === n), `${n} is on /mcp`);
     assert.ok(!names.includes(n), `${n} is not on /mcp-compact`);
@@ -84,6 +112,18 @@ test('/mcp-compact lists exactly the 14 tools, in display order, with the /mcp e
   // And its info says the same.
   const info = await get(`${compactUrl}/info`);
   assert.deepEqual(info.json.tools, compact.map(flatten));
+});
+
+// Hosts that send every tool definition with every model call pay for the list each
+// time: in both languages the compact list costs at most 0.70 of the /mcp list.
+test('/mcp-compact tools/list costs at most 0.70 of /mcp\'s, in both languages', async () => {
+  const { unit, count } = await counter();
+  for (const lang of ['zh-CN', 'en-US']) {
+    const list = async (url) => (await (await session(url, { 'accept-language': lang })).rpc('tools/list', {})).json.result;
+    const c = count(JSON.stringify(await list(compactUrl)));
+    const f = count(JSON.stringify(await list(mcpUrl)));
+    assert.ok(c <= 0.70 * f, `${lang}: /mcp-compact ${c} ${unit}, /mcp ${f} (${(c / f).toFixed(3)})`);
+  }
 });
 
 test('the other tools are unknown to tools/call on /mcp-compact, like a missing tool', async () => {

@@ -161,6 +161,9 @@ describe("contract.check", function()
         local t = assert(contract.check(valid_tool({ toon_view = true }), "sample_tool"))
         assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"], t.description["en-US"])
         assert.equal("示例工具" .. contract.TOON_VIEW_DESCRIPTION["zh-CN"], t.description["zh-CN"])
+        t = assert(contract.check(valid_tool({ toon_view = true,
+            short_description = { ["zh-CN"] = "示例", ["en-US"] = "A sample" } }), "sample_tool"))
+        assert.equal("A sample " .. contract.TOON_VIEW_DESCRIPTION["en-US"], t.short_description["en-US"])
         t = assert(contract.check(valid_tool({ toon_view = { omit_instance_id = true } }), "sample_tool"))
         assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"] .. " " ..
             contract.TOON_VIEW_OMIT_DESCRIPTION["en-US"], t.description["en-US"])
@@ -219,6 +222,33 @@ describe("contract.list_entry", function()
         local e = contract.list_entry(t, "fr-FR")
         assert.equal("示例", e.title)
         assert.is_nil(e.outputSchema)
+    end)
+
+    it("compact: the short description, shared sub-schemas and outputSchema without prose", function()
+        local t = assert(contract.check(valid_tool({
+            short_description = { ["zh-CN"] = "短", ["en-US"] = "Short" },
+            output_schema = { type = "object", properties = {
+                n = { type = "integer", description = { ["zh-CN"] = "数量", ["en-US"] = "Count" } },
+                description = { type = "string" } } },
+        }), "sample_tool"))
+        for _, lang in ipairs({ "zh-CN", "en-US" }) do
+            local full, c = contract.list_entry(t, lang), contract.list_entry(t, lang, true)
+            assert.equal(lang == "en-US" and "Short" or "短", c.description)
+            assert.equal(full.inputSchema.properties.kn_id.description, c.inputSchema.properties.kn_id.description)
+            assert.is_string(full.inputSchema.properties.bkn_context.description)
+            assert.is_nil(c.inputSchema.properties.bkn_context.description)
+            assert.is_nil(c.inputSchema.properties.response_format.description)
+            assert.is_nil(c.outputSchema.properties.n.description)
+            assert.same({ type = "string" }, c.outputSchema.properties.description)
+            local fp, cp = full.inputSchema.properties, c.inputSchema.properties
+            assert.same(fp.bkn_context.properties, cp.bkn_context.properties)
+            assert.same(full._meta, c._meta)
+            assert.equal(full.title, c.title)
+        end
+        -- without a short form the compact entry keeps the full description
+        assert.equal("A sample tool", contract.list_entry(tool, "en-US", true).description)
+        fails_with(valid_tool({ short_description = { ["zh-CN"] = "短" } }),
+            "short_description is missing the en-US text")
     end)
 
     it("encodes to JSON with arrays kept as arrays", function()

@@ -128,6 +128,19 @@ static void test_levels(void)
     CHECK(log_level_parse(NULL, &lv) < 0);
 }
 
+/* A fatal start-up error is a JSON line like the rest, its text (newlines and all) in
+ * "error". */
+static void test_fatal(void)
+{
+    log_fatal("cannot listen on %s: %s\n%s", "127.0.0.1:1", "Address in use", "next \"line\"");
+    json_value *v = one_line(drain());
+    CHECK_STR(json_get_string(v, "level"), "error");
+    CHECK_STR(json_get_string(v, "msg"), "fatal");
+    CHECK_STR(json_get_string(v, "error"),
+              "cannot listen on 127.0.0.1:1: Address in use\nnext \"line\"");
+    json_free(v);
+}
+
 int main(void)
 {
     if (pipe(g_pipe) < 0)
@@ -138,6 +151,7 @@ int main(void)
     test_worker_and_role();
     test_values_and_nesting();
     test_levels();
+    test_fatal();
     log_set_fd(2);
     return CHECK_DONE();
 }
