@@ -244,6 +244,63 @@ KEYS.shape_request = optional_function("shape_request")
 KEYS.trim_response = optional_function("trim_response")
 KEYS.render = optional_function("render")
 
+-- The token-saving TOON view, applied by the core to the result (src/toonview.c):
+-- true, or { omit_instance_id = true } to also leave the _instance_id column out of
+-- the tables when every row of result.datas has _instance_id =
+-- <kn_id>-<ot_id>-<the single value of its _instance_identity>.
+KEYS.toon_view = function(v, tool, add)
+    if type(v) == "table" then
+        for k, x in pairs(v) do
+            if k ~= "omit_instance_id" or type(x) ~= "boolean" then
+                add("toon_view must be true or { omit_instance_id = true|false }")
+                return
+            end
+        end
+    elseif v ~= true then
+        add("toon_view must be true or { omit_instance_id = true|false }")
+        return
+    end
+    if tool.render ~= nil then
+        add("toon_view and render cannot both be set (the view is the TOON layout)")
+    end
+    if tool.formats ~= nil and tool.formats[2] == nil then
+        add("toon_view needs the toon format")
+    end
+end
+
+-- The sentences a tool with toon_view adds to its description and short_description
+-- (each language).
+M.TOON_VIEW_DESCRIPTION = {
+    ["zh-CN"] = "TOON 视图：记录数组为表格，各行同键的嵌套记录为点号列（a.b），" ..
+        "其余嵌套字段按行序列在表格后的 <数组>_<字段>；不比 JSON 小一成时 MCP 文本为紧凑 JSON。",
+    ["en-US"] = "TOON view: record arrays are tables, nested records with the same keys in " ..
+        "every row are dotted columns (a.b), other nested fields follow the table as " ..
+        "<array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.",
+}
+M.TOON_VIEW_OMIT_DESCRIPTION = {
+    ["zh-CN"] = "_instance_id 等于 <kn_id>-<ot_id>-<_instance_identity 的唯一值> 时不写入 TOON 表格。",
+    ["en-US"] = "The TOON table leaves out _instance_id when it is " ..
+        "<kn_id>-<ot_id>-<the single value of _instance_identity>.",
+}
+
+-- view_description(description, toon_view) -> a new description table with the view's
+-- sentences appended in each language it has.
+function M.view_description(description, toon_view)
+    local out = {}
+    local omit = type(toon_view) == "table" and toon_view.omit_instance_id
+    for lang, text in pairs(description) do
+        local sep = lang == "zh-CN" and "" or " "
+        if M.TOON_VIEW_DESCRIPTION[lang] then
+            text = text .. sep .. M.TOON_VIEW_DESCRIPTION[lang]
+            if omit then
+                text = text .. sep .. M.TOON_VIEW_OMIT_DESCRIPTION[lang]
+            end
+        end
+        out[lang] = text
+    end
+    return out
+end
+
 local REQUIRED = {
     "name", "version", "kind", "title", "description", "group", "order", "surfaces",
     "input_schema", "handle",
@@ -253,7 +310,7 @@ local REQUIRED = {
 local ORDER = {
     "name", "version", "kind", "title", "description", "short_description", "group", "order", "surfaces",
     "rest_alias", "gate", "formats", "upstream", "input_schema", "output_schema",
-    "annotations", "handle", "shape_request", "trim_response", "render",
+    "annotations", "handle", "shape_request", "trim_response", "render", "toon_view",
 }
 
 local function copy_array(t)
@@ -303,6 +360,12 @@ function M.check(tool, file_name, opts)
         out[k] = v
     end
     out.surfaces = copy_array(tool.surfaces)
+    if tool.toon_view then
+        out.description = M.view_description(tool.description, tool.toon_view)
+        if tool.short_description then
+            out.short_description = M.view_description(tool.short_description, tool.toon_view)
+        end
+    end
     out.formats = tool.formats and copy_array(tool.formats) or { "json", "toon" }
     local ann = {}
     -- defaults first, the tool's own hints win

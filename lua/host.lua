@@ -348,6 +348,21 @@ function M.invoke(name, args, ctx, query)
         error("tool '" .. name .. "' returned a " .. type(res) ..
             " that is not a JSON object (return a table, or nil, err)", 0)
     end
+    -- A tool that declares toon_view gets the token-saving view, laid out by the core
+    -- from the result (src/toonview.c); the fifth value asks for it: true, or the
+    -- <kn_id>-<ot_id>- prefix its omit_instance_id rule compares _instance_id with.
+    if ctx.response_format == "toon" and tool.toon_view then
+        local view = true
+        if type(tool.toon_view) == "table" and tool.toon_view.omit_instance_id and
+            type(args) == "table" then
+            local kn, ot = args.kn_id, args.ot_id
+            if (type(kn) == "string" or math.type(kn) == "integer") and
+                (type(ot) == "string" or math.type(ot) == "integer") then
+                view = kn .. "-" .. ot .. "-"
+            end
+        end
+        return 200, res, nil, nil, view
+    end
     -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx, args)
     -- returns the value to encode for the text (args: the call's arguments), or nil on
     -- MCP when the compact JSON result is the cheaper text; structuredContent stays the result.

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "lvm.h"
 #include "toon.h"
+#include "toonview.h"
 #include "upstream_req.h"
 #include "util.h"
 
@@ -629,6 +630,19 @@ static int collect_p(lua_State *L)
         const char *s = lua_tolstring(L, 4, &len);
         buf_append(&c->toon, s, len);
         c->toon_set = len > 0; /* the tool's own layout */
+    }
+    if (!c->toon_set && c->toon_wanted && !c->is_error && c->value && n >= 5 &&
+        (lua_type(L, 5) == LUA_TSTRING || lua_toboolean(L, 5))) {
+        /* The tool declared the token-saving view (toon_view); a string is the
+         * instance-id prefix its omit_instance_id rule compares with. */
+        size_t plen = 0;
+        const char *prefix = lua_type(L, 5) == LUA_TSTRING ? lua_tolstring(L, 5, &plen) : NULL;
+        int rest = c->surface && strcmp(c->surface, "rest") == 0;
+        if (toonview_render(&c->toon, c->value, c->body.data ? c->body.data : "", c->body.len, rest,
+                            prefix, plen, err, sizeof err) < 0)
+            log_call(c, LOG_ERROR, "toon rendering failed", "error", err, NULL, NULL);
+        else
+            c->toon_set = 1;
     }
     if (!c->toon_set && c->toon_wanted && !c->is_error && c->value) {
         /* TOON from the result tree (big integers and key order intact). */

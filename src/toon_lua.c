@@ -3,11 +3,13 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "json.h"
 #include "json_lua.h"
 #include "toon.h"
+#include "toonview.h"
 
 /* This copy's cljson.null (a light userdata address); set by luaopen_cltoon. */
 static const void *own_null;
@@ -107,6 +109,31 @@ static int foreign_cljson(lua_State *L)
     return foreign;
 }
 
+/* The value at idx as a tree (NULL with err set). */
+static json_value *to_value(lua_State *L, int idx, char *err, size_t errlen)
+{
+    if (!foreign_cljson(L))
+        return cljson_to_value(L, idx, err, errlen);
+    /* The other copy's values (its null) only it recognises: go through its text. */
+    json_value *v = NULL;
+    int top = lua_gettop(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_getfield(L, -1, "cljson");
+    lua_getfield(L, -1, "encode");
+    lua_pushvalue(L, idx);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK || lua_type(L, -1) != LUA_TSTRING) {
+        snprintf(err, errlen, "%s",
+                 lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "cljson.encode failed");
+    } else {
+        size_t len;
+        const char *text = lua_tolstring(L, -1, &len);
+        json_limits lim = {0, 0};
+        v = json_parse(text, len, &lim, err, errlen);
+    }
+    lua_settop(L, top);
+    return v;
+}
+
 static int l_encode(lua_State *L)
 {
     luaL_checkany(L, 1);
@@ -116,28 +143,48 @@ static int l_encode(lua_State *L)
         read_opts(L, 2, &o);
     lua_settop(L, 1);
     char err[256] = "";
-    json_value *v = NULL;
-    if (foreign_cljson(L)) {
-        /* The other copy's values (its null) only it recognises: go through its text. */
-        lua_getfield(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-        lua_getfield(L, -1, "cljson");
-        lua_getfield(L, -1, "encode");
-        lua_pushvalue(L, 1);
-        if (lua_pcall(L, 1, 1, 0) != LUA_OK || lua_type(L, -1) != LUA_TSTRING) {
-            lua_pushnil(L);
-            lua_pushfstring(L, "cltoon: %s",
-                            lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2)
-                                                           : "cljson.encode failed");
-            return 2;
-        }
-        size_t len;
-        const char *text = lua_tolstring(L, -1, &len);
-        json_limits lim = {0, 0};
-        v = json_parse(text, len, &lim, err, sizeof err);
-    } else {
-        v = cljson_to_value(L, 1, err, sizeof err);
-    }
+    json_value *v = to_value(L, 1, err, sizeof err);
     return push_result(L, v, &o, err);
+}
+
+/* view(v [, id_prefix [, mcp]]) -> the compact JSON of the token-saving view of v and
+ * the TOON text a call sends for it (mcp: compact JSON unless the view is a tenth
+ * smaller), or nil, err. id_prefix true: leave `_instance_id` out of the top-level
+ * tables unconditionally (the view only; the text then follows id_prefix nil). The
+ * server applies the same code (toonview.h) to results. */
+static int l_view(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    size_t plen = 0;
+    int omit_all = lua_type(L, 2) == LUA_TBOOLEAN && lua_toboolean(L, 2);
+    const char *prefix = omit_all ? NULL : luaL_optlstring(L, 2, NULL, &plen);
+    int mcp = lua_toboolean(L, 3);
+    lua_settop(L, 1);
+    char err[256] = "";
+    json_value *v = to_value(L, 1, err, sizeof err);
+    if (!v) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "cltoon: %s", err);
+        return 2;
+    }
+    buf json = BUF_INIT, vjson = BUF_INIT, text = BUF_INIT;
+    json_write(&json, v, 0);
+    json_value *view = omit_all ? toonview_view(v, 1) : toonview_build(v, prefix, plen);
+    json_write(&vjson, view, 0);
+    json_free(view);
+    int rc = toonview_render(&text, v, json.data, json.len, !mcp, prefix, plen, err, sizeof err);
+    json_free(v);
+    if (rc < 0) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "cltoon: %s", err);
+    } else {
+        lua_pushlstring(L, vjson.data ? vjson.data : "", vjson.len);
+        lua_pushlstring(L, text.data ? text.data : "", text.len);
+    }
+    buf_free(&json);
+    buf_free(&vjson);
+    buf_free(&text);
+    return 2;
 }
 
 static int l_encode_json(lua_State *L)
@@ -163,7 +210,7 @@ int luaopen_cltoon(lua_State *L)
         lua_pop(L, 1);
     }
     static const luaL_Reg fns[] = {
-        {"encode", l_encode}, {"encode_json", l_encode_json}, {NULL, NULL}};
+        {"encode", l_encode}, {"encode_json", l_encode_json}, {"view", l_view}, {NULL, NULL}};
     luaL_newlib(L, fns);
     return 1;
 }

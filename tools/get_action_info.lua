@@ -17,7 +17,6 @@ local upstream_error = require "_lib.upstream_error"
 
 local MAX_REF_DEPTH = 3
 
-local toonview = require "_lib.toonview"
 local M = {
     name = "get_action_info",
     version = "1.0.0",
@@ -49,6 +48,7 @@ local M = {
     order = 310,
     surfaces = { "mcp", "compact", "rest" },
     formats = { "json", "toon" },
+    toon_view = true,
     upstream = "ontology_query",
     input_schema = {
         type = "object",
@@ -461,4 +461,4 @@ function M.handle(args, ctx)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
-return toonview.use(M)
+return M

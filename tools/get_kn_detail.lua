@@ -6,7 +6,6 @@ local knschema = require "_lib.knschema"
 
 local text = util.text
 
-local toonview = require "_lib.toonview"
 local M = {
     name = "get_kn_detail",
     version = "1.0.0",
@@ -25,6 +24,7 @@ local M = {
     order = 120,
     surfaces = { "mcp", "compact", "rest" },
     formats = { "json", "toon" },
+    toon_view = true,
     upstream = "bkn_backend",
     input_schema = {
         type = "object",
@@ -118,4 +118,4 @@ function M.handle(args, ctx)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
-return toonview.use(M)
+return M

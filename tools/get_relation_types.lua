@@ -5,7 +5,6 @@ local knschema = require "_lib.knschema"
 
 local text = util.text
 
-local toonview = require "_lib.toonview"
 local M = {
     name = "get_relation_types",
     version = "1.0.0",
@@ -21,6 +20,7 @@ local M = {
     order = 150,
     surfaces = { "mcp", "rest" },
     formats = { "json", "toon" },
+    toon_view = true,
     upstream = "bkn_backend",
     input_schema = {
         type = "object",
@@ -57,4 +57,4 @@ function M.handle(args, ctx)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
-return toonview.use(M)
+return M

@@ -7,7 +7,6 @@ local upstream_error = require "_lib.upstream_error"
 
 local DEFAULT_LIMIT = 20
 
-local toonview = require "_lib.toonview"
 local M = {
     name = "list_action_executions",
     version = "1.0.0",
@@ -26,6 +25,7 @@ local M = {
     order = 340,
     surfaces = { "mcp", "rest" },
     formats = { "json", "toon" },
+    toon_view = true,
     upstream = "ontology_query",
     input_schema = {
         type = "object",
@@ -185,4 +185,4 @@ function M.handle(args, ctx)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
-return toonview.use(M)
+return M

@@ -7,7 +7,6 @@ local condition = require "_lib.condition"
 
 local text = util.text
 
-local toonview = require "_lib.toonview"
 local M = {
     name = "query_instance_subgraph",
     version = "1.0.0",
@@ -37,6 +36,7 @@ local M = {
     order = 220,
     surfaces = { "mcp", "compact", "rest" },
     formats = { "json", "toon" },
+    toon_view = true,
     upstream = "ontology_query",
     input_schema = {
         type = "object",
@@ -173,4 +173,4 @@ function M.handle(args, ctx)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
-return toonview.use(M)
+return M

@@ -5,7 +5,6 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local condition = require "_lib.condition"
 local permission = require "_lib.permission"
-local toonview = require "_lib.toonview"
 
 local DEFAULT_LIMIT = 10
 
@@ -19,33 +18,29 @@ local M = {
             "ot_id 与可用属性，再用 condition 描述筛选（叶子 {field, operation, value}，" ..
             "and/or 组合 sub_conditions；全文检索用 match，语义检索用 knn）。" ..
             "每行带 _instance_identity（后续行动、逻辑属性调用原样使用）与 _display。" ..
-            "翻页用 limit 与 search_after（见参数）；total_count 为总数，翻页时不返回。" .. toonview.DESCRIPTION["zh-CN"] ..
-            "_instance_id 等于 <kn_id>-<ot_id>-<_instance_identity 的唯一值> 时不写入 TOON 表格。",
+            "翻页用 limit 与 search_after（见参数）；total_count 为总数，翻页时不返回。",
         ["en-US"] = "Queries instances of one object type by condition. First confirm the " ..
             "ot_id and its properties with search_schema or get_object_types, then describe " ..
             "the filter with condition (a leaf is {field, operation, value}; and/or nodes " ..
             "combine sub_conditions; match is full-text search, knn semantic search). Each " ..
             "row carries _instance_identity (pass it unchanged to action and logic-property " ..
             "tools) and _display. Page with limit and search_after (see the parameters); " ..
-            "total_count is the number of matches and is absent on search_after pages. " ..
-            toonview.DESCRIPTION["en-US"] .. " The TOON table leaves out _instance_id when it " ..
-            "is <kn_id>-<ot_id>-<the single value of _instance_identity>.",
+            "total_count is the number of matches and is absent on search_after pages.",
     },
     short_description = {
         ["zh-CN"] = "查询某对象类的实例。先用 search_schema / get_object_types 确认 ot_id 与属性，用 " ..
-            "condition 筛选。每行带 _instance_identity（行动、逻辑属性工具原样使用）。翻页见参数。" ..
-            toonview.DESCRIPTION["zh-CN"] ..
-            "_instance_id 等于 <kn_id>-<ot_id>-<_instance_identity 的唯一值> 时不写入 TOON 表格。",
+            "condition 筛选。每行带 _instance_identity（行动、逻辑属性工具原样使用）。翻页见参数。",
         ["en-US"] = "Queries instances of one object type. Confirm ot_id and properties first " ..
             "(search_schema / get_object_types); filter with condition. Each row carries " ..
             "_instance_identity (pass it unchanged to action and logic-property tools). Paging: " ..
-            "see the parameters. " .. toonview.DESCRIPTION["en-US"] .. " The TOON table leaves out " ..
-            "_instance_id when it is <kn_id>-<ot_id>-<the single value of _instance_identity>.",
+            "see the parameters.",
     },
     group = "query",
     order = 210,
     surfaces = { "mcp", "compact", "rest" },
     formats = { "json", "toon" },
+    -- the token-saving view; its description sentences are added by the contract
+    toon_view = { omit_instance_id = true },
     upstream = "ontology_query",
     input_schema = {
         type = "object",
@@ -225,26 +220,6 @@ local function map_error(res, err, args, ctx)
         return e
     end
     return util.upstream_5xx(lang, res)
-end
-
--- The TOON text: the token-saving view (tools/_lib/toonview.lua), without the
--- _instance_id column when every row's is <kn_id>-<ot_id>-<its single identity value>.
-function M.render(result, ctx, args)
-    local rows = result.datas
-    local prefix = args.kn_id .. "-" .. args.ot_id .. "-"
-    local implied = type(rows) == "table" and #rows > 0
-    for _, r in ipairs(implied and rows or {}) do
-        local id = type(r) == "table" and r._instance_identity
-        local k = type(id) == "table" and next(id)
-        if not k or next(id, k) ~= nil or type(r._instance_id) ~= "string" or
-            r._instance_id ~= prefix .. tostring(id[k]) then
-            implied = false
-            break
-        end
-    end
-    return toonview.render(result, ctx, implied and function(key)
-        return key == "_instance_id"
-    end or nil)
 end
 
 function M.handle(args, ctx)

@@ -14,7 +14,6 @@ local upstream_error = require "_lib.upstream_error"
 
 local DEFAULT_LIMIT = 20
 
-local toonview = require "_lib.toonview"
 local M = {
     name = "search_capabilities",
     version = "1.0.0",
@@ -43,6 +42,7 @@ local M = {
     order = 610,
     surfaces = { "mcp", "compact", "rest" },
     formats = { "json", "toon" },
+    toon_view = true,
     upstream = "operator_integration",
     input_schema = {
         type = "object",
@@ -339,4 +339,4 @@ function M.handle(args, ctx)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
-return toonview.use(M)
+return M

@@ -12,14 +12,58 @@
  * output buffer is restored byte for byte and err is set; output is valid UTF-8,
  * holds no NUL and no CR, no trailing newline and no line with trailing spaces,
  * every line is indented by a multiple of the indent; encoding twice and
- * encoding a clone give identical bytes. */
+ * encoding a clone give identical bytes.
+ *
+ * The token-saving view (src/toonview.c) of the same value, with the _instance_id
+ * rule's prefix when byte 1 bit 7 is set: it encodes with the default options
+ * whenever the value does, under the same line rules, deterministically; the MCP
+ * text is that encoding or exactly the compact JSON, the REST text always the view. */
 #include <string.h>
 
 #include "fuzz_common.h"
 #include "json.h"
 #include "toon.h"
+#include "toonview.h"
 
 #define T "fuzz_toon"
+
+static void check_lines(const char *s, size_t len, int indent);
+
+static void check_view(const json_value *v, int prefixed)
+{
+    const char *prefix = prefixed ? "kn-ot-" : NULL;
+    size_t plen = prefixed ? 6 : 0;
+    char err[200] = "";
+    buf plain = BUF_INIT, json = BUF_INIT, rest = BUF_INIT, rest2 = BUF_INIT, mcp = BUF_INIT;
+    int prc = toon_encode(&plain, v, NULL, err, sizeof err);
+    json_write(&json, v, 0);
+    int rc = toonview_render(&rest, v, json.data, json.len, 1, prefix, plen, err, sizeof err);
+    if (prc == 0)
+        fuzz_must(rc == 0 || !strcmp(err, "number exponent out of range"), T,
+                  "the view encodes whenever the value does");
+    if (rc == 0) {
+        const char *s = rest.data ? rest.data : "";
+        fuzz_must(json_utf8_valid(s, rest.len), T, "view output is valid UTF-8");
+        fuzz_must(rest.len == 0 || s[rest.len - 1] != '\n', T, "no trailing newline");
+        check_lines(s, rest.len, 2);
+        fuzz_must(toonview_render(&rest2, v, json.data, json.len, 1, prefix, plen, err,
+                                  sizeof err) == 0 &&
+                      rest2.len == rest.len && !memcmp(rest2.data ? rest2.data : "", s, rest.len),
+                  T, "the view is deterministic");
+        fuzz_must(toonview_render(&mcp, v, json.data, json.len, 0, prefix, plen, err, sizeof err) ==
+                      0,
+                  T, "the MCP text renders");
+        int is_view = mcp.len == rest.len && !memcmp(mcp.data ? mcp.data : "", s, rest.len);
+        int is_json = mcp.len == json.len && !memcmp(mcp.data, json.data, json.len);
+        fuzz_must(rest.len * 10 <= json.len * 9 ? is_view : is_json, T,
+                  "MCP sends the view when a tenth smaller, else the compact JSON");
+    }
+    buf_free(&plain);
+    buf_free(&json);
+    buf_free(&rest);
+    buf_free(&rest2);
+    buf_free(&mcp);
+}
 
 static void check_lines(const char *s, size_t len, int indent)
 {
@@ -99,6 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         buf_free(&cl);
     }
     buf_free(&out);
+    check_view(v, data[1] >> 7);
     json_free(v);
     return 0;
 }

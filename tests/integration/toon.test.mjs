@@ -29,7 +29,7 @@ function toonTodo(tool) {
 
 // mcpTrims: the MCP result is a trimmed form of the REST one (each surface is checked
 // against its own JSON). view: the tool's TOON text is the token-saving view its description states
-// (tools/_lib/toonview.lua); it must decode and turn back into exactly the result.
+// (src/toonview.c, declared with toon_view); it must decode and turn back into exactly the result.
 const SUBGRAPH = [{
   object_types: [{ id: 'ot_drug' }, { id: 'ot_manufacturer' }],
   relation_types: [{ relation_type_id: 'rt_produced_by', source_object_type_id: 'ot_drug', target_object_type_id: 'ot_manufacturer' }],
@@ -59,7 +59,7 @@ const CASES = [
   { tool: 'get_skill_content', args: { skill_id: 'skill_contract_review' } },
   { tool: 'read_skill_file', args: { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' } },
 ];
-// The sentence a view tool's description carries (tools/_lib/toonview.lua).
+// The sentence a view tool's description carries (lua/contract.lua, toon_view).
 const VIEW_SENTENCE = 'other nested fields follow the table as <array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.';
 
 let stack;

@@ -152,6 +152,25 @@ describe("contract.check", function()
         fails_with(valid_tool({ trim_response = true }), "trim_response must be a function")
     end)
 
+    it("checks toon_view and adds the view sentences to the description", function()
+        fails_with(valid_tool({ toon_view = 1 }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = { omit = true } }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = true, render = function() end }),
+            "toon_view and render cannot both be set")
+        fails_with(valid_tool({ toon_view = true, formats = { "json" } }), "toon_view needs the toon format")
+        local t = assert(contract.check(valid_tool({ toon_view = true }), "sample_tool"))
+        assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"], t.description["en-US"])
+        assert.equal("示例工具" .. contract.TOON_VIEW_DESCRIPTION["zh-CN"], t.description["zh-CN"])
+        t = assert(contract.check(valid_tool({ toon_view = true,
+            short_description = { ["zh-CN"] = "示例", ["en-US"] = "A sample" } }), "sample_tool"))
+        assert.equal("A sample " .. contract.TOON_VIEW_DESCRIPTION["en-US"], t.short_description["en-US"])
+        t = assert(contract.check(valid_tool({ toon_view = { omit_instance_id = true } }), "sample_tool"))
+        assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"] .. " " ..
+            contract.TOON_VIEW_OMIT_DESCRIPTION["en-US"], t.description["en-US"])
+        assert.equal("示例工具" .. contract.TOON_VIEW_DESCRIPTION["zh-CN"] ..
+            contract.TOON_VIEW_OMIT_DESCRIPTION["zh-CN"], t.description["zh-CN"])
+    end)
+
     it("collects every error at once", function()
         local errs = fails_with(valid_tool({ kind = "x", order = -1, bogus = 1 }), "unknown key 'bogus'")
         assert.is_true(#errs >= 3)

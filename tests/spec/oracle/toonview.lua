@@ -1,4 +1,6 @@
--- toonview: the token-saving TOON view of a result (a tool's render hook).
+-- The Lua oracle of the token-saving TOON view (the server's is src/toonview.c, which
+-- tests/spec/tools/toonview_diff_spec.lua compares byte for byte with this one): the
+-- implementation tools used through their render hook before the view moved to C.
 --
 -- TOON writes an array of records as a table only when every cell is a primitive;
 -- result rows usually carry a nested record or a list, so the encoder falls back to
@@ -12,19 +14,10 @@
 --     row order;
 --   * everything else is as in the result, views applied at every depth.
 -- An array whose rows do not all have the same keys, or hold lists of records, stays a
--- list of records (their own arrays viewed). DESCRIPTION is the
--- sentence a tool using the view adds to its description.
+-- list of records (their own arrays viewed)..
 local cljson = require "cljson"
 
 local M = {}
-
-M.DESCRIPTION = {
-    ["zh-CN"] = "TOON 视图：记录数组为表格，各行同键的嵌套记录为点号列（a.b），" ..
-        "其余嵌套字段按行序列在表格后的 <数组>_<字段>；不比 JSON 小一成时 MCP 文本为紧凑 JSON。",
-    ["en-US"] = "TOON view: record arrays are tables, nested records with the same keys in " ..
-        "every row are dotted columns (a.b), other nested fields follow the table as " ..
-        "<array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.",
-}
 
 local IDENT = "^[A-Za-z_][A-Za-z0-9_]*$"
 
@@ -238,21 +231,23 @@ function M.render(result, ctx, omit)
     return nil
 end
 
--- use(tool): the tool renders its TOON text as the view and its description (and
--- short_description) says so (the sentence appended in each language). Returns the tool.
-function M.use(tool)
-    for _, key in ipairs({ "description", "short_description" }) do
-        local d = tool[key] or {}
-        for lang, text in pairs(M.DESCRIPTION) do
-            if d[lang] then
-                d[lang] = d[lang] .. (lang == "zh-CN" and "" or " ") .. text
-            end
+-- implied(result, prefix): query_object_instance's rule for leaving _instance_id out:
+-- every row of result.datas has _instance_id = prefix .. its single identity value.
+function M.implied(result, prefix)
+    local rows = result.datas
+    local implied = type(rows) == "table" and #rows > 0
+    for _, r in ipairs(implied and rows or {}) do
+        local id = type(r) == "table" and r._instance_identity
+        local k = type(id) == "table" and next(id)
+        if not k or next(id, k) ~= nil or type(r._instance_id) ~= "string" or
+            r._instance_id ~= prefix .. tostring(id[k]) then
+            implied = false
+            break
         end
     end
-    tool.render = function(result, ctx)
-        return M.render(result, ctx)
-    end
-    return tool
+    return implied and function(key)
+        return key == "_instance_id"
+    end or nil
 end
 
 return M

@@ -1,0 +1,391 @@
+/* toonview: the token-saving TOON view of a tool result (toonview.h). */
+#include "toonview.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "toon.h"
+
+typedef struct seg {
+    const char *k;
+    size_t len;
+} seg;
+
+/* A table column: its name (the dotted path) and the path of its cell in a row. */
+typedef struct col {
+    buf name;
+    seg *path;
+    size_t depth;
+} col;
+
+typedef struct cols {
+    col *v;
+    size_t n, cap;
+} cols;
+
+/* The names an object already uses (its keys, then the side lists added). */
+typedef struct names {
+    seg *v;
+    size_t n, cap;
+    size_t borrowed; /* v[0..borrowed) are the object's keys; later ones are owned copies */
+} names;
+
+/* A column path being built (grows with the nesting it follows). */
+typedef struct segs {
+    seg *v;
+    size_t cap;
+} segs;
+
+static int is_prim(const json_value *v)
+{
+    json_type t = json_typeof(v);
+    return t != JSON_ARRAY && t != JSON_OBJECT;
+}
+
+static int is_record(const json_value *v)
+{
+    return v && json_typeof(v) == JSON_OBJECT;
+}
+
+static int is_array(const json_value *v)
+{
+    return v && json_typeof(v) == JSON_ARRAY;
+}
+
+/* The member of obj named k (the last one when duplicated), or NULL. */
+static const json_value *get(const json_value *obj, const char *k, size_t len)
+{
+    for (size_t i = json_count(obj); i-- > 0;) {
+        size_t kl;
+        const char *key = json_key_at(obj, i, &kl);
+        if (kl == len && memcmp(key, k, len) == 0)
+            return json_val_at(obj, i);
+    }
+    return NULL;
+}
+
+static int same_keys(const json_value *a, const json_value *b)
+{
+    size_t n = json_count(a);
+    if (n != json_count(b))
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t kl;
+        const char *k = json_key_at(a, i, &kl);
+        if (!get(b, k, kl))
+            return 0;
+    }
+    return 1;
+}
+
+static int is_ident(const char *k, size_t len)
+{
+    if (len == 0 || !((k[0] >= 'A' && k[0] <= 'Z') || (k[0] >= 'a' && k[0] <= 'z') || k[0] == '_'))
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        char c = k[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return 0;
+    }
+    return 1;
+}
+
+static void cols_add(cols *cs, const seg *path, size_t depth)
+{
+    if (cs->n == cs->cap) {
+        cs->cap = cs->cap ? cs->cap * 2 : 8;
+        cs->v = xrealloc(cs->v, cs->cap * sizeof *cs->v);
+    }
+    col *c = &cs->v[cs->n++];
+    memset(c, 0, sizeof *c);
+    c->path = xmalloc(depth * sizeof *path);
+    memcpy(c->path, path, depth * sizeof *path);
+    c->depth = depth;
+    for (size_t i = 0; i < depth; i++) {
+        if (i)
+            buf_putc(&c->name, '.');
+        buf_append(&c->name, path[i].k, path[i].len);
+    }
+}
+
+static void cols_truncate(cols *cs, size_t n)
+{
+    while (cs->n > n) {
+        col *c = &cs->v[--cs->n];
+        buf_free(&c->name);
+        free(c->path);
+    }
+}
+
+/* Adds the dotted columns of field path[depth-1] of rows (records one level up)
+ * when every row holds a non-empty record with the same keys, all identifiers, down
+ * to primitives. Returns 0, or -1 (columns added by this call removed). */
+static int fold(cols *cs, const json_value **rows, size_t n, segs *path, size_t depth)
+{
+    seg key = path->v[depth - 1];
+    size_t mark = cs->n;
+    int rc = -1;
+    const json_value **sub = xmalloc(n * sizeof *sub);
+    for (size_t i = 0; i < n; i++) {
+        sub[i] = get(rows[i], key.k, key.len);
+        if (!is_record(sub[i]) || (i == 0 && json_count(sub[0]) == 0) || !same_keys(sub[0], sub[i]))
+            goto out;
+    }
+    if (depth == path->cap) {
+        path->cap *= 2;
+        path->v = xrealloc(path->v, path->cap * sizeof *path->v);
+    }
+    for (size_t j = 0; j < json_count(sub[0]); j++) {
+        size_t kl;
+        const char *k = json_key_at(sub[0], j, &kl);
+        if (!is_ident(k, kl))
+            goto out;
+        int all_prim = 1;
+        for (size_t i = 0; i < n && all_prim; i++)
+            all_prim = is_prim(get(sub[i], k, kl));
+        path->v[depth] = (seg){k, kl};
+        if (all_prim)
+            cols_add(cs, path->v, depth + 1);
+        else if (fold(cs, sub, n, path, depth + 1) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    if (rc < 0)
+        cols_truncate(cs, mark);
+    free(sub);
+    return rc;
+}
+
+static int names_has(const names *t, const char *k, size_t len)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (t->v[i].len == len && memcmp(t->v[i].k, k, len) == 0)
+            return 1;
+    return 0;
+}
+
+static void names_add(names *t, const char *k, size_t len)
+{
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 16;
+        t->v = xrealloc(t->v, t->cap * sizeof *t->v);
+    }
+    t->v[t->n++] = (seg){k, len};
+}
+
+static json_value *view(const json_value *v, int omit);
+
+/* Appends `name` = rows as a table to out, then its side lists (their names added to
+ * taken). Returns 1, or 0 with out unchanged when the rows stay a list. omit: leave the
+ * primitive `_instance_id` column out. */
+static int put_table(json_value *out, const char *name, size_t nlen, const json_value *rows,
+                     names *taken, int omit)
+{
+    size_t n = json_count(rows);
+    const json_value *first = json_at(rows, 0);
+    const json_value **rv = xmalloc(n * sizeof *rv);
+    cols cs = {0};
+    seg *sides = NULL;
+    segs path = {xmalloc(4 * sizeof(seg)), 4};
+    size_t nsides = 0;
+    int ok = 0;
+    for (size_t i = 0; i < n; i++) {
+        rv[i] = json_at(rows, i);
+        if (i > 0 && (!is_record(rv[i]) || !same_keys(first, rv[i])))
+            goto out;
+    }
+    size_t nk = json_count(first);
+    sides = xmalloc((nk ? nk : 1) * sizeof *sides);
+    for (size_t j = 0; j < nk; j++) {
+        size_t kl;
+        const char *k = json_key_at(first, j, &kl);
+        int prim = 1;
+        for (size_t i = 0; i < n && prim; i++)
+            prim = is_prim(get(rv[i], k, kl));
+        if (memchr(k, '.', kl))
+            goto out; /* a dotted key would read as a dotted column */
+        path.v[0] = (seg){k, kl};
+        if (prim) {
+            if (!(omit && kl == 12 && memcmp(k, "_instance_id", 12) == 0))
+                cols_add(&cs, path.v, 1);
+        } else if (!is_ident(k, kl) || fold(&cs, rv, n, &path, 1) < 0) {
+            /* a list of records keeps its own table only inside its row's record */
+            for (size_t i = 0; i < n; i++) {
+                const json_value *x = get(rv[i], k, kl);
+                if (is_array(x) && json_count(x) > 0 && is_record(json_at(x, 0)))
+                    goto out;
+            }
+            buf side = {0};
+            buf_append(&side, name, nlen);
+            buf_putc(&side, '_');
+            buf_append(&side, k, kl);
+            int bad = names_has(taken, side.data, side.len) || !is_ident(name, nlen);
+            buf_free(&side);
+            if (bad)
+                goto out;
+            sides[nsides++] = (seg){k, kl};
+        }
+    }
+    if (cs.n == 0)
+        goto out;
+    json_value *table = json_new_array();
+    for (size_t i = 0; i < n; i++) {
+        json_value *t = json_new_object();
+        for (size_t c = 0; c < cs.n; c++) {
+            const json_value *x = rv[i];
+            for (size_t d = 0; d < cs.v[c].depth; d++)
+                x = get(x, cs.v[c].path[d].k, cs.v[c].path[d].len);
+            json_obj_append(t, cs.v[c].name.data, cs.v[c].name.len, json_clone(x));
+        }
+        json_push(table, t);
+    }
+    json_obj_append(out, name, nlen, table);
+    for (size_t s = 0; s < nsides; s++) {
+        json_value *list = json_new_array();
+        for (size_t i = 0; i < n; i++)
+            json_push(list, view(get(rv[i], sides[s].k, sides[s].len), 0));
+        buf side = {0};
+        buf_append(&side, name, nlen);
+        buf_putc(&side, '_');
+        buf_append(&side, sides[s].k, sides[s].len);
+        json_obj_append(out, side.data, side.len, list);
+        names_add(taken, side.data, side.len); /* taken owns the bytes */
+    }
+    ok = 1;
+out:
+    cols_truncate(&cs, 0);
+    free(cs.v);
+    free(sides);
+    free(path.v);
+    free(rv);
+    return ok;
+}
+
+static json_value *view(const json_value *v, int omit)
+{
+    if (json_typeof(v) == JSON_ARRAY) {
+        json_value *a = json_new_array();
+        for (size_t i = 0; i < json_count(v); i++)
+            json_push(a, view(json_at(v, i), 0));
+        return a;
+    }
+    if (json_typeof(v) != JSON_OBJECT)
+        return json_clone(v);
+    size_t n = json_count(v);
+    json_value *out = json_new_object();
+    names taken = {0};
+    for (size_t i = 0; i < n; i++) {
+        size_t kl;
+        const char *k = json_key_at(v, i, &kl);
+        names_add(&taken, k, kl);
+    }
+    taken.borrowed = n;
+    for (size_t i = 0; i < n; i++) {
+        size_t kl;
+        const char *k = json_key_at(v, i, &kl);
+        const json_value *x = json_val_at(v, i);
+        int done = 0;
+        if (is_array(x) && json_count(x) > 0 && is_record(json_at(x, 0)))
+            done = put_table(out, k, kl, x, &taken, omit);
+        if (!done)
+            json_obj_append(out, k, kl, view(x, 0));
+    }
+    for (size_t i = taken.borrowed; i < taken.n; i++)
+        free((char *)taken.v[i].k);
+    free(taken.v);
+    return out;
+}
+
+/* Lua's tostring of a result value as it reads in an instance id; 0 when the value
+ * has no such text (null, a container). */
+static int id_text(buf *out, const json_value *v)
+{
+    size_t len;
+    const char *s;
+    char tmp[64];
+    switch (json_typeof(v)) {
+    case JSON_STRING:
+    case JSON_NUMTEXT:
+        s = json_get_str(v, &len);
+        buf_append(out, s, len);
+        return 1;
+    case JSON_INT:
+        buf_printf(out, "%" PRId64, json_get_int(v));
+        return 1;
+    case JSON_DOUBLE:
+        snprintf(tmp, sizeof tmp, "%.14g", json_get_double(v));
+        buf_puts(out, tmp);
+        if (tmp[strspn(tmp, "-0123456789")] == '\0')
+            buf_puts(out, ".0"); /* looks like an int */
+        return 1;
+    case JSON_TRUE:
+        buf_puts(out, "true");
+        return 1;
+    case JSON_FALSE:
+        buf_puts(out, "false");
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Every row of v.datas (a non-empty list) has `_instance_id` = prefix + the single
+ * value of its `_instance_identity`. */
+static int id_implied(const json_value *v, const char *prefix, size_t plen)
+{
+    const json_value *rows = json_typeof(v) == JSON_OBJECT ? get(v, "datas", 5) : NULL;
+    if (!is_array(rows) || json_count(rows) == 0)
+        return 0;
+    buf want = {0};
+    int ok = 1;
+    for (size_t i = 0; i < json_count(rows) && ok; i++) {
+        const json_value *r = json_at(rows, i);
+        const json_value *id = is_record(r) ? get(r, "_instance_identity", 18) : NULL;
+        const json_value *got = is_record(r) ? get(r, "_instance_id", 12) : NULL;
+        const json_value *one = NULL;
+        if (is_record(id) && json_count(id) == 1)
+            one = json_val_at(id, 0);
+        else if (is_array(id) && json_count(id) == 1)
+            one = json_at(id, 0);
+        buf_reset(&want);
+        buf_append(&want, prefix, plen);
+        size_t glen = 0;
+        const char *g = got && json_typeof(got) == JSON_STRING ? json_get_str(got, &glen) : NULL;
+        ok = one && g && id_text(&want, one) && want.len == glen && memcmp(want.data, g, glen) == 0;
+    }
+    buf_free(&want);
+    return ok;
+}
+
+json_value *toonview_view(const json_value *v, int omit)
+{
+    return view(v, omit);
+}
+
+json_value *toonview_build(const json_value *v, const char *id_prefix, size_t id_prefix_len)
+{
+    int omit = id_prefix && id_implied(v, id_prefix, id_prefix_len);
+    return view(v, omit);
+}
+
+int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
+                    const char *id_prefix, size_t id_prefix_len, char *err, size_t errlen)
+{
+    json_value *v = toonview_build(result, id_prefix, id_prefix_len);
+    buf text = {0};
+    int rc = toon_encode(&text, v, NULL, err, errlen);
+    if (rc >= 0) {
+        rc = 0;
+        if (rest || text.len * 10 <= json_len * 9)
+            buf_append(out, text.data ? text.data : "", text.len);
+        else
+            buf_append(out, json, json_len);
+    }
+    buf_free(&text);
+    json_free(v);
+    return rc;
+}

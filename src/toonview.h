@@ -1,0 +1,44 @@
+/* toonview: the token-saving TOON view of a tool result, declared by a tool with
+ * toon_view (docs/writing-tools.md, docs/toon.md).
+ *
+ * TOON writes an array of records as a table only when every cell is a primitive;
+ * result rows usually carry a nested record or a list, so the encoder falls back to
+ * one indented list item per row, every key repeated. The view keeps such arrays
+ * tabular:
+ *   - a nested record with the same keys (all identifiers) in every row becomes
+ *     dotted columns (`_instance_identity.drug_id`), which a decoder with path
+ *     expansion turns back into the record;
+ *   - a field that cannot be a cell (a list, or a record whose keys vary) leaves the
+ *     table: it follows it as `<array>_<field>`, one entry per row in row order;
+ *   - everything else is as in the result, views applied at every depth.
+ * An array whose rows do not all have the same keys, hold lists of records, have a
+ * key with a dot, or whose side name is taken stays a list of records (their own
+ * arrays viewed).
+ *
+ * Ownership: both functions only read their inputs; toonview_build returns a new tree
+ * owned by the caller (json_free). */
+#ifndef CL_TOONVIEW_H
+#define CL_TOONVIEW_H
+
+#include <stddef.h>
+
+#include "json.h"
+#include "util.h"
+
+/* The view of v. id_prefix (may be NULL): leave the primitive `_instance_id` column out
+ * of the tables directly under the root when the root's `datas` rows all have
+ * `_instance_id` = id_prefix + the single value of their `_instance_identity`. */
+json_value *toonview_build(const json_value *v, const char *id_prefix, size_t id_prefix_len);
+
+/* The view of v; omit != 0 leaves the primitive `_instance_id` column out of the tables
+ * directly under the root whatever the rows hold. */
+json_value *toonview_view(const json_value *v, int omit);
+
+/* Appends to out the TOON text of the view of result. rest != 0: always the view;
+ * otherwise the view only when its text is at least a tenth smaller than json (the
+ * result's compact JSON text, json_len bytes), else json itself. Returns 0, or -1
+ * with err set when the view cannot be encoded (out unchanged). */
+int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
+                    const char *id_prefix, size_t id_prefix_len, char *err, size_t errlen);
+
+#endif
