@@ -1,7 +1,6 @@
--- run_sql (REST only): one read-only SELECT over data resources through vega
--- (reference/downstream.md §1.17, §5.1). REST-only because it answers by the
--- caller's own data-resource grants and bypasses the network's property rules
--- (SPEC §9.1). The guard refuses everything else locally, before any call; it is
+-- run_sql (REST only): one read-only SELECT over data resources through vega's
+-- query endpoint. REST-only because it answers by the caller's own data-resource
+-- grants and bypasses the knowledge network's property rules. The guard refuses everything else locally, before any call; it is
 -- lua/sqlguard.lua, part of the trusted runtime.
 local cljson = require "cljson"
 local util = require "_lib.util"

