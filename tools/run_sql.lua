@@ -1,7 +1,8 @@
 -- run_sql (REST only): one read-only SELECT over data resources through vega's
 -- query endpoint. REST-only because it answers by the caller's own data-resource
--- grants and bypasses the knowledge network's property rules. The guard refuses everything else locally, before any call; it is
--- lua/sqlguard.lua, part of the trusted runtime.
+-- grants and bypasses the knowledge network's property rules. The guard refuses
+-- everything else locally, before any call; it is lua/sqlguard.lua, part of the
+-- trusted runtime.
 local cljson = require "cljson"
 local util = require "_lib.util"
 local sqlguard = require "sqlguard"
