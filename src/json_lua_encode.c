@@ -163,6 +163,15 @@ static void attach(enc *e, json_value *parent, const char *k, size_t klen, json_
 }
 
 /* Same digits as json.c's integer writer (json_write of a JSON_INT). */
+/* Whether the key on top of the stack is a key of the table at list. */
+static int listed(lua_State *L, int list)
+{
+    lua_pushvalue(L, -1);
+    int known = lua_rawget(L, list) != LUA_TNIL;
+    lua_pop(L, 1);
+    return known;
+}
+
 static int keyref_cmp(const void *a, const void *b)
 {
     const keyref *x = a, *y = b;
@@ -216,13 +225,8 @@ int cljson_ordered_keys(lua_State *L, int idx, int ord, int lists, int canonical
         lua_pushnil(L);
         while (lua_next(L, idx)) {
             lua_pop(L, 1);
-            if (list) {
-                lua_pushvalue(L, -1);
-                int known = lua_rawget(L, list) != LUA_TNIL;
-                lua_pop(L, 1);
-                if (known)
-                    continue;
-            }
+            if (list && listed(L, list))
+                continue;
             if (nx < (size_t)(total - n)) {
                 /* The key string stays alive as a key of the table. */
                 ex[nx].k = lua_tolstring(L, -1, &ex[nx].len);
@@ -471,13 +475,8 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
                 lua_settop(L, top);
                 return enc_fail(e, NONSTR_KEYS);
             }
-            if (list) {
-                lua_pushvalue(L, -1);
-                int known = lua_rawget(L, list) != LUA_TNIL;
-                lua_pop(L, 1);
-                if (known)
-                    continue;
-            }
+            if (list && listed(L, list))
+                continue;
             if (nx < want) {
                 /* The key string stays alive as a key of the table. */
                 ex[nx].k = lua_tolstring(L, -1, &ex[nx].len);
