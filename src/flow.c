@@ -402,8 +402,7 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     }
     /* Terminal, and our idempotency record of it is gone: say so, never a stub. */
     outcome_already_executed(&f->o, op->operation, op->receipt, f->in.ti->name,
-                             !strcmp(f->in.ti->kind, "read"), f->in.env.lang == LANG_EN_US,
-                             f->in.mcp);
+                             !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
     finish(f, 0);
 }
 

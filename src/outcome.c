@@ -6,50 +6,6 @@
 
 #include "guard.h"
 
-/* The gateway's own texts of this module, zh-CN and en-US (printf formats). The
- * "already ran" messages take operation id, receipt id and the receipt status
- * (localized, T_STATUS_*), the action one also kn_id and execution_id. */
-enum {
-    T_ALREADY_RAN_ACTION,
-    T_ALREADY_RAN_READ,
-    T_ALREADY_RAN_OTHER,
-    T_STATUS_COMPLETED,
-    T_STATUS_FAILED,
-    T_COUNT
-};
-
-static const char *const outcome_texts[T_COUNT][2] = {
-    [T_ALREADY_RAN_ACTION] =
-        {"这次调用已经执行过（operation %s，receipt %s，%s），原始结果已不在本服务保存，"
-         "因此不再返回，行动也不会重复执行。请用 get_action_execution（kn_id \"%s\"，"
-         "execution_id \"%s\"）查看这次执行的结果。",
-         "This call already ran (operation %s, receipt %s, %s). Its original result is no "
-         "longer stored here, so it is not returned again and the action is not executed "
-         "again. Read the outcome with get_action_execution (kn_id \"%s\", execution_id "
-         "\"%s\")."},
-    [T_ALREADY_RAN_READ] =
-        {"这次调用已经执行过（operation %s，receipt %s，%s），原始结果已不在本服务保存，"
-         "不再返回。该工具只读取数据：换一个新的 invocation id 重新调用即可取得当前结果。",
-         "This call already ran (operation %s, receipt %s, %s). Its original result is no "
-         "longer stored here and is not returned again. The tool only reads data: call it "
-         "again with a new invocation id to get a current result."},
-    [T_ALREADY_RAN_OTHER] =
-        {"这次调用已经执行过（operation %s，receipt %s，%s），原始结果已不在本服务保存，"
-         "不再返回，也不会重复执行。再次执行前请先确认它已产生的效果（details 中有 "
-         "receipt），再换一个新的 invocation id 调用。",
-         "This call already ran (operation %s, receipt %s, %s). Its original result is no "
-         "longer stored here; it is not returned again and the call is not run again. Check "
-         "what it did (the receipt is in details) before running it again with a new "
-         "invocation id."},
-    [T_STATUS_COMPLETED] = {"状态：已完成", "status: completed"},
-    [T_STATUS_FAILED] = {"状态：失败", "status: failed"},
-};
-
-static const char *text(int id, int en)
-{
-    return outcome_texts[id][en ? 1 : 0];
-}
-
 void outcome_init(call_outcome *o)
 {
     memset(o, 0, sizeof *o);
@@ -237,8 +193,8 @@ static void copy_member(json_value *to, const char *key, const json_value *from)
 }
 
 void outcome_already_executed(call_outcome *o, const json_value *operation,
-                              const json_value *receipt, const char *tool, int read_only, int en,
-                              int mcp)
+                              const json_value *receipt, const char *tool, int read_only,
+                              lang_id lang, int mcp)
 {
     const char *op_id = operation ? json_get_string(operation, "operation_id") : NULL;
     const char *rc_id = receipt ? json_get_string(receipt, "receipt_id") : NULL;
@@ -247,8 +203,8 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
     op_id = op_id ? op_id : "";
     rc_id = rc_id ? rc_id : "";
     const char *st_text = !st                        ? ""
-                          : !strcmp(st, "completed") ? text(T_STATUS_COMPLETED, en)
-                          : !strcmp(st, "failed")    ? text(T_STATUS_FAILED, en)
+                          : !strcmp(st, "completed") ? text_get(TEXT_RECEIPT_STATUS_COMPLETED, lang)
+                          : !strcmp(st, "failed")    ? text_get(TEXT_RECEIPT_STATUS_FAILED, lang)
                                                      : st;
     char kn[161], exec[161];
     int action = !strcmp(tool, ACTION_TOOL) && receipt_action_run(receipt, kn, exec) == 0;
@@ -264,7 +220,7 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
     buf msg = BUF_INIT;
     const char *required_action = "read_outcome";
     if (action) {
-        buf_printf(&msg, text(T_ALREADY_RAN_ACTION, en), op_id, rc_id, st_text, kn, exec);
+        buf_printf(&msg, text_get(TEXT_ALREADY_RAN_ACTION, lang), op_id, rc_id, st_text, kn, exec);
         json_set(details, "kn_id", json_new_str(kn, strlen(kn)));
         json_set(details, "execution_id", json_new_str(exec, strlen(exec)));
         json_value *call = json_new_object();
@@ -275,10 +231,10 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
         json_set(call, "arguments", args);
         json_set(details, "next_call", call);
     } else if (read_only) {
-        buf_printf(&msg, text(T_ALREADY_RAN_READ, en), op_id, rc_id, st_text);
+        buf_printf(&msg, text_get(TEXT_ALREADY_RAN_READ, lang), op_id, rc_id, st_text);
         required_action = "use_new_idempotency_key";
     } else {
-        buf_printf(&msg, text(T_ALREADY_RAN_OTHER, en), op_id, rc_id, st_text);
+        buf_printf(&msg, text_get(TEXT_ALREADY_RAN_OTHER, lang), op_id, rc_id, st_text);
     }
 
     /* The envelope as every refusal writes it, plus details in the error object. */

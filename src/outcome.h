@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "json.h"
+#include "texts.h"
 #include "util.h"
 
 typedef struct call_outcome {
@@ -55,9 +56,9 @@ void outcome_refuse(call_outcome *o, int status, const char *code, const char *m
 /* The call's Operation already ran - Trace Core holds its terminal receipt - but
  * the original result is gone (its idempotency record was lost: a memory store
  * restarted, evicted or outlived it). Never a success-shaped answer: the error
- * operation_already_executed (REST 409, MCP isError), not retryable, in the
- * language en != 0 ? en-US : zh-CN, whose message says the call ran and how to read
- * its outcome, with required_action
+ * operation_already_executed (REST 409, MCP isError), not retryable, in lang,
+ * whose message says the call ran and how to read its outcome (texts.h
+ * ALREADY_RAN_*), with required_action
  *   read_outcome             execute_action with its run named on the receipt
  *                            (details.next_call = get_action_execution {kn_id,
  *                            execution_id}); any other call with effects (check
@@ -68,8 +69,8 @@ void outcome_refuse(call_outcome *o, int status, const char *code, const char *m
  * receipt are Trace Core's objects (borrowed; either may be NULL); the receipt is
  * copied into o (bkn_receipt, receipt headers). */
 void outcome_already_executed(call_outcome *o, const json_value *operation,
-                              const json_value *receipt, const char *tool, int read_only, int en,
-                              int mcp);
+                              const json_value *receipt, const char *tool, int read_only,
+                              lang_id lang, int mcp);
 
 /* The business_refs recorded with an attempt (copied onto the receipt by Trace
  * Core): the caller's refs plus, for an accepted execute_action, the run it
