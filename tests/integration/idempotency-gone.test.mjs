@@ -11,10 +11,10 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { startSimulator, startServer, serverEnv, ROOT, PREFIX } from './lib/stack.mjs';
+import { post } from './lib/mcp-session.mjs';
 
 const INV = 'X-OpenBKN-Client-Invocation-Id';
 const META_INV = 'openbkn.ai/client-invocation-id';
-const TOKEN = 'demo-user-token';
 let sim;
 let counter = 0;
 const uniq = (p) => `${p}-${process.pid}-${++counter}`;
@@ -26,19 +26,6 @@ before(async () => {
 after(async () => {
   if (sim) await sim.stop();
 });
-
-async function post(url, body, headers = {}) {
-  const r = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}`, ...headers },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(15000),
-  });
-  const text = await r.text();
-  let json;
-  try { json = JSON.parse(text); } catch { json = undefined; }
-  return { status: r.status, headers: r.headers, text, json };
-}
 
 // An MCP client of one server: tools/call on /mcp or /mcp-compact.
 function client(server) {
