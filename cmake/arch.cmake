@@ -15,7 +15,7 @@ add_executable(test_flow ${CMAKE_SOURCE_DIR}/tests/unit/test_flow.c
                          ${CMAKE_SOURCE_DIR}/src/mcp_msg.c ${CMAKE_SOURCE_DIR}/src/guard.c
                          ${CMAKE_SOURCE_DIR}/src/callcheck.c ${CMAKE_SOURCE_DIR}/src/accept.c
                          ${CMAKE_SOURCE_DIR}/src/log.c ${CMAKE_SOURCE_DIR}/src/json.c
-                         ${CMAKE_SOURCE_DIR}/src/util.c)
+                         ${CMAKE_SOURCE_DIR}/src/util.c ${CMAKE_SOURCE_DIR}/src/texts.c)
 target_include_directories(test_flow PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
 target_include_directories(test_flow PRIVATE ${LIBEVENT_INCLUDE_DIRS} ${LUA_INCLUDE_DIRS})
 target_link_libraries(test_flow PRIVATE PkgConfig::CRYPTO m)

@@ -1,5 +1,7 @@
--- catalog: localized texts shared by every tool: group titles (SPEC §9.4) and the
--- gateway error texts per HTTP status (reference/downstream.md §1.0).
+-- catalog: localized texts shared by every tool: group titles and the gateway's
+-- error texts per HTTP status.
+local cltexts = require "cltexts"
+
 local M = {}
 
 M.languages = { "zh-CN", "en-US" }
@@ -31,56 +33,16 @@ function M.group_title(group, lang)
     return g and g[lang_of(lang)] or nil
 end
 
-local STATUS_NAMES = {
-    [400] = "BadRequest", [401] = "Unauthorized", [403] = "Forbidden", [404] = "NotFound",
-    [405] = "MethodNotAllowed", [406] = "NotAcceptable", [408] = "RequestTimeout",
-    [409] = "Conflict", [413] = "RequestEntityTooLarge", [415] = "UnsupportedMediaType",
-    [422] = "UnprocessableEntity", [429] = "TooManyRequests",
-    [500] = "InternalServerError", [501] = "NotImplemented", [502] = "BadGateway",
-    [503] = "ServiceUnavailable", [504] = "GatewayTimeout",
-}
+-- Status names and texts come from the gateway's one text catalogue (src/texts.h),
+-- the same entries the C core answers with.
+local STATUS = cltexts.status
 
-local CONTACT = { ["zh-CN"] = "请联系管理员", ["en-US"] = "Contact administrator" }
-local RETRY = { ["zh-CN"] = "请稍后重试", ["en-US"] = "Retry later" }
-
--- name -> { description, solution } per language
-local TEXTS = {
-    BadRequest = {
-        { ["zh-CN"] = "参数错误", ["en-US"] = "Invalid parameters" },
-        { ["zh-CN"] = "请检查参数是否正确", ["en-US"] = "Please check if the parameters are correct" },
-    },
-    Unauthorized = { { ["zh-CN"] = "认证失败", ["en-US"] = "Authentication failed" }, CONTACT },
-    Forbidden = { { ["zh-CN"] = "权限错误", ["en-US"] = "Permission denied" }, CONTACT },
-    NotFound = { { ["zh-CN"] = "对象不存在", ["en-US"] = "Resource not found" }, CONTACT },
-    MethodNotAllowed = {
-        { ["zh-CN"] = "请求方法不被允许", ["en-US"] = "Method not allowed" }, CONTACT,
-    },
-    Conflict = {
-        { ["zh-CN"] = "资源冲突", ["en-US"] = "Conflict with the current state" },
-        { ["zh-CN"] = "请检查请求是否与已有数据冲突", ["en-US"] =
-            "Check whether the request conflicts with existing data" },
-    },
-    RequestEntityTooLarge = {
-        { ["zh-CN"] = "请求体过大", ["en-US"] = "Request entity too large" },
-        { ["zh-CN"] = "请减小请求内容后重试", ["en-US"] = "Reduce the size of the request and retry" },
-    },
-    TooManyRequests = { { ["zh-CN"] = "请求过于频繁", ["en-US"] = "Too many requests" }, RETRY },
-    InternalServerError = {
-        { ["zh-CN"] = "内部错误", ["en-US"] = "Internal server error" }, CONTACT,
-    },
-    NotImplemented = { { ["zh-CN"] = "功能未实现", ["en-US"] = "Not implemented" }, CONTACT },
-    BadGateway = {
-        { ["zh-CN"] = "依赖服务不可用", ["en-US"] = "Upstream service unavailable" },
-        { ["zh-CN"] = "请检查依赖服务是否可用", ["en-US"] =
-            "Check whether the upstream service is reachable" },
-    },
-    ServiceUnavailable = {
-        { ["zh-CN"] = "服务暂不可用", ["en-US"] = "Service unavailable" }, RETRY,
-    },
-    GatewayTimeout = {
-        { ["zh-CN"] = "依赖服务响应超时", ["en-US"] = "Upstream service timed out" }, RETRY,
-    },
-}
+local STATUS_NAMES = {}
+local TEXTS = {}
+for status, e in pairs(STATUS) do
+    STATUS_NAMES[status] = e.name
+    TEXTS[e.name] = e
+end
 
 local NAME_STATUS = {}
 for status, name in pairs(STATUS_NAMES) do
@@ -120,8 +82,15 @@ function M.error_text(key, lang)
         -- other 4xx read as a bad request, everything else as an internal error
         t = (status and status < 500) and TEXTS.BadRequest or TEXTS.InternalServerError
     end
-    local l = lang_of(lang)
-    return t[1][l], t[2][l]
+    local pair = t[lang_of(lang)]
+    return pair[1], pair[2]
+end
+
+-- catalog.text(key, lang) -> the catalogue text `key` (a lower-case id of
+-- src/texts.h, e.g. "retry_later") in lang; nil for an unknown key.
+function M.text(key, lang)
+    local t = cltexts.text[key]
+    return t and t[lang_of(lang)] or nil
 end
 
 -- catalog.link_none(lang) -> the "no link" placeholder of the envelope

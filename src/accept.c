@@ -76,13 +76,6 @@ int accept_admits(const char *accept, const char *type)
     return accept_q(accept, type) > 0;
 }
 
-static const char *LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
-
-const char *lang_tag(lang_id l)
-{
-    return LANG_TAGS[l < LANG_COUNT ? l : 0];
-}
-
 /* Which supported language a language range names: zh, zh-CN, zh-Hans(-...), zh_CN
  * (any zh) -> zh-CN; en, en-* -> en-US; -1 for others. */
 static int lang_of_range(const char *tag, size_t n)

@@ -16,8 +16,6 @@ double accept_q(const char *accept, const char *type);
  * otherwise the most specific matching range must have q > 0. */
 int accept_admits(const char *accept, const char *type);
 
-/* "zh-CN" / "en-US". */
-const char *lang_tag(lang_id l);
 /* The language of an Accept-Language header (see accept.c), dflt when nothing
  * supported is acceptable. */
 lang_id lang_from_accept(const char *accept_language, lang_id dflt);

@@ -72,7 +72,6 @@ struct call {
 
 static size_t g_inflight;
 
-static const char *const LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
 
 size_t call_inflight(void)
 {
@@ -385,7 +384,7 @@ static int ctx_http(lua_State *L)
     hdr_add(L, &H, "x-request-id", c->request_id);
     make_traceparent(c->traceparent, traceparent);
     hdr_add(L, &H, "traceparent", traceparent);
-    hdr_add(L, &H, "accept-language", LANG_TAGS[c->lang]);
+    hdr_add(L, &H, "accept-language", lang_tag(c->lang));
 
     lua_getfield(L, 1, "json"); /* 9 */
     lua_getfield(L, 1, "body"); /* 10 */
@@ -530,7 +529,7 @@ static int error_text_p(lua_State *L)
     lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(a->c->gen));
     lua_getfield(L, -1, "error_text");
     lua_pushinteger(L, a->status);
-    lua_pushstring(L, LANG_TAGS[a->c->lang]);
+    lua_pushstring(L, lang_tag(a->c->lang));
     lua_call(L, 2, 2);
     if (lua_isstring(L, -2) && lua_isstring(L, -1)) {
         a->desc = xstrdup(lua_tostring(L, -2));
@@ -938,7 +937,7 @@ static int setup_p(lua_State *L)
     lua_setfield(L, ctx, "log");
     lua_pushcclosure(L, ctx_now_ms, 1);
     lua_setfield(L, ctx, "now_ms");
-    lua_pushstring(L, LANG_TAGS[c->lang]);
+    lua_pushstring(L, lang_tag(c->lang));
     lua_setfield(L, ctx, "lang");
     lua_pushstring(L, c->request_id);
     lua_setfield(L, ctx, "request_id");

@@ -609,11 +609,10 @@ static int pick_format(flow *f)
     json_remove(f->args, "response_format");
     if (rc == 0)
         return 0;
-    int en = f->in.env.lang == LANG_EN_US;
+    const char *name, *d, *sol;
+    text_status(400, f->in.env.lang, &name, &d, &sol);
     buf *b = &f->o.json;
     buf_puts(b, "{\"code\":\"Public.BadRequest\",\"description\":");
-    const char *d = en ? "Invalid parameters" : "参数错误";
-    const char *sol = en ? "Please check if the parameters are correct" : "请检查参数是否正确";
     json_write_string(b, d, strlen(d));
     buf_puts(b, ",\"solution\":");
     json_write_string(b, sol, strlen(sol));

@@ -337,100 +337,10 @@ void req_reply_json(req_ctx *c, int status, const char *json)
     req_reply(c, status, "application/json; charset=utf-8", json, strlen(json));
 }
 
-/* Localized texts of the REST service error envelope (downstream.md §1.0). */
-static void status_texts(int status, lang_id lang, const char **name, const char **desc,
-                         const char **sol)
-{
-    int en = lang == LANG_EN_US;
-    const char *contact = en ? "Contact administrator" : "请联系管理员";
-    *sol = contact;
-    switch (status) {
-    case 400:
-        *name = "BadRequest";
-        *desc = en ? "Invalid parameters" : "参数错误";
-        *sol = en ? "Please check if the parameters are correct" : "请检查参数是否正确";
-        break;
-    case 401:
-        *name = "Unauthorized";
-        *desc = en ? "Authentication failed" : "认证失败";
-        break;
-    case 403:
-        *name = "Forbidden";
-        *desc = en ? "Permission denied" : "权限错误";
-        break;
-    case 404:
-        *name = "NotFound";
-        *desc = en ? "Resource not found" : "对象不存在";
-        break;
-    case 405:
-        *name = "MethodNotAllowed";
-        *desc = en ? "Method not allowed" : "请求方法不允许";
-        *sol = en ? "Use a method this route accepts" : "请使用该路由支持的请求方法";
-        break;
-    case 406:
-        *name = "NotAcceptable";
-        *desc = en ? "Not acceptable" : "无法满足 Accept 要求";
-        *sol = en ? "Accept application/json and text/event-stream"
-                  : "请在 Accept 中同时声明 application/json 与 text/event-stream";
-        break;
-    case 413: /* the header block or the body: details says which */
-        *name = "RequestEntityTooLarge";
-        *desc = en ? "Request too large" : "请求过大";
-        *sol = en ? "Send a smaller request" : "请减小请求";
-        break;
-    case 414:
-        *name = "URITooLong";
-        *desc = en ? "Request target too long" : "请求地址过长";
-        *sol = en ? "Send a shorter request target" : "请缩短请求地址";
-        break;
-    case 417:
-        *name = "ExpectationFailed";
-        *desc = en ? "Expectation not supported" : "不支持该 Expect 要求";
-        *sol = en ? "Send Expect: 100-continue or no Expect header"
-                  : "请使用 Expect: 100-continue 或不发送 Expect";
-        break;
-    case 429:
-        *name = "TooManyRequests";
-        *desc = en ? "Too many requests in flight" : "进行中的请求过多";
-        *sol = en ? "Wait for your calls in flight to finish, then retry"
-                  : "请等待进行中的调用完成后重试";
-        break;
-    case 501:
-        *name = "NotImplemented";
-        *desc = en ? "Not implemented" : "不支持的请求";
-        *sol = en ? "Use a supported method and transfer coding" : "请使用支持的请求方法与传输编码";
-        break;
-    case 505:
-        *name = "HTTPVersionNotSupported";
-        *desc = en ? "HTTP version not supported" : "不支持的 HTTP 版本";
-        *sol = en ? "Use HTTP/1.1" : "请使用 HTTP/1.1";
-        break;
-    case 415:
-        *name = "UnsupportedMediaType";
-        *desc = en ? "Unsupported content type" : "不支持的内容类型";
-        *sol = en ? "Send Content-Type: application/json" : "请使用 Content-Type: application/json";
-        break;
-    case 502:
-        *name = "BadGateway";
-        *desc = en ? "Upstream service unavailable" : "依赖服务不可用";
-        *sol = en ? "Check whether the upstream service is reachable" : "请检查依赖服务是否可用";
-        break;
-    case 503:
-        *name = "ServiceUnavailable";
-        *desc = en ? "Service unavailable" : "服务不可用";
-        *sol = en ? "Retry later" : "请稍后重试";
-        break;
-    default:
-        *name = "InternalServerError";
-        *desc = en ? "Internal server error" : "内部错误";
-        break;
-    }
-}
-
 void req_reply_error(req_ctx *c, int status, const char *code, const char *details)
 {
     const char *name, *desc, *sol;
-    status_texts(status, c->lang, &name, &desc, &sol);
+    text_status(status, c->lang, &name, &desc, &sol);
     buf b = BUF_INIT;
     char codebuf[64];
     if (!code) {

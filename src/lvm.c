@@ -15,6 +15,7 @@
 
 #include "json_lua.h"
 #include "lpattern.h"
+#include "texts.h"
 #include "toon_lua.h"
 #include "util.h"
 
@@ -727,6 +728,11 @@ static int setup_p(lua_State *L)
     lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, "cltoon");
+    lua_pop(L, 2);
+    luaL_requiref(L, "cltexts", luaopen_cltexts, 0);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "cltexts");
     lua_pop(L, 2);
 
     lvm_push_proxy(L, g);

@@ -22,7 +22,6 @@
 #define TOOLS_DEFAULT_INSTR 100000000L
 #define TOOLS_MAX_FILE ((size_t)4 << 20)
 
-static const char *const LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
 
 /* ---- config copy ---- */
 
@@ -417,7 +416,7 @@ static int info_p(lua_State *L)
         }
         push_host_fn(L, c->g, "list_entry");
         lua_pushstring(L, c->f->name);
-        lua_pushstring(L, LANG_TAGS[lang]);
+        lua_pushstring(L, lang_tag(lang));
         lua_pushboolean(L, compact);
         lua_call(L, 3, 1);
         buf_reset(&b);

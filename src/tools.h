@@ -12,13 +12,14 @@
 #ifndef CL_TOOLS_H
 #define CL_TOOLS_H
 
+#include "texts.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #include "conf.h"
 #include "fetch.h"
 
-typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 
 enum {
     SURFACE_MCP = 1,     /* listed on /mcp */

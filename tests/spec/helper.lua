@@ -91,6 +91,10 @@ function M.sandbox(tools_dir, lua_dir)
             loaded[name] = cljson
             return cljson
         end
+        if name == "cltexts" then
+            loaded[name] = require "cltexts"
+            return loaded[name]
+        end
         local path
         local lib = name:match("^_lib%.([%w_]+)$")
         if lib then

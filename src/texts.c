@@ -1,0 +1,67 @@
+/* texts: see texts.h. */
+#include "texts.h"
+
+#include <stddef.h>
+
+static const char *const LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
+
+typedef struct {
+    int status;
+    const char *name;
+    const char *desc[LANG_COUNT];
+    const char *sol[LANG_COUNT];
+} status_text;
+
+static const status_text STATUS[] = {
+#define CL_STATUS_ROW(st, nm, dzh, den, szh, sen) {st, #nm, {dzh, den}, {szh, sen}},
+    CL_STATUS_TEXTS(CL_STATUS_ROW)
+#undef CL_STATUS_ROW
+};
+#define STATUS_COUNT (sizeof STATUS / sizeof STATUS[0])
+
+typedef struct {
+    const char *key; /* lower-case id, the Lua key */
+    const char *text[LANG_COUNT];
+} free_text;
+
+static const free_text TEXTS[TEXT_COUNT] = {
+#define CL_TEXT_ROW(id, zh, en) {#id, {zh, en}},
+    CL_TEXTS(CL_TEXT_ROW)
+#undef CL_TEXT_ROW
+};
+
+static lang_id clamp(lang_id l)
+{
+    return (unsigned)l < LANG_COUNT ? l : LANG_ZH_CN;
+}
+
+const char *lang_tag(lang_id l)
+{
+    return LANG_TAGS[clamp(l)];
+}
+
+const char *text_get(text_id id, lang_id lang)
+{
+    if ((unsigned)id >= TEXT_COUNT)
+        id = TEXT_CONTACT_ADMIN;
+    return TEXTS[id].text[clamp(lang)];
+}
+
+static const status_text *status_entry(int status)
+{
+    for (size_t i = 0; i < STATUS_COUNT; i++)
+        if (STATUS[i].status == status)
+            return &STATUS[i];
+    return NULL;
+}
+
+void text_status(int status, lang_id lang, const char **name, const char **desc, const char **sol)
+{
+    const status_text *e = status_entry(status);
+    if (!e)
+        e = status_entry(status >= 400 && status < 500 ? 400 : 500);
+    lang = clamp(lang);
+    *name = e->name;
+    *desc = e->desc[lang];
+    *sol = e->sol[lang];
+}
