@@ -59,7 +59,36 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 #define CL_TEXTS(X)                                                                                \
     /* generic next steps */                                                                       \
     X(CONTACT_ADMIN, "请联系管理员", "Contact administrator")                                      \
-    X(RETRY_LATER, "请稍后重试", "Retry later")
+    X(RETRY_LATER, "请稍后重试", "Retry later")                                                    \
+    /* idempotency: a call that already ran, its result gone (printf formats: operation            \
+     * id, receipt id, RECEIPT_STATUS_*; the action one also kn_id and execution_id) */            \
+    X(ALREADY_RAN_ACTION,                                                                          \
+      "这次调用已经执行过（operation %s，receipt %s，%s），"                         \
+      "原始结果已不在本服务保存，因此不再返回，行动也不会重复执行。" \
+      "请用 get_action_execution（kn_id \"%s\"，execution_id \"%s\"）"                        \
+      "查看这次执行的结果。",                                                                      \
+      "This call already ran (operation %s, receipt %s, %s). Its original result is no "           \
+      "longer stored here, so it is not returned again and the action is not executed "            \
+      "again. Read the outcome with get_action_execution (kn_id \"%s\", execution_id "             \
+      "\"%s\").")                                                                                  \
+    X(ALREADY_RAN_READ,                                                                            \
+      "这次调用已经执行过（operation %s，receipt %s，%s），"                         \
+      "原始结果已不在本服务保存，不再返回。该工具只读取数据："          \
+      "换一个新的 invocation id 重新调用即可取得当前结果。",                                       \
+      "This call already ran (operation %s, receipt %s, %s). Its original result is no "           \
+      "longer stored here and is not returned again. The tool only reads data: call it "           \
+      "again with a new invocation id to get a current result.")                                   \
+    X(ALREADY_RAN_OTHER,                                                                           \
+      "这次调用已经执行过（operation %s，receipt %s，%s），"                         \
+      "原始结果已不在本服务保存，不再返回，也不会重复执行。"             \
+      "再次执行前请先确认它已产生的效果（details 中有 receipt），"            \
+      "再换一个新的 invocation id 调用。",                                                         \
+      "This call already ran (operation %s, receipt %s, %s). Its original result is no "           \
+      "longer stored here; it is not returned again and the call is not run again. Check "         \
+      "what it did (the receipt is in details) before running it again with a new "                \
+      "invocation id.")                                                                            \
+    X(RECEIPT_STATUS_COMPLETED, "状态：已完成", "status: completed")                               \
+    X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")
 
 typedef enum {
 #define CL_TEXT_ENUM(id, zh, en) TEXT_##id,
