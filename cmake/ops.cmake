@@ -7,7 +7,8 @@ add_test(NAME ops_install
 set_tests_properties(ops_install PROPERTIES TIMEOUT 120 LABELS "ops")
 
 add_executable(test_metrics ${CMAKE_SOURCE_DIR}/tests/unit/test_metrics.c
-                            ${CMAKE_SOURCE_DIR}/src/metrics.c ${CMAKE_SOURCE_DIR}/src/util.c)
+                            ${CMAKE_SOURCE_DIR}/src/metrics.c ${CMAKE_SOURCE_DIR}/src/mshare.c
+                            ${CMAKE_SOURCE_DIR}/src/util.c)
 target_include_directories(test_metrics PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
 target_link_libraries(test_metrics PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_metrics COMMAND test_metrics)
