@@ -320,16 +320,19 @@ void req_reply(req_ctx *c, int status, const char *content_type, const char *bod
                          : status == 404 ? "Not Found"
                          : status == 405 ? "Method Not Allowed"
                          : status == 406 ? "Not Acceptable"
+                         : status == 408 ? "Request Timeout"
                          : status == 409 ? "Conflict"
                          : status == 413 ? "Payload Too Large"
                          : status == 414 ? "URI Too Long"
                          : status == 415 ? "Unsupported Media Type"
                          : status == 417 ? "Expectation Failed"
+                         : status == 422 ? "Unprocessable Content"
                          : status == 429 ? "Too Many Requests"
                          : status == 500 ? "Internal Server Error"
                          : status == 501 ? "Not Implemented"
                          : status == 502 ? "Bad Gateway"
                          : status == 503 ? "Service Unavailable"
+                         : status == 504 ? "Gateway Timeout"
                          : status == 505 ? "HTTP Version Not Supported"
                                          : "Status";
     evhttp_send_reply(c->req, status, reason, out);
@@ -643,14 +646,14 @@ static int split_listen_addr(const char *addr, char host[256], const char **h, c
 static int bind_listener(app *a, struct evhttp *http, const char *addr,
                          struct evhttp_bound_socket **out, char *err, size_t errlen)
 {
-    char host[256];
-    const char *h, *port;
-    if (split_listen_addr(addr, host, &h, &port, err, errlen) < 0)
+    int fd = -1;
+    /* the master's binder: its errors carry the system's reason ("Address already in use") */
+    if (httpd_bind_socket(addr, &fd, err, errlen) < 0)
         return -1;
-    struct evhttp_bound_socket *s =
-        evhttp_bind_socket_with_handle(http, h, (ev_uint16_t)atoi(port));
+    struct evhttp_bound_socket *s = evhttp_accept_socket_with_handle(http, fd);
     if (!s) {
-        snprintf(err, errlen, "cannot listen on %s", addr);
+        close(fd);
+        snprintf(err, errlen, "cannot accept on %s", addr);
         return -1;
     }
     if (out)

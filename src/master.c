@@ -17,6 +17,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "mshare.h"
+#include "sdnotify.h"
 #include "util.h"
 
 /* The mask before the master blocked its signals; workers restore it once their
@@ -217,6 +218,7 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
                     httpd_log_listening(afd, "admin");
                 announced = 1;
                 startup = 0;
+                sd_notify_state("READY=1");
             }
         }
         struct signalfd_siginfo si;
@@ -264,6 +266,7 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
                 if (!stopping) {
                     stopping = 1;
                     rc = 0;
+                    sd_notify_state("STOPPING=1");
                     stop_deadline = now_mono_ms() + cfg->shutdown_grace_s * 1000 + 5000;
                     /* connections go to no one from now on: refuse rather than queue */
                     close(lfd);
