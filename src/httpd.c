@@ -382,8 +382,20 @@ static void reply_unauthorized(req_ctx *c, const char *details, int credentials)
     if (credentials)
         buf_puts(&h, ", error=\"invalid_token\"");
     const char *meta = c->app->cfg->oauth_resource_metadata_url;
-    if (*meta)
+    if (*meta) {
         buf_printf(&h, ", resource_metadata=\"%s\"", meta);
+    } else if (*c->app->cfg->oauth_authorization_servers) {
+        /* our own RFC 9728 document for the path asked for (path-suffixed form) */
+        char base[512];
+        proxy_public_base(c->req, c->app->cfg->trusted_proxies, c->app->cfg->public_url, base,
+                          sizeof base);
+        const char *suffix = strspn(c->path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789/_.-") == strlen(c->path)
+                                 ? c->path
+                                 : "";
+        buf_printf(&h, ", resource_metadata=\"%s/.well-known/oauth-protected-resource%s\"", base,
+                   suffix);
+    }
     req_add_header(c, "WWW-Authenticate", h.data);
     buf_free(&h);
     req_reply_error(c, 401, NULL, details);
@@ -606,6 +618,10 @@ static void gencb(struct evhttp_request *req, void *arg)
     }
     if (!strcmp(c->path, "/health/alive") || !strcmp(c->path, "/health/ready")) {
         health(c, c->path[8] == 'r');
+        return;
+    }
+    if (!strncmp(c->path, "/.well-known/", 13)) { /* public metadata (RFC 9728) */
+        a->route(c, c->path);
         return;
     }
     size_t plen = strlen(a->prefix);
@@ -986,6 +1002,23 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     }
     if (!admin_allowed(c))
         return;
+    if (!strcmp(c->path, "/") && !strcmp(c->method, "GET")) {
+        /* the index: what this listener serves */
+        static const char INDEX[] =
+            "{\"service\":\"context-loader\",\"version\":\"" CL_VERSION "\",\"routes\":["
+            "{\"method\":\"GET\",\"path\":\"/health/alive\",\"description\":\"the process "
+            "answers (no token)\"},"
+            "{\"method\":\"GET\",\"path\":\"/health/ready\",\"description\":\"generation, "
+            "tools, upstreams and what was seen of them (no token)\"},"
+            "{\"method\":\"GET\",\"path\":\"/metrics\",\"description\":\"Prometheus text "
+            "format 0.0.4, every worker\"},"
+            "{\"method\":\"GET\",\"path\":\"/admin/tools\",\"description\":\"the current tool "
+            "generation, live generations, the last reload\"},"
+            "{\"method\":\"POST\",\"path\":\"/admin/reload\",\"description\":\"reload the "
+            "tools: 200 swapped, 202 deferred, 422 rejected with file:line errors\"}]}";
+        req_reply_json(c, 200, INDEX);
+        return;
+    }
     if (!strcmp(c->path, "/admin/reload")) {
         if (strcmp(c->method, "POST")) {
             req_add_header(c, "Allow", "POST");
