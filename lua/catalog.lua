@@ -93,9 +93,4 @@ function M.text(key, lang)
     return t and t[lang_of(lang)] or nil
 end
 
--- catalog.link_none(lang) -> the "no link" placeholder of the envelope
-function M.link_none(lang)
-    return lang_of(lang) == "en-US" and "None" or "无"
-end
-
 return M

@@ -136,14 +136,14 @@ static int rest_status_of(const char *code)
     return 409;
 }
 
-/* A Trace Core API error passed on: the envelope as is; on REST the status derived
- * from its code. */
+/* A Trace Core API error passed on: its envelope under the gateway's retry rules
+ * (guard_write_api_error); on REST the status derived from its code. */
 static void refuse_api(flow *f, const trace_reply *r)
 {
     const char *code = r->error_code && *r->error_code ? r->error_code : "internal_error";
     snprintf(f->o.code, sizeof f->o.code, "%s", code);
     buf_reset(&f->o.json);
-    json_write(&f->o.json, r->body, 0);
+    guard_write_api_error(&f->o.json, r->body);
     f->o.is_error = 1;
     f->o.status = rest_status_of(code);
     finish(f, 0);

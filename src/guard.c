@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errenv.h"
+
 static int refuse(guard_refusal *why, const char *code, const char *mcp_action,
                   const char *rest_action, int status, const char *msg)
 {
@@ -328,10 +330,60 @@ void guard_write_error_status(buf *out, const char *code, const char *message, i
         const char *a = required_action ? required_action : "";
         json_write_string(out, a, strlen(a));
     }
-    buf_puts(out, ",\"retry_after_ms\":0");
+    if (retryable) /* a real wait; absent when a retry cannot help */
+        buf_printf(out, ",\"retry_after_ms\":%d", ERR_RETRY_AFTER_MS);
     if (current_status) {
         buf_puts(out, ",\"current_status\":");
         json_write_string(out, current_status, strlen(current_status));
     }
     buf_puts(out, "}}");
+}
+
+void guard_write_api_error(buf *out, const json_value *body)
+{
+    const json_value *e = json_get(body, "error");
+    if (json_typeof(e) != JSON_OBJECT) { /* not the lifecycle shape: as it is */
+        json_write(out, body, 0);
+        return;
+    }
+    const json_value *r = json_get(e, "retryable");
+    int retryable = r && json_typeof(r) == JSON_TRUE;
+    buf_puts(out, "{\"error\":{");
+    int first = 1;
+    for (size_t i = 0; i < json_count(e); i++) {
+        size_t klen;
+        const char *k = json_key_at(e, i, &klen);
+        const json_value *v = json_val_at(e, i);
+        if (!strcmp(k, "retry_after_ms")) {
+            if (!retryable)
+                continue; /* no wait when a retry cannot help */
+            int64_t ms = json_typeof(v) == JSON_INT ? json_get_int(v) : 0;
+            if (!first)
+                buf_putc(out, ',');
+            buf_printf(out, "\"retry_after_ms\":%lld",
+                       (long long)(ms > 0 ? ms : ERR_RETRY_AFTER_MS));
+            first = 0;
+            continue;
+        }
+        if (!first)
+            buf_putc(out, ',');
+        json_write_string(out, k, klen);
+        buf_putc(out, ':');
+        json_write(out, v, 0);
+        first = 0;
+    }
+    if (retryable && !json_get(e, "retry_after_ms"))
+        buf_printf(out, "%s\"retry_after_ms\":%d", first ? "" : ",", ERR_RETRY_AFTER_MS);
+    buf_puts(out, "}");
+    for (size_t i = 0; i < json_count(body); i++) { /* members beside "error" */
+        size_t klen;
+        const char *k = json_key_at(body, i, &klen);
+        if (!strcmp(k, "error"))
+            continue;
+        buf_putc(out, ',');
+        json_write_string(out, k, klen);
+        buf_putc(out, ':');
+        json_write(out, json_val_at(body, i), 0);
+    }
+    buf_putc(out, '}');
 }

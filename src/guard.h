@@ -44,11 +44,18 @@ int guard_strip_hints(json_value *args);
 
 /* Writes the lifecycle error envelope {"error":{code,message,retryable,
  * required_action,retry_after_ms[,extra members]}}; mcp != 0 picks the MCP action
- * and always writes required_action, REST leaves it out when empty. */
+ * and always writes required_action, REST leaves it out when empty. retry_after_ms
+ * is there only when retryable: ERR_RETRY_AFTER_MS (errenv.h), never 0. */
 void guard_write_error(buf *out, const char *code, const char *message, int retryable,
                        const char *required_action, int mcp);
 /* The same with a current_status member after retry_after_ms (NULL = none). */
 void guard_write_error_status(buf *out, const char *code, const char *message, int retryable,
                               const char *required_action, int mcp, const char *current_status);
+
+/* Writes a lifecycle error body that came from elsewhere (a Trace Core API error)
+ * by the same rules: retry_after_ms only when retryable, then a real wait
+ * (ERR_RETRY_AFTER_MS when it said 0 or nothing); every other member as it is. A body
+ * without an "error" object is written as it is. */
+void guard_write_api_error(buf *out, const json_value *body);
 
 #endif

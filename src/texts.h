@@ -16,50 +16,112 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 
 /* HTTP statuses the gateway answers with: status, name (the code's suffix in
  * "Public.<Name>"), description and solution in zh-CN and en-US. */
-#define CL_STATUS_TEXTS(X)                                                                         \
-    X(400, BadRequest, "参数错误", "Invalid parameters", "请检查参数是否正确",                     \
-      "Please check if the parameters are correct")                                                \
-    X(401, Unauthorized, "认证失败", "Authentication failed", "请联系管理员",                      \
-      "Contact administrator")                                                                     \
-    X(403, Forbidden, "权限错误", "Permission denied", "请联系管理员", "Contact administrator")    \
-    X(404, NotFound, "对象不存在", "Resource not found", "请联系管理员", "Contact administrator")  \
-    X(405, MethodNotAllowed, "请求方法不允许", "Method not allowed", "请使用该路由支持的请求方法", \
-      "Use a method this route accepts")                                                           \
-    X(406, NotAcceptable, "无法满足 Accept 要求", "Not acceptable",                                \
-      "请在 Accept 中同时声明 application/json 与 text/event-stream",                              \
-      "Accept application/json and text/event-stream")                                             \
-    X(408, RequestTimeout, "请求超时", "Request timeout", "请稍后重试", "Retry later")             \
-    X(409, Conflict, "资源冲突", "Conflict with the current state",                                \
-      "请检查请求是否与已有数据冲突", "Check whether the request conflicts with existing data")    \
-    X(413, RequestEntityTooLarge, "请求过大", "Request too large", "请减小请求后重试",             \
-      "Send a smaller request")                                                                    \
-    X(414, URITooLong, "请求地址过长", "Request target too long", "请缩短请求地址",                \
-      "Send a shorter request target")                                                             \
-    X(415, UnsupportedMediaType, "不支持的内容类型", "Unsupported content type",                   \
-      "请使用 Content-Type: application/json", "Send Content-Type: application/json")              \
-    X(417, ExpectationFailed, "不支持该 Expect 要求", "Expectation not supported",                 \
-      "请使用 Expect: 100-continue 或不发送 Expect",                                               \
-      "Send Expect: 100-continue or no Expect header")                                             \
-    X(422, UnprocessableEntity, "请求无法处理", "Unprocessable request", "请检查请求内容是否正确", \
-      "Check the content of the request")                                                          \
-    X(429, TooManyRequests, "请求过多", "Too many requests", "请稍后重试", "Retry later")          \
-    X(500, InternalServerError, "内部错误", "Internal server error", "请联系管理员",               \
-      "Contact administrator")                                                                     \
-    X(501, NotImplemented, "不支持的请求", "Not implemented", "请使用支持的请求方法与传输编码",    \
-      "Use a supported method and transfer coding")                                                \
-    X(502, BadGateway, "依赖服务不可用", "Upstream service unavailable", "请检查依赖服务是否可用", \
-      "Check whether the upstream service is reachable")                                           \
-    X(503, ServiceUnavailable, "服务不可用", "Service unavailable", "请稍后重试", "Retry later")   \
-    X(504, GatewayTimeout, "依赖服务响应超时", "Upstream service timed out", "请稍后重试",         \
-      "Retry later")                                                                               \
-    X(505, HTTPVersionNotSupported, "不支持的 HTTP 版本", "HTTP version not supported",            \
+#define CL_STATUS_TEXTS(X)                                                                                 \
+    X(400, BadRequest, "参数错误", "Invalid parameters", "请检查参数是否正确",                             \
+      "Please check if the parameters are correct")                                                        \
+    X(401, Unauthorized, "认证失败", "Authentication failed",                                              \
+      "请获取新的访问令牌（Bearer token）后重试", "Obtain a fresh access token, then call again")          \
+    X(403, Forbidden, "权限错误", "Permission denied", "请向管理员申请所缺的权限，获批后重试",             \
+      "Ask an administrator for the missing permission, then call again once it is granted")               \
+    X(404, NotFound, "对象不存在", "Resource not found",                                                   \
+      "请检查请求的地址与 ID：用 list_knowledge_networks、search_schema 或 get_object_types " \
+      "查找有效的 ID",                                                                                     \
+      "Check the path and the ids of the request: find valid ids with list_knowledge_networks, "           \
+      "search_schema or get_object_types")                                                                 \
+    X(405, MethodNotAllowed, "请求方法不允许", "Method not allowed", "请使用该路由支持的请求方法",         \
+      "Use a method this route accepts")                                                                   \
+    X(406, NotAcceptable, "无法满足 Accept 要求", "Not acceptable",                                        \
+      "请在 Accept 中同时声明 application/json 与 text/event-stream",                                      \
+      "Accept application/json and text/event-stream")                                                     \
+    X(408, RequestTimeout, "请求超时", "Request timeout", "请稍后重试", "Retry later")                     \
+    X(409, Conflict, "资源冲突", "Conflict with the current state",                                        \
+      "请检查请求是否与已有数据冲突", "Check whether the request conflicts with existing data")            \
+    X(413, RequestEntityTooLarge, "请求过大", "Request too large", "请减小请求后重试",                     \
+      "Send a smaller request")                                                                            \
+    X(414, URITooLong, "请求地址过长", "Request target too long", "请缩短请求地址",                        \
+      "Send a shorter request target")                                                                     \
+    X(415, UnsupportedMediaType, "不支持的内容类型", "Unsupported content type",                           \
+      "请使用 Content-Type: application/json", "Send Content-Type: application/json")                      \
+    X(417, ExpectationFailed, "不支持该 Expect 要求", "Expectation not supported",                         \
+      "请使用 Expect: 100-continue 或不发送 Expect",                                                       \
+      "Send Expect: 100-continue or no Expect header")                                                     \
+    X(422, UnprocessableEntity, "请求无法处理", "Unprocessable request", "请检查请求内容是否正确",         \
+      "Check the content of the request")                                                                  \
+    X(429, TooManyRequests, "请求过多", "Too many requests", "请稍后重试", "Retry later")                  \
+    X(500, InternalServerError, "内部错误", "Internal server error",                                       \
+      "请将响应中的 bkn-request-id 告知管理员",                                                            \
+      "Report the bkn-request-id of this response to an administrator")                                    \
+    X(501, NotImplemented, "不支持的请求", "Not implemented", "请使用支持的请求方法与传输编码",            \
+      "Use a supported method and transfer coding")                                                        \
+    X(502, BadGateway, "依赖服务不可用", "Upstream service unavailable",                                   \
+      "依赖服务出错，重试无效；请将响应中的 bkn-request-id 告知管理员",                                    \
+      "The upstream service failed and a retry will not help; report the bkn-request-id of this "          \
+      "response to an administrator")                                                                      \
+    X(503, ServiceUnavailable, "服务不可用", "Service unavailable", "请稍后重试", "Retry later")           \
+    X(504, GatewayTimeout, "依赖服务响应超时", "Upstream service timed out", "请稍后重试",                 \
+      "Retry later")                                                                                       \
+    X(505, HTTPVersionNotSupported, "不支持的 HTTP 版本", "HTTP version not supported",                    \
       "请使用 HTTP/1.1", "Use HTTP/1.1")
+
+/* What a caller does after a gateway error of a status: X(status, retryable,
+ * retry_after_ms, required_action). retry_after_ms is the wait before a retry when
+ * retryable (never 0; a Retry-After header, when sent, says the same rounded up to
+ * seconds); required_action is the machine token of the next step (docs/errors.md
+ * lists them); the status's solution text says the same step in words. A status
+ * without a row reads as 400 when 4xx and 500 otherwise. */
+#define CL_STATUS_NEXT(X)                                                                          \
+    X(400, 0, 0, "fix_arguments")                                                                  \
+    X(401, 0, 0, "refresh_token")                                                                  \
+    X(403, 0, 0, "request_permission")                                                             \
+    X(404, 0, 0, "check_ids")                                                                      \
+    X(405, 0, 0, "fix_request")                                                                    \
+    X(406, 0, 0, "fix_request")                                                                    \
+    X(408, 1, 1000, "retry_later")                                                                 \
+    X(409, 0, 0, "resolve_conflict")                                                               \
+    X(413, 0, 0, "fix_request")                                                                    \
+    X(414, 0, 0, "fix_request")                                                                    \
+    X(415, 0, 0, "fix_request")                                                                    \
+    X(417, 0, 0, "fix_request")                                                                    \
+    X(422, 0, 0, "fix_arguments")                                                                  \
+    X(429, 1, 1000, "retry_later")                                                                 \
+    X(500, 0, 0, "contact_administrator")                                                          \
+    X(501, 0, 0, "fix_request")                                                                    \
+    X(502, 0, 0, "contact_administrator")                                                          \
+    X(503, 1, 1000, "retry_later")                                                                 \
+    X(504, 1, 1000, "retry_later")                                                                 \
+    X(505, 0, 0, "fix_request")
 
 /* Free-standing texts: X(ID, zh-CN, en-US). Keep each area's entries together. */
 #define CL_TEXTS(X)                                                                                \
     /* generic next steps */                                                                       \
     X(CONTACT_ADMIN, "请联系管理员", "Contact administrator")                                      \
-    X(RETRY_LATER, "请稍后重试", "Retry later")
+    X(RETRY_LATER, "请稍后重试", "Retry later")                                                    \
+    /* error envelopes: next steps and the gateway's own error texts */                            \
+    X(ERR_UPSTREAM_RETRY, "依赖服务暂时无法连接或响应超时，请稍候重试",                            \
+      "The upstream service could not be reached or timed out; retry after a short wait")          \
+    X(ERR_UPSTREAM_BUSY, "依赖服务暂时不可用，请稍候重试",                                         \
+      "The upstream service is temporarily unavailable; retry after a short wait")                 \
+    X(ERR_UPSTREAM_SAYS, "%s（依赖服务：%s）", "%s (upstream: %s)")                                \
+    X(ERR_PERMISSION_NAMED, "请向管理员申请所缺的权限（%s），获批后重试",                          \
+      "Ask an administrator for the missing permission (%s), then call again once it is granted")  \
+    X(ERR_CHECK_SCHEMA_ID,                                                                         \
+      "请用 search_schema 或 get_object_types 确认 %s「%s」是否存在，再用正确的 ID 重试",          \
+      "Check %s '%s' with search_schema or get_object_types, then call again with a valid id")     \
+    X(ERR_CHECK_KN_ID,                                                                             \
+      "请用 list_knowledge_networks 确认知识网络「%s」是否存在，再用正确的 ID 重试",               \
+      "Check knowledge network '%s' with list_knowledge_networks, then call again with a valid "   \
+      "id")                                                                                        \
+    X(ERR_INCIDENT_SOLUTION, "请将事件编号（incident_id）告知管理员；重试无效",                    \
+      "Report the incident_id to an administrator; a retry will not help")                         \
+    X(ERR_OUTPUT_TOO_LARGE, "工具结果过大", "Tool result too large")                               \
+    X(ERR_OUTPUT_TOO_LARGE_SOLUTION, "请缩小查询范围（更小的 limit 或更少的字段）后重试",          \
+      "Narrow the request (a smaller limit or fewer fields) and retry")                            \
+    X(ERR_NO_SUCH_TOOL, "工具不存在：%s", "No such tool: %s")                                      \
+    X(ERR_NO_SUCH_TOOL_SOLUTION, "请先用 search_capabilities 查找可用能力，再按返回的名称调用",    \
+      "Find available capabilities with search_capabilities, then call one by the name it "        \
+      "returns")                                                                                   \
+    X(ERR_INPUT_SCHEMA, "请按工具的输入模式（inputSchema）修正 details 中列出的参数后重试",        \
+      "Fix the arguments listed in details to match the tool's input schema, then call again")
 
 typedef enum {
 #define CL_TEXT_ENUM(id, zh, en) TEXT_##id,
@@ -78,10 +140,17 @@ const char *text_get(text_id id, lang_id lang);
  * 500 otherwise. name, desc and sol are static. */
 void text_status(int status, lang_id lang, const char **name, const char **desc, const char **sol);
 
+/* The next step after an error of status (CL_STATUS_NEXT): *retryable, *retry_after_ms
+ * (0 when not retryable) and *action (static token). */
+void text_status_next(int status, int *retryable, int *retry_after_ms, const char **action);
+
 /* Lua module `cltexts` (texts_lua.c): a fresh table
  *   { languages = {"zh-CN","en-US"},
  *     status = { [400] = { name = "BadRequest", ["zh-CN"] = {desc, sol}, ["en-US"] = {...} }, ...},
- *     text = { retry_later = { ["zh-CN"] = "...", ["en-US"] = "..." }, ... } }. */
+ *     text = { retry_later = { ["zh-CN"] = "...", ["en-US"] = "..." }, ... },
+ *     next = { [400] = { retryable = false, required_action = "fix_arguments" },
+ *              [503] = { retryable = true, retry_after_ms = 1000, required_action = "retry_later"
+ * }, ... } }. */
 struct lua_State;
 int luaopen_cltexts(struct lua_State *L);
 

@@ -2,7 +2,9 @@
 -- (SPEC §4; reference/downstream.md Errata): one call to a tool of an MCP server
 -- registered in the execution factory. Listed on no surface ("proxy" only); the
 -- route fills mcp_id and tool_name from the path and parameters from the body.
--- Any failure is a 502 (the reference's contract), with the factory's body as details.
+-- A failure follows the gateway's one mapping (util.upstream_failure): a 4xx keeps
+-- its status (an unknown MCP server stays 404, a missing execute right 403), 5xx
+-- and transport failures become 502/503/504; the factory's body is the details.
 local cljson = require "cljson"
 local util = require "_lib.util"
 
@@ -49,12 +51,10 @@ function M.handle(args, ctx)
     end
     local res, err = ctx.http(M.shape_request(args))
     if res == nil then
-        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+        return nil, util.upstream_failure(nil, err, ctx.lang)
     end
     if not util.is_2xx(res) then
-        local e = util.upstream_5xx(ctx.lang, res)
-        e.details = { status = res.status, body = e.details }
-        return nil, e
+        return nil, util.upstream_failure(res, nil, ctx.lang)
     end
     local v = util.try_json(res)
     if type(v) ~= "table" or cljson.is_array(v) or getmetatable(v) == cljson.number_mt then

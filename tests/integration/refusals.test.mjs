@@ -62,7 +62,10 @@ function mcpError(result) {
   assert.ok(e, result.content[0].text);
   assert.equal(typeof e.message, 'string');
   assert.equal(typeof e.retryable, 'boolean');
-  assert.equal(typeof e.retry_after_ms, 'number');
+  // retry_after_ms only when retryable, and then a real wait
+  if (e.retryable) assert.ok(e.retry_after_ms > 0, result.content[0].text);
+  else assert.equal('retry_after_ms' in e, false, result.content[0].text);
+  assert.deepEqual(result.structuredContent, env, 'structuredContent carries the same error object');
   assert.ok('required_action' in e, result.content[0].text);
   return e;
 }
