@@ -68,7 +68,7 @@ function M.status_of(name)
 end
 
 -- catalog.error_text(status_or_code, lang) -> description, solution
--- Accepts 404, "NotFound", "Public.NotFound" or "agentRetrieval.NotFound.X".
+-- Accepts 404, "NotFound", "Public.NotFound" or an "agentRetrieval.<Status>.<Name>" code.
 function M.error_text(key, lang)
     local name
     if type(key) == "number" then

@@ -11,6 +11,7 @@
 #define CL_GUARD_H
 
 #include "json.h"
+#include "texts.h"
 #include "util.h"
 
 typedef struct bkn_context {
@@ -24,16 +25,19 @@ typedef struct bkn_context {
 
 typedef struct guard_refusal {
     const char *code;
-    char message[256];
+    char message[512];       /* in lang */
     const char *mcp_action;  /* required_action on MCP */
     const char *rest_action; /* required_action on REST */
     int rest_status;
     int retryable;
+    lang_id lang; /* the language of message (guard_parse's lang) */
 } guard_refusal;
 
 /* args: the call's argument object (may be NULL). kn_id: the network the call is
- * about (argument kn_id, else X-Kn-ID), or NULL. Returns 0, or -1 with *why set. */
-int guard_parse(const json_value *args, const char *kn_id, bkn_context *out, guard_refusal *why);
+ * about (argument kn_id, else X-Kn-ID), or NULL. lang: the language of a refusal's
+ * message (the text catalogue's). Returns 0, or -1 with *why set. */
+int guard_parse(const json_value *args, const char *kn_id, lang_id lang, bkn_context *out,
+                guard_refusal *why);
 void guard_context_free(bkn_context *c);
 
 /* Removes host hints smuggled into tool arguments (SPEC §6: hints never take part in

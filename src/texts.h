@@ -92,36 +92,86 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(505, 0, 0, "fix_request")
 
 /* Free-standing texts: X(ID, zh-CN, en-US). Keep each area's entries together. */
-#define CL_TEXTS(X)                                                                                \
-    /* generic next steps */                                                                       \
-    X(CONTACT_ADMIN, "请联系管理员", "Contact administrator")                                      \
-    X(RETRY_LATER, "请稍后重试", "Retry later")                                                    \
-    /* error envelopes: next steps and the gateway's own error texts */                            \
-    X(ERR_UPSTREAM_RETRY, "依赖服务暂时无法连接或响应超时，请稍候重试",                            \
-      "The upstream service could not be reached or timed out; retry after a short wait")          \
-    X(ERR_UPSTREAM_BUSY, "依赖服务暂时不可用，请稍候重试",                                         \
-      "The upstream service is temporarily unavailable; retry after a short wait")                 \
-    X(ERR_UPSTREAM_SAYS, "%s（依赖服务：%s）", "%s (upstream: %s)")                                \
-    X(ERR_PERMISSION_NAMED, "请向管理员申请所缺的权限（%s），获批后重试",                          \
-      "Ask an administrator for the missing permission (%s), then call again once it is granted")  \
-    X(ERR_CHECK_SCHEMA_ID,                                                                         \
-      "请用 search_schema 或 get_object_types 确认 %s「%s」是否存在，再用正确的 ID 重试",          \
-      "Check %s '%s' with search_schema or get_object_types, then call again with a valid id")     \
-    X(ERR_CHECK_KN_ID,                                                                             \
-      "请用 list_knowledge_networks 确认知识网络「%s」是否存在，再用正确的 ID 重试",               \
-      "Check knowledge network '%s' with list_knowledge_networks, then call again with a valid "   \
-      "id")                                                                                        \
-    X(ERR_INCIDENT_SOLUTION, "请将事件编号（incident_id）告知管理员；重试无效",                    \
-      "Report the incident_id to an administrator; a retry will not help")                         \
-    X(ERR_OUTPUT_TOO_LARGE, "工具结果过大", "Tool result too large")                               \
-    X(ERR_OUTPUT_TOO_LARGE_SOLUTION, "请缩小查询范围（更小的 limit 或更少的字段）后重试",          \
-      "Narrow the request (a smaller limit or fewer fields) and retry")                            \
-    X(ERR_NO_SUCH_TOOL, "工具不存在：%s", "No such tool: %s")                                      \
-    X(ERR_NO_SUCH_TOOL_SOLUTION, "请先用 search_capabilities 查找可用能力，再按返回的名称调用",    \
-      "Find available capabilities with search_capabilities, then call one by the name it "        \
-      "returns")                                                                                   \
-    X(ERR_INPUT_SCHEMA, "请按工具的输入模式（inputSchema）修正 details 中列出的参数后重试",        \
-      "Fix the arguments listed in details to match the tool's input schema, then call again")
+#define CL_TEXTS(X)                                                                                    \
+    /* generic next steps */                                                                           \
+    X(CONTACT_ADMIN, "请联系管理员", "Contact administrator")                                          \
+    X(RETRY_LATER, "请稍后重试", "Retry later")                                                        \
+    /* error envelopes: next steps and the gateway's own error texts */                                \
+    X(ERR_UPSTREAM_RETRY, "依赖服务暂时无法连接或响应超时，请稍候重试",                                \
+      "The upstream service could not be reached or timed out; retry after a short wait")              \
+    X(ERR_UPSTREAM_BUSY, "依赖服务暂时不可用，请稍候重试",                                             \
+      "The upstream service is temporarily unavailable; retry after a short wait")                     \
+    X(ERR_UPSTREAM_SAYS, "%s（依赖服务：%s）", "%s (upstream: %s)")                                    \
+    X(ERR_PERMISSION_NAMED, "请向管理员申请所缺的权限（%s），获批后重试",                              \
+      "Ask an administrator for the missing permission (%s), then call again once it is granted")      \
+    X(ERR_CHECK_SCHEMA_ID,                                                                             \
+      "请用 search_schema 或 get_object_types 确认 %s「%s」是否存在，再用正确的 ID 重试",              \
+      "Check %s '%s' with search_schema or get_object_types, then call again with a valid id")         \
+    X(ERR_CHECK_KN_ID,                                                                                 \
+      "请用 list_knowledge_networks 确认知识网络「%s」是否存在，再用正确的 ID 重试",                   \
+      "Check knowledge network '%s' with list_knowledge_networks, then call again with a valid "       \
+      "id")                                                                                            \
+    X(ERR_INCIDENT_SOLUTION, "请将事件编号（incident_id）告知管理员；重试无效",                        \
+      "Report the incident_id to an administrator; a retry will not help")                             \
+    X(ERR_OUTPUT_TOO_LARGE, "工具结果过大", "Tool result too large")                                   \
+    X(ERR_OUTPUT_TOO_LARGE_SOLUTION, "请缩小查询范围（更小的 limit 或更少的字段）后重试",              \
+      "Narrow the request (a smaller limit or fewer fields) and retry")                                \
+    X(ERR_NO_SUCH_TOOL, "工具不存在：%s", "No such tool: %s")                                          \
+    X(ERR_NO_SUCH_TOOL_SOLUTION, "请先用 search_capabilities 查找可用能力，再按返回的名称调用",        \
+      "Find available capabilities with search_capabilities, then call one by the name it "            \
+      "returns")                                                                                       \
+    X(ERR_INPUT_SCHEMA, "请按工具的输入模式（inputSchema）修正 details 中列出的参数后重试",            \
+      "Fix the arguments listed in details to match the tool's input schema, then call again")         \
+    /* bkn_context refusals (guard.c) and the call's lifecycle refusals (flow.c) */                    \
+    X(GUARD_NOT_OBJECT, "bkn_context 必须是对象 {conversation_id, interaction_id}",                    \
+      "bkn_context must be an object {conversation_id, interaction_id}")                               \
+    X(GUARD_UNKNOWN_FIELD,                                                                             \
+      "bkn_context 含有不支持的字段「%.60s」（允许：conversation_id、interaction_id、" \
+      "parent_operation_id、causation_event_ids、business_refs）",                                     \
+      "bkn_context contains an unsupported field '%.60s' (allowed: conversation_id, "                  \
+      "interaction_id, parent_operation_id, causation_event_ids, business_refs)")                      \
+    X(GUARD_CONVERSATION_REQUIRED,                                                                     \
+      "缺少 conversation_id：请先调用 bkn_start_interaction，并传入它返回的两个 ID",                   \
+      "conversation_id is required")                                                                   \
+    X(GUARD_INTERACTION_REQUIRED,                                                                      \
+      "缺少 interaction_id：请调用 bkn_start_interaction 开始本轮交互",                                \
+      "interaction_id is required")                                                                    \
+    X(GUARD_ID_NOT_STRING, "%s 必须是字符串", "%s must be a string")                                   \
+    X(GUARD_ID_BAD, "%s 必须是非空 ID，最多 %zu 个字符",                                               \
+      "%s must be a non-empty id of at most %zu characters")                                           \
+    X(GUARD_CAUSATION_ARRAY, "causation_event_ids 必须是最多 64 个字符串的数组",                       \
+      "causation_event_ids must be an array of at most 64 strings")                                    \
+    X(GUARD_CAUSATION_EMPTY, "causation_event_ids 的元素必须是非空字符串",                             \
+      "causation_event_ids must hold non-empty strings")                                               \
+    X(GUARD_REF_AT, "business_refs[%zu]：%s", "business_refs[%zu]: %s")                                \
+    X(GUARD_REFS_ARRAY, "business_refs 必须是数组", "business_refs must be an array")                  \
+    X(GUARD_REFS_MAX, "business_refs 最多 64 项", "at most 64 business_refs are allowed")              \
+    X(GUARD_REF_OBJECT, "每个 business ref 必须是对象", "each business ref must be an object")         \
+    X(GUARD_REF_FIELD, "不支持的字段「%.60s」（允许：ref_type、ref_id、version）",                     \
+      "unsupported field '%.60s' (allowed: ref_type, ref_id, version)")                                \
+    X(GUARD_REF_VERSION_TYPE, "version 必须是字符串", "version must be a string")                      \
+    X(GUARD_REF_VERSION_LONG, "version 不能超过 128 个字符",                                           \
+      "version is longer than 128 characters")                                                         \
+    X(GUARD_REF_TYPE, "未知的 ref_type", "unknown ref_type")                                           \
+    X(GUARD_REF_ID_TYPE, "ref_id 必须是字符串", "ref_id must be a string")                             \
+    X(GUARD_REF_ID_LONG, "ref_id 不能超过 512 个字符", "ref_id is longer than 512 characters")         \
+    X(GUARD_REF_ID_EMPTY_SEGMENT, "ref_id 含有空段", "ref_id has an empty segment")                    \
+    X(GUARD_REF_ID_PREFIX, "ref_id 必须以「%s:」开头", "ref_id must start with '%s:'")                 \
+    X(GUARD_REF_ID_KN, "ref_id 必须指向当前知识网络「%s」",                                            \
+      "ref_id must name the current knowledge network '%s'")                                           \
+    X(GUARD_REF_ID_SEGMENTS, "ref_id 至少需要 %d 个以「:」分隔的段",                                   \
+      "ref_id needs at least %d ':'-separated segments")                                               \
+    X(FLOW_TRACE_UNAVAILABLE, "BKN Trace Core 暂时不可用，本次请求未执行",                             \
+      "BKN Trace Core is temporarily unavailable")                                                     \
+    X(FLOW_TRACE_NOT_INSTALLED, "本部署未配置 BKN Trace Core：请去掉 bkn_context 后调用",              \
+      "BKN Trace Core is not configured for this deployment")                                          \
+    X(FLOW_INTERACTION_FOREIGN, "该交互不属于此会话：请使用 bkn_start_interaction 返回的成对 ID",      \
+      "interaction does not belong to conversation")                                                   \
+    X(FLOW_INTERACTION_TERMINAL, "该交互已是 %s 状态：请用 bkn_start_interaction 开始新的交互",        \
+      "the interaction is %s; start a new interaction")                                                \
+    X(FLOW_CONVERSATION_REQUIRED,                                                                      \
+      "需要 bkn_context {conversation_id, interaction_id}：请先调用 bkn_start_interaction",            \
+      "bkn_context {conversation_id, interaction_id} from bkn_start_interaction is required")
 
 typedef enum {
 #define CL_TEXT_ENUM(id, zh, en) TEXT_##id,

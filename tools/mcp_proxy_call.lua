@@ -44,6 +44,12 @@ function M.shape_request(args)
              path = "/internal-v1/mcp/proxy/" .. util.escape(args.mcp_id) .. "/tool/call", json = body }
 end
 
+local NOT_FOUND = {
+    ["zh-CN"] = "请确认 MCP 服务「%s」存在、已发布并提供工具「%s」（可用 search_capabilities 或 get_action_info 查看），再重试",
+    ["en-US"] = "Check that MCP server '%s' exists, is published and offers tool '%s' (search_capabilities or " ..
+        "get_action_info list them), then call again",
+}
+
 function M.handle(args, ctx)
     local bad = util.dot_id_error(ctx.lang, args, "mcp_id", "tool_name")
     if bad then
@@ -54,7 +60,12 @@ function M.handle(args, ctx)
         return nil, util.upstream_failure(nil, err, ctx.lang)
     end
     if not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, nil, ctx.lang)
+        local e = util.upstream_failure(res, nil, ctx.lang)
+        if e.status == 404 then
+            e.solution = string.format(NOT_FOUND[ctx.lang == "en-US" and "en-US" or "zh-CN"], args.mcp_id,
+                args.tool_name)
+        end
+        return nil, e
     end
     local v = util.try_json(res)
     if type(v) ~= "table" or cljson.is_array(v) or getmetatable(v) == cljson.number_mt then

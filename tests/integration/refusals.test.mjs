@@ -126,7 +126,7 @@ for (const [title, ctx, code, status, mcpAction, restAction] of CASES) {
     const e = mcpError(await mcp('query_object_instance', { ...QUERY, bkn_context: ctx() }));
     assert.equal(e.code, code, JSON.stringify(e));
     if (mcpAction) assert.equal(e.required_action, mcpAction);
-    if (title === 'interaction of another conversation') assert.match(e.message, /interaction does not belong to conversation/);
+    if (title === 'interaction of another conversation') assert.match(e.message, /该交互不属于此会话/); // the default language, zh-CN
     const r = await rest('query_object_instance', { ...QUERY, bkn_context: ctx() });
     assert.equal(r.status, status, r.text);
     assert.equal(r.json.error.code, code, r.text);
