@@ -192,6 +192,21 @@ static void set_member(settings *s, size_t i, const char *v)
     }
 }
 
+/* A retry that finds no idempotency record but an Operation Trace Core still
+ * answers for gets no result, only operation_already_executed: records must live at
+ * least as long as Trace Core keeps Operation keys. */
+static int check_retention(const settings *s, char *err, size_t errlen)
+{
+    if (s->idempotency_ttl_s >= s->trace_core_operation_key_retention_s)
+        return 0;
+    snprintf(err, errlen,
+             "config key idempotency_ttl_s: %ld is less than trace_core.operation_key_retention_s "
+             "(%ld): idempotency records must be kept at least as long as Trace Core keeps "
+             "Operation keys, or a retry gets no result",
+             (long)s->idempotency_ttl_s, (long)s->trace_core_operation_key_retention_s);
+    return -1;
+}
+
 settings *conf_load(const char *path, char *err, size_t errlen)
 {
     conf_store *c = xcalloc(1, sizeof *c);
@@ -215,6 +230,8 @@ settings *conf_load(const char *path, char *err, size_t errlen)
     }
     for (size_t i = 0; i < N_KEYS; i++)
         set_member(&c->s, i, c->values[i]);
+    if (check_retention(&c->s, err, errlen) < 0)
+        goto fail;
     return &c->s;
 fail:
     conf_free(&c->s);

@@ -96,6 +96,10 @@
       "availability probe: total budget")                                                          \
     X(trace_core_probe_verdict_ttl_s, "trace_core.probe_verdict_ttl_s", NULL, INT, "5",            \
       "availability verdict cache TTL")                                                            \
+    X(trace_core_operation_key_retention_s, "trace_core.operation_key_retention_s", NULL, INT,     \
+      "86400",                                                                                     \
+      "how long Trace Core can answer a retry by its Operation key; idempotency_ttl_s must be at " \
+      "least this (checked at load)")                                                              \
     X(state_store, "state_store", NULL, STR, "memory",                                             \
       "memory | redis://[[user]:password@]host[:port][/db] (shared by several instances)")         \
     X(state_store_connect_timeout_ms, "state_store.connect_timeout_ms", NULL, INT, "1000",         \
@@ -106,7 +110,9 @@
       "redis: reconnect backoff cap")                                                              \
     X(state_store_key_prefix, "state_store.key_prefix", NULL, STR,                                 \
       "cl:", "redis: prefix of every key")                                                         \
-    X(idempotency_ttl_s, "idempotency_ttl_s", NULL, INT, "86400", "idempotency record TTL")        \
+    X(idempotency_ttl_s, "idempotency_ttl_s", NULL, INT, "86400",                                  \
+      "idempotency records (and ended sessions) live this long; at least "                         \
+      "trace_core.operation_key_retention_s")                                                      \
     X(idempotency_wait_ms, "idempotency.wait_ms", NULL, INT, "10000",                              \
       "how long a duplicate waits for the first call before in_progress")                          \
     X(idempotency_max_records, "idempotency.max_records", NULL, INT, "100000",                     \

@@ -161,6 +161,14 @@ static void refuse_unavailable(flow *f)
 
 /* ---- keys ---- */
 
+/* The protocol a call's keys are scoped by: the idempotency record and the Trace
+ * Core Operation key use the same one, so /mcp, /mcp-compact and /mcp/ptc share one
+ * scope (a retry that moves between them replays) and REST has its own. */
+static const char *idem_scope(const flow *f)
+{
+    return f->in.mcp ? "mcp" : "rest";
+}
+
 void flow_operation_key(const char *conversation_id, const char *interaction_id,
                         const char *surface, const char *tool, const char *invocation_id,
                         const char *request_id, const char *input_hash, char out[40])
@@ -270,13 +278,16 @@ static void finalize(flow *f)
     a.request_id = f->in.env.request_id;
     a.trace_id = f->trace_id;
     a.span_id = f->span_id;
-    a.business_refs = f->ctx.business_refs;
+    json_value *refs =
+        outcome_attempt_refs(f->in.ti->name, f->kn_id, f->args, f->o.result, f->ctx.business_refs);
+    a.business_refs = refs ? refs : f->ctx.business_refs;
     a.payload = payload;
     trace_time_begin(f);
     f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
     if (f->in.mcp)
         json_free(payload);
     json_free(parsed);
+    json_free(refs);
 }
 
 static void on_call_done(const call_result *res, void *arg)
@@ -386,31 +397,24 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
         run_tool(f);
         return;
     }
-    /* Another claimant ran (or runs) this operation: answer from the receipt. */
+    /* Another claimant ran (or runs) this operation. */
     const char *st = op->receipt_status;
     if (!st || !strcmp(st, "pending")) {
         refuse(f, 409, "receipt_pending", "another call is executing this operation", 1,
                "retry_same_business_tool", "retry_same_business_tool");
         return;
     }
-    int failed = !strcmp(st, "failed");
-    buf_reset(&f->o.json);
-    buf_puts(&f->o.json, "{\"operation\":");
-    json_write(&f->o.json, op->operation, 0);
-    buf_puts(&f->o.json, ",\"receipt\":");
-    json_write(&f->o.json, op->receipt, 0);
-    buf_putc(&f->o.json, '}');
-    f->o.note = "operation is terminal; durable receipt reused";
-    f->o.is_error = failed;
-    f->o.status = failed ? 409 : 200;
+    /* Terminal, and our idempotency record of it is gone: say so, never a stub. */
+    outcome_already_executed(&f->o, op->operation, op->receipt, f->in.ti->name,
+                             !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
     finish(f, 0);
 }
 
 static void ensure_operation(flow *f)
 {
     char op_key[40];
-    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, f->in.mcp ? "mcp" : "rest",
-                       f->in.ti->name, f->invocation, f->in.env.request_id, input_hash(f), op_key);
+    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, idem_scope(f), f->in.ti->name,
+                       f->invocation, f->in.env.request_id, input_hash(f), op_key);
     trace_ensure_in e;
     memset(&e, 0, sizeof e);
     e.conversation_id = f->ctx.conversation_id;
@@ -668,6 +672,6 @@ void flow_run(flow *f)
         decide_trace(f);
         return;
     }
-    idem_key(in->env.who->key, in->mcp ? in->env.surface : "rest", in->ti->name, hint, f->idem_key);
+    idem_key(in->env.who->key, idem_scope(f), in->ti->name, hint, f->idem_key);
     f->iw = idem_begin(in->idem, f->idem_key, input_hash(f), on_idem, f);
 }

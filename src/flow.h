@@ -54,9 +54,10 @@ void flow_run(flow *f);
 void flow_cancel(flow *f);
 
 /* Operation key (canonical, exported for tests): "op_" + 32 hex of sha256 over the
- * canonical JSON {conversation_id, identity, interaction_id, surface, tool}; identity
- * is "inv:" + sha256(invocation id) with a hint, else "req:" + request id + ":" +
- * input hash. */
+ * canonical JSON {conversation_id, identity, interaction_id, surface, tool}; surface is
+ * the scope the idempotency record uses too ("mcp" for every MCP surface, "rest");
+ * identity is "inv:" + sha256(invocation id) with a hint, else "req:" + request id +
+ * ":" + input hash. */
 void flow_operation_key(const char *conversation_id, const char *interaction_id,
                         const char *surface, const char *tool, const char *invocation_id,
                         const char *request_id, const char *input_hash, char out[40]);

@@ -463,11 +463,11 @@ void idem_free(idem_ctx *ic)
     free(ic);
 }
 
-void idem_key(const char *principal_key, const char *surface, const char *tool, const char *hint,
+void idem_key(const char *principal_key, const char *scope, const char *tool, const char *hint,
               char out[65])
 {
     buf b = BUF_INIT;
-    const char *parts[4] = {principal_key, surface, tool, hint};
+    const char *parts[4] = {principal_key, scope, tool, hint};
     for (int i = 0; i < 4; i++) {
         if (i)
             buf_putc(&b, '\n');

@@ -1,7 +1,7 @@
 /* idem: idempotency records over the state store (SPEC §8).
  *
  * A call that carries a hint (client invocation id, or a reused bkn-request-id)
- * gets a record keyed by idem_key(principal key, surface, tool, hint). The first
+ * gets a record keyed by idem_key(principal key, scope, tool, hint). The first
  * call claims the key with an in-flight marker and runs; idem_finish replaces the
  * marker with the stored response; a retry with the same input hash gets that
  * response back (REPLAY) instead of running again; a retry with a different input
@@ -71,11 +71,13 @@ typedef struct idem_wait idem_wait;
 idem_ctx *idem_new(struct event_base *base, store *s, const idem_config *cfg);
 void idem_free(idem_ctx *ic);
 
-/* sha256 hex of principal_key "\n" surface "\n" tool "\n" hint (NULL = ""). The
- * parts must not contain '\n' (principal keys are hex, surfaces and tool names are
+/* sha256 hex of principal_key "\n" scope "\n" tool "\n" hint (NULL = ""). scope is
+ * the protocol: "mcp" for every MCP surface (/mcp, /mcp-compact, /mcp/ptc share one
+ * scope, as they share one Trace Core Operation key), "rest" for REST. The parts
+ * must not contain '\n' (principal keys are hex, scopes and tool names are
  * identifiers, hints are validated printable ASCII without spaces), which makes the
  * join unambiguous. */
-void idem_key(const char *principal_key, const char *surface, const char *tool, const char *hint,
+void idem_key(const char *principal_key, const char *scope, const char *tool, const char *hint,
               char out[65]);
 
 /* sha256 hex of the canonical JSON of args (json_write canonical=1: keys sorted,

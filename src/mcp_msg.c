@@ -205,17 +205,12 @@ static void put_error_object(buf *out, const call_outcome *o)
 void mcp_write_tool_result(buf *out, const call_outcome *o)
 {
     buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
-    if (o->note)
-        json_write_string(out, o->note, strlen(o->note));
-    else if (o->toon && !o->is_error && o->toon_text.data)
+    if (o->toon && !o->is_error && o->toon_text.data)
         put_text(out, &o->toon_text);
     else
         put_text(out, &o->json);
     buf_puts(out, "}]");
-    if (o->note) {
-        buf_puts(out, ",\"structuredContent\":");
-        put_raw(out, &o->json);
-    } else if (!o->is_error) {
+    if (!o->is_error) {
         buf_puts(out, ",\"structuredContent\":");
         if (o->receipt && o->result && json_typeof(o->result) == JSON_OBJECT)
             put_result_with_receipt(out, o->result, o->receipt);

@@ -61,12 +61,11 @@ int mcp_check_method(const char *method, char *err, size_t errlen);
 void mcp_write_error(buf *out, const char *id_json, int code, const char *message);
 
 /* Appends the CallToolResult of a tool call's outcome - the only place that writes
- * that shape: content (one text block: the note, else the TOON text when asked and
- * rendered, else the JSON), structuredContent (the result, with bkn_receipt as its
- * last member when there is a receipt; the reused {operation, receipt}; for an
- * error the error object of the text block, with bkn_receipt as its last member
- * when the failed call was recorded), isError,
- * and _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. */
+ * that shape: content (one text block: the TOON text when asked and rendered, else
+ * the JSON), structuredContent (the result, with bkn_receipt as its last member
+ * when there is a receipt; for an error the error object of the text block, with
+ * bkn_receipt as its last member when the failed call was recorded), isError, and
+ * _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. */
 void mcp_write_tool_result(buf *out, const call_outcome *o);
 
 /* What Trace Core records as the output of an MCP call's attempt: the tool result

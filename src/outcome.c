@@ -108,3 +108,159 @@ done:
     json_free(v);
     return rc;
 }
+
+/* ---- a call that already ran, its result gone ---- */
+
+#define ACTION_TOOL "execute_action"
+#define ACTION_REF_TYPE "action_instance"
+#define ACTION_REF_PREFIX ACTION_REF_TYPE ":"
+
+/* A ref segment: non-empty, no ':' (Trace Core splits ref ids on it), bounded. */
+static int ref_segment(const char *s)
+{
+    return s && *s && !strchr(s, ':') && strlen(s) <= 160;
+}
+
+static int same_ref(const json_value *r, const char *id)
+{
+    const char *t = json_get_string(r, "ref_type");
+    const char *i = json_get_string(r, "ref_id");
+    const char *v = json_get_string(r, "version");
+    return t && i && !strcmp(t, ACTION_REF_TYPE) && !strcmp(i, id) &&
+           (!v || !strcmp(v, "unversioned"));
+}
+
+json_value *outcome_attempt_refs(const char *tool, const char *kn_id, const json_value *args,
+                                 const json_value *result, const json_value *caller_refs)
+{
+    if (strcmp(tool, ACTION_TOOL) || !result || json_typeof(result) != JSON_OBJECT)
+        return NULL;
+    const char *at = args ? json_get_string(args, "at_id") : NULL;
+    const char *exec = json_get_string(result, "execution_id");
+    if (!ref_segment(kn_id) || !ref_segment(at) || !ref_segment(exec))
+        return NULL;
+    size_t n = caller_refs ? json_count(caller_refs) : 0;
+    if (n >= 64) /* Trace Core keeps at most 64 */
+        return NULL;
+    buf id = BUF_INIT;
+    buf_printf(&id, ACTION_REF_PREFIX "%s:%s:%s", kn_id, at, exec);
+    json_value *refs = json_new_array();
+    int dup = 0;
+    for (size_t i = 0; i < n; i++) {
+        dup |= same_ref(json_at(caller_refs, i), id.data);
+        json_push(refs, json_clone(json_at(caller_refs, i)));
+    }
+    if (!dup) {
+        json_value *r = json_new_object();
+        json_set(r, "ref_type", json_new_str(ACTION_REF_TYPE, strlen(ACTION_REF_TYPE)));
+        json_set(r, "ref_id", json_new_str(id.data, id.len));
+        json_set(r, "version", json_new_str("unversioned", 11));
+        json_push(refs, r);
+    }
+    buf_free(&id);
+    return refs;
+}
+
+/* The run an execute_action receipt names (outcome_attempt_refs): the last
+ * action_instance ref, split into kn_id and execution_id. 0 when found. */
+static int receipt_action_run(const json_value *receipt, char kn[161], char exec[161])
+{
+    const json_value *refs = receipt ? json_get(receipt, "business_refs") : NULL;
+    for (size_t i = json_count(refs); i-- > 0;) {
+        const json_value *r = json_at(refs, i);
+        const char *t = json_get_string(r, "ref_type");
+        const char *id = json_get_string(r, "ref_id");
+        if (!t || !id || strcmp(t, ACTION_REF_TYPE) ||
+            strncmp(id, ACTION_REF_PREFIX, strlen(ACTION_REF_PREFIX)))
+            continue;
+        const char *k = id + strlen(ACTION_REF_PREFIX);
+        const char *a = strchr(k, ':');
+        const char *e = a ? strchr(a + 1, ':') : NULL;
+        if (!a || !e || a == k || (size_t)(a - k) > 160 || !ref_segment(e + 1))
+            continue;
+        snprintf(kn, 161, "%.*s", (int)(a - k), k);
+        snprintf(exec, 161, "%s", e + 1);
+        return 0;
+    }
+    return -1;
+}
+
+static void copy_member(json_value *to, const char *key, const json_value *from)
+{
+    const json_value *v = from ? json_get(from, key) : NULL;
+    if (v)
+        json_set(to, key, json_clone(v));
+}
+
+void outcome_already_executed(call_outcome *o, const json_value *operation,
+                              const json_value *receipt, const char *tool, int read_only,
+                              lang_id lang, int mcp)
+{
+    const char *op_id = operation ? json_get_string(operation, "operation_id") : NULL;
+    const char *rc_id = receipt ? json_get_string(receipt, "receipt_id") : NULL;
+    const char *st = receipt ? json_get_string(receipt, "receipt_status") : NULL;
+    op_id = op_id ? op_id : (receipt ? json_get_string(receipt, "operation_id") : NULL);
+    op_id = op_id ? op_id : "";
+    rc_id = rc_id ? rc_id : "";
+    const char *st_text = !st                        ? ""
+                          : !strcmp(st, "completed") ? text_get(TEXT_RECEIPT_STATUS_COMPLETED, lang)
+                          : !strcmp(st, "failed")    ? text_get(TEXT_RECEIPT_STATUS_FAILED, lang)
+                                                     : st;
+    char kn[161], exec[161];
+    int action = !strcmp(tool, ACTION_TOOL) && receipt_action_run(receipt, kn, exec) == 0;
+
+    json_value *details = json_new_object();
+    json_set(details, "operation_id", json_new_str(op_id, strlen(op_id)));
+    json_set(details, "receipt_id", json_new_str(rc_id, strlen(rc_id)));
+    copy_member(details, "receipt_status", receipt);
+    json_set(details, "tool_name", json_new_str(tool, strlen(tool)));
+    copy_member(details, "attempt", operation);
+    copy_member(details, "terminal_at", receipt);
+
+    buf msg = BUF_INIT;
+    const char *required_action = "read_outcome";
+    if (action) {
+        buf_printf(&msg, text_get(TEXT_ALREADY_RAN_ACTION, lang), op_id, rc_id, st_text, kn, exec);
+        json_set(details, "kn_id", json_new_str(kn, strlen(kn)));
+        json_set(details, "execution_id", json_new_str(exec, strlen(exec)));
+        json_value *call = json_new_object();
+        json_value *args = json_new_object();
+        json_set(call, "name", json_new_str("get_action_execution", 20));
+        json_set(args, "kn_id", json_new_str(kn, strlen(kn)));
+        json_set(args, "execution_id", json_new_str(exec, strlen(exec)));
+        json_set(call, "arguments", args);
+        json_set(details, "next_call", call);
+    } else if (read_only) {
+        buf_printf(&msg, text_get(TEXT_ALREADY_RAN_READ, lang), op_id, rc_id, st_text);
+        required_action = "use_new_idempotency_key";
+    } else {
+        buf_printf(&msg, text_get(TEXT_ALREADY_RAN_OTHER, lang), op_id, rc_id, st_text);
+    }
+
+    /* The envelope as every refusal writes it, plus details in the error object. */
+    buf env = BUF_INIT;
+    guard_write_error(&env, "operation_already_executed", msg.data, 0, required_action, mcp);
+    json_value *parsed = json_parse(env.data, env.len, NULL, NULL, 0);
+    json_value *err = json_clone(parsed ? json_get(parsed, "error") : NULL);
+    json_value *out = json_new_object();
+    if (!err)
+        err = json_new_object();
+    json_set(err, "details", details);
+    json_set(out, "error", err);
+    buf_reset(&o->json);
+    json_write(&o->json, out, 0);
+    json_free(out);
+    json_free(parsed);
+    buf_free(&env);
+    buf_free(&msg);
+
+    o->status = 409;
+    o->is_error = 1;
+    snprintf(o->code, sizeof o->code, "operation_already_executed");
+    snprintf(o->operation_id, sizeof o->operation_id, "%s", op_id);
+    snprintf(o->receipt_id, sizeof o->receipt_id, "%s", rc_id);
+    json_free(o->receipt);
+    o->receipt = receipt ? json_clone(receipt) : NULL;
+    json_free(o->result);
+    o->result = NULL;
+}

@@ -10,9 +10,6 @@
  *               TOON rendering when response_format is toon.
  *   error       is_error 1: json = the error body (the tool's error object, a
  *               lifecycle refusal {"error":{...}}, a Trace Core envelope).
- *   reused      note != NULL: an earlier attempt's durable receipt answers the call;
- *               json = {"operation":...,"receipt":...} (MCP structuredContent and
- *               the REST body), note = the MCP text block.
  * receipt (a value) becomes structuredContent.bkn_receipt on MCP; receipt_id and
  * operation_id become REST headers.
  *
@@ -23,6 +20,7 @@
 #include <stdint.h>
 
 #include "json.h"
+#include "texts.h"
 #include "util.h"
 
 typedef struct call_outcome {
@@ -33,7 +31,6 @@ typedef struct call_outcome {
     buf toon_text;
     json_value *result;  /* the result tree, or NULL */
     json_value *receipt; /* bkn_receipt, or NULL */
-    const char *note;    /* static text: the MCP text block of a reused receipt */
     char receipt_id[96];
     char operation_id[96];
     int unrecorded; /* admitted during a verified Trace Core outage, nothing recorded */
@@ -55,5 +52,34 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o);
  * rules), status, is_error and code set. */
 void outcome_refuse(call_outcome *o, int status, const char *code, const char *message,
                     int retryable, const char *required_action, int mcp);
+
+/* The call's Operation already ran - Trace Core holds its terminal receipt - but
+ * the original result is gone (its idempotency record was lost: a memory store
+ * restarted, evicted or outlived it). Never a success-shaped answer: the error
+ * operation_already_executed (REST 409, MCP isError), not retryable, in lang,
+ * whose message says the call ran and how to read its outcome (texts.h
+ * ALREADY_RAN_*), with required_action
+ *   read_outcome             execute_action with its run named on the receipt
+ *                            (details.next_call = get_action_execution {kn_id,
+ *                            execution_id}); any other call with effects (check
+ *                            the receipt before running it again);
+ *   use_new_idempotency_key  read_only tools: a new invocation id reads afresh;
+ * and details {operation_id, receipt_id, receipt_status, tool_name, attempt,
+ * terminal_at, kn_id, execution_id, next_call} (what is known). operation and
+ * receipt are Trace Core's objects (borrowed; either may be NULL); the receipt is
+ * copied into o (bkn_receipt, receipt headers). */
+void outcome_already_executed(call_outcome *o, const json_value *operation,
+                              const json_value *receipt, const char *tool, int read_only,
+                              lang_id lang, int mcp);
+
+/* The business_refs recorded with an attempt (copied onto the receipt by Trace
+ * Core): the caller's refs plus, for an accepted execute_action, the run it
+ * started as "action_instance:<kn_id>:<at_id>:<execution_id>", so that the receipt
+ * names the run when the result itself is gone (outcome_already_executed reads it
+ * back). Returns a new array (caller frees), or NULL when there is nothing to add:
+ * caller_refs is then recorded as is. All arguments are borrowed; any may be NULL
+ * but tool. */
+json_value *outcome_attempt_refs(const char *tool, const char *kn_id, const json_value *args,
+                                 const json_value *result, const json_value *caller_refs);
 
 #endif

@@ -1,9 +1,10 @@
 // Idempotency and retries (SPEC §8): the client invocation id (header or MCP
 // _meta) and a reused caller bkn-request-id make a retry return the original
 // result byte for byte, receipt included, with exactly one downstream call; other
-// input under the same id is a conflict; records are scoped by principal;
-// concurrent duplicates run once. Input is compared in canonical form (key order
-// never matters).
+// input under the same id is a conflict; records are scoped by principal, by
+// protocol (the MCP surfaces /mcp, /mcp-compact and /mcp/ptc share one scope, REST
+// has its own) and tool; concurrent duplicates run once. Input is compared in
+// canonical form (key order never matters).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -35,20 +36,25 @@ async function post(url, body, headers = {}, token = 'demo-user-token') {
   return { status: r.status, headers: r.headers, text, json };
 }
 
-async function session(token) {
-  if (!sessions[token]) {
-    const r = await post(stack.server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'idem', version: '1' } } }, {}, token);
+async function session(token, url = stack.server.mcpUrl) {
+  const k = `${url} ${token}`;
+  if (!sessions[k]) {
+    const r = await post(url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'idem', version: '1' } } }, {}, token);
     assert.equal(r.status, 200, r.text);
-    sessions[token] = r.headers.get('mcp-session-id');
+    sessions[k] = r.headers.get('mcp-session-id');
   }
-  return sessions[token];
+  return sessions[k];
 }
 
-// Raw tools/call: returns the whole HTTP answer (text for byte comparisons).
-async function mcpRaw(name, args, { meta, headers = {}, token = 'demo-user-token', id = 5 } = {}) {
+// Raw tools/call: returns the whole HTTP answer (text for byte comparisons). surface:
+// 'mcp' (default), 'compact' or 'ptc'.
+const surfacePath = { mcp: '/mcp', compact: '/mcp-compact', ptc: '/mcp/ptc' };
+const surfaceUrl = (surface = 'mcp') => `${stack.server.base}${PREFIX}${surfacePath[surface]}`;
+async function mcpRaw(name, args, { meta, headers = {}, token = 'demo-user-token', id = 5, surface } = {}) {
   const params = { name, arguments: args };
   if (meta) params._meta = meta;
-  const r = await post(stack.server.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call', params }, { 'mcp-session-id': await session(token), ...headers }, token);
+  const url = surfaceUrl(surface);
+  const r = await post(url, { jsonrpc: '2.0', id, method: 'tools/call', params }, { 'mcp-session-id': await session(token, url), ...headers }, token);
   assert.equal(r.status, 200, r.text);
   assert.ok(r.json.result, r.text);
   return r;
@@ -278,4 +284,77 @@ test('bkn_start_interaction: the same invocation id returns the same interaction
   assert.deepEqual(b.json.result.structuredContent, a.json.result.structuredContent);
   const st = await simCall('GET', '/_sim/trace/state');
   assert.equal(st.interactions.filter((i) => i.conversation_id === a.json.result.structuredContent.conversation_id).length, 1);
+});
+
+// ---- one scope for the MCP surfaces, another for REST ----------------------------
+
+const action = (ctx) => ({ kn_id: 'kn_ops', at_id: 'at_restart_pod', _instance_identities: [], dynamic_params: { grace_period_seconds: 1 }, bkn_context: ctx });
+const executions = async (since) => (await ontologyRequests(since)).filter((r) => r.method === 'POST' && r.path.endsWith('/action-types/at_restart_pod/execute'));
+
+for (const [from, to] of [['mcp', 'compact'], ['compact', 'mcp']]) {
+  test(`a retry that moves from ${surfacePath[from]} to ${surfacePath[to]} returns the original result, byte for byte; the action runs once`, async () => {
+    const id = uniq(`move-${from}`);
+    const seq = await lastSeq();
+    const a = await mcpRaw('execute_action', action(T), { meta: { [META_INV]: id }, surface: from });
+    assert.equal(a.json.result.isError, false, a.text);
+    assert.match(a.json.result.structuredContent.execution_id, /\S/);
+    assert.equal(a.json.result.structuredContent.bkn_receipt.receipt_status, 'completed');
+    const b = await mcpRaw('execute_action', action(T), { meta: { [META_INV]: id }, surface: to });
+    assert.equal(b.text, a.text);
+    // and back again
+    const c = await mcpRaw('execute_action', action(T), { meta: { [META_INV]: id }, surface: from });
+    assert.equal(c.text, a.text);
+    assert.equal((await executions(seq)).length, 1);
+    // other input under the same id is a conflict on every MCP surface
+    const d = await mcpRaw('execute_action', { ...action(T), dynamic_params: { grace_period_seconds: 2 } }, { meta: { [META_INV]: id }, surface: to });
+    assert.equal(d.json.result.isError, true, d.text);
+    assert.equal(JSON.parse(d.json.result.content[0].text).error.code, 'idempotency_conflict');
+    assert.equal((await executions(seq)).length, 1);
+  });
+}
+
+test('a read retried on /mcp-compact replays the /mcp answer with one downstream call', async () => {
+  const id = uniq('move-read');
+  const seq = await lastSeq();
+  const a = await mcpRaw('query_object_instance', query({ bkn_context: T }), { meta: { [META_INV]: id } });
+  assert.equal(a.json.result.isError, false, a.text);
+  const b = await mcpRaw('query_object_instance', query({ bkn_context: T }), { headers: { [INV]: id }, surface: 'compact' });
+  assert.equal(b.text, a.text);
+  assert.equal((await ontologyCalls(seq)).length, 1);
+});
+
+test('REST and MCP are separate scopes: the same invocation id runs once on each', async () => {
+  const id = uniq('proto');
+  const seq = await lastSeq();
+  const r = await rest('execute_action', action(T), { [INV]: id });
+  assert.equal(r.status, 200, r.text);
+  const m = await mcpRaw('execute_action', action(T), { meta: { [META_INV]: id } });
+  assert.equal(m.json.result.isError, false, m.text);
+  assert.notEqual(m.json.result.structuredContent.execution_id, r.json.execution_id);
+  assert.notEqual(m.json.result.structuredContent.bkn_receipt.receipt_id, r.headers.get('bkn-receipt-id'));
+  assert.equal((await executions(seq)).length, 2);
+  // each replays its own
+  const r2 = await rest('execute_action', action(T), { [INV]: id });
+  assert.equal(r2.text, r.text);
+  const m2 = await mcpRaw('execute_action', action(T), { meta: { [META_INV]: id }, surface: 'compact' });
+  assert.equal(m2.text, m.text);
+  assert.equal((await executions(seq)).length, 2);
+});
+
+test("another principal can neither replay nor probe an invocation id on another MCP surface", async () => {
+  const id = uniq('other');
+  const seq = await lastSeq();
+  const a = await mcpRaw('execute_action', action(T), { meta: { [META_INV]: id } });
+  assert.equal(a.json.result.isError, false, a.text);
+  // demo-user2 with demo-user's context and id: refused by Trace Core, nothing of the first call shown
+  const b = await mcpRaw('execute_action', action(T), { meta: { [META_INV]: id }, surface: 'compact', token: 'demo-user2-token' });
+  assert.equal(b.json.result.isError, true, b.text);
+  assert.doesNotMatch(b.text, new RegExp(a.json.result.structuredContent.execution_id));
+  assert.doesNotMatch(b.text, new RegExp(a.json.result.structuredContent.bkn_receipt.receipt_id));
+  // with its own context the same id runs its own call
+  const c = await mcpRaw('execute_action', action(U), { meta: { [META_INV]: id }, surface: 'compact', token: 'demo-user2-token' });
+  assert.equal(c.json.result.isError, false, c.text);
+  assert.notEqual(c.json.result.structuredContent.execution_id, a.json.result.structuredContent.execution_id);
+  assert.equal(c.json.result.structuredContent.bkn_receipt.interaction_id, U.interaction_id);
+  assert.equal((await executions(seq)).length, 2);
 });

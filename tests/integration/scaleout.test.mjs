@@ -1,10 +1,10 @@
 // Scale-out (SPEC §19): two context-loader instances share one redis-server and sit
 // behind nginx (round-robin), all on 127.0.0.1, started here and stopped by PID.
-// A retry landing on the other instance replays the original result with one
-// downstream execution; concurrent duplicates spread over both run once; sessions
-// minted or ended on one instance are honoured by the other; killing Redis gives the
-// documented retryable errors, and service resumes after a restart, with no
-// duplicate execution. Skipped when redis-server or nginx is missing.
+// A retry landing on the other instance (on any MCP surface) replays the original
+// result with one downstream execution; concurrent duplicates spread over both run
+// once; sessions minted or ended on one instance are honoured by the other; killing
+// Redis gives the documented retryable errors, and service resumes after a restart,
+// with no duplicate execution. Skipped when redis-server or nginx is missing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -182,6 +182,24 @@ test('a retry with the same invocation id on the other instance replays the orig
   const c = await rest(B.base, 'query_object_instance', query({ limit: 4, bkn_context: T }), { [INV]: id });
   assert.equal(c.status, 409, c.text);
   assert.equal(c.json.error.code, 'idempotency_conflict');
+  assert.equal(await executions(seq), 1);
+});
+
+test('an MCP retry that moves to the other instance and to /mcp-compact replays the original', { skip: SKIP }, async () => {
+  const id = uniq('mcp-move');
+  const call = async (url) => {
+    const init = await post(url, { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'scaleout', version: '1' } } });
+    assert.equal(init.status, 200, init.text);
+    const params = { name: 'query_object_instance', arguments: query({ bkn_context: T }), _meta: { 'openbkn.ai/client-invocation-id': id } };
+    const r = await post(url, { jsonrpc: '2.0', id: 4, method: 'tools/call', params }, { 'mcp-session-id': init.headers.get('mcp-session-id') });
+    assert.equal(r.status, 200, r.text);
+    return r;
+  };
+  const seq = await lastSeq();
+  const a = await call(mcpUrl(A.base));
+  assert.equal(a.json.result.isError, false, a.text);
+  const b = await call(`${B.base}${PREFIX}/mcp-compact`);
+  assert.equal(b.text, a.text);
   assert.equal(await executions(seq), 1);
 });
 

@@ -1,6 +1,7 @@
 /* conf: every key of the table reaches its settings member from the file and from
- * the environment (which wins), defaults fill the rest, malformed values and
- * unknown keys fail the load, and gates follow their switch. */
+ * the environment (which wins), defaults fill the rest, malformed values,
+ * unknown keys and an idempotency TTL shorter than the Operation key retention fail
+ * the load, and gates follow their switch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,9 @@ static void test_errors(const char *path)
         {"workers = 65\n", "workers"},
         {"listen = nonsense\n", "listen"},
         {"just text\n", "expected 'key = value'"},
+        /* records must outlive the Operation keys Trace Core answers retries by */
+        {"idempotency_ttl_s = 3600\n", "trace_core.operation_key_retention_s"},
+        {"trace_core.operation_key_retention_s = 90000\n", "idempotency_ttl_s"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         FILE *f = fopen(path, "w");
@@ -200,6 +204,27 @@ static void test_errors(const char *path)
     CHECK(strstr(err, "CL_TRACE_CORE_TIMEOUT_MS") != NULL);
     conf_free(s);
     unsetenv("CL_TRACE_CORE_TIMEOUT_MS");
+}
+
+/* idempotency_ttl_s may equal or exceed the retention it must cover. */
+static void test_retention(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("idempotency_ttl_s = 600\ntrace_core.operation_key_retention_s = 600\n", f);
+    fclose(f);
+    settings *s = load(path);
+    CHECK(s && s->idempotency_ttl_s == 600 && s->trace_core_operation_key_retention_s == 600);
+    conf_free(s);
+    setenv("CL_IDEMPOTENCY_TTL_S", "599", 1);
+    char err[512] = "";
+    s = conf_load(path, err, sizeof err);
+    CHECK(s == NULL);
+    CHECK(strstr(err, "idempotency_ttl_s") != NULL);
+    conf_free(s);
+    unsetenv("CL_IDEMPOTENCY_TTL_S");
 }
 
 static void test_gates(void)
@@ -240,6 +265,7 @@ int main(void)
     test_round_trip(path);
     test_env_names();
     test_errors(path);
+    test_retention(path);
     test_gates();
     unlink(path);
     return CHECK_DONE();

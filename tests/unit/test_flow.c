@@ -40,6 +40,7 @@ typedef struct fake_op {
     int failed;            /* OP_ATTEMPT */
     int want_value, toon;  /* OP_CALL */
     char payload[512];     /* OP_ATTEMPT: the payload as JSON text */
+    char refs[512];        /* OP_ATTEMPT: the business_refs as JSON text */
 } fake_op;
 
 struct trace_call {
@@ -162,12 +163,15 @@ trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char
     return c;
 }
 
+static char g_op_key[40]; /* the Operation key of the latest ensure */
+
 trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const char *lang,
                                    const trace_ensure_in *in, trace_operation_cb cb, void *arg)
 {
     trace_call *c = op_new(sizeof *c, OP_ENSURE, arg);
     c->op.op_cb = cb;
     snprintf(c->op.lease_token, sizeof c->op.lease_token, "%s", in->lease_token);
+    snprintf(g_op_key, sizeof g_op_key, "%s", in->operation_key);
     return c;
 }
 
@@ -181,6 +185,10 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     if (in->payload)
         json_write(&b, in->payload, 0);
     snprintf(c->op.payload, sizeof c->op.payload, "%s", b.data ? b.data : "null");
+    buf_reset(&b);
+    if (in->business_refs)
+        json_write(&b, in->business_refs, 0);
+    snprintf(c->op.refs, sizeof c->op.refs, "%s", b.data ? b.data : "null");
     buf_free(&b);
     return c;
 }
@@ -233,6 +241,7 @@ void trace_lease_drop(trace_ctx *t, const char key[65])
 
 static buf g_record;
 static int g_finished, g_aborted;
+static char g_idem_key[65]; /* the key of the latest idem_begin */
 
 void idem_key(const char *principal_key, const char *surface, const char *tool, const char *hint,
               char out[65])
@@ -256,6 +265,7 @@ idem_wait *idem_begin(idem_ctx *ic, const char key[65], const char input_hash[65
 {
     idem_wait *w = op_new(sizeof *w, OP_IDEM, arg);
     w->op.idem_cb = cb;
+    snprintf(g_idem_key, sizeof g_idem_key, "%s", key);
     return w;
 }
 
@@ -299,6 +309,10 @@ void call_cancel(call *c)
 /* ---- driving ---- */
 
 static const tools_info TOOL = {.name = "query_object_instance", .kind = "read", .toon = 1};
+static const tools_info ACTION = {.name = "execute_action", .kind = "execute", .toon = 1};
+static const tools_info *g_tool = &TOOL; /* the tool of the next flow */
+static const char *g_surface;            /* its MCP surface (NULL: "mcp") */
+static lang_id g_lang = LANG_EN_US;      /* its language */
 static principal g_who;
 
 typedef struct result {
@@ -321,7 +335,6 @@ static void on_done(const call_outcome *o, void *arg)
     snprintf(r->o.receipt_id, sizeof r->o.receipt_id, "%s", o->receipt_id);
     snprintf(r->o.operation_id, sizeof r->o.operation_id, "%s", o->operation_id);
     r->o.receipt = o->receipt ? json_clone(o->receipt) : NULL;
-    r->o.note = o->note;
     mcp_write_tool_result(&r->mcp, o);
 }
 
@@ -348,10 +361,10 @@ static flow *start(const char *args, int mcp, const char *invocation, result *r)
     memset(&in, 0, sizeof in);
     in.env.who = &g_who;
     in.env.request_id = "req_test_000001";
-    in.env.lang = LANG_EN_US;
-    in.env.surface = mcp ? "mcp" : "rest";
+    in.env.lang = g_lang;
+    in.env.surface = mcp ? (g_surface ? g_surface : "mcp") : "rest";
     in.mcp = mcp;
-    in.ti = &TOOL;
+    in.ti = g_tool;
     in.args = a;
     in.invocation_header = invocation;
     memset(r, 0, sizeof *r);
@@ -402,7 +415,8 @@ static void answer_get(const char *conversation_id, const char *status, const ch
 
 /* ensure: status NULL -> execute; else the receipt_status of a reused receipt;
  * api_error -> a refusal envelope. Returns the lease token the ensure carried. */
-static void answer_ensure(const char *receipt_status, int api_error, char lease[160])
+static void answer_ensure_body(const char *receipt_status, int api_error, char lease[160],
+                               const char *ok_body)
 {
     fake_op *o = take(OP_ENSURE);
     CHECK(o != NULL);
@@ -410,9 +424,7 @@ static void answer_ensure(const char *receipt_status, int api_error, char lease[
         return;
     if (lease)
         snprintf(lease, 160, "%s", o->lease_token);
-    json_value *body = parse(api_error ? "{\"error\":{\"code\":\"lease_conflict\"}}"
-                                       : "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":1},"
-                                         "\"receipt\":{\"receipt_id\":\"rc_1\"}}");
+    json_value *body = parse(api_error ? "{\"error\":{\"code\":\"lease_conflict\"}}" : ok_body);
     trace_reply r = {api_error ? TRACE_API_ERROR : TRACE_OK,
                      api_error ? 409 : 200,
                      body,
@@ -431,6 +443,13 @@ static void answer_ensure(const char *receipt_status, int api_error, char lease[
     o->op_cb(&r, api_error ? NULL : &op, o->arg);
     json_free(body);
     free(o);
+}
+
+static void answer_ensure(const char *receipt_status, int api_error, char lease[160])
+{
+    answer_ensure_body(receipt_status, api_error, lease,
+                       "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":1},"
+                       "\"receipt\":{\"receipt_id\":\"rc_1\"}}");
 }
 
 static void answer_call(const char *body, int is_error, int *want_value)
@@ -457,7 +476,7 @@ static void answer_call(const char *body, int is_error, int *want_value)
     free(o);
 }
 
-static void answer_attempt(int *failed, char payload[512])
+static void answer_attempt_refs(int *failed, char payload[512], char refs[512])
 {
     fake_op *o = take(OP_ATTEMPT);
     CHECK(o != NULL);
@@ -467,12 +486,19 @@ static void answer_attempt(int *failed, char payload[512])
         *failed = o->failed;
     if (payload)
         snprintf(payload, 512, "%s", o->payload);
+    if (refs)
+        snprintf(refs, 512, "%s", o->refs);
     json_value *body =
         parse("{\"receipt\":{\"receipt_id\":\"rc_1\",\"receipt_status\":\"succeeded\"}}");
     trace_reply r = {TRACE_OK, 200, body, NULL, NULL, 0};
     o->receipt_cb(&r, json_get(body, "receipt"), o->arg);
     json_free(body);
     free(o);
+}
+
+static void answer_attempt(int *failed, char payload[512])
+{
+    answer_attempt_refs(failed, payload, NULL);
 }
 
 static void answer_idem(idem_decision d, const char *record)
@@ -608,6 +634,18 @@ static void test_probe_verdicts(void)
     g_breaker = TRACE_BREAKER_CLOSED;
 }
 
+/* The error object of an outcome's JSON (owned by the caller). */
+static json_value *error_of(const call_outcome *o)
+{
+    json_value *v = parse(o->json.data ? o->json.data : "");
+    json_value *e = json_clone(json_get(v, "error"));
+    json_free(v);
+    return e;
+}
+
+/* Trace Core holds the terminal Operation but the call's idempotency record is gone:
+ * a localized operation_already_executed error that names the receipt and the next
+ * step, never a success-shaped stub; the tool does not run again. */
 static void test_receipt_reuse(void)
 {
     result r;
@@ -616,19 +654,46 @@ static void test_receipt_reuse(void)
     start(CTX_ARGS, 1, NULL, &r);
     answer_policy(CAPTURE_ENABLED);
     answer_get("conv_1", "active", "L");
-    answer_ensure("succeeded", 0, NULL);
+    answer_ensure("completed", 0, NULL);
     CHECK(g_started[OP_CALL] == 0); /* the tool does not run again */
-    CHECK(r.done == 1 && !r.o.is_error && r.o.status == 200);
-    CHECK_STR(r.mcp.data,
-              "{\"content\":[{\"type\":\"text\",\"text\":\"operation is terminal; durable receipt "
-              "reused\"}],\"structuredContent\":{\"operation\":{\"operation_id\":\"op_1\","
-              "\"attempt\":1},\"receipt\":{\"receipt_id\":\"rc_1\"}},\"isError\":false}");
+    CHECK(r.done == 1 && r.o.is_error && r.o.status == 409);
+    CHECK_STR(r.o.code, "operation_already_executed");
+    CHECK_STR(r.o.receipt_id, "rc_1");
+    CHECK_STR(r.o.operation_id, "op_1");
+    json_value *e = error_of(&r.o);
+    CHECK_STR(json_get_string(e, "code"), "operation_already_executed");
+    CHECK(json_typeof(json_get(e, "retryable")) == JSON_FALSE);
+    CHECK_STR(json_get_string(e, "required_action"), "use_new_idempotency_key"); /* a read */
+    CHECK(strstr(json_get_string(e, "message"), "already ran") != NULL);
+    CHECK(strstr(json_get_string(e, "message"), "rc_1") != NULL);
+    const json_value *d = json_get(e, "details");
+    CHECK_STR(json_get_string(d, "operation_id"), "op_1");
+    CHECK_STR(json_get_string(d, "receipt_id"), "rc_1");
+    CHECK_STR(json_get_string(d, "tool_name"), "query_object_instance");
+    CHECK(json_get_int(json_get(d, "attempt")) == 1);
+    json_free(e);
+    CHECK(strstr(r.mcp.data, "\"isError\":true") != NULL);
+    CHECK(strstr(r.mcp.data, "reused") == NULL);
+    CHECK(strstr(r.mcp.data, "\"bkn_receipt\":{\"receipt_id\":\"rc_1\"}") != NULL);
+    result_free(&r);
+    /* zh-CN: the same error in the deployment language */
+    reset_counts();
+    g_lang = LANG_ZH_CN;
+    start(CTX_ARGS, 1, NULL, &r);
+    answer_policy(CAPTURE_ENABLED);
+    answer_ensure("completed", 0, NULL);
+    e = error_of(&r.o);
+    CHECK(strstr(json_get_string(e, "message"), "已经执行过") != NULL);
+    CHECK(strstr(json_get_string(e, "message"), "already") == NULL);
+    json_free(e);
+    g_lang = LANG_EN_US;
     result_free(&r);
     reset_counts();
     start(CTX_ARGS, 0, NULL, &r);
     answer_policy(CAPTURE_ENABLED);
     answer_ensure("failed", 0, NULL);
     CHECK(r.done == 1 && r.o.is_error && r.o.status == 409);
+    CHECK_STR(r.o.code, "operation_already_executed");
     result_free(&r);
     reset_counts();
     start(CTX_ARGS, 0, NULL, &r);
@@ -638,6 +703,111 @@ static void test_receipt_reuse(void)
     CHECK_STR(r.o.code, "receipt_pending");
     CHECK_STR(r.o.receipt_id, "rc_1"); /* still named in the REST headers */
     result_free(&r);
+}
+
+/* execute_action: the attempt records the run it started on the receipt
+ * (an action_instance business ref), and a retry whose record is gone is told to
+ * read that run with get_action_execution. */
+static void test_action_run_on_receipt(void)
+{
+    static const char *ARGS = "{\"kn_id\":\"kn_1\",\"at_id\":\"at_1\",\"bkn_context\":{"
+                              "\"conversation_id\":\"conv_1\",\"interaction_id\":\"int_1\","
+                              "\"business_refs\":[{\"ref_type\":\"knowledge_network\","
+                              "\"ref_id\":\"kn:kn_1\"}]}}";
+    result r;
+    char refs[512];
+    reset_counts();
+    g_lease.set = 0;
+    g_tool = &ACTION;
+    start(ARGS, 0, NULL, &r);
+    answer_policy(CAPTURE_ENABLED);
+    answer_get("conv_1", "active", "L");
+    answer_ensure(NULL, 0, NULL);
+    answer_call("{\"execution_id\":\"ex_9\",\"status\":\"pending\"}", 0, NULL);
+    answer_attempt_refs(NULL, NULL, refs);
+    CHECK_STR(refs, "[{\"ref_type\":\"knowledge_network\",\"ref_id\":\"kn:kn_1\",\"version\":"
+                    "\"unversioned\"},{\"ref_type\":\"action_instance\",\"ref_id\":"
+                    "\"action_instance:kn_1:at_1:ex_9\",\"version\":\"unversioned\"}]");
+    CHECK(r.done == 1 && !r.o.is_error);
+    result_free(&r);
+    /* an id Trace Core could not split is not recorded */
+    reset_counts();
+    start(ARGS, 0, NULL, &r);
+    answer_policy(CAPTURE_ENABLED);
+    answer_ensure(NULL, 0, NULL);
+    answer_call("{\"execution_id\":\"ex:9\"}", 0, NULL);
+    answer_attempt_refs(NULL, NULL, refs);
+    CHECK(strstr(refs, "action_instance") == NULL);
+    result_free(&r);
+
+    reset_counts();
+    start(ARGS, 1, NULL, &r);
+    answer_policy(CAPTURE_ENABLED);
+    answer_ensure_body("completed", 0, NULL,
+                       "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":1},\"receipt\":{"
+                       "\"receipt_id\":\"rc_1\",\"receipt_status\":\"completed\",\"business_refs\":"
+                       "[{\"ref_type\":\"action_instance\",\"ref_id\":"
+                       "\"action_instance:kn_1:at_1:ex_9\",\"version\":\"unversioned\"}]}}");
+    CHECK(g_started[OP_CALL] == 0);
+    CHECK(r.done == 1 && r.o.is_error && r.o.status == 409);
+    json_value *e = error_of(&r.o);
+    CHECK_STR(json_get_string(e, "required_action"), "read_outcome");
+    CHECK(strstr(json_get_string(e, "message"), "get_action_execution") != NULL);
+    CHECK(strstr(json_get_string(e, "message"), "ex_9") != NULL);
+    const json_value *d = json_get(e, "details");
+    CHECK_STR(json_get_string(d, "execution_id"), "ex_9");
+    CHECK_STR(json_get_string(d, "kn_id"), "kn_1");
+    CHECK_STR(json_get_string(d, "receipt_status"), "completed");
+    const json_value *next = json_get(d, "next_call");
+    CHECK_STR(json_get_string(next, "name"), "get_action_execution");
+    CHECK_STR(json_get_string(json_get(next, "arguments"), "execution_id"), "ex_9");
+    json_free(e);
+    result_free(&r);
+    /* a receipt without a run (the action failed): check what it did */
+    reset_counts();
+    start(ARGS, 1, NULL, &r);
+    answer_policy(CAPTURE_ENABLED);
+    answer_ensure("failed", 0, NULL);
+    e = error_of(&r.o);
+    CHECK_STR(json_get_string(e, "required_action"), "read_outcome");
+    CHECK(json_get(json_get(e, "details"), "next_call") == NULL);
+    json_free(e);
+    result_free(&r);
+    g_tool = &TOOL;
+}
+
+/* One scope for the MCP surfaces, another for REST: the idempotency key and the
+ * Operation key agree on it. */
+static void test_scope(void)
+{
+    static const char *const surfaces[] = {"mcp", "compact", "ptc"};
+    char idem0[65] = "", op0[40] = "";
+    for (size_t i = 0; i < 4; i++) {
+        result r;
+        reset_counts();
+        g_lease.set = 0;
+        g_surface = i < 3 ? surfaces[i] : NULL;
+        start(CTX_ARGS, i < 3, "inv-scope", &r);
+        answer_idem(IDEM_RUN, NULL);
+        answer_policy(CAPTURE_ENABLED);
+        answer_get("conv_1", "active", "L");
+        answer_ensure(NULL, 0, NULL);
+        answer_call("{\"n\":1}", 0, NULL);
+        answer_attempt(NULL, NULL);
+        CHECK(r.done == 1);
+        if (i == 0) {
+            memcpy(idem0, g_idem_key, sizeof idem0);
+            memcpy(op0, g_op_key, sizeof op0);
+        } else if (i < 3) {
+            CHECK_STR(g_idem_key, idem0);
+            CHECK_STR(g_op_key, op0);
+        } else {
+            CHECK(strcmp(g_idem_key, idem0) != 0);
+            CHECK(strcmp(g_op_key, op0) != 0);
+        }
+        result_free(&r);
+    }
+    g_surface = NULL;
 }
 
 /* A retry with the same invocation id: the stored outcome answers, byte for byte. */
@@ -808,6 +978,8 @@ int main(void)
     test_recorded_call_and_lease_reuse();
     test_probe_verdicts();
     test_receipt_reuse();
+    test_action_run_on_receipt();
+    test_scope();
     test_idempotent_replay();
     test_idempotency_refusals();
     test_cancel_each_stage();
