@@ -23,6 +23,7 @@
 
 #include "accept.h"
 #include "connguard.h"
+#include "errenv.h"
 #include "hostguard.h"
 #include "httpd.h"
 #include "log.h"
@@ -349,23 +350,16 @@ void req_reply_json(req_ctx *c, int status, const char *json)
 
 void req_reply_error(req_ctx *c, int status, const char *code, const char *details)
 {
-    const char *name, *desc, *sol;
-    text_status(status, c->lang, &name, &desc, &sol);
     buf b = BUF_INIT;
-    char codebuf[64];
-    if (!code) {
-        snprintf(codebuf, sizeof codebuf, "Public.%s", name);
-        code = codebuf;
+    err_next next;
+    err_next_of(status, &next);
+    err_write(&b, status, c->lang, code, NULL, NULL, details, &next, NULL);
+    int after = err_retry_after_s(&next);
+    if (after > 0) { /* the header and retry_after_ms say the same wait */
+        char v[16];
+        snprintf(v, sizeof v, "%d", after);
+        req_add_header(c, "Retry-After", v);
     }
-    buf_puts(&b, "{\"code\":");
-    json_write_string(&b, code, strlen(code));
-    buf_puts(&b, ",\"description\":");
-    json_write_string(&b, desc, strlen(desc));
-    buf_puts(&b, ",\"solution\":");
-    json_write_string(&b, sol, strlen(sol));
-    buf_puts(&b, ",\"link\":\"\",\"details\":");
-    json_write_string(&b, details ? details : "", details ? strlen(details) : 0);
-    buf_putc(&b, '}');
     req_add_header(c, "Content-Language", lang_tag(c->lang));
     req_reply(c, status, "application/json; charset=utf-8", b.data, b.len);
     buf_free(&b);
@@ -415,7 +409,6 @@ static int principal_over_limit(req_ctx *c)
     snprintf(details, sizeof details,
              "this principal already has %ld calls in flight (limits.max_calls_per_principal)",
              c->app->cfg->limits_max_calls_per_principal);
-    req_add_header(c, "Retry-After", "1");
     req_reply_error(c, 429, "Public.TooManyRequests.CallsInFlight", details);
     return 1;
 }
@@ -433,7 +426,6 @@ static void on_auth(auth_status st, const principal *who, const char *detail, vo
     } else if (st == AUTH_INVALID) {
         reply_unauthorized(c, detail ? detail : "token is invalid", 1);
     } else {
-        req_add_header(c, "Retry-After", "1");
         req_reply_error(c, 503, "Public.ServiceUnavailable.AuthUnavailable",
                         detail ? detail : "token introspection is unavailable");
     }
@@ -566,8 +558,6 @@ static int g_admin_loopback;
 static void reply_refused(req_ctx *c, const connguard_refusal *why)
 {
     req_add_header(c, "Connection", "close");
-    if (why->status == 503)
-        req_add_header(c, "Retry-After", "1");
     req_reply_error(c, why->status,
                     why->status == 503 ? "Public.ServiceUnavailable.TooManyConnections" : NULL,
                     why->reason);
@@ -634,7 +624,6 @@ static void gencb(struct evhttp_request *req, void *arg)
         return;
     c->handler = h;
     if (a->draining) {
-        req_add_header(c, "Retry-After", "1");
         req_add_header(c, "Connection", "close");
         req_reply_error(c, 503, "Public.ServiceUnavailable.ShuttingDown",
                         "server is shutting down");
