@@ -17,7 +17,7 @@ add_executable(test_tools ${CMAKE_SOURCE_DIR}/tests/unit/test_tools.c ${CL_LUAHO
 target_include_directories(test_tools PRIVATE ${CMAKE_SOURCE_DIR}/src
                                               ${CMAKE_SOURCE_DIR}/tests/unit)
 target_compile_definitions(test_tools PRIVATE CL_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-# tools.h line 3 says "tools/*.lua" inside a comment (-Wcomment); reported to the lead.
+# tools.h line 3 says "tools/*.lua" inside a comment (-Wcomment).
 target_compile_options(test_tools PRIVATE -Wno-comment)
 target_link_libraries(test_tools PRIVATE PkgConfig::LUA PkgConfig::LIBEVENT PkgConfig::CURL
                                          PkgConfig::CRYPTO m)

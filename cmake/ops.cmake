@@ -1,4 +1,4 @@
-# Area "ops" (issue 12): install layout and service unit. The reload, list_changed,
+# Area "ops": install layout and service unit. The reload, list_changed,
 # metrics and sandbox tests are integration tests (tests/integration/reload.test.mjs,
 # ops.test.mjs) run by the `integration` test; the reload benchmark
 # (tests/bench/reload-bench.sh) is not part of the test run.

@@ -1,4 +1,4 @@
-# Redis backend of the state store (area "scale-out", SPEC §19): C unit test against
+# Redis backend of the state store (area "scale-out": replicas share one store): C unit test against
 # a real redis-server started by the test (skipped with 77 when it is missing).
 add_executable(test_store_redis ${CMAKE_SOURCE_DIR}/tests/unit/test_store_redis.c
                                 ${CMAKE_SOURCE_DIR}/src/store.c ${CMAKE_SOURCE_DIR}/src/store_redis.c

@@ -1,4 +1,4 @@
--- ptc: programmatic tool calling (SPEC §14, docs/ptc.md). Renders, from the tools a
+-- ptc: programmatic tool calling (docs/ptc.md). Renders, from the tools a
 -- generation actually serves, the sandbox's Python module (stub), the signature list
 -- (digest, which is run_code's description on /mcp/ptc) and the toolkit's tools; and
 -- the small rules run_code / run_shell share (work directory, script wrapping).

@@ -28,10 +28,10 @@ install_deps() {
   fi
 }
 
-# The external checks (MCP SDK, conformance suite, TOON) live next to the project:
-# ../shared/checks, else /work/shared/checks, else CL_CHECKS_DIR.
+# The external checks (MCP SDK, conformance suite, TOON) are not part of the repository:
+# CL_CHECKS_DIR, else shared/checks beside the checkout, else /work/shared/checks.
 find_checks() {
-  for d in "${CL_CHECKS_DIR:-}" "$ROOT/../shared/checks" /work/shared/checks; do
+  for d in "${CL_CHECKS_DIR:-}" "$(dirname "$ROOT")/shared/checks" /work/shared/checks; do
     if [ -n "$d" ] && [ -f "$d/setup.sh" ]; then (cd "$d" && pwd); return 0; fi
   done
   return 1

@@ -1,9 +1,9 @@
-/* auth: bearer token -> principal, asynchronously (SPEC §6, reference/downstream.md §2).
+/* auth: bearer token -> principal, asynchronously (docs/security.md).
  *
  * Tokens starting "bak_" are AppKeys, checked at bkn-safe's introspection endpoint
  * (JSON body); everything else goes to the OAuth server's RFC 7662 introspection
  * endpoint (form body, token percent-encoded, optional HTTP Basic client auth).
- * If no AppKey endpoint is configured, "bak_" tokens go to OAuth like the reference.
+ * If no AppKey endpoint is configured, "bak_" tokens go to OAuth.
  *
  * Results are cached under the SHA-256 of the token (the token itself is never
  * stored or logged): positive results until min(exp, now + cache_ttl_s), negative

@@ -1,6 +1,6 @@
 /* callcheck: the pure input checks of a business call, factored out of rest.c and
  * flow.c so that they run without a server (tests/fuzz/fuzz_rest.c): the REST
- * body, the response_format choice (SPEC §12) and a host hint's value (SPEC §6, §8).
+ * body, the response_format choice (json or toon) and a host hint's value.
  *
  * Ownership: callcheck_rest_body hands the parsed arguments to the caller
  * (json_free); the other functions only read their inputs. */

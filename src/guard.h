@@ -1,4 +1,4 @@
-/* guard: the bkn_context rules (SPEC §7, reference trace-lifecycle.md §3).
+/* guard: the bkn_context rules (docs/lifecycle.md).
  *
  * guard_parse reads and validates the bkn_context member of a call's arguments:
  * only "absent" and {} are ad hoc; one id without the other, a misspelt or unknown
@@ -40,7 +40,7 @@ int guard_parse(const json_value *args, const char *kn_id, lang_id lang, bkn_con
                 guard_refusal *why);
 void guard_context_free(bkn_context *c);
 
-/* Removes host hints smuggled into tool arguments (SPEC §6: hints never take part in
+/* Removes host hints smuggled into tool arguments (hints never take part in
  * identity or permission decisions; an argument with a hint's name is ignored): the
  * _meta keys openbkn.ai/client-invocation-id and openbkn.ai/host-conversation-key and
  * the header names, case-insensitively. Returns how many were removed. */

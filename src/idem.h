@@ -1,4 +1,4 @@
-/* idem: idempotency records over the state store (SPEC §8).
+/* idem: idempotency records over the state store.
  *
  * A call that carries a hint (client invocation id, or a reused bkn-request-id)
  * gets a record keyed by idem_key(principal key, scope, tool, hint). The first

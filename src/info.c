@@ -1,4 +1,4 @@
-/* info: self-description of an MCP surface (SPEC §15): GET /mcp/info,
+/* info: self-description of an MCP surface (docs/info.md): GET /mcp/info,
  * /mcp-compact/info and /mcp/ptc/info. One document is built from exactly what
  * tools/list of that surface shows (mcp_list_entries) and is answered as JSON, or,
  * when the client prefers text/html, as a catalogue page for people rendered from the
@@ -15,7 +15,7 @@
 #include "server.h"
 #include "surfaces.h"
 
-/* Same list as mcp.c negotiates (SPEC §5). */
+/* Same list as mcp.c negotiates (newest first). */
 static const char *const PROTOCOL_VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 
 /* ---- request facts ---- */

@@ -1,4 +1,4 @@
-/* json: the project's exact JSON codec (SPEC §11).
+/* json: the project's exact JSON codec (docs/json.md).
  *
  * A C document model (json_value) used by the core for JSON-RPC framing and tool
  * arguments, a writer over util.h's buf, and (json_lua.c) the Lua module "cljson"

@@ -1,4 +1,4 @@
-/* lvm: one sandboxed lua_State (SPEC §10, DESIGN §4).
+/* lvm: one sandboxed lua_State (docs/tools-host.md).
  *
  * A state opens only base, string, table, math, utf8 and coroutine, plus an `os`
  * reduced to time/clock/date and the preloaded "cljson". There is no io, package

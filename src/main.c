@@ -307,7 +307,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     if (!strcmp(ss, "memory")) {
         a.store = store_memory_new(a.base, (size_t)a.cfg->idempotency_max_records);
     } else if (!strncmp(ss, "redis://", 8)) {
-        /* Several instances share idempotency records and ended sessions (SPEC §19). */
+        /* Several instances share idempotency records and ended sessions. */
         store_redis_config rc;
         memset(&rc, 0, sizeof rc);
         rc.url = ss;

@@ -1,4 +1,4 @@
-/* mcp_msg: the pure part of MCP's JSON-RPC handling (SPEC §5), factored out of
+/* mcp_msg: the pure part of MCP's JSON-RPC handling, factored out of
  * mcp.c so that it runs without a server (tests/fuzz/fuzz_mcp.c): one POST body
  * -> a validated JSON-RPC message, the tools/call and tools/list params, the
  * unknown-method error, and the error reply text. Every failure carries the exact

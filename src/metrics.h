@@ -1,5 +1,5 @@
 /* metrics: the counters and histograms the core records itself (requests, tool
- * calls) and a writer for the Prometheus text exposition format 0.0.4 (SPEC §20).
+ * calls) and a writer for the Prometheus text exposition format 0.0.4 (GET /metrics).
  * Gauges owned by other modules (auth, trace, idem, store, tools) are read at
  * scrape time and written with metrics_write_* by the caller (httpd.c).
  *

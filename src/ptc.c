@@ -1,4 +1,4 @@
-/* ptc: programmatic tool calling, the core's part (SPEC §14, docs/ptc.md).
+/* ptc: programmatic tool calling, the core's part (docs/ptc.md).
  *
  * - GET /mcp/ptc/toolkit and the deprecated GET /mcp/toolkit: {tools, stub,
  *   sandbox_mcp_url, version, digest}, rendered by lua/ptc.lua in the current
@@ -183,7 +183,7 @@ static int kit_build(app *a, tools_gen *g, lang_id lang, kit_lang *k)
     if (!tools || json_typeof(tools) != JSON_ARRAY)
         goto done;
 
-    /* version: a hash of everything a client caches (SPEC §14) */
+    /* version: a hash of everything a client caches */
     buf h = BUF_INIT;
     buf_append(&h, b.digest.data, b.digest.len);
     buf_putc(&h, '\0');
@@ -286,7 +286,8 @@ void toolkit_handle(req_ctx *c)
     }
     c->outcome = "ok";
     if (strstr(c->path, "/mcp/ptc/toolkit") == NULL) {
-        /* GET /mcp/toolkit: the same body, marked as deprecated (SPEC §22.9) */
+        /* GET /mcp/toolkit: the same body byte for byte, marked as deprecated by the
+         * standard Deprecation and Link headers */
         buf link = BUF_INIT;
         size_t plen = strlen(c->app->prefix);
         buf_printf(&link, "<%s/mcp/ptc/toolkit>; rel=\"successor-version\"",

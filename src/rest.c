@@ -1,4 +1,4 @@
-/* rest: POST /kn/<tool>, the REST twin of every business tool (SPEC §4). The body
+/* rest: POST /kn/<tool>, the REST twin of every business tool. The body
  * is the tool's arguments; the tool's result or error envelope is the response. */
 #include <event2/http.h>
 #include <sys/queue.h>

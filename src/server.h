@@ -110,7 +110,7 @@ struct req_ctx {
     char proxy_mcp_id[256], proxy_tool[256];
     int format_given;
     json_value *reqinfo; /* ctx.request, built on first use */
-    /* MCP progress (SPEC §20): the client's progressToken (JSON text) and, once the
+    /* MCP progress: the client's progressToken (JSON text) and, once the
      * call outlasts mcp.progress_interval_ms, the response switched to an SSE stream. */
     buf progress_token;
     struct event *progress_timer;

@@ -1,4 +1,4 @@
-/* session: Mcp-Session-Id minting and verification (SPEC §5).
+/* session: Mcp-Session-Id minting and verification.
  *
  * An id is "<32 hex random>.<8 hex expiry>.<32 hex tag>" where expiry is the Unix
  * second the id stops being valid (minting time + max_age_s) and tag =
@@ -8,7 +8,7 @@
  * outlives its expiry, whatever the store remembers. Ended sessions (DELETE) are
  * kept in the state store under "session:ended:<random part>" until the id's
  * expiry, so with
- * a shared store (Redis, SPEC §19) a session ended on one replica is refused on
+ * a shared store (Redis) a session ended on one replica is refused on
  * every other. Checking and ending are therefore asynchronous, and a store failure
  * is reported (SESSION_UNAVAILABLE: answer a retryable 503), never taken as "not
  * ended".

@@ -1,5 +1,5 @@
 /* store: the shared-state store behind idempotency records, in-flight locks and
- * anything else that must agree across replicas (SPEC §19).
+ * anything else that must agree across replicas.
  *
  * The interface is asynchronous because the Redis backend is: every operation
  * returns a handle at once and reports its result through a callback that is always

@@ -1,4 +1,4 @@
-/* store_redis: the shared backend of store.h (SPEC §19), on hiredis's asynchronous
+/* store_redis: the shared backend of store.h (replicas share it), on hiredis's asynchronous
  * API and its libevent adapter.
  *
  * States: DOWN (waiting for the reconnect timer) -> RESOLVING (evdns, for host

@@ -1,4 +1,4 @@
-/* tools: Lua tool generations (SPEC §10, DESIGN §4).
+/* tools: Lua tool generations (docs/tools-host.md).
  *
  * A generation is one sandboxed lua_State holding every tools/NAME.lua file of a
  * directory, loaded and validated together (lua/contract.lua, lua/schema.lua).

@@ -1,4 +1,4 @@
-/* toon: the TOON encoder (SPEC §12; TOON specification 3.3 of @toon-format/spec,
+/* toon: the TOON encoder (docs/toon.md; TOON specification 3.3 of @toon-format/spec,
  * byte-compatible with @toon-format/toon 2.3.1 on the 153 official encode cases).
  *
  * Encodes a json_value (src/json.h) as TOON text appended to a util.h buf: key

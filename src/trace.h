@@ -1,4 +1,4 @@
-/* trace: the BKN Trace Core client (SPEC §7, reference trace-lifecycle.md §2).
+/* trace: the BKN Trace Core client (docs/lifecycle.md).
  *
  * Every Trace Core call of the process goes through one trace_ctx on top of the
  * shared fetch_ctx: owner headers from the authenticated principal (never a token,
@@ -98,7 +98,7 @@ typedef enum { CAPTURE_ENABLED, CAPTURE_DISABLED, CAPTURE_UNKNOWN } capture_stat
 typedef void (*trace_policy_cb)(capture_state st, void *arg);
 trace_call *trace_capture_policy(trace_ctx *t, const principal *who, trace_policy_cb cb, void *arg);
 
-/* Availability probe (SPEC §7): GET /health, up to probe_tries tries within
+/* Availability probe: GET /health, up to probe_tries tries within
  * probe_budget_ms in total (each try's timeout = remaining budget / remaining
  * tries); ALIVE when any try gets a 2xx. The verdict is cached verdict_ttl_s;
  * concurrent probes share one. Not subject to the breaker; DOWN opens (or keeps

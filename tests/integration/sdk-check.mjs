@@ -1,4 +1,4 @@
-// Drives the official TypeScript SDK client (../shared/checks/sdk-client.mjs,
+// Drives the official TypeScript SDK client (sdk-client.mjs of the external checks,
 // installed into build/ext) against the server: initialize, tools/list, and a
 // query_object_instance call whose text block must carry the simulator's big
 // integers, [] and {} byte for byte. Run through run-with-stack.mjs.
