@@ -1,6 +1,5 @@
 -- describe_resource (REST only): the columns and connector of one data resource
--- (reference/downstream.md §1.19; vega /in/v1/resources/{id} and
--- /in/v1/catalogs/{id}). The reference reads the resource twice; once is enough.
+-- (vega /in/v1/resources/{id} and /in/v1/catalogs/{id}). The resource is read once.
 local util = require "_lib.util"
 
 local text = util.text

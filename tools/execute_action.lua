@@ -1,5 +1,5 @@
 -- execute_action: starts an action on a batch of instances, asynchronously
--- (seed 002; SPEC §9.1; reference/downstream.md §1.7). Returns execution_id at
+-- (ontology-query). Returns execution_id at
 -- once. Parameter completeness is checked downstream: dynamic_params is forwarded
 -- as given, and an empty _instance_identities is passed on (ontology-query then
 -- scans the targets by the action's own conditions).

@@ -1,6 +1,6 @@
 -- execute_skill: runs an entry command of a skill in the execution factory's
--- sandbox (reference/downstream.md §1.16). Gated by EXECUTE_SKILL_ENABLED: when the
--- switch is off the tool does not exist on any surface (SPEC §9.1).
+-- sandbox. Gated by EXECUTE_SKILL_ENABLED: when the switch is off the tool does not
+-- exist on any surface.
 local cljson = require "cljson"
 local util = require "_lib.util"
 local skill = require "_lib.skill"

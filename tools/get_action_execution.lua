@@ -1,5 +1,5 @@
 -- get_action_execution: status and per-object results of one action execution
--- (seed 002; SPEC §9.1; reference/downstream.md §1.8 [NEWER]).
+-- (ontology-query).
 -- "Absent" and "0" differ: with neither results_limit nor results_offset the
 -- legacy path (at most 1000 results); either present switches to paging. So the
 -- schema declares no default for them.

@@ -1,6 +1,6 @@
 -- get_kn_detail: the structure of one knowledge network (concept groups, object,
 -- relation and action types) from the bkn-backend export view, with related
--- metric counts (reference/downstream.md §1.11).
+-- metric counts.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
 

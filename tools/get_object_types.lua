@@ -1,5 +1,5 @@
 -- get_object_types: object types by id or name with their full property
--- definitions and related metrics (reference/downstream.md §1.12): the bkn-backend
+-- definitions and related metrics: the bkn-backend
 -- detail endpoint first, the export view (id, then name) when it fails or misses.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"

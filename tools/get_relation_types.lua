@@ -1,5 +1,5 @@
 -- get_relation_types: relation types of a network by id or name, from the
--- bkn-backend export view (reference/downstream.md §1.12).
+-- bkn-backend export view.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
 

@@ -1,5 +1,5 @@
 -- list_action_executions: the action execution history of a knowledge network
--- (seed 002; SPEC §9.1; reference/downstream.md §1.9). Offset paging or the
+-- (ontology-query). Offset paging or the
 -- search_after cursor; when search_after is sent, offset is ignored (not an error).
 local util = require "_lib.util"
 local action = require "_lib.action"

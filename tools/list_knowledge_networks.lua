@@ -1,5 +1,5 @@
 -- list_knowledge_networks: the knowledge networks the caller can see
--- (reference/downstream.md §1.10; bkn-backend GET /in/v1/knowledge-networks).
+-- (bkn-backend GET /in/v1/knowledge-networks).
 local util = require "_lib.util"
 
 local DEFAULT_LIMIT = 20

@@ -1,5 +1,4 @@
--- list_skills: published skills of the execution factory's skill market
--- (reference/downstream.md §1.13).
+-- list_skills: published skills of the execution factory's skill market.
 local cljson = require "cljson"
 local util = require "_lib.util"
 local upstream_error = require "_lib.upstream_error"

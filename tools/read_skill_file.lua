@@ -1,6 +1,6 @@
 -- read_skill_file: one file of a skill package by its relative path
--- (reference/downstream.md §1.15). Paths that leave the package are refused here
--- with a 400 before any downstream call (SPEC §21), whatever the factory would do.
+-- (execution factory). Paths that leave the package are refused here with a 400
+-- before any downstream call (hostile input), whatever the factory would do.
 local cljson = require "cljson"
 local util = require "_lib.util"
 local skill = require "_lib.skill"

@@ -1,4 +1,4 @@
--- run_code: PTC code mode (SPEC §14, docs/ptc.md). The model's Python runs in the
+-- run_code: PTC code mode (docs/ptc.md). The model's Python runs in the
 -- execution factory's sandbox with the caller's own token, inside handler(event)
 -- after the stub: the BKN capabilities are the stub's functions, which call back
 -- into /mcp as the caller with this turn's bkn_context. Only stdout (and stderr,

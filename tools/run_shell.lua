@@ -1,4 +1,4 @@
--- run_shell: one shell command in the PTC sandbox (SPEC §14, docs/ptc.md), in the
+-- run_shell: one shell command in the PTC sandbox (docs/ptc.md), in the
 -- same work directory as run_code for the same conversation, so that it sees the
 -- files a script wrote. Runs with the caller's own token; stdout, stderr and
 -- exit_code return.

@@ -1,5 +1,4 @@
--- search_capabilities: the on-demand gateway's discovery half (SPEC §9.2;
--- reference/downstream.md §1.20). It finds
+-- search_capabilities: the on-demand gateway's discovery half. It finds
 --   * Context Loader tools that the caller's surface does not list (on
 --     /mcp-compact: get_relation_types, list_skills, ...), never REST-only or
 --     gated-off ones (ctx.list_tools already leaves gated-off tools out);

@@ -1,5 +1,5 @@
 -- search_schema: the object, relation, action and metric types of a network that
--- match a question (reference/downstream.md §1.2, simplified): the export view,
+-- match a question: the export view,
 -- object types ranked by bkn-backend's own search (knn + match) with a lexical
 -- fallback, relation and action types ranked lexically and by their ranked
 -- endpoints, metrics by bkn-backend's metric search. With enable_rerank (default)

@@ -47,7 +47,7 @@ describe("contract.check", function()
         src.formats = nil
         local t = assert(contract.check(src, "sample_tool"))
         assert.are_not.equal(src, t)
-        assert.same({ "json", "toon" }, t.formats) -- every business tool renders TOON by default (SPEC §12)
+        assert.same({ "json", "toon" }, t.formats) -- every business tool renders TOON by default
         assert.is_nil(src.formats)
         assert.same({ readOnlyHint = true, idempotentHint = true, openWorldHint = false }, t.annotations)
         assert.equal(src.handle, t.handle)

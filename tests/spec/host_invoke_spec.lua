@@ -1,5 +1,5 @@
 -- ctx.invoke and ctx.list_tools, as lua/host.lua adds them to every call's ctx
--- (used by execute_tool and search_capabilities, SPEC §9.2).
+-- (used by execute_tool and search_capabilities, the on-demand gateway).
 local cljson = require "cljson"
 local helper = require "helper"
 

@@ -1,5 +1,5 @@
 /* test_keys: the operation key (flow_operation_key) and the idempotency input hash
- * (idem_input_hash) are functions of the normalized input (SPEC §8): member order,
+ * (idem_input_hash) are functions of the normalized input: member order,
  * nested too, never matters; every value does. */
 #include <stdio.h>
 #include <string.h>

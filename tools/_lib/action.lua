@@ -1,4 +1,4 @@
--- _lib.action: shared pieces of the action tools (seed 002, SPEC §9.1): the
+-- _lib.action: shared pieces of the action tools: the
 -- ontology-query paths and the trimming of action executions.
 local util = require "_lib.util"
 
@@ -10,7 +10,7 @@ end
 
 -- Top-level execution fields an agent decides with. Everything else goes:
 -- action_type_snapshot, executor / executor_id, action_source(_type),
--- object_type_id, instance_identity_hash (seed 002 "响应做过裁剪").
+-- object_type_id, instance_identity_hash (the response is trimmed: "响应做过裁剪").
 M.EXECUTION_KEYS = {
     "id", "kn_id", "action_type_id", "action_type_name", "status", "trigger_type",
     "execution_mode", "target_count", "total_count", "success_count", "failed_count",

@@ -1,5 +1,5 @@
 -- _lib.capability: the network's capabilities in the execution factory
--- (reference/downstream.md §1.20-§1.21): the mounted list from bkn-backend and the
+-- (the on-demand gateway's data): the mounted list from bkn-backend and the
 -- caller-visible toolbox catalogue.
 local util = require "_lib.util"
 local upstream_error = require "_lib.upstream_error"

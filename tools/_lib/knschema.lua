@@ -1,6 +1,6 @@
 -- _lib.knschema: the bkn-backend reads shared by the discovery tools: the export
 -- view of a network, object-type details, related metrics, and id/name matching
--- (reference/downstream.md §1.11, §1.12).
+-- (shared by get_kn_detail, get_object_types and get_relation_types).
 local util = require "_lib.util"
 
 local M = {}

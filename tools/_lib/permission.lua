@@ -1,4 +1,4 @@
--- _lib.permission: permission_guidance (SPEC §13, reference/downstream.md §3).
+-- _lib.permission: permission_guidance.
 -- The guidance only restates what ontology-query told the caller (a 403, the
 -- effective_permissions of the result, row_filter_applied); an empty result is
 -- never read as a missing permission. The one extra call is the visibility probe

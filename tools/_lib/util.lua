@@ -1,6 +1,6 @@
 -- _lib.util: helpers shared by tools: path escaping, query building, field
 -- trimming that keeps decoded tables (key order, big numbers, [] and {}), and the
--- mapping of upstream failures to the gateway error envelope (SPEC §16).
+-- mapping of upstream failures to the gateway error envelope (docs/errors.md).
 local cljson = require "cljson"
 local catalog = require "catalog"
 local errors = require "errors"

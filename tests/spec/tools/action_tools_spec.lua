@@ -1,4 +1,5 @@
--- Specs of the four action tools (seed 002, SPEC §9.1).
+-- Specs of the four action tools (get_action_info, execute_action,
+-- get_action_execution, list_action_executions).
 local cljson = require "cljson"
 local helper = require "helper"
 local schema = require "schema"

@@ -1,5 +1,5 @@
--- Specs of the on-demand gateway (search_capabilities, execute_tool; SPEC §9.2,
--- reference/downstream.md §1.20-§1.21) and of mcp_proxy_call.
+-- Specs of the on-demand gateway (search_capabilities, execute_tool) and of
+-- mcp_proxy_call.
 local cljson = require "cljson"
 local helper = require "helper"
 local schema = require "schema"

@@ -133,7 +133,7 @@ describe("list_knowledge_networks", function()
             assert.truthy(en.description:find("kn_id", 1, true))
             assert.equal("Page size, default 20 (0 means the default)", en.inputSchema.properties.limit.description)
             assert.equal("object", en.outputSchema.type)
-            -- the core advertises bkn_context on every business tool (SPEC §5)
+            -- the core advertises bkn_context on every business tool
             assert.same({ "conversation_id", "interaction_id" }, en.inputSchema.properties.bkn_context.required)
             assert.same({ "bkn_context" }, en.inputSchema.required)
             assert.is_nil(tool.input_schema.properties.bkn_context)

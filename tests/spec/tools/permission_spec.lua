@@ -1,4 +1,4 @@
--- permission_guidance (SPEC §13): through query_object_instance, whose 403 and
+-- permission_guidance: through query_object_instance, whose 403 and
 -- masked / row-filtered successes carry it, and the _lib itself.
 local helper = require "helper"
 local ctxcall = require "ctxcall"

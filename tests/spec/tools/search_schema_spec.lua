@@ -82,7 +82,7 @@ describe("search_schema", function()
     end)
 end)
 
--- Reranking (reference/downstream.md §1.2 step 3). Fixtures recorded from the
+-- Reranking: mf-model-api's reranker reorders the candidates. Fixtures recorded from the
 -- platform simulator: ss_export.json (kn_medical export view), ss_ot_search.json
 -- (bkn-backend's object search for Q), ss_rerank.json (mf-model-api's answer to the
 -- documents below), ss_rerank_500.json (an injected fault); ss_rerank_reorder.json

@@ -1,4 +1,5 @@
--- Specs of the skill tools (reference/downstream.md §1.13-§1.16).
+-- Specs of the skill tools (list_skills, get_skill_content, read_skill_file,
+-- execute_skill).
 local cljson = require "cljson"
 local helper = require "helper"
 local schema = require "schema"
