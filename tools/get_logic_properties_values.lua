@@ -1,7 +1,8 @@
 -- get_logic_properties_values (REST also /kn/logic-property-resolver): values of
--- logic properties (metrics, tools) for given instances. The parameters each property needs are generated from the question by
--- mf-model-api, checked, then ontology-query computes the values. A 403 naming
--- the object type carries permission_guidance.
+-- logic properties (metrics, tools) for given instances. The parameters each
+-- property needs are generated from the question by mf-model-api, checked, then
+-- ontology-query computes the values. A 403 naming the object type carries
+-- permission_guidance.
 local cljson = require "cljson"
 local util = require "_lib.util"
 local permission = require "_lib.permission"
