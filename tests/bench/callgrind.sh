@@ -1,5 +1,5 @@
 #!/bin/bash
-# Instructions per request (issue 17 item 3), stable on a noisy machine: runs
+# Instructions per request, stable on a noisy machine: runs
 # context-loader under valgrind --tool=callgrind with collection on only inside
 # event_base_loop (so start-up, tool loading and shutdown are excluded), sends a fixed
 # mix - an MCP initialize, then N ad hoc REST reads and N MCP tools/call of the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Gateway vs peers (issue 17 item 1) and the cost of tracing (item 2). Not part of
+# Gateway vs peers and the cost of tracing. Not part of
 # scripts/test. One run, wrk at 1, 16 and 256 connections, DURATION seconds each
 # (default 10), against:
 #   (u) the canned upstream itself (nginx serving the simulator's captured

@@ -1,5 +1,5 @@
 #!/bin/bash
-# JSON module vs lua-cjson (issue 17 item 4): decode and encode MB/s of the project's
+# JSON module vs lua-cjson: decode and encode MB/s of the project's
 # cljson.so and Debian's lua-cjson on the same payloads, both from lua5.4, in one run
 # (json-bench.lua; MB/s of the payload's JSON text, best of 3 rounds of MIN_TIME CPU
 # seconds each). Not part of scripts/test.

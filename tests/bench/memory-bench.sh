@@ -1,5 +1,5 @@
 #!/bin/bash
-# Memory (issue 17 item 5): context-loader's RSS idle after start, after a warm-up,
+# Memory: context-loader's RSS idle after start, after a warm-up,
 # with 1,000 and 10,000 open idle keep-alive connections (each answered one request),
 # and its growth over a soak of SOAK_SECONDS (default 600) under load (wrk, 8 REST
 # + 8 MCP connections of the gateway benchmark request; RSS sampled ten times).

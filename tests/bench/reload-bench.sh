@@ -1,5 +1,5 @@
 #!/bin/sh
-# Reload benchmark (issue 12): time of POST /admin/reload for the shipped tools dir
+# Reload benchmark: time of POST /admin/reload for the shipped tools dir
 # and for 200 generated tools. Prints, per directory, the server-side build+swap time
 # (duration_ms of /admin/tools) and the client-side round trip (curl), as min/median/max
 # over RUNS reloads. Target: under 100 ms for 200 tools. Not part of scripts/test.

@@ -1,4 +1,4 @@
-// The action loop of seed 002 over HTTP (issue 13, SPEC §9.1): get_action_info
+// The action loop over HTTP: get_action_info
 // (class level vs instantiated, _dynamic_tools, the bound tool the caller may not
 // read), execute_action (asynchronous, empty _instance_identities passed on,
 // dynamic_params forwarded, conversation_required without context),

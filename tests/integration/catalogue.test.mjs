@@ -1,4 +1,4 @@
-// The complete catalogue against the simulator (issue 13, SPEC §4, §9, §16): every
+// The complete catalogue against the simulator (docs/errors.md): every
 // tool over MCP and over REST (one success, one downstream error each), REST-only
 // tools absent from MCP in every form, execute_skill gated on and off, the MCP proxy
 // route, read_skill_file path traversal and run_sql's read-only guard.
@@ -298,7 +298,7 @@ test('run_sql refuses anything but one read-only SELECT, before calling vega', a
   assert.equal(ok.status, 200, ok.text);
   const denied = await rest(on, 'run_sql', { sql: 'SELECT * FROM {{.res_payroll}}' });
   assert.equal(denied.status, 403, denied.text);
-  // Integers above 2^53 survive exactly (SPEC §11).
+  // Integers above 2^53 survive exactly.
   const big = await rest(on, 'run_sql', { sql: 'SELECT `id` FROM {{.res_orders}} WHERE `id` = 9007199254740993' });
   assert.equal(big.status, 200, big.text);
   assert.match(big.text, /"entries":\[\{"id":9007199254740993\}\]/);

@@ -1,5 +1,5 @@
 // Hostile and wrong input, authentication failures, unknown routes and upstream
-// faults (SPEC §5, §6, §16, §21): each gets a precise error, and the server keeps
+// faults (docs/errors.md): each gets a precise error, and the server keeps
 // serving afterwards (every test ends by checking that it still answers).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// The fault matrix (issue 17 item 5; SPEC §7, §16, §20, §21; docs/faults.md): each
+// The fault matrix (docs/faults.md): each
 // fault gets its precise error, the server keeps serving afterwards, and it exits 0 on
 // SIGTERM (under the ASan/LSan build a leak report makes that exit code non-zero).
 // Rows already asserted by errors.test.mjs and outage.test.mjs are not repeated here.

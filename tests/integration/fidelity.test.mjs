@@ -1,4 +1,4 @@
-// Byte fidelity and identity forwarding over both surfaces (SPEC §2, §11, §20):
+// Byte fidelity and identity forwarding over both surfaces:
 // big integers, [] and {} reach the caller exactly as ontology-query sent them,
 // and the simulator sees the derived identity, the request id and the trace id,
 // never the caller's token. Assertions work on raw response text because
@@ -10,8 +10,8 @@ import { startStack, PREFIX } from './lib/stack.mjs';
 const TOKEN = 'demo-user-token';
 const QUERY_ARGS =
   '{"kn_id":"kn_medical","ot_id":"ot_drug","condition":{"field":"drug_id","operation":"==","value":9007199254740993}}';
-// The same arguments asking MCP for the JSON text block (MCP defaults to TOON,
-// SPEC §12): the byte comparisons with the REST body need JSON on both sides.
+// The same arguments asking MCP for the JSON text block (MCP defaults to TOON):
+// the byte comparisons with the REST body need JSON on both sides.
 const asJson = (argsJson) => argsJson.replace(/^\{/, '{"response_format":"json",');
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const TRACEPARENT = `00-${TRACE_ID}-00f067aa0ba902b7-01`;

@@ -1,4 +1,4 @@
-// Host hints smuggled into tool arguments are ignored (SPEC §6): they neither fail
+// Host hints smuggled into tool arguments are ignored: they neither fail
 // the tool's schema nor act as an idempotency hint.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

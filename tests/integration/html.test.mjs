@@ -1,4 +1,4 @@
-// The catalogue page for people (SPEC §15, seed 001): the info routes answer a
+// The catalogue page for people (docs/info.md): the info routes answer a
 // client that prefers text/html with a page built from the same data as the JSON.
 // Checked as markup (every tool, grouped in display order, schemas, configs with a
 // copy button, localized labels, escaping of hostile tool texts, no external assets,

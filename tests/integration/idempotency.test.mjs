@@ -1,4 +1,4 @@
-// Idempotency and retries (SPEC §8): the client invocation id (header or MCP
+// Idempotency and retries: the client invocation id (header or MCP
 // _meta) and a reused caller bkn-request-id make a retry return the original
 // result byte for byte, receipt included, with exactly one downstream call; other
 // input under the same id is a conflict; records are scoped by principal, by
@@ -71,7 +71,7 @@ const lastSeq = async () => (await simCall('GET', '/_sim/requests')).last_seq;
 const ontologyRequests = async (since) => (await simCall('GET', `/_sim/requests?since=${since}&service=ontology_query`)).requests;
 // Executions of query_object_instance: the object-type query itself (POST-as-GET on
 // …/object-types/{ot}). When a result carries permission_guidance the tool also
-// sends the visibility probe GET …/object-types/{ot}/schema (SPEC §13, cached per
+// sends the visibility probe GET …/object-types/{ot}/schema (cached per
 // account and object type), which is not an execution of the call.
 const isQuery = (r) => r.method === 'POST' && /\/object-types\/[^/?]+(\?|$)/.test(r.path);
 const ontologyCalls = async (since) => (await ontologyRequests(since)).filter(isQuery);

@@ -1,4 +1,4 @@
-// Self-description (SPEC §15) and localization (SPEC §9.4): GET /mcp/info,
+// Self-description and localization (docs/info.md): GET /mcp/info,
 // /mcp-compact/info and /mcp/ptc/info equal tools/list of their surface (names,
 // schemas, display metadata) in both languages, with and without Accept-Language;
 // the endpoint behind ingress headers; Accept-Language q-values; a deployment with

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs the build into a temporary prefix and checks the layout (SPEC §20): the
+# Installs the build into a temporary prefix and checks the layout: the
 # installed binary validates the installed tools with the installed config, starts
 # from / with that config, and the systemd unit passes `systemd-analyze verify`
 # (skipped when systemd-analyze is not installed). Usage: install-check.sh BUILD_DIR

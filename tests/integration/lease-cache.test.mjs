@@ -1,4 +1,4 @@
-// The interaction lease cache (issue 17, trace_core.lease_cache_ttl_s): managed calls
+// The interaction lease cache (trace_core.lease_cache_ttl_s): managed calls
 // of one turn look their interaction up in Trace Core once and reuse the lease; a
 // refused operations:ensure with a reused lease drops it and the call decides on a
 // fresh lookup, so a finished interaction is refused exactly as without the cache.

@@ -1,4 +1,4 @@
-// Operators (issue 12, SPEC §4, §10, §20, §21): the sandbox limits end to end over
+// Operators (docs/operations.md): the sandbox limits end to end over
 // HTTP, /metrics in the Prometheus text format, /admin/tools, the live-generation
 // cap deferring a reload, the inotify watch (debounced, temp files ignored) and SIGHUP.
 import { test, after } from 'node:test';

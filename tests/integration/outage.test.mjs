@@ -1,4 +1,4 @@
-// Capture policy and Trace Core outages (SPEC §7):
+// Capture policy and Trace Core outages:
 // - capture disabled: start still issues real ids, business calls run with or
 //   without them and record nothing, finish still ends the interaction;
 // - Trace Core down (verified by the bounded probe): start/finish fail with the

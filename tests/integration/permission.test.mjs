@@ -1,4 +1,4 @@
-// permission_guidance (SPEC §13, issue 13): a 403 from query_object_instance and from
+// permission_guidance: a 403 from query_object_instance and from
 // get_logic_properties_values, masked fields and a row filter on success, a user vs
 // an app account, a caller who may not view the type, ingress vs in-cluster links,
 // both languages, permission_request.disabled, and an empty result not being a

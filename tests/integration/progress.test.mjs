@@ -1,4 +1,4 @@
-// Progress notifications for long calls (SPEC §5, §20): when the client sent
+// Progress notifications for long calls: when the client sent
 // _meta.progressToken and the call outlasts mcp.progress_interval_ms, the POST
 // answer becomes an SSE stream of notifications/progress ending with the result;
 // without a token (or for quick calls) it stays one JSON response.

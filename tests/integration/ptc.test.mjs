@@ -1,4 +1,4 @@
-// PTC (SPEC §14, issue 15 items 5-6): /mcp/ptc with its 4 tools, run_code scripts that
+// PTC (docs/ptc.md): /mcp/ptc with its 4 tools, run_code scripts that
 // call business functions through the stub (recorded under the caller's interaction),
 // run_shell sharing the conversation's work directory, the toolkit and its deprecated
 // alias, the version across reloads, and the EXECUTE_SKILL_ENABLED gate.

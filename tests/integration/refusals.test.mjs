@@ -1,4 +1,4 @@
-// bkn_context refusals (SPEC §7, §8, §21): every malformed or foreign context is
+// bkn_context refusals: every malformed or foreign context is
 // refused with its own code, on MCP (isError tool result) and REST (status +
 // lifecycle envelope), before any downstream call: each case asserts that
 // ontology-query and bkn-backend saw no request. Also: where a context is required

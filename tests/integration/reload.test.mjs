@@ -1,4 +1,4 @@
-// Hot reload under load (issue 12, SPEC §10): 50 reloads — good ones (a body
+// Hot reload under load: 50 reloads — good ones (a body
 // change, a description change, an added tool, a deleted tool) and bad ones (a
 // syntax error, a runtime error at load) — while 4 MCP clients call tools in a loop,
 // some through a slow upstream so that calls span reloads. No call fails or is

@@ -1,4 +1,4 @@
-// A tool chooses its own TOON layout with render(result, ctx) (issue 14: the rendering
+// A tool chooses its own TOON layout with render(result, ctx) (the rendering
 // choices stay in the tool's Lua file): the text block / REST toon body is the render's
 // encoding, structuredContent and JSON stay the full result.
 import { test } from 'node:test';

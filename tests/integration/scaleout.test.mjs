@@ -1,4 +1,4 @@
-// Scale-out (SPEC §19): two context-loader instances share one redis-server and sit
+// Scale-out: two context-loader instances share one redis-server and sit
 // behind nginx (round-robin), all on 127.0.0.1, started here and stopped by PID.
 // A retry landing on the other instance (on any MCP surface) replays the original
 // result with one downstream execution; concurrent duplicates spread over both run

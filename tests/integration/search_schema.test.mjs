@@ -1,4 +1,4 @@
-// search_schema reranking over the wire (reference/downstream.md §1.2 step 3): the
+// search_schema reranking over the wire (mf-model-api's reranker): the
 // tool sends one mf-model-api reranker request carrying the question,
 // enable_rerank:false sends none, and a failing reranker still gets an answer from
 // the simple ranking. REST twin, ad hoc (no bkn_context), capture disabled.

@@ -1,4 +1,4 @@
-// TOON end to end (SPEC §12): a business tool's TOON text, over MCP (the default and
+// TOON end to end (docs/toon.md): a business tool's TOON text, over MCP (the default and
 // response_format "toon") and over REST (?response_format=toon, application/toon),
 // decodes with the reference decoder (@toon-format/toon 2.3.1, installed in
 // build/ext) to exactly the JSON result of the same call; an invalid
@@ -19,8 +19,8 @@ import { startStack, ROOT, PREFIX } from './lib/stack.mjs';
 const TOON_JS = path.join(ROOT, 'build/ext/node_modules/@toon-format/toon/dist/index.mjs');
 const NO_EXT = fs.existsSync(TOON_JS) ? false : `the reference TOON decoder is not installed (${TOON_JS}; run the test command's setup)`;
 
-// A tool whose file declares only json cannot render TOON (SPEC §12 asks it of every
-// business tool); such a case is reported as todo rather than hidden.
+// A tool whose file declares only json cannot render TOON (every business tool must
+// render it); such a case is reported as todo rather than hidden.
 function toonTodo(tool) {
   const src = fs.readFileSync(path.join(ROOT, 'tools', `${tool}.lua`), 'utf8');
   const formats = /^    formats = \{([^}]*)\}/m.exec(src)?.[1] ?? '';

@@ -1,4 +1,4 @@
-// Full managed turns through the official MCP SDK client (SPEC §5, §7): the
+// Full managed turns through the official MCP SDK client: the
 // catalogue order, start -> business tools with bkn_context -> finish, a second
 // turn that continues the conversation, the host conversation key (header and
 // _meta), and the managed vs ad hoc REST results with their Trace Core records.

@@ -1,4 +1,4 @@
-// The model-facing walk-through of issue 13 through the official MCP SDK client, all
+// The model-facing walk-through of the catalogue through the official MCP SDK client, all
 // inside one interaction with capture enabled: start -> list_knowledge_networks ->
 // search_schema -> get_object_types -> query_object_instance -> get_action_info ->
 // execute_action -> get_action_execution until completed -> finish. The

@@ -1,4 +1,4 @@
-// workers = 2 (issue #17): one master binds the public socket and supervises two
+// workers = 2: one master binds the public socket and supervises two
 // forked workers sharing one redis-server, all on 127.0.0.1, started here and
 // stopped by PID. Every request goes over a fresh TCP connection so the kernel
 // spreads them over both workers; the access log line of each request (found by its

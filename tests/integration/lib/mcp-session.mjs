@@ -63,7 +63,7 @@ export async function session(url, headers = {}) {
   };
 }
 
-// A tools/list entry in the flat shape of /mcp/info (SPEC §15).
+// A tools/list entry in the flat shape of /mcp/info (docs/info.md).
 export function flatten(entry) {
   const m = entry._meta || {};
   const t = { name: entry.name };

@@ -96,7 +96,7 @@ export async function stop(proc, signal = 'SIGTERM', timeoutMs = 10000) {
 }
 
 // opts.capture: 'enabled' (default) | 'disabled': the simulated Trace Core's capture
-// policy (tests that are not about the lifecycle run with capture disabled, SPEC §7).
+// policy (tests that are not about the lifecycle run with capture disabled).
 export async function startStack(opts = {}) {
   const sim = await startSimulator({ capture: opts.capture });
   try {
