@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Platform simulator: one process, one port, every service under its own path
-// prefix (SPEC §18, downstream.md §0). See README.md in this directory.
+// prefix. See README.md in this directory.
 //
 //   node tests/platform/sim.mjs [--port 0] [--host 127.0.0.1] [--ttl SECONDS]
 //

@@ -1,5 +1,6 @@
 // Black-box tests of the simulated BKN Trace Core: spawn the simulator on port 0,
-// talk HTTP, kill it by PID. Contract: reference/trace-lifecycle.md §2, §6; SPEC §7.
+// talk HTTP, kill it by PID. Contract: the Trace Core section of README.md in this
+// directory.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';

@@ -72,7 +72,7 @@ export function publicObjectType(def, { exportView = false } = {}) {
     out[k] = v;
   }
   if (exportView && Array.isArray(out.data_properties)) {
-    // The export view carries no condition_operations (downstream.md §6.4).
+    // The export view carries no condition_operations.
     out.data_properties = out.data_properties.map((p) => {
       const q = { ...p };
       delete q.condition_operations;

@@ -1,5 +1,5 @@
 // bkn-backend (ontology manager), internal face /api/bkn-backend/in/v1/...
-// (downstream.md §1.2, §1.10-§1.12, §1.20, §6.4). It trusts x-account-id like the real
+// (see ../README.md). It trusts x-account-id like the real
 // service. Under knowledge-networks/{kn}:
 //   GET  (detail, include_detail, mode=export)
 //   GET  object-types|relation-types|action-types|metrics[/{id,id}]   lists / batches
@@ -87,7 +87,7 @@ const NOT_FOUND = {
   metrics: 'BknBackend.Metric.NotFound',
 };
 
-/** GET …/{kind}/{id1,id2}: one unknown id fails the whole batch (downstream.md §6.4). */
+/** GET …/{kind}/{id1,id2}: one unknown id fails the whole batch. */
 function conceptBatch(ctx, n, kind, idsText) {
   const all = conceptsOf(n, kind, { detail: ctx.query.get('include_detail') !== 'false' });
   const entries = [];
@@ -247,7 +247,7 @@ function conceptSearch(ctx, n, kind) {
   return json(200, reply);
 }
 
-/** GET …/capabilities: what the network has mounted (downstream.md §1.20 step 2). */
+/** GET …/capabilities: what the network has mounted. */
 function capabilities(ctx, n) {
   const pg = paging(ctx, 10); // the default page of 10 is why callers send limit=-1
   if (pg.error) return platformError(400, 'BknBackend.Capability.InvalidParameter', pg.error, ctx.lang);

@@ -1,5 +1,5 @@
-// bkn-safe: AppKey introspection (downstream.md §2.4) and the permission plumbing
-// of downstream.md §3.7 (resource-filter, batch checks).
+// bkn-safe: AppKey introspection and the permission plumbing (resource-filter,
+// batch checks).
 //
 // Grants come from the simulator's data: an object type's `access` key in
 // data/kn_*.json (the accounts it names get view_detail, and query_data unless their

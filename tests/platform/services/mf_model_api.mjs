@@ -1,5 +1,5 @@
 // mf-model-api (model factory), private face /api/private/mf-model-api/v1/...
-// (downstream.md §1.2 step 3, §1.5 step 2). Deterministic stand-ins for the models:
+// (search_schema's reranking, logic-property parameters). Deterministic stand-ins for the models:
 //   POST small-model/reranker  {query, documents, model} -> {results:[{index, relevance_score}]}
 //   POST chat/completions      the parameter-filling call of get_logic_properties_values:
 //        the answer is a JSON object of parameters for the logic property in the prompt.

@@ -1,5 +1,5 @@
 // OAuth server (Hydra admin API): RFC 7662 token introspection.
-// POST /admin/oauth2/introspect, form body token=<raw token> (downstream.md §2.3).
+// POST /admin/oauth2/introspect, form body token=<raw token>.
 
 import { json, platformError } from '../lib/http.mjs';
 

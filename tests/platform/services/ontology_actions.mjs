@@ -1,4 +1,4 @@
-// ontology-query, internal face: actions (downstream.md §1.6-§1.9, seed 002).
+// ontology-query, internal face: actions.
 //   POST …/action-types/{at}            action recall (x-http-method-override: GET)
 //   POST …/action-types/{at}/execute    asynchronous execution (a real POST)
 //   GET  …/action-executions/{id}       one execution, legacy: at most 1000 results

@@ -1,4 +1,4 @@
-// ontology-query, internal face (downstream.md §1.3-§1.9, §3.1, §6.4). Under
+// ontology-query, internal face (see ../README.md). Under
 // /api/ontology-query/in/v1/knowledge-networks/{kn}/:
 //   POST object-types/{ot}              instance search (x-http-method-override: GET)
 //   GET  object-types/{ot}/schema       visibility probe (permission_guidance)
@@ -353,7 +353,7 @@ function search(ctx, knId, otId) {
   return json(200, body);
 }
 
-// ---------- schema probe (permission_guidance visibility, downstream.md §3.1) ----------
+// ---------- schema probe (permission_guidance visibility) ----------
 
 /** GET object-types/{ot}/schema: 2xx means the caller may view the definition. */
 function schemaProbe(ctx, n, otId) {
@@ -376,7 +376,7 @@ function schemaProbe(ctx, n, otId) {
   return json(200, { schema_definition: props, effective_permissions: perms });
 }
 
-// ---------- logic properties (downstream.md §1.5 step 3) ----------
+// ---------- logic properties ----------
 
 const STEPS = { day: 86400000, week: 7 * 86400000, month: 30 * 86400000, quarter: 91 * 86400000, year: 365 * 86400000 };
 
@@ -464,7 +464,7 @@ function logicProperties(ctx, n, otId) {
   return json(200, reply);
 }
 
-// ---------- subgraph by relation paths (downstream.md §1.4) ----------
+// ---------- subgraph by relation paths ----------
 
 const MAX_EDGES = 10;
 

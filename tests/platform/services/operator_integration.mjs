@@ -1,6 +1,6 @@
 // Execution factory (agent-operator-integration): skills, toolboxes, MCP servers,
-// capability search and function execution (downstream.md §1.6, §1.13-§1.16,
-// §1.20, §1.21, Errata; SPEC §9.1, §14). Data: data/factory/*.json.
+// capability search and function execution (see ../README.md). Data:
+// data/factory/*.json.
 //
 // Faces:
 //  * /internal-v1/...  trusts x-account-id / x-account-type (401 without an account);
@@ -222,7 +222,7 @@ function toolDetail(ctx, boxId, toolId) {
   if (error) return error;
   const acct = account(ctx).id;
   if (acct.startsWith(PROXY_PREFIX)) {
-    // The network's managed proxy account: the published definition, schemas only (SPEC §9.1).
+    // The network's managed proxy account: the published definition, schemas only.
     if (box.status !== 'published' || tool.status !== 'enabled') {
       return err(ctx, 403, 'Public.Forbidden',
         `Public.Forbidden: the managed proxy account may read only a published tool; ${boxId}/${toolId} has no published version`);
@@ -451,7 +451,7 @@ function capabilitiesSearch(ctx) {
 
 // ---------------------------------------------------------------- function execution (PTC)
 
-// The sandbox, for real but only as test equipment (SPEC §14, §18): python3 -I or
+// The sandbox, for real but only as test equipment: python3 -I or
 // sh -c in a throwaway work directory per work_dir (one per conversation, picked by
 // Context Loader) under a temp root made on first use and removed when the process
 // exits; a time limit that kills the whole process group; capped output. The

@@ -1,10 +1,10 @@
 // BKN Trace Core (agent-observability), the lifecycle API Context Loader calls
-// (reference/trace-lifecycle.md §2, §6; SPEC §7, §8). In memory, cleared by
+// (see ../README.md). In memory, cleared by
 // /_sim/reset. Base path /api/agent-observability/v1; the internal listener's
 // trust model: the owner tuple comes from headers, no secret.
 //
-// Besides the reference routes it serves GET /capture-policy and GET /health
-// (our SPEC §7), and the control routes /_sim/trace and /_sim/trace/state.
+// Besides the documented Trace Core routes it serves GET /capture-policy and GET
+// /health (Context Loader's capture policy and availability probe), and the control routes /_sim/trace and /_sim/trace/state.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { json, parseBody, isPlainObject } from '../lib/http.mjs';
@@ -19,7 +19,7 @@ const MAX_EVIDENCE_REFS = 2048;
 const ASSEMBLER_DEADLINE_MS = 5 * 60 * 1000;
 const ONE_MIB = 1024 * 1024;
 
-// §2.6: code -> [HTTP status, required_action, retryable].
+// Core error code -> [HTTP status, required_action, retryable].
 const ERRORS = {
   conversation_required: [400, 'bkn_start_interaction', false],
   conversation_not_found: [404, 'bkn_start_interaction', false],
@@ -81,7 +81,7 @@ function decodeStrict(bodyText, allowed) {
   return { value: p.value };
 }
 
-// ---- owner tuple (§2.1) ----
+// ---- owner tuple ----
 
 const SUBJECT_TYPES = ['user', 'service'];
 const AUTH_METHODS = ['oauth', 'api_key', 'service_header'];
@@ -219,7 +219,7 @@ function receiptView(r) {
   };
 }
 
-// ---- lease expiry and evidence status (§6.1) ----
+// ---- lease expiry and evidence status ----
 
 /** Abandon every active Interaction whose lease has run out (the reaper, run lazily). */
 function reap(t, now = Date.now()) {
@@ -322,7 +322,7 @@ function ensureConversation(t, who, bodyText) {
   return json(201, conversationView(c));
 }
 
-// ---- L2 (order of checks: §6.2) ----
+// ---- L2 (checks in a fixed order) ----
 
 function startInteraction(t, who, cid, bodyText) {
   const d = decodeStrict(bodyText, ['idempotency_key', 'request_hash', 'agent_name', 'lease_seconds']);
@@ -390,7 +390,7 @@ function startInteraction(t, who, cid, bodyText) {
   return json(201, interactionView(i));
 }
 
-// ---- PayloadEnvelope (§2.2) ----
+// ---- PayloadEnvelope ----
 
 function envelopeError(e, name) {
   if (!isPlainObject(e)) return `${name} must be a PayloadEnvelope object`;
@@ -450,7 +450,7 @@ function ensureOperation(t, who, cid, iid, bodyText) {
     if (!visible(p, who) || p.interaction_id !== iid) return notDisclosed('parent operation');
   }
   const causationSet = [...new Set(causation)].sort();
-  // What makes two ensures "the same call"; an omitted input never compares equal (§4.2).
+  // What makes two ensures "the same call"; an omitted input never compares equal.
   const fingerprint = b.input.mode === 'omitted' ? null : canonical({
     tool_name: b.tool_name, protocol: b.protocol, source_module: b.source_module, required: b.required,
     input: b.input, parent, causation: causationSet,
@@ -536,7 +536,7 @@ const REF_PREFIX = {
   data_resource: ['resource', 2],
 };
 
-/** Core's canonical-ref check: exact segment counts except the *_instance types (§7 #13). */
+/** Core's canonical-ref check: exact segment counts except the *_instance types. */
 function businessRefError(ref, owner) {
   if (!isPlainObject(ref)) return 'business_refs items must be objects';
   const allowed = ['ref_type', 'ref_id', 'business_domain_id', 'version', 'as_of', 'display_hint'];
@@ -624,7 +624,7 @@ function finalizeAttempt(t, who, opId, n, verb, bodyText) {
   r.terminal = now;
   r.final = final;
   o.attempt_status = r.receipt_status;
-  // Core keeps `retryable` only for a failed attempt whose evidence also failed (§7 #2).
+  // Core keeps `retryable` only for a failed attempt whose evidence also failed.
   o.retryable = failed && b.evidence_durability === 'failed' && b.retryable === true;
   o.row_version += 1;
   o.updated = now;
@@ -737,7 +737,7 @@ function postArtifact(t, who, bodyText) {
   return reply(201, a, true);
 }
 
-// ---- capture policy (our SPEC §7, not in the reference) ----
+// ---- capture policy (Context Loader's contract, not in Trace Core's documented API) ----
 
 function capturePolicy(t, owner) {
   const o = t.policy.overrides.get(`${owner.tenant_id}\0${owner.business_domain_id}`);

@@ -1,5 +1,5 @@
 // vega-backend (data resources), internal face /api/vega-backend/in/v1/...
-// (downstream.md §1.17-§1.19, §5, §6.4). Data: data/vega/resources.json, plus one
+// (see ../README.md). Data: data/vega/resources.json, plus one
 // resource per object-type binding of the knowledge networks (data_source
 // {type:"resource", id}), whose rows are that object type's instances.
 //
@@ -303,7 +303,7 @@ export default {
     const isRoute = (segs[0] === 'resources' && segs.length <= 2) || (segs[0] === 'catalogs' && segs.length === 2);
     if (!isRoute) return null;
     const acct = String(ctx.headers['x-account-id'] || '');
-    // Vega refuses an empty account (downstream.md §1.18).
+    // Vega refuses an empty account.
     if (!acct) return err(ctx, 401, 'VegaBackend.Unauthorized', 'missing x-account-id header');
     const inv = inventory(ctx.dataset);
     const want = (method, fn) => (ctx.method === method ? fn() : err(ctx, 405, 'Public.MethodNotAllowed', `${ctx.method} not supported here`));
