@@ -135,12 +135,12 @@ void trace_stats(const trace_ctx *t, trace_stats_t *out);
  * - . _ ~) to out; returns out->data. */
 const char *trace_path_escape(const char *id, buf *out);
 
-/* §4.3: trace_id = hex of the first 16 bytes of sha256("bkn.synthetic.trace:" +
+/* Synthetic correlation: trace_id = hex of the first 16 bytes of sha256("bkn.synthetic.trace:" +
  * request_id), span_id = hex of the first 8 bytes of sha256("bkn.synthetic.span:" +
  * request_id). Lowercase, NUL-terminated. */
 void trace_synthetic_ids(const char *request_id, char trace_id[33], char span_id[17]);
 
-/* PayloadEnvelope (§2.2) for payload: {"mode":"inline","media_type":"application/json",
+/* Trace Core's PayloadEnvelope for payload: {"mode":"inline","media_type":"application/json",
  * "byte_length":N,"inline":<payload>} where N is the length of the canonical
  * encoding; past 1 MiB {"mode":"omitted","media_type":...,"byte_length":N,
  * "omitted_reason":"payload_too_large"}; payload NULL -> omitted with

@@ -152,7 +152,7 @@ local function needs_input(prop)
     return false
 end
 
--- Checks generated metric parameters (downstream.md §1.5) -> true | nil, message
+-- Checks generated metric parameters -> true | nil, message
 local function check_metric_params(p)
     if type(p) ~= "table" then
         return nil, "parameters must be an object"

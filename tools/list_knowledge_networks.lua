@@ -118,8 +118,8 @@ function M.shape_request(args)
 end
 
 -- Keeps per entry only what helps choose a network. bkn-backend names the
--- human text `comment`; it is given to the model as `description` (the
--- reference's `description` is normally absent on real data).
+-- human text `comment`; it is given to the model as `description` (a
+-- `description` field is normally absent on real data).
 function M.trim_response(body)
     if type(body) ~= "table" then
         return { entries = util.array(), total_count = 0 }

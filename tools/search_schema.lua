@@ -147,7 +147,7 @@ local function ranked(list, score_of)
     return out
 end
 
--- Reranking bounds: the reference reranks at most 200 object candidates; the
+-- Reranking bounds: at most 200 object candidates are reranked; the
 -- relation cap and the short timeout keep one slow or huge call from holding the
 -- tool (the simple ranking is always there to fall back on).
 local RERANK_OBJECTS = 200

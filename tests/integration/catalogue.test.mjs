@@ -76,7 +76,7 @@ const TOOLS = [
   ['list_knowledge_networks', {}, 'bkn_backend', (j) => assert.equal(j.total_count, 3)],
   ['get_kn_detail', { kn_id: 'kn_medical' }, 'bkn_backend', (j) => assert.equal(j.id, 'kn_medical')],
   ['search_schema', { kn_id: 'kn_medical', query: 'drug manufacturer', schema_brief: true }, 'bkn_backend', (j) => assert.ok(j.object_types.some((o) => o.concept_id === 'ot_drug'))],
-  // MCP trims condition_operations to the index-backed ones (reference mcp-surface §3.2).
+  // MCP trims condition_operations to the index-backed ones.
   ['get_object_types', { kn_id: 'kn_medical', ids: ['ot_drug'] }, 'bkn_backend', (j) => assert.equal(j.object_types[0].id, 'ot_drug'), 'volatile'],
   ['get_relation_types', { kn_id: 'kn_medical', ids: ['rt_produced_by'] }, 'bkn_backend', (j) => assert.equal(j.relation_types[0].id, 'rt_produced_by')],
   ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 2 }, 'ontology_query', (j) => { assert.equal(j.datas.length, 2); assert.equal(j.total_count, 22); }],

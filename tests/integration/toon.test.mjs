@@ -372,7 +372,7 @@ test('an invalid response_format: REST 400 and an MCP tool error, both naming js
   for (const bad of ['xml', 'TOON', '']) {
     const r = await post(restUrl('list_knowledge_networks', `?response_format=${encodeURIComponent(bad)}`), '{}', { 'accept-language': 'en-US' });
     if (bad === '') {
-      // an empty value means the default, JSON (as the reference does)
+      // an empty value means the default, JSON
       assert.equal(r.status, 200, r.text);
       assert.match(r.headers.get('content-type') ?? '', /^application\/json/);
       assert.equal(parseLossless(r.text).obj[0][0], 'entries');

@@ -12,7 +12,7 @@ local M = {}
 local PROBE_TTL_MS = 60000
 local PROBE_CACHE_MAX = 4096
 
--- Texts per language: the recovered ones of downstream.md §3.6, the missing ones
+-- Texts per language: the platform's own texts where known, the missing ones
 -- written in the same style.
 local TEXTS = {
     ["zh-CN"] = {
@@ -81,7 +81,7 @@ local function first_value(s)
 end
 
 -- host[:port] where host is a bracketed IPv6 literal or letters, digits, '.', '-'
--- (downstream.md §3.5): no paths, no userinfo, no spaces.
+-- with an optional port of 1-5 digits: no paths, no userinfo, no spaces.
 local function valid_host(h)
     local rest = h:match("^%[[%x:.]+%](.*)$")
     if rest == nil then

@@ -21,7 +21,7 @@ local function call(tool, args, responses, opts)
 end
 
 describe("get_action_info", function()
-    it("has the display metadata of mcp-surface §4.2 and is on the compact surface", function()
+    it("has its display metadata (title, group, order) and is on the compact surface", function()
         local e = contract.list_entry(info, "en-US")
         assert.equal("Action Info", e.title)
         assert.equal(310, e._meta["openbkn.ai/order"])
