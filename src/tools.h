@@ -20,7 +20,6 @@
 #include "conf.h"
 #include "fetch.h"
 
-
 enum {
     SURFACE_MCP = 1,     /* listed on /mcp */
     SURFACE_COMPACT = 2, /* listed on /mcp-compact */
