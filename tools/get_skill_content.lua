@@ -1,4 +1,5 @@
--- get_skill_content: a skill's SKILL.md and file list: the factory returns a presigned URL, which is then downloaded.
+-- get_skill_content: a skill's SKILL.md and file list: the factory returns a
+-- presigned URL, which is then downloaded.
 local cljson = require "cljson"
 local util = require "_lib.util"
 local skill = require "_lib.skill"

@@ -1,7 +1,6 @@
 -- list_resources (REST only): data resources visible to the caller (vega
 -- GET /in/v1/resources), or, with kn_id, every resource bound to the network's
 -- object types with the unbound, stale and missing bindings named.
-
 local util = require "_lib.util"
 
 local text = util.text

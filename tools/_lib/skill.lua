@@ -1,6 +1,6 @@
 -- _lib.skill: shared pieces of the skill tools (list_skills, get_skill_content,
--- read_skill_file, execute_skill): execution-factory paths, the presigned download of skill files,
--- rune-based truncation and the text/binary decision.
+-- read_skill_file, execute_skill): execution-factory paths, the presigned download
+-- of skill files, rune-based truncation and the text/binary decision.
 local util = require "_lib.util"
 local upstream_error = require "_lib.upstream_error"
 

@@ -4,7 +4,8 @@
 // trust model: the owner tuple comes from headers, no secret.
 //
 // Besides the documented Trace Core routes it serves GET /capture-policy and GET
-// /health (Context Loader's capture policy and availability probe), and the control routes /_sim/trace and /_sim/trace/state.
+// /health (Context Loader's capture policy and availability probe), and the control
+// routes /_sim/trace and /_sim/trace/state.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { json, parseBody, isPlainObject } from '../lib/http.mjs';
