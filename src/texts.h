@@ -203,6 +203,32 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(CTX_REF_ID, "业务对象的 ID（如知识网络 ID、对象类 ID 或实例标识）",                          \
       "The object's id (a network id, an object type id, an instance identity, ...)")              \
     X(CTX_REF_VERSION, "可选：业务对象的版本", "Optional: the object's version")                   \
+    /* schema validation details (lua/schema.lua): the path is separate, these say what is         \
+     * wrong with the value there. printf formats (%s each, in order as named) */                  \
+    X(SCHEMA_REQUIRED, "为必填项", "is required")                                                  \
+    X(SCHEMA_NOT_ALLOWED, "不是允许的字段", "is not allowed")                                      \
+    X(SCHEMA_NON_STRING_KEY, "含有非字符串的键", "has a non-string key")                           \
+    X(SCHEMA_TOO_DEEP, "嵌套过深", "is nested too deeply")                                         \
+    X(SCHEMA_OR, " 或 ", " or ")                                                                   \
+    X(SCHEMA_TYPE, "类型必须是 %s，实际是 %s", "must be of type %s, got %s") /* types, got */      \
+    X(SCHEMA_ENUM, "必须是以下之一：%s", "must be one of %s")                                      \
+    X(SCHEMA_CONST, "必须是 %s", "must be %s")                                                     \
+    X(SCHEMA_MIN, "必须 >= %s", "must be >= %s")                                                   \
+    X(SCHEMA_MAX, "必须 <= %s", "must be <= %s")                                                   \
+    X(SCHEMA_XMIN, "必须 > %s", "must be > %s")                                                    \
+    X(SCHEMA_XMAX, "必须 < %s", "must be < %s")                                                    \
+    X(SCHEMA_MIN_LENGTH, "长度至少为 %s 个字符", "must be at least %s characters long")            \
+    X(SCHEMA_MAX_LENGTH, "长度最多为 %s 个字符", "must be at most %s characters long")             \
+    X(SCHEMA_MIN_ITEMS, "至少需要 %s 项", "must have at least %s items")                           \
+    X(SCHEMA_MAX_ITEMS, "最多只能有 %s 项", "must have at most %s items")                          \
+    X(SCHEMA_UNIQUE, "第 %s 项与第 %s 项相同；各项必须互不相同",                                   \
+      "items %s and %s are equal; items must be unique")                                           \
+    X(SCHEMA_ANY_OF, "不符合任何一种允许的形式（最接近的：%s %s）",                                \
+      "must match one of the allowed forms (closest: %s %s)") /* path, message */                  \
+    X(SCHEMA_ONE_OF, "必须恰好符合一种允许的形式（最接近的：%s %s）",                              \
+      "must match exactly one of the allowed forms (closest: %s %s)")                              \
+    X(SCHEMA_MANY_OF, "同时符合多种允许的形式；必须恰好符合一种",                                  \
+      "matches more than one of the allowed forms; it must match exactly one")                     \
     /* MCP progress notifications. printf format: tool name, elapsed ms (long long) */             \
     X(PROGRESS_RUNNING, "%s 仍在运行（已 %lld 毫秒）", "%s is still running (%lld ms)")
 

@@ -224,6 +224,35 @@ describe("contract.list_entry", function()
         assert.is_nil(e.outputSchema)
     end)
 
+    -- a copy without the string "description" keywords
+    local function prose_free(v)
+        if type(v) ~= "table" then
+            return v
+        end
+        local out = {}
+        for k, x in pairs(v) do
+            if k ~= "description" or type(x) ~= "string" then
+                out[k] = prose_free(x)
+            end
+        end
+        return out
+    end
+
+    it("bkn_context: every sub-field described in the listing language", function()
+        for _, lang in ipairs({ "zh-CN", "en-US" }) do
+            local bc = contract.list_entry(tool, lang).inputSchema.properties.bkn_context
+            local props = bc.properties
+            for _, k in ipairs({ "conversation_id", "interaction_id", "parent_operation_id",
+                "causation_event_ids", "business_refs" }) do
+                assert.is_string(props[k].description, k)
+                assert.equal(lang == "zh-CN", props[k].description:find("[\228-\233]") ~= nil, k)
+            end
+            for _, k in ipairs({ "ref_type", "ref_id", "version" }) do
+                assert.is_string(props.business_refs.items.properties[k].description, k)
+            end
+        end
+    end)
+
     it("compact: the short description, shared sub-schemas and outputSchema without prose", function()
         local t = assert(contract.check(valid_tool({
             short_description = { ["zh-CN"] = "短", ["en-US"] = "Short" },
@@ -241,7 +270,9 @@ describe("contract.list_entry", function()
             assert.is_nil(c.outputSchema.properties.n.description)
             assert.same({ type = "string" }, c.outputSchema.properties.description)
             local fp, cp = full.inputSchema.properties, c.inputSchema.properties
-            assert.same(fp.bkn_context.properties, cp.bkn_context.properties)
+            -- the same sub-schemas; only their prose (description keywords) is left out
+            assert.same(prose_free(fp.bkn_context.properties), cp.bkn_context.properties)
+            assert.is_string(fp.bkn_context.properties.business_refs.description)
             assert.same(full._meta, c._meta)
             assert.equal(full.title, c.title)
         end
