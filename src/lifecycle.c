@@ -602,14 +602,12 @@ void lifecycle_run(lifecycle *l)
     const lifecycle_input *in = &l->in;
     char err[300];
     if (callcheck_hint_pick(in->invocation_header, "X-OpenBKN-Client-Invocation-Id", in->meta,
-                            "openbkn.ai/client-invocation-id", l->invocation, sizeof l->invocation,
-                            err, sizeof err) < 0 ||
+                            "openbkn.ai/client-invocation-id", in->lang, l->invocation,
+                            sizeof l->invocation, err, sizeof err) < 0 ||
         callcheck_hint_pick(in->host_key_header, "X-OpenBKN-Host-Conversation-Key", in->meta,
-                            "openbkn.ai/host-conversation-key", l->host_key, sizeof l->host_key,
-                            err, sizeof err) < 0) {
-        char msg[400];
-        snprintf(msg, sizeof msg, text_get(TEXT_LC_HINT_INVALID, in->lang), err);
-        fail(l, "lifecycle_hint_invalid", msg, 0, "fix_host_lifecycle_hint", NULL);
+                            "openbkn.ai/host-conversation-key", in->lang, l->host_key,
+                            sizeof l->host_key, err, sizeof err) < 0) {
+        fail(l, "lifecycle_hint_invalid", err, 0, "fix_host_lifecycle_hint", NULL);
         return;
     }
     l->args = in->args ? json_clone(in->args) : json_new_object();

@@ -140,7 +140,7 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(LC_P_REASON, "原因，用于 completed 以外的结果", "Why, for outcomes other than completed")    \
     /* lifecycle tools: refusals. printf formats: FIELD_REQUIRED field, rule;                      \
      * NOT_STRING / NOT_TEXT field; TOO_LONG field, limit; UNKNOWN_FIELD field, tool,              \
-     * allowed fields; HINT_INVALID the hint's own error */                                        \
+     * allowed fields */                                                                           \
     X(LC_FIELD_REQUIRED, "缺少必填字段 %s：%s", "%s is required: %s")                              \
     X(LC_NOT_STRING, "%s 必须是非空字符串", "%s must be a non-empty string")                       \
     X(LC_NOT_TEXT, "%s 必须是字符串", "%s must be a string")                                       \
@@ -179,7 +179,12 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(LC_ANSWER_NOT_STORED, "BKN Trace Core 未能保存回答",                                         \
       "BKN Trace Core did not store the answer")                                                   \
     X(LC_TERMINAL_CONFLICT, "该交互已以另一种结果结束", "another terminal outcome already won")    \
-    X(LC_HINT_INVALID, "宿主提示无效：%s", "invalid host hint: %s")                                \
+    /* host hints (src/callcheck.c). printf format: the hint's header or _meta key */              \
+    X(HINT_LENGTH, "%s 必须是 1 到 256 个不含空格的可打印 ASCII 字符",                             \
+      "%s must be 1 to 256 printable ASCII characters without spaces")                             \
+    X(HINT_CHARS, "%s 只能包含不含空格的可打印 ASCII 字符",                                        \
+      "%s must be printable ASCII without spaces")                                                 \
+    X(HINT_NOT_STRING, "%s 必须是字符串", "%s must be a string")                                   \
     /* bkn_context as every business tool lists it (lua/contract.lua) */                           \
     X(CTX_DESC,                                                                                    \
       "本轮上下文：原样传入 bkn_start_interaction 返回的 conversation_id 与 "        \

@@ -345,3 +345,18 @@ test('tools/list: lifecycle annotations and every parameter described in the lis
     for (const k of ['ref_type', 'ref_id', 'version']) assert.equal(typeof ref[k].description, 'string', `business_refs[].${k} has no description`);
   }
 });
+
+test('a malformed host hint is refused naming the hint, in the language of the response (MCP and REST)', { skip: NO_SDK }, async () => {
+  for (const [lang, client] of [['zh-CN', await connect()], ['en-US', await connect(TOKEN, { 'Accept-Language': 'en-US' })]]) {
+    const e = errorOf(await client.callTool({ name: 'bkn_start_interaction', arguments: { question: 'q', agent_name: 'hint-agent', conversation_mode: 'new' }, _meta: { 'openbkn.ai/host-conversation-key': 'has space' } }));
+    assert.equal(e.code, 'lifecycle_hint_invalid');
+    assert.ok(e.message.includes('openbkn.ai/host-conversation-key'), e.message);
+    assert.equal(CJK.test(e.message), lang === 'zh-CN', e.message);
+    const r = await post(`${stack.server.base}${PREFIX}/kn/query_object_instance`, { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 },
+      { 'X-OpenBKN-Client-Invocation-Id': 'has space', ...(lang === 'en-US' ? { 'accept-language': 'en-US' } : {}) });
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.code, 'lifecycle_hint_invalid', r.text);
+    assert.ok(r.json.error.message.includes('X-OpenBKN-Client-Invocation-Id'), r.text);
+    assert.equal(CJK.test(r.json.error.message), lang === 'zh-CN', r.text);
+  }
+});
