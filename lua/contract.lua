@@ -515,6 +515,7 @@ local function without_descriptions(v)
     end
     return setmetatable(out, getmetatable(v))
 end
+M.without_descriptions = without_descriptions
 
 -- compact: the /mcp-compact form of the same entry. Only prose differs: the tool's
 -- short_description when it declares one, and no descriptions in bkn_context,

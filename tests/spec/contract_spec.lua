@@ -224,19 +224,7 @@ describe("contract.list_entry", function()
         assert.is_nil(e.outputSchema)
     end)
 
-    -- a copy without the string "description" keywords
-    local function prose_free(v)
-        if type(v) ~= "table" then
-            return v
-        end
-        local out = {}
-        for k, x in pairs(v) do
-            if k ~= "description" or type(x) ~= "string" then
-                out[k] = prose_free(x)
-            end
-        end
-        return out
-    end
+    local prose_free = contract.without_descriptions
 
     it("bkn_context: every sub-field described in the listing language", function()
         for _, lang in ipairs({ "zh-CN", "en-US" }) do
