@@ -41,7 +41,7 @@ function(cl_fuzz_target name)
 endfunction()
 
 cl_fuzz_target(toon toon.c toonview.c json.c util.c)
-cl_fuzz_target(guard guard.c json.c util.c)
+cl_fuzz_target(guard guard.c json.c util.c texts.c)
 cl_fuzz_target(mcp mcp_msg.c json.c util.c)
 cl_fuzz_target(rest callcheck.c guard.c json.c util.c texts.c)
 # The Lua JSON module: direct decoder vs the json_parse tree path (differential).

@@ -5,13 +5,13 @@ set(CL_LUAHOST_TEST_SOURCES
     ${CMAKE_SOURCE_DIR}/src/lvm.c ${CMAKE_SOURCE_DIR}/src/lpattern.c ${CMAKE_SOURCE_DIR}/src/tools.c
     ${CMAKE_SOURCE_DIR}/src/reload.c
     ${CMAKE_SOURCE_DIR}/src/upstream_req.c
-    ${CMAKE_SOURCE_DIR}/src/call.c
+    ${CMAKE_SOURCE_DIR}/src/call.c ${CMAKE_SOURCE_DIR}/src/uphealth.c ${CMAKE_SOURCE_DIR}/src/metrics.c
     ${CMAKE_SOURCE_DIR}/src/toon.c ${CMAKE_SOURCE_DIR}/src/toon_lua.c
     ${CMAKE_SOURCE_DIR}/src/toonview.c
     ${CMAKE_SOURCE_DIR}/src/json.c ${CL_JSON_LUA_SOURCES}
     ${CMAKE_SOURCE_DIR}/src/fetch.c ${CMAKE_SOURCE_DIR}/src/conf.c ${CMAKE_SOURCE_DIR}/src/log.c
     ${CMAKE_SOURCE_DIR}/src/util.c ${CMAKE_SOURCE_DIR}/src/texts.c
-    ${CMAKE_SOURCE_DIR}/src/texts_lua.c)
+    ${CMAKE_SOURCE_DIR}/src/texts_lua.c ${CMAKE_SOURCE_DIR}/src/errenv.c)
 
 add_executable(test_tools ${CMAKE_SOURCE_DIR}/tests/unit/test_tools.c ${CL_LUAHOST_TEST_SOURCES})
 target_include_directories(test_tools PRIVATE ${CMAKE_SOURCE_DIR}/src

@@ -8,11 +8,13 @@
 #include <event2/event.h>
 #include <lauxlib.h>
 
+#include "errenv.h"
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
 #include "toon.h"
 #include "toonview.h"
+#include "uphealth.h"
 #include "upstream_req.h"
 #include "util.h"
 
@@ -59,6 +61,9 @@ struct call {
     struct event *ev;
     fetch_req *freq;
     int64_t fetch_t0;
+    const tools_upstream *fetch_up; /* the request in flight, for the failure log */
+    char fetch_method[8];
+    char fetch_path[200];
     const fetch_response *resp; /* only while the response is being pushed */
     /* result */
     int status;
@@ -439,6 +444,9 @@ static int ctx_http(lua_State *L)
     req.timeout_ms = timeout;
     req.max_response = c->cfg->max_response_bytes;
     c->fetch_t0 = now_mono_ms();
+    c->fetch_up = up;
+    snprintf(c->fetch_method, sizeof c->fetch_method, "%s", method);
+    snprintf(c->fetch_path, sizeof c->fetch_path, "%s", path);
     c->freq = fetch_start(c->cfg->fetch, &req, on_fetch, c, &ferr);
     memset(authz, 0, sizeof authz); /* curl holds its own copy of the headers */
     if (!c->freq)
@@ -522,60 +530,24 @@ static void set_error_code(call *c, const char *code)
     c->error_code = code ? xstrdup(code) : NULL;
 }
 
-typedef struct text_args {
-    call *c;
-    int status;
-    char *desc;
-    char *sol;
-} text_args;
-
-static int error_text_p(lua_State *L)
-{
-    text_args *a = lua_touserdata(L, 1);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(a->c->gen));
-    lua_getfield(L, -1, "error_text");
-    lua_pushinteger(L, a->status);
-    lua_pushstring(L, lang_tag(a->c->lang));
-    lua_call(L, 2, 2);
-    if (lua_isstring(L, -2) && lua_isstring(L, -1)) {
-        a->desc = xstrdup(lua_tostring(L, -2));
-        a->sol = xstrdup(lua_tostring(L, -1));
-    }
-    return 0;
-}
-
 /* The 500 envelope of a raised tool or a budget kill; the traceback goes to the log
  * only, the caller sees the incident id. */
 static void fail_incident(call *c, const char *error_code, const char *msg, const char *tb)
 {
     unsigned char rnd[8];
-    text_args ta = {c, 500, NULL, NULL};
     random_bytes(rnd, sizeof rnd);
     memcpy(c->incident, "inc_", 4);
     hex_encode(rnd, sizeof rnd, c->incident + 4);
     log_call(c, LOG_ERROR, msg, "incident_id", c->incident, "traceback", tb);
-    lvm_cpcall(c->L, error_text_p, &ta, NULL);
     c->status = 500;
     c->is_error = 1;
     set_error_code(c, error_code);
     buf_reset(&c->body);
-    buf_puts(&c->body, "{\"code\":\"Public.InternalServerError\",\"description\":");
-    if (ta.desc)
-        json_write_string(&c->body, ta.desc, strlen(ta.desc));
-    else
-        buf_puts(&c->body, c->lang == LANG_ZH_CN ? "\"内部错误\"" : "\"Internal server error\"");
-    buf_puts(&c->body, ",\"solution\":");
-    if (ta.sol)
-        json_write_string(&c->body, ta.sol, strlen(ta.sol));
-    else
-        buf_puts(&c->body, c->lang == LANG_ZH_CN
-                               ? "\"请稍后重试；如持续出现，请联系管理员并提供事件编号。\""
-                               : "\"Retry later; if it persists, contact an administrator with "
-                                 "the incident id.\"");
-    buf_printf(&c->body, ",\"link\":\"\",\"details\":\"incident %s\",\"incident_id\":\"%s\"}",
-               c->incident, c->incident);
-    free(ta.desc);
-    free(ta.sol);
+    char details[64], extra[64];
+    snprintf(details, sizeof details, "incident %s", c->incident);
+    snprintf(extra, sizeof extra, "\"incident_id\":\"%s\"", c->incident);
+    err_write(&c->body, 500, c->lang, "Public.InternalServerError", NULL,
+              text_get(TEXT_ERR_INCIDENT_SOLUTION, c->lang), details, NULL, extra);
 }
 
 typedef struct tb_args {
@@ -683,16 +655,9 @@ static void fail_output(call *c)
     set_error_code(c, "output_too_large");
     buf_reset(&c->body);
     buf_reset(&c->toon);
-    buf_puts(&c->body, "{\"code\":\"Public.InternalServerError\",\"description\":");
-    buf_puts(&c->body, c->lang == LANG_ZH_CN ? "\"工具结果过大\"" : "\"Tool result too large\"");
-    buf_puts(&c->body, ",\"solution\":");
-    buf_puts(&c->body, c->lang == LANG_ZH_CN
-                           ? "\"请缩小查询范围（更小的 limit 或更少的字段）后重试。\""
-                           : "\"Narrow the request (a smaller limit or fewer "
-                             "fields) and retry.\"");
-    buf_puts(&c->body, ",\"link\":\"\",\"details\":");
-    json_write_string(&c->body, msg, strlen(msg));
-    buf_puts(&c->body, "}");
+    err_write(&c->body, 500, c->lang, "Public.InternalServerError",
+              text_get(TEXT_ERR_OUTPUT_TOO_LARGE, c->lang),
+              text_get(TEXT_ERR_OUTPUT_TOO_LARGE_SOLUTION, c->lang), msg, NULL, NULL);
 }
 
 static void finish(call *c);
@@ -780,12 +745,61 @@ static void step(call *c, int nargs)
     finish(c);
 }
 
+/* "host:port" of a base URL ("http://h:1/api" -> "h:1"), for the log. */
+static void url_host(const char *url, char *out, size_t outlen)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    const char *at = strchr(p, '@'), *end = strchr(p, '/');
+    if (at && (!end || at < end))
+        p = at + 1; /* never the user-info */
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    snprintf(out, outlen, "%.*s", (int)n, p);
+}
+
+/* Every upstream answer feeds uphealth; a failure (transport error or 5xx) also gets
+ * one warn line naming the upstream, where it is and what failed. */
+static void note_upstream(call *c, const fetch_response *r, int64_t took_ms)
+{
+    const char *reason = NULL;
+    if (r->result != FETCH_OK)
+        reason = r->result == FETCH_TIMEOUT     ? "timeout"
+                 : r->result == FETCH_CONNECT   ? "unreachable"
+                 : r->result == FETCH_TOO_LARGE ? "response_too_large"
+                                                : "transport_error";
+    else if (r->status >= 500)
+        reason = "http_5xx";
+    if (!c->fetch_up)
+        return;
+    uphealth_record(c->fetch_up->name, reason, now_wall_ms());
+    if (!reason)
+        return;
+    char host[160];
+    url_host(c->fetch_up->base_url, host, sizeof host);
+    log_line *l = log_begin(LOG_WARN, "upstream failure");
+    log_str(l, "request_id", c->request_id);
+    log_str(l, "tool", c->info->name);
+    log_str(l, "upstream", c->fetch_up->name);
+    log_str(l, "host", host);
+    log_str(l, "method", c->fetch_method);
+    log_str(l, "path", c->fetch_path);
+    log_str(l, "reason", reason);
+    if (r->result == FETCH_OK)
+        log_int(l, "status", r->status);
+    else if (r->error)
+        log_strn(l, "error", r->error, 200);
+    log_int(l, "duration_ms", took_ms);
+    log_end(l);
+}
+
 static void on_fetch(const fetch_response *r, void *arg)
 {
     call *c = arg;
     char *err = NULL;
     c->freq = NULL;
-    c->upstream_ms += r->elapsed_ms ? r->elapsed_ms : now_mono_ms() - c->fetch_t0;
+    int64_t took = r->elapsed_ms ? r->elapsed_ms : now_mono_ms() - c->fetch_t0;
+    c->upstream_ms += took;
+    note_upstream(c, r, took);
     c->resp = r;
     /* Build the values on the main thread (protected), then move them over. */
     lvm_set_budget(c->vm, &c->budget);
