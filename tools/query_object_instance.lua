@@ -172,8 +172,12 @@ end
 local KEEP = { "datas", "total_count", "search_after", "effective_permissions",
     "row_filter_applied" }
 
--- Trims the decoded response in place: rows are the decoded tables (key order,
--- big numbers, [] and {} untouched); only keys are removed.
+-- The rows are passed through: decoded as raw JSON values (cljson.raw), copied
+-- byte for byte into the result instead of becoming Lua tables.
+local DECODE = { raw = "datas" }
+
+-- Trims the decoded response in place: rows (raw values, or tables: key order,
+-- big numbers, [] and {} untouched either way); only keys are removed.
 function M.trim_response(body, args)
     if type(body) ~= "table" then
         body = cljson.object()
@@ -184,9 +188,10 @@ function M.trim_response(body, args)
     end
     local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
     if not condition.uses_scoring(cond) then
-        for _, row in ipairs(body.datas) do
-            if type(row) == "table" then
-                row._score = nil
+        local rows = body.datas
+        for i, row in ipairs(rows) do
+            if type(row) == "table" or cljson.is_raw(row) then
+                rows[i] = cljson.without(row, "_score")
             end
         end
     end
@@ -227,7 +232,7 @@ function M.handle(args, ctx)
     if res == nil or not util.is_2xx(res) then
         return nil, map_error(res, err, args, ctx)
     end
-    local body = util.try_json(res)
+    local body = util.try_json(res, DECODE)
     if body == nil then
         return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
     end

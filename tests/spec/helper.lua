@@ -159,8 +159,9 @@ end
 -- A response as ctx.http returns it.
 function M.response(status, body, headers)
     local res = { status = status, headers = headers or {}, body = body or "" }
-    res.json = function()
-        return cljson.decode(res.body)
+    -- opts as the server's response.json takes them ({raw = "datas"}: raw rows)
+    res.json = function(opts)
+        return cljson.decode(res.body, opts)
     end
     return res
 end
