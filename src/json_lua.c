@@ -205,6 +205,35 @@ static void read_limits(lua_State *L, int idx, json_limits *lim)
     lua_pop(L, 1);
 }
 
+/* Options raw = "<member>" and drop = {"<name>", ...} (names anchored in the
+ * options table at idx, which stays on the stack during the decode). */
+static void read_raw(lua_State *L, int idx, cljson_raw_opts *ro)
+{
+    if (lua_getfield(L, idx, "raw") != LUA_TNIL) {
+        luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, idx, "raw must be a member name");
+        ro->key = lua_tolstring(L, -1, &ro->keylen);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "drop") != LUA_TNIL) {
+        luaL_argcheck(L, ro->key && lua_type(L, -1) == LUA_TTABLE, idx,
+                      "drop must be a list of member names, with raw");
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        luaL_argcheck(L, n <= CLJSON_DROP_MAX, idx, "drop: at most 8 names");
+        for (lua_Integer i = 1; i <= n; i++) {
+            luaL_argcheck(L, lua_rawgeti(L, -1, i) == LUA_TSTRING, idx, "drop: names are strings");
+            size_t kl;
+            const char *k = lua_tolstring(L, -1, &kl);
+            for (size_t j = 0; j < kl; j++)
+                luaL_argcheck(L, (unsigned char)k[j] >= 0x20 && k[j] != '"' && k[j] != '\\', idx,
+                              "drop: a name must need no escaping in JSON");
+            ro->drop[ro->ndrop] = k;
+            ro->droplen[ro->ndrop++] = kl;
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+}
+
 /* The former decoder (json_parse, then cljson_push of the tree): pushes the value
  * (returns 1) or nil, "msg at byte N" (returns 2). */
 static int decode_tree(lua_State *L, const char *s, size_t len, const json_limits *lim)
@@ -233,19 +262,16 @@ static unsigned long decode_fallbacks;
  * elements of that array member of a top-level object stay raw values. */
 static int do_decode(lua_State *L)
 {
-    size_t len, rawlen = 0;
-    const char *s = luaL_checklstring(L, 1, &len), *raw = NULL;
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
     json_limits lim;
     read_limits(L, 2, &lim);
-    if (lua_type(L, 2) == LUA_TTABLE) {
-        lua_getfield(L, 2, "raw");
-        if (!lua_isnil(L, -1)) {
-            luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 2, "raw must be a member name");
-            raw = lua_tolstring(L, -1, &rawlen); /* anchored in the options table */
-        }
-        lua_pop(L, 1);
-    }
-    if (cljson_decode_raw(L, s, len, &lim, raw, rawlen, 1) == 0)
+    cljson_raw_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.anchor = 1;
+    if (lua_type(L, 2) == LUA_TTABLE)
+        read_raw(L, 2, &ro);
+    if (cljson_decode_raw(L, s, len, &lim, &ro) == 0)
         return 1;
     int n = decode_tree(L, s, len, &lim);
     if (n == 1)

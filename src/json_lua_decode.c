@@ -123,15 +123,17 @@ typedef struct {
     lua_State *L;
     const unsigned char *p, *end;
     size_t max_depth;
-    int amt, omt, nmt, ord; /* absolute stack indices */
-    int shapes;             /* shape cache: slot (a hash of the order) -> order string */
-    int boxslot;            /* stack slots of two cboxes (nil until needed): */
-    cbox *box[2];           /* [0] unescaped string bytes, [1] the keys of open objects */
-    buf *keys;              /* box[1]'s buffer: each open object's keys, in order */
-    int lastn[64];          /* members of the last object at each depth (mod 64) */
-    const char *rawkey;     /* raw option: the top-level member whose elements stay raw */
-    size_t rawkeylen;
-    int anchor, rawmt; /* stack slots of the decoded text and of cljson.raw_mt */
+    int amt, omt, nmt, ord;    /* absolute stack indices */
+    int shapes;                /* shape cache: slot (a hash of the order) -> order string */
+    int boxslot;               /* stack slots of two cboxes (nil until needed): */
+    cbox *box[2];              /* [0] unescaped string bytes, [1] the keys of open objects */
+    buf *keys;                 /* box[1]'s buffer: each open object's keys, in order */
+    int lastn[64];             /* members of the last object at each depth (mod 64) */
+    const cljson_raw_opts *ro; /* raw option (NULL: none) */
+    int rawmt;                 /* stack slot of cljson.raw_mt */
+    size_t rowdepth;           /* depth of the raw row being scanned */
+    int ncut;                  /* its members to drop: key start, value end */
+    const unsigned char *cut[CLJSON_DROP_MAX][2];
 } dec;
 
 /* The decode's scratch buffer i, in a cbox made at the first need. */
@@ -572,6 +574,7 @@ static int scan_object(dec *d, size_t depth, int *canon)
     size_t start = kb->len;
     uint64_t mask = 0;
     int n = 0, rc = -1;
+    int row = depth == d->rowdepth && d->ro && d->ro->ndrop;
     for (p = q;;) {
         if (p >= d->end || *p != '"')
             break;
@@ -579,6 +582,14 @@ static int scan_object(dec *d, size_t depth, int *canon)
         uint32_t h;
         if (scan_string(d, canon, &h) < 0)
             break;
+        const unsigned char *member = p;
+        int cut = 0;
+        if (row && *canon) {
+            /* A dropped name (it needs no escaping, so its text is its bytes). */
+            size_t kl = (size_t)(d->p - p) - 2;
+            for (int i = 0; i < d->ro->ndrop && !cut; i++)
+                cut = kl == d->ro->droplen[i] && memcmp(p + 1, d->ro->drop[i], kl) == 0;
+        }
         if (*canon) {
             /* Duplicate keys: compared as text (canonical escapes are unique). */
             size_t klen = (size_t)(d->p - p);
@@ -607,6 +618,11 @@ static int scan_object(dec *d, size_t depth, int *canon)
         d->p = q + 1;
         if (scan_value(d, depth, canon) < 0)
             break;
+        if (cut && d->ncut < CLJSON_DROP_MAX) {
+            d->cut[d->ncut][0] = member;
+            d->cut[d->ncut][1] = d->p;
+            d->ncut++;
+        }
         q = dec_ws(d->p, d->end);
         if (q != d->p)
             *canon = 0;
@@ -694,14 +710,39 @@ static int scan_value(dec *d, size_t depth, int *canon)
     }
 }
 
-/* Pushes cljson.raw_mt userdata for the slice s..s+len of the decoded text. */
-static void push_raw(dec *d, const unsigned char *s, size_t len)
+/* Pushes a raw value of the row s..e (canonical text): a slice of the decoded
+ * text, or its own copy without the d->cut members (with one comma each). */
+static void push_raw(dec *d, const unsigned char *s, const unsigned char *e)
 {
-    cljson_raw_push(d->L, d->anchor, (const char *)s, len, d->rawmt);
+    lua_State *L = d->L;
+    if (d->ncut == 0) {
+        cljson_raw_push(L, d->ro->anchor, (const char *)s, (size_t)(e - s), d->rawmt);
+        return;
+    }
+    buf *b = dec_buf(d, 0);
+    buf_reset(b);
+    const unsigned char *copied = s;
+    for (int i = 0; i < d->ncut; i++) {
+        const unsigned char *from = d->cut[i][0] - 1, *to = d->cut[i][1];
+        if (*from == '{' || from < copied) { /* the first member left: its comma after */
+            from = d->cut[i][0];
+            if (*to == ',')
+                to++;
+        }
+        buf_append(b, copied, (size_t)(from - copied));
+        copied = to;
+    }
+    buf_append(b, copied, (size_t)(e - copied));
+    lua_pushlstring(L, b->data, b->len);
+    int anchor = lua_gettop(L);
+    size_t n;
+    const char *t = lua_tolstring(L, anchor, &n);
+    cljson_raw_push(L, anchor, t, n, d->rawmt);
+    lua_remove(L, anchor);
 }
 
 /* One element of the raw array: an object whose text is canonical stays raw;
- * anything else is decoded as usual. */
+ * anything else is decoded as usual (an object then loses the dropped members). */
 static int dec_raw_elem(dec *d, size_t depth)
 {
     const unsigned char *p = dec_ws(d->p, d->end);
@@ -710,15 +751,26 @@ static int dec_raw_elem(dec *d, size_t depth)
             return -1;
         int canon = 1;
         d->p = p;
+        d->rowdepth = depth + 1;
+        d->ncut = 0;
         if (scan_object(d, depth + 1, &canon) < 0)
             return -1;
         if (canon) {
-            push_raw(d, p, (size_t)(d->p - p));
+            push_raw(d, p, d->p);
             return 0;
         }
     }
     d->p = p;
-    return dec_value(d, depth);
+    if (dec_value(d, depth) < 0)
+        return -1;
+    if (p < d->end && *p == '{') {
+        for (int i = 0; i < d->ro->ndrop; i++) {
+            lua_pushlstring(d->L, d->ro->drop[i], d->ro->droplen[i]);
+            lua_pushnil(d->L);
+            lua_rawset(d->L, -3);
+        }
+    }
+    return 0;
 }
 
 /* Stores the pend values above t into the array t (created on the first flush). */
@@ -893,11 +945,11 @@ static int dec_object(dec *d, size_t depth)
             return -1;
         d->p = p + 1;
         int raw = 0;
-        if (depth == 1 && d->rawkey) {
+        if (depth == 1 && d->ro) {
             size_t kl;
             const char *ks = lua_tolstring(L, -1, &kl);
             const unsigned char *v = dec_ws(d->p, d->end);
-            raw = kl == d->rawkeylen && memcmp(ks, d->rawkey, kl) == 0 && v < d->end && *v == '[';
+            raw = kl == d->ro->keylen && memcmp(ks, d->ro->key, kl) == 0 && v < d->end && *v == '[';
             if (raw) {
                 if (depth + 1 > d->max_depth || !lua_checkstack(L, 8))
                     return -1;
@@ -969,11 +1021,11 @@ static int dec_value(dec *d, size_t depth)
 
 int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_limits *lim)
 {
-    return cljson_decode_raw(L, s, len, lim, NULL, 0, 0);
+    return cljson_decode_raw(L, s, len, lim, NULL);
 }
 
 int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
-                      const char *rawkey, size_t rawkeylen, int anchor)
+                      const cljson_raw_opts *ro)
 {
     if (lim->max_size && len > lim->max_size)
         return -1;
@@ -997,11 +1049,11 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     d.box[0] = d.box[1] = NULL;
     d.keys = NULL;
     memset(d.lastn, 0, sizeof d.lastn);
-    d.rawkey = rawkey;
-    d.rawkeylen = rawkeylen;
-    d.anchor = anchor;
+    d.ro = ro && ro->key ? ro : NULL;
     d.rawmt = 0;
-    if (rawkey) {
+    d.rowdepth = 0;
+    d.ncut = 0;
+    if (d.ro) {
         luaL_getmetatable(L, REG_RAW); /* base + 8 */
         d.rawmt = base + 8;
     }

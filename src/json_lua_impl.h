@@ -142,13 +142,24 @@ CLJSON_HIDDEN void cljson_raw_push(lua_State *L, int anchor, const char *text, s
 /* The raw value at idx, or NULL if it is not one. */
 CLJSON_HIDDEN const rawval *cljson_raw_at(lua_State *L, int idx);
 
-/* cljson_decode_direct with the raw option: when rawkey is not NULL, the elements
- * of the array that is member rawkey of a top-level object are pushed as raw
- * values (anchor: the stack slot of the string s) when their text is exactly what
- * the encoder would write; other elements are decoded as usual. Accepts and
- * rejects exactly what cljson_decode_direct does. */
+#define CLJSON_DROP_MAX 8
+typedef struct {
+    const char *key; /* the member whose rows stay raw (NULL: none) */
+    size_t keylen;
+    int anchor;                        /* stack slot of the decoded string */
+    int ndrop;                         /* member names removed from every row: */
+    const char *drop[CLJSON_DROP_MAX]; /* their bytes (none needs escaping in JSON) */
+    size_t droplen[CLJSON_DROP_MAX];
+} cljson_raw_opts;
+
+/* cljson_decode_direct with the raw option: when ro->key is not NULL, the elements
+ * of the array that is member ro->key of a top-level object are pushed as raw
+ * values (their text in the string s at slot ro->anchor) when their text is
+ * exactly what the encoder would write; other elements are decoded as usual. The
+ * ro->drop members are removed from every object element (a raw one gets its own
+ * text without them). Accepts and rejects exactly what cljson_decode_direct does. */
 CLJSON_HIDDEN int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
-                                    const char *rawkey, size_t rawkeylen, int anchor);
+                                    const cljson_raw_opts *ro);
 /* Whether the value text s..s+len (a complete JSON text) is valid (returns 0, else
  * -1) and exactly what the encoder writes for it (*canon = 1). */
 CLJSON_HIDDEN int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon);

@@ -173,12 +173,15 @@ local KEEP = { "datas", "total_count", "search_after", "effective_permissions",
     "row_filter_applied" }
 
 -- The rows are passed through: decoded as raw JSON values (cljson.raw), copied
--- byte for byte into the result instead of becoming Lua tables.
+-- byte for byte into the result instead of becoming Lua tables; _score is cut out
+-- while decoding unless the condition ranks by relevance.
 local DECODE = { raw = "datas" }
+local DECODE_UNSCORED = { raw = "datas", drop = { "_score" } }
 
 -- Trims the decoded response in place: rows (raw values, or tables: key order,
--- big numbers, [] and {} untouched either way); only keys are removed.
-function M.trim_response(body, args)
+-- big numbers, [] and {} untouched either way); only keys are removed. unscored:
+-- the rows were decoded without _score already.
+function M.trim_response(body, args, unscored)
     if type(body) ~= "table" then
         body = cljson.object()
     end
@@ -187,7 +190,7 @@ function M.trim_response(body, args)
         body.datas = util.array()
     end
     local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
-    if not condition.uses_scoring(cond) then
+    if not unscored and not condition.uses_scoring(cond) then
         local rows = body.datas
         for i, row in ipairs(rows) do
             if type(row) == "table" or cljson.is_raw(row) then
@@ -232,11 +235,13 @@ function M.handle(args, ctx)
     if res == nil or not util.is_2xx(res) then
         return nil, map_error(res, err, args, ctx)
     end
-    local body = util.try_json(res, DECODE)
+    local scoring = condition.uses_scoring(condition.effective(args.condition, args.filters,
+        cljson.object, util.array))
+    local body = util.try_json(res, scoring and DECODE or DECODE_UNSCORED)
     if body == nil then
         return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
     end
-    body = M.trim_response(body, args)
+    body = M.trim_response(body, args, not scoring)
     -- masked fields, names only or a narrowed row scope (only requested properties count)
     local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
     if guidance ~= nil then

@@ -217,7 +217,8 @@ static int edit_ref = LUA_NOREF;
 
 /* The raw option against the plain decoder: the text twice as the rows of
  * {"datas":[...]}; same acceptance and error, same encodings (stored and
- * canonical), also after without() of two member names on every row. Returns
+ * canonical), also after without() of two member names on every row and
+ * when the decoder drops them itself (option drop). Returns
  * nil, or what differs. */
 static const char *const raw_src =
     "local cj = require 'cljson'\n"
@@ -241,6 +242,8 @@ static const char *const raw_src =
     "    end\n"
     "  end\n"
     "  if not same(a, b) then return 'encodings differ after without' end\n"
+    "  local c = cj.pdecode(w, {raw = 'datas', drop = {k, 'b'}})\n"
+    "  if not same(a, c) then return 'encodings differ with drop' end\n"
     "  return nil\n"
     "end\n";
 static int raw_ref = LUA_NOREF;

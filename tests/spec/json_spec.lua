@@ -338,6 +338,28 @@ describe("cljson raw values", function()
     assert.has_error(function() cljson.without(r, 1) end)
   end)
 
+  it("drops members of every row while decoding (option drop)", function()
+    local text = '{"datas":[{"_score":1,"a":1},{"a":2,"_score":0.5,"x":{"_score":3}},{"a": 3,"_score":4},'
+      .. '{"b":1,"_score":1,"c":2,"z":9},{"_score":1},5],"_score":7}'
+    local v = cljson.decode(text, { raw = "datas", drop = { "_score", "z" } })
+    assert.are.equal('{"datas":[{"a":1},{"a":2,"x":{"_score":3}},{"a":3},{"b":1,"c":2},{},5],"_score":7}',
+      cljson.encode(v))
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+    assert.are.equal("table", type(v.datas[3])) -- whitespace: decoded, the members removed
+    -- the same as without() on the rows of the plain decoding
+    local t = cljson.decode(text)
+    for i, r in ipairs(t.datas) do
+      if type(r) == "table" then
+        t.datas[i] = cljson.without(r, "_score", "z")
+      end
+    end
+    assert.are.equal(cljson.encode(t), cljson.encode(v))
+    assert.has_error(function() cljson.decode(text, { drop = { "a" } }) end)
+    assert.has_error(function() cljson.decode(text, { raw = "datas", drop = { 'a"' } }) end)
+    assert.has_error(function() cljson.decode(text, { raw = "datas", drop = { 1 } }) end)
+    assert.has_error(function() cljson.decode(text, { raw = "datas", drop = "a" }) end)
+  end)
+
   it("encodes canonically (sorted keys) and as a tree for TOON", function()
     local text = '{"datas":[{"b":{"z":1,"y":[{"q":1,"p":2}]},"a":12345678901234567890123}]}'
     local t, v = cljson.decode(text), cljson.decode(text, RAW)
