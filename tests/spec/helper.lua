@@ -148,8 +148,8 @@ function M.fixture(name)
     return read_file(M.root .. "/tests/spec/fixtures/" .. name)
 end
 
-function M.decode(text)
-    return cljson.decode(text)
+function M.decode(text, opts)
+    return cljson.decode(text, opts)
 end
 
 function M.encode(v)
