@@ -168,6 +168,101 @@ static inline const unsigned char *plain_run(const unsigned char *p, const unsig
     return p;
 }
 
+/* A cheap hash of a text: its first and last 8 bytes and its length. */
+static inline uint64_t text_hash(const void *k, size_t len)
+{
+    uint64_t a = 0, b = 0;
+    memcpy(&a, k, len < 8 ? len : 8);
+    if (len > 8)
+        memcpy(&b, (const char *)k + len - 8, 8);
+    return (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
+}
+
+/* Skips a run of multi-byte characters at p (*p >= 0x80; CJK text) without going
+ * back to the ASCII scan between them; returns its end, or NULL if it is not
+ * valid UTF-8. */
+static inline const unsigned char *utf8_run(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = *p;
+    do {
+        int n;
+        if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
+            (p[2] & 0xC0) == 0x80)
+            n = 3; /* the common 3-byte form: no range limits to check */
+        else
+            n = dec_utf8(p, end);
+        if (n == 0)
+            return NULL;
+        p += n;
+    } while (p < end && (c = *p) >= 0x80);
+    return p;
+}
+
+/* The next '"' or backslash of a string from p; NULL at its end or at a byte a
+ * string cannot hold (a control character, invalid UTF-8). */
+static inline const unsigned char *str_next(const unsigned char *p, const unsigned char *end)
+{
+    for (;;) {
+        p = plain_run(p, end);
+        if (p >= end || *p < 0x20)
+            return NULL;
+        if (*p < 0x80)
+            return p;
+        if (!(p = utf8_run(p, end)))
+            return NULL;
+    }
+}
+
+/* Reads the escape at p (on a backslash): its code point in *cp (a surrogate
+ * pair combined); returns its end, or NULL if it is not a valid escape. */
+static const unsigned char *read_escape(const unsigned char *p, const unsigned char *end,
+                                        unsigned *cp)
+{
+    if (end - p < 2)
+        return NULL;
+    unsigned char e = p[1];
+    p += 2;
+    switch (e) {
+    case '"':
+    case '\\':
+    case '/':
+        *cp = e;
+        return p;
+    case 'b':
+        *cp = '\b';
+        return p;
+    case 'f':
+        *cp = '\f';
+        return p;
+    case 'n':
+        *cp = '\n';
+        return p;
+    case 'r':
+        *cp = '\r';
+        return p;
+    case 't':
+        *cp = '\t';
+        return p;
+    case 'u':
+        if (end - p < 4 || json_hex4(p, cp) < 0)
+            return NULL;
+        p += 4;
+        if (*cp >= 0xDC00 && *cp <= 0xDFFF)
+            return NULL;
+        if (*cp >= 0xD800 && *cp <= 0xDBFF) {
+            unsigned lo;
+            if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
+                lo < 0xDC00 || lo > 0xDFFF)
+                return NULL;
+            p += 6;
+            *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        return p;
+    default:
+        return NULL;
+    }
+}
+
 /* Pushes the string at d->p (on '"') and moves past it; a key (key != 0) is
  * also appended to d->keys (order_put). */
 static int dec_string(dec *d, int key)
@@ -175,85 +270,20 @@ static int dec_string(dec *d, int key)
     const unsigned char *p = d->p + 1, *end = d->end, *run = p;
     int escaped = 0;
     for (;;) {
-        p = plain_run(p, end);
-        if (p >= end)
+        if (!(p = str_next(p, end)))
             return -1;
-        unsigned c = *p;
-        if (c == '"')
+        if (*p == '"')
             break;
-        if (c < 0x20)
-            return -1;
-        if (c >= 0x80) {
-            /* A run of multi-byte characters (CJK text) without going back to
-             * the ASCII scan between them. */
-            do {
-                int n;
-                if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
-                    (p[2] & 0xC0) == 0x80)
-                    n = 3; /* the common 3-byte form: no range limits to check */
-                else
-                    n = dec_utf8(p, end);
-                if (n == 0)
-                    return -1;
-                p += n;
-            } while (p < end && (c = *p) >= 0x80);
-            continue;
-        }
         /* backslash */
         if (!escaped) {
             escaped = 1;
             buf_reset(dec_buf(d, 0));
         }
         buf_append(&d->box[0]->out, run, (size_t)(p - run));
-        if (end - p < 2)
+        unsigned cp;
+        if (!(p = read_escape(p, end, &cp)))
             return -1;
-        unsigned char e = p[1];
-        p += 2;
-        char ch;
-        switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-            ch = (char)e;
-            break;
-        case 'b':
-            ch = '\b';
-            break;
-        case 'f':
-            ch = '\f';
-            break;
-        case 'n':
-            ch = '\n';
-            break;
-        case 'r':
-            ch = '\r';
-            break;
-        case 't':
-            ch = '\t';
-            break;
-        case 'u': {
-            unsigned cp;
-            if (end - p < 4 || json_hex4(p, &cp) < 0)
-                return -1;
-            p += 4;
-            if (cp >= 0xDC00 && cp <= 0xDFFF)
-                return -1;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
-                    lo < 0xDC00 || lo > 0xDFFF)
-                    return -1;
-                p += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            json_put_utf8(&d->box[0]->out, cp);
-            run = p;
-            continue;
-        }
-        default:
-            return -1;
-        }
-        buf_putc(&d->box[0]->out, ch);
+        json_put_utf8(&d->box[0]->out, cp);
         run = p;
     }
     if (!escaped) {
@@ -450,70 +480,15 @@ static int scan_string(dec *d, int *canon, uint32_t *h)
 {
     const unsigned char *p = d->p + 1, *end = d->end;
     for (;;) {
-        p = plain_run(p, end);
-        if (p >= end)
+        if (!(p = str_next(p, end)))
             return -1;
-        unsigned c = *p;
-        if (c == '"')
+        if (*p == '"')
             break;
-        if (c < 0x20)
-            return -1;
-        if (c >= 0x80) {
-            do {
-                int n = dec_utf8(p, end);
-                if (n == 0)
-                    return -1;
-                p += n;
-            } while (p < end && (c = *p) >= 0x80);
-            continue;
-        }
         /* backslash */
         const unsigned char *esc = p;
-        if (end - p < 2)
-            return -1;
-        unsigned char e = p[1];
         unsigned cp;
-        p += 2;
-        switch (e) {
-        case '"':
-        case '\\':
-            cp = e;
-            break;
-        case '/':
-            cp = e;
-            break;
-        case 'b':
-            cp = '\b';
-            break;
-        case 'f':
-            cp = '\f';
-            break;
-        case 'n':
-            cp = '\n';
-            break;
-        case 'r':
-            cp = '\r';
-            break;
-        case 't':
-            cp = '\t';
-            break;
-        case 'u':
-            if (end - p < 4 || json_hex4(p, &cp) < 0)
-                return -1;
-            p += 4;
-            if (cp >= 0xDC00 && cp <= 0xDFFF)
-                return -1;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
-                    lo < 0xDC00 || lo > 0xDFFF)
-                    return -1;
-                p += 6;
-            }
-            break;
-        default:
+        if (!(p = read_escape(p, end, &cp)))
             return -1;
-        }
         if (*canon) {
             /* The writer escapes only '"', '\\' and control characters. */
             char w[8];
@@ -524,15 +499,8 @@ static int scan_string(dec *d, int *canon, uint32_t *h)
                 *canon = 0;
         }
     }
-    if (h) {
-        const unsigned char *s = d->p + 1;
-        size_t len = (size_t)(p - s);
-        uint64_t a = 0, b = 0;
-        memcpy(&a, s, len < 8 ? len : 8);
-        if (len > 8)
-            memcpy(&b, s + len - 8, 8);
-        *h = (uint32_t)(((a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL) >> 32);
-    }
+    if (h)
+        *h = (uint32_t)(text_hash(d->p + 1, (size_t)(p - d->p - 1)) >> 32);
     d->p = p + 1;
     return 0;
 }
@@ -808,12 +776,7 @@ static int dec_room(dec *d, int *pend, int t, lua_Integer *n)
 
 static unsigned shape_slot(const char *k, size_t len)
 {
-    uint64_t a = 0, b = 0;
-    memcpy(&a, k, len < 8 ? len : 8);
-    if (len > 8)
-        memcpy(&b, k + len - 8, 8);
-    uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
-    return (unsigned)(h >> 58) + 1; /* 1..64 */
+    return (unsigned)(text_hash(k, len) >> 58) + 1; /* 1..64 */
 }
 
 /* Pushes the order string of the object t whose n members' keys are d->keys
