@@ -174,6 +174,12 @@ static int slice_timer_ready(void)
     sigemptyset(&sa.sa_mask);
     if (sigaction(LVM_SLICE_SIGNAL, &sa, NULL) != 0)
         return 0;
+    /* a mask inherited from whoever started us must not hold the signal back */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, LVM_SLICE_SIGNAL);
+    if (pthread_sigmask(SIG_UNBLOCK, &set, NULL) != 0)
+        return 0;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_THREAD_ID;
     sev.sigev_signo = LVM_SLICE_SIGNAL;

@@ -1,6 +1,7 @@
 /* test_tools: generations, the sandbox, budgets and calls against an in-process
  * upstream (evhttp on 127.0.0.1:0). Fixtures: tests/fixtures/tools_good,
  * tests/fixtures/tools_bad_all. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,6 +273,14 @@ int main(void)
     int port, n;
     call *c;
 
+    /* Started with the run-time slice's signal blocked (an inherited mask): the
+     * hostile tools must still be stopped. */
+    {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGRTMIN);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+    }
     base = event_base_new();
     http = evhttp_new(base);
     sock = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
