@@ -27,6 +27,7 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "uphealth.h"
 #include "mshare.h"
 #include "plimit.h"
 #include "proxytrust.h"
@@ -491,6 +492,12 @@ static void health(req_ctx *c, int ready)
     for (size_t i = 0; i < c->app->n_upstreams; i++)
         buf_printf(&b, "%s\"%s\":%s", i ? "," : "", c->app->upstreams[i].name,
                    *c->app->upstreams[i].base_url ? "true" : "false");
+    /* what this process has seen of each: the last success and failure (when, why) */
+    buf_puts(&b, "},\"upstream_status\":{");
+    for (size_t i = 0; i < c->app->n_upstreams; i++) {
+        buf_printf(&b, "%s\"%s\":", i ? "," : "", c->app->upstreams[i].name);
+        uphealth_write_json(&b, c->app->upstreams[i].name, *c->app->upstreams[i].base_url != 0);
+    }
     buf_puts(&b, "}}");
     if (g)
         tools_gen_release(g);
@@ -878,6 +885,7 @@ static void httpd_metrics_text(app *a, buf *b)
     counter(b, "cl_heap_trims_total",
             "Times free heap went back to the kernel after many connections closed.",
             (double)connguard_trims(g_guard));
+    uphealth_write_metrics(b);
     gauge(b, "process_start_time_seconds", "Start time of the process (Unix seconds).",
           (double)a->started_ms / 1000.0);
     metrics_write_process(b);

@@ -60,13 +60,11 @@ static void put_key(log_line *l, const char *key)
 static void write_ts(buf *b, int64_t ms)
 {
     static int64_t cached_s = -1;
-    static char cached[24];
+    static char cached[25];
     int64_t sec = ms / 1000;
     if (sec != cached_s) {
-        time_t t = (time_t)sec;
-        struct tm tm;
-        gmtime_r(&t, &tm);
-        strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+        time_rfc3339(sec * 1000, cached);
+        cached[19] = '\0';
         cached_s = sec;
     }
     buf_printf(b, "{\"ts\":\"%s.%03dZ\"", cached, (int)(ms % 1000));

@@ -559,7 +559,9 @@ int main(int argc, char **argv)
         conf_free(cfg);
         return rc;
     }
-    warn_unknown_env(0);
     int n = conf_workers(cfg);
+    if (n > 1)
+        log_set_role("master"); /* the lines before the fork are the master's */
+    warn_unknown_env(0);
     return n > 1 ? master_run(cfg, n, run_worker) : run_worker(cfg, NULL);
 }
