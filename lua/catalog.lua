@@ -8,7 +8,7 @@ M.languages = { "zh-CN", "en-US" }
 M.default_language = "zh-CN"
 
 local GROUPS = {
-    lifecycle = { ["zh-CN"] = "会话生命周期", ["en-US"] = "Session Lifecycle" },
+    lifecycle = cltexts.text.lc_group_title, -- the C core lists the lifecycle tools too
     discovery = { ["zh-CN"] = "网络与 Schema", ["en-US"] = "Networks & Schema" },
     query = { ["zh-CN"] = "实例查询", ["en-US"] = "Instance Queries" },
     action = { ["zh-CN"] = "行动", ["en-US"] = "Actions" },
@@ -68,7 +68,7 @@ function M.status_of(name)
 end
 
 -- catalog.error_text(status_or_code, lang) -> description, solution
--- Accepts 404, "NotFound", "Public.NotFound" or "agentRetrieval.NotFound.X".
+-- Accepts 404, "NotFound", "Public.NotFound" or an "agentRetrieval.<Status>.<Name>" code.
 function M.error_text(key, lang)
     local name
     if type(key) == "number" then
@@ -91,11 +91,6 @@ end
 function M.text(key, lang)
     local t = cltexts.text[key]
     return t and t[lang_of(lang)] or nil
-end
-
--- catalog.link_none(lang) -> the "no link" placeholder of the envelope
-function M.link_none(lang)
-    return lang_of(lang) == "en-US" and "None" or "无"
 end
 
 return M

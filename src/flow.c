@@ -7,6 +7,7 @@
 
 #include "accept.h"
 #include "callcheck.h"
+#include "errenv.h"
 #include "guard.h"
 #include "log.h"
 #include "mcp_msg.h"
@@ -105,6 +106,9 @@ static void finish(flow *f, int store_it)
     flow_free(f);
 }
 
+/* The catalogue text id in the call's language. */
+#define TX(f, id) text_get(TEXT_##id, (f)->in.env.lang)
+
 /* A lifecycle-style refusal {"error":{...}} (before any downstream call). */
 static void refuse(flow *f, int rest_status, const char *code, const char *message, int retryable,
                    const char *mcp_action, const char *rest_action)
@@ -136,14 +140,14 @@ static int rest_status_of(const char *code)
     return 409;
 }
 
-/* A Trace Core API error passed on: the envelope as is; on REST the status derived
- * from its code. */
+/* A Trace Core API error passed on: its envelope under the gateway's retry rules
+ * (guard_write_api_error); on REST the status derived from its code. */
 static void refuse_api(flow *f, const trace_reply *r)
 {
     const char *code = r->error_code && *r->error_code ? r->error_code : "internal_error";
     snprintf(f->o.code, sizeof f->o.code, "%s", code);
     buf_reset(&f->o.json);
-    json_write(&f->o.json, r->body, 0);
+    guard_write_api_error(&f->o.json, r->body);
     f->o.is_error = 1;
     f->o.status = rest_status_of(code);
     finish(f, 0);
@@ -151,8 +155,8 @@ static void refuse_api(flow *f, const trace_reply *r)
 
 static void refuse_unavailable(flow *f)
 {
-    refuse(f, 503, "trace_core_unavailable", "BKN Trace Core is temporarily unavailable", 1,
-           "retry_later", "retry_later");
+    refuse(f, 503, "trace_core_unavailable", TX(f, FLOW_TRACE_UNAVAILABLE), 1, "retry_later",
+           "retry_later");
 }
 
 /* ---- keys ---- */
@@ -396,7 +400,7 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     /* Another claimant ran (or runs) this operation. */
     const char *st = op->receipt_status;
     if (!st || !strcmp(st, "pending")) {
-        refuse(f, 409, "receipt_pending", "another call is executing this operation", 1,
+        refuse(f, 409, "receipt_pending", TX(f, FLOW_RECEIPT_PENDING), 1,
                "retry_same_business_tool", "retry_same_business_tool");
         return;
     }
@@ -439,14 +443,13 @@ static void on_interaction(const trace_reply *r, const trace_interaction *it, vo
     const char *cid = it->conversation_id;
     const char *st = it->execution_status;
     if (!cid || strcmp(cid, f->ctx.conversation_id)) {
-        refuse(f, 400, "interaction_required", "interaction does not belong to conversation", 0,
+        refuse(f, 400, "interaction_required", TX(f, FLOW_INTERACTION_FOREIGN), 0,
                "bkn_start_interaction", "start_interaction");
         return;
     }
     if (!st || strcmp(st, "active")) {
-        char m[160];
-        snprintf(m, sizeof m, "the interaction is %s; start a new interaction",
-                 st ? st : "not active");
+        char m[320];
+        snprintf(m, sizeof m, TX(f, FLOW_INTERACTION_TERMINAL), st ? st : "not active");
         refuse(f, 409, "interaction_terminal", m, 0, "bkn_start_interaction", "start_interaction");
         return;
     }
@@ -484,9 +487,8 @@ static void begin_record(flow *f)
 
 static void refuse_context_required(flow *f)
 {
-    refuse(f, 400, "conversation_required",
-           "bkn_context {conversation_id, interaction_id} from bkn_start_interaction is required",
-           0, "bkn_start_interaction", "create_conversation");
+    refuse(f, 400, "conversation_required", TX(f, FLOW_CONVERSATION_REQUIRED), 0,
+           "bkn_start_interaction", "create_conversation");
 }
 
 /* An ad hoc call where a context is required, after Trace Core failures. */
@@ -541,8 +543,7 @@ static void decide_trace(flow *f)
 {
     if (!trace_installed(f->in.trace)) {
         if (f->needs_context || !f->ctx.adhoc) {
-            refuse(f, 503, "feature_not_installed",
-                   "BKN Trace Core is not configured for this deployment", 0, "", "");
+            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0, "", "");
             return;
         }
         run_tool(f);
@@ -563,8 +564,8 @@ static void replay(flow *f, const char *record, size_t len)
     int toon = f->o.toon;
     if (outcome_decode(record, len, &f->o) < 0) {
         f->o.toon = toon;
-        refuse(f, 503, "state_store_unavailable", "the stored result could not be read", 1,
-               "retry_later", "retry_later");
+        refuse(f, 503, "state_store_unavailable", TX(f, FLOW_RECORD_UNREADABLE), 1, "retry_later",
+               "retry_later");
         return;
     }
     snprintf(f->o.code, sizeof f->o.code, "replay");
@@ -584,18 +585,16 @@ static void on_idem(idem_decision d, const char *response, size_t len, void *arg
         replay(f, response, len);
         return;
     case IDEM_CONFLICT:
-        refuse(f, 409, "idempotency_conflict",
-               "this invocation id was already used with different input", 0,
+        refuse(f, 409, "idempotency_conflict", TX(f, FLOW_IDEM_CONFLICT), 0,
                "use_new_idempotency_key", "use_new_idempotency_key");
         return;
     case IDEM_IN_PROGRESS:
-        refuse(f, 409, "in_progress", "the same call is still running; retry it later", 1,
-               "retry_same_business_tool", "retry_same_business_tool");
+        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_same_business_tool",
+               "retry_same_business_tool");
         return;
     case IDEM_UNAVAILABLE:
     default:
-        refuse(f, 503, "state_store_unavailable",
-               "the idempotency store is unavailable; retry the call", 1, "retry_later",
+        refuse(f, 503, "state_store_unavailable", TX(f, FLOW_IDEM_UNAVAILABLE), 1, "retry_later",
                "retry_later");
         return;
     }
@@ -613,16 +612,7 @@ static int pick_format(flow *f)
     json_remove(f->args, "response_format");
     if (rc == 0)
         return 0;
-    const char *name, *d, *sol;
-    text_status(400, f->in.env.lang, &name, &d, &sol);
-    buf *b = &f->o.json;
-    buf_puts(b, "{\"code\":\"Public.BadRequest\",\"description\":");
-    json_write_string(b, d, strlen(d));
-    buf_puts(b, ",\"solution\":");
-    json_write_string(b, sol, strlen(sol));
-    buf_puts(b, ",\"link\":\"\",\"details\":");
-    json_write_string(b, details, strlen(details));
-    buf_putc(b, '}');
+    err_write(&f->o.json, 400, f->in.env.lang, NULL, NULL, NULL, details, NULL, NULL);
     snprintf(f->o.code, sizeof f->o.code, "invalid_response_format");
     f->o.is_error = 1;
     f->o.status = 400;
@@ -650,8 +640,8 @@ void flow_run(flow *f)
     const flow_input *in = &f->in;
     char err[300];
     if (callcheck_hint_pick(in->invocation_header, "X-OpenBKN-Client-Invocation-Id", in->meta,
-                            "openbkn.ai/client-invocation-id", f->invocation, sizeof f->invocation,
-                            err, sizeof err) < 0) {
+                            "openbkn.ai/client-invocation-id", in->env.lang, f->invocation,
+                            sizeof f->invocation, err, sizeof err) < 0) {
         refuse(f, 400, "lifecycle_hint_invalid", err, 0, "fix_host_lifecycle_hint",
                "fix_host_lifecycle_hint");
         return;
@@ -661,7 +651,7 @@ void flow_run(flow *f)
         kn = in->env.kn_id_header;
     snprintf(f->kn_id, sizeof f->kn_id, "%s", kn ? kn : "");
     guard_refusal why;
-    if (guard_parse(in->args, f->kn_id[0] ? f->kn_id : NULL, &f->ctx, &why) < 0) {
+    if (guard_parse(in->args, f->kn_id[0] ? f->kn_id : NULL, in->env.lang, &f->ctx, &why) < 0) {
         refuse(f, why.rest_status, why.code, why.message, why.retryable, why.mcp_action,
                why.rest_action);
         return;

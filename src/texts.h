@@ -19,10 +19,15 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 #define CL_STATUS_TEXTS(X)                                                                         \
     X(400, BadRequest, "参数错误", "Invalid parameters", "请检查参数是否正确",                     \
       "Please check if the parameters are correct")                                                \
-    X(401, Unauthorized, "认证失败", "Authentication failed", "请联系管理员",                      \
-      "Contact administrator")                                                                     \
-    X(403, Forbidden, "权限错误", "Permission denied", "请联系管理员", "Contact administrator")    \
-    X(404, NotFound, "对象不存在", "Resource not found", "请联系管理员", "Contact administrator")  \
+    X(401, Unauthorized, "认证失败", "Authentication failed",                                      \
+      "请获取新的访问令牌（Bearer token）后重试", "Obtain a fresh access token, then call again")  \
+    X(403, Forbidden, "权限错误", "Permission denied", "请向管理员申请所缺的权限，获批后重试",     \
+      "Ask an administrator for the missing permission, then call again once it is granted")       \
+    X(404, NotFound, "对象不存在", "Resource not found",                                           \
+      "请检查请求的地址与 ID：用 list_knowledge_networks、"                            \
+      "search_schema 或 get_object_types 查找有效的 ID",                                           \
+      "Check the path and the ids of the request: find valid ids with "                            \
+      "list_knowledge_networks, search_schema or get_object_types")                                \
     X(405, MethodNotAllowed, "请求方法不允许", "Method not allowed", "请使用该路由支持的请求方法", \
       "Use a method this route accepts")                                                           \
     X(406, NotAcceptable, "无法满足 Accept 要求", "Not acceptable",                                \
@@ -43,17 +48,49 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(422, UnprocessableEntity, "请求无法处理", "Unprocessable request", "请检查请求内容是否正确", \
       "Check the content of the request")                                                          \
     X(429, TooManyRequests, "请求过多", "Too many requests", "请稍后重试", "Retry later")          \
-    X(500, InternalServerError, "内部错误", "Internal server error", "请联系管理员",               \
-      "Contact administrator")                                                                     \
+    X(500, InternalServerError, "内部错误", "Internal server error",                               \
+      "请将响应中的 bkn-request-id 告知管理员",                                                    \
+      "Report the bkn-request-id of this response to an administrator")                            \
     X(501, NotImplemented, "不支持的请求", "Not implemented", "请使用支持的请求方法与传输编码",    \
       "Use a supported method and transfer coding")                                                \
-    X(502, BadGateway, "依赖服务不可用", "Upstream service unavailable", "请检查依赖服务是否可用", \
-      "Check whether the upstream service is reachable")                                           \
+    X(502, BadGateway, "依赖服务不可用", "Upstream service unavailable",                           \
+      "依赖服务出错，重试无效；"                                                       \
+      "请将响应中的 bkn-request-id 告知管理员",                                                    \
+      "The upstream service failed and a retry will not help; report the "                         \
+      "bkn-request-id of this response to an administrator")                                       \
     X(503, ServiceUnavailable, "服务不可用", "Service unavailable", "请稍后重试", "Retry later")   \
     X(504, GatewayTimeout, "依赖服务响应超时", "Upstream service timed out", "请稍后重试",         \
       "Retry later")                                                                               \
     X(505, HTTPVersionNotSupported, "不支持的 HTTP 版本", "HTTP version not supported",            \
       "请使用 HTTP/1.1", "Use HTTP/1.1")
+
+/* What a caller does after a gateway error of a status: X(status, retryable,
+ * retry_after_ms, required_action). retry_after_ms is the wait before a retry when
+ * retryable (never 0; a Retry-After header, when sent, says the same rounded up to
+ * seconds); required_action is the machine token of the next step (docs/errors.md
+ * lists them); the status's solution text says the same step in words. A status
+ * without a row reads as 400 when 4xx and 500 otherwise. */
+#define CL_STATUS_NEXT(X)                                                                          \
+    X(400, 0, 0, "fix_arguments")                                                                  \
+    X(401, 0, 0, "refresh_token")                                                                  \
+    X(403, 0, 0, "request_permission")                                                             \
+    X(404, 0, 0, "check_ids")                                                                      \
+    X(405, 0, 0, "fix_request")                                                                    \
+    X(406, 0, 0, "fix_request")                                                                    \
+    X(408, 1, 1000, "retry_later")                                                                 \
+    X(409, 0, 0, "resolve_conflict")                                                               \
+    X(413, 0, 0, "fix_request")                                                                    \
+    X(414, 0, 0, "fix_request")                                                                    \
+    X(415, 0, 0, "fix_request")                                                                    \
+    X(417, 0, 0, "fix_request")                                                                    \
+    X(422, 0, 0, "fix_arguments")                                                                  \
+    X(429, 1, 1000, "retry_later")                                                                 \
+    X(500, 0, 0, "contact_administrator")                                                          \
+    X(501, 0, 0, "fix_request")                                                                    \
+    X(502, 0, 0, "contact_administrator")                                                          \
+    X(503, 1, 1000, "retry_later")                                                                 \
+    X(504, 1, 1000, "retry_later")                                                                 \
+    X(505, 0, 0, "fix_request")
 
 /* Free-standing texts: X(ID, zh-CN, en-US). Keep each area's entries together. */
 #define CL_TEXTS(X)                                                                                \
@@ -88,7 +125,252 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "what it did (the receipt is in details) before running it again with a new "                \
       "invocation id.")                                                                            \
     X(RECEIPT_STATUS_COMPLETED, "状态：已完成", "status: completed")                               \
-    X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")
+    X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")                                       \
+    /* lifecycle tools: titles, descriptions, parameter descriptions */                            \
+    X(LC_GROUP_TITLE, "会话生命周期", "Session Lifecycle")                                         \
+    X(LC_START_TITLE, "开始交互", "Start Interaction")                                             \
+    X(LC_START_DESC,                                                                               \
+      "每轮对话先调用：提交用户的完整问题、固定的 agent_name 与 "            \
+      "conversation_mode（new "                                                                   \
+      "不传 conversation_id；continue 传入之前 start 返回的 "                            \
+      "conversation_id）。返回 "                                                               \
+      "conversation_id 与 interaction_id，本轮其他工具都以 bkn_context 携带它们。"  \
+      "每次 new 都会新建会话，因此重复调用不是幂等的。",                                           \
+      "Call first on every turn: submit the user's full question, your stable agent_name "         \
+      "and conversation_mode (new without conversation_id, or continue with the "                  \
+      "conversation_id an earlier start returned). Returns conversation_id and "                   \
+      "interaction_id: pass them as bkn_context to every other tool of this turn. Every "          \
+      "new start opens a new conversation, so repeating it is not idempotent.")                    \
+    X(LC_FINISH_TITLE, "结束交互", "Finish Interaction")                                           \
+    X(LC_FINISH_DESC,                                                                              \
+      "回复用户之前调用：提交 interaction_id、outcome（completed、"                  \
+      "failed、cancelled、"                                                                      \
+      "handed_off），completed 时附上 answer。只结束本次交互，会话保持打开供下一轮使用。",         \
+      "Call before replying to the user: the interaction_id, the outcome (completed, "             \
+      "failed, cancelled, handed_off) and, for completed, your answer. Ends the "                  \
+      "interaction only; the conversation stays open for the next turn.")                          \
+    X(LC_P_QUESTION, "用户本轮的完整问题（原文，非空）",                                           \
+      "The user's full question for this turn (verbatim, non-empty)")                              \
+    X(LC_P_AGENT_NAME, "你的固定 agent 名称（每轮相同，1 到 128 个字符）",                         \
+      "Your stable agent name (the same on every turn, 1 to 128 characters)")                      \
+    X(LC_P_MODE,                                                                                   \
+      "new：没有当前会话，新建一个（不传 conversation_id）；"                     \
+      "continue：延续 conversation_id "                                                         \
+      "指定的会话。宿主提供会话映射时以宿主映射为准。",                                            \
+      "new: no current conversation, open one (no conversation_id); continue: continue "           \
+      "the conversation conversation_id names. When the host supplies a conversation "             \
+      "mapping, the mapping decides.")                                                             \
+    X(LC_P_CONVERSATION_ID,                                                                        \
+      "仅用于 conversation_mode=continue：之前 start 返回的 conversation_id",                      \
+      "Only with conversation_mode=continue: the conversation_id an earlier start returned")       \
+    X(LC_P_INTERACTION_ID, "本轮 bkn_start_interaction 返回的 interaction_id（顶层字段）",         \
+      "The interaction_id this turn's bkn_start_interaction returned (a top-level field)")         \
+    X(LC_P_OUTCOME,                                                                                \
+      "本轮结果：completed 已回答用户（必须附 answer）；"                          \
+      "failed 无法完成（可附 reason）；"                                                  \
+      "cancelled 用户或 agent 中止；handed_off 转交人工或其他 agent",                              \
+      "How the turn ended: completed = answered the user (answer required); failed = could "       \
+      "not complete (give a reason); cancelled = stopped by the user or the agent; "               \
+      "handed_off = passed to a person or another agent")                                          \
+    X(LC_P_ANSWER, "给用户的回答（outcome 为 completed 时必填）",                                  \
+      "The answer given to the user (required when outcome is completed)")                         \
+    X(LC_P_REASON, "原因，用于 completed 以外的结果", "Why, for outcomes other than completed")    \
+    /* lifecycle tools: refusals. printf formats: FIELD_REQUIRED field, rule;                      \
+     * NOT_STRING / NOT_TEXT field; TOO_LONG field, limit; UNKNOWN_FIELD field, tool,              \
+     * allowed fields */                                                                           \
+    X(LC_FIELD_REQUIRED, "缺少必填字段 %s：%s", "%s is required: %s")                              \
+    X(LC_NOT_STRING, "%s 必须是非空字符串", "%s must be a non-empty string")                       \
+    X(LC_NOT_TEXT, "%s 必须是字符串", "%s must be a string")                                       \
+    X(LC_TOO_LONG, "%s 最多 %d 个字符", "%s must be at most %d characters long")                   \
+    X(LC_UNKNOWN_FIELD, "%s 不是 %s 的参数；允许的字段：%s",                                       \
+      "%s is not a parameter of %s; allowed: %s")                                                  \
+    X(LC_MODE_INVALID, "conversation_mode 必须是 \"new\" 或 \"continue\"",                         \
+      "conversation_mode must be \"new\" or \"continue\"")                                         \
+    X(LC_NEW_WITH_ID,                                                                              \
+      "conversation_mode 为 \"new\" 时不能传 conversation_id；要延续该会话请用 \"continue\"",      \
+      "conversation_id is not allowed with conversation_mode \"new\"; use \"continue\" to "        \
+      "continue that conversation")                                                                \
+    X(LC_CONTINUE_WITHOUT_ID,                                                                      \
+      "conversation_mode 为 \"continue\" 时必须传 conversation_id（之前 start "            \
+      "返回的值）；没有当前会话时用 \"new\"",                                                      \
+      "conversation_mode \"continue\" requires conversation_id (the one an earlier start "         \
+      "returned); use \"new\" when there is no current conversation")                              \
+    X(LC_FINISH_NESTED_CONTEXT,                                                                    \
+      "bkn_finish_interaction 不接受 bkn_context：interaction_id 是顶层字段，"           \
+      "请去掉 bkn_context 后重试",                                                                 \
+      "bkn_finish_interaction requires interaction_id as a top-level field; remove "               \
+      "bkn_context and retry")                                                                     \
+    X(LC_OUTCOME_INVALID, "outcome 必须是 completed、failed、cancelled、handed_off 之一",          \
+      "bkn_finish_interaction outcome must be one of: completed, failed, cancelled, "              \
+      "handed_off")                                                                                \
+    X(LC_ANSWER_REQUIRED, "outcome 为 completed 时必须提供 answer（给用户的回答，非空字符串）",    \
+      "completed outcome requires answer (the answer given to the user, a non-empty string)")      \
+    X(LC_TRACE_NOT_INSTALLED, "本部署未配置 BKN Trace Core",                                       \
+      "BKN Trace Core is not configured for this deployment")                                      \
+    X(LC_NO_OWNER, "调用方缺少租户、业务域或账号",                                                 \
+      "the caller has no tenant, business domain or account")                                      \
+    X(LC_TRACE_UNAVAILABLE, "BKN Trace Core 暂时不可用",                                           \
+      "BKN Trace Core is temporarily unavailable")                                                 \
+    X(LC_NO_CONVERSATION, "BKN Trace Core 的应答中没有会话",                                       \
+      "BKN Trace Core answered without a conversation")                                            \
+    X(LC_ANSWER_NOT_STORED, "BKN Trace Core 未能保存回答",                                         \
+      "BKN Trace Core did not store the answer")                                                   \
+    X(LC_TERMINAL_CONFLICT, "该交互已以另一种结果结束", "another terminal outcome already won")    \
+    /* host hints (src/callcheck.c). printf format: the hint's header or _meta key */              \
+    X(HINT_LENGTH, "%s 必须是 1 到 256 个不含空格的可打印 ASCII 字符",                             \
+      "%s must be 1 to 256 printable ASCII characters without spaces")                             \
+    X(HINT_CHARS, "%s 只能包含不含空格的可打印 ASCII 字符",                                        \
+      "%s must be printable ASCII without spaces")                                                 \
+    X(HINT_NOT_STRING, "%s 必须是字符串", "%s must be a string")                                   \
+    /* bkn_context as every business tool lists it (lua/contract.lua) */                           \
+    X(CTX_DESC,                                                                                    \
+      "本轮上下文：原样传入 bkn_start_interaction 返回的 conversation_id 与 "        \
+      "interaction_id。",                                                                          \
+      "Turn context from bkn_start_interaction: pass conversation_id and interaction_id "          \
+      "exactly as start returned them.")                                                           \
+    X(CTX_CONVERSATION_ID, "bkn_start_interaction 返回的 conversation_id，原样传入",               \
+      "The conversation_id bkn_start_interaction returned, unchanged")                             \
+    X(CTX_INTERACTION_ID, "bkn_start_interaction 返回的 interaction_id，原样传入",                 \
+      "The interaction_id bkn_start_interaction returned, unchanged")                              \
+    X(CTX_PARENT_OPERATION_ID,                                                                     \
+      "可选：促成本次调用的上一次调用的 operation_id（见其 bkn_receipt）",                         \
+      "Optional: the operation_id (from its bkn_receipt) of the earlier call of this "             \
+      "turn that led to this one")                                                                 \
+    X(CTX_CAUSATION_EVENT_IDS, "可选：促成本次调用的事件 ID（最多 64 个）",                        \
+      "Optional: ids of the events that caused this call (at most 64)")                            \
+    X(CTX_BUSINESS_REFS, "可选：本次调用涉及的业务对象（最多 64 个），记录在回执上",               \
+      "Optional: the business objects this call is about (at most 64), recorded on the "           \
+      "receipt")                                                                                   \
+    X(CTX_REF_TYPE, "业务对象的类型", "The kind of business object")                               \
+    X(CTX_REF_ID, "业务对象的 ID（如知识网络 ID、对象类 ID 或实例标识）",                          \
+      "The object's id (a network id, an object type id, an instance identity, ...)")              \
+    X(CTX_REF_VERSION, "可选：业务对象的版本", "Optional: the object's version")                   \
+    /* schema validation details (lua/schema.lua): the path is separate, these say what is         \
+     * wrong with the value there. printf formats (%s each, in order as named) */                  \
+    X(SCHEMA_REQUIRED, "为必填项", "is required")                                                  \
+    X(SCHEMA_NOT_ALLOWED, "不是允许的字段", "is not allowed")                                      \
+    X(SCHEMA_NON_STRING_KEY, "含有非字符串的键", "has a non-string key")                           \
+    X(SCHEMA_TOO_DEEP, "嵌套过深", "is nested too deeply")                                         \
+    X(SCHEMA_OR, " 或 ", " or ")                                                                   \
+    X(SCHEMA_TYPE, "类型必须是 %s，实际是 %s", "must be of type %s, got %s") /* types, got */      \
+    X(SCHEMA_ENUM, "必须是以下之一：%s", "must be one of %s")                                      \
+    X(SCHEMA_CONST, "必须是 %s", "must be %s")                                                     \
+    X(SCHEMA_MIN, "必须 >= %s", "must be >= %s")                                                   \
+    X(SCHEMA_MAX, "必须 <= %s", "must be <= %s")                                                   \
+    X(SCHEMA_XMIN, "必须 > %s", "must be > %s")                                                    \
+    X(SCHEMA_XMAX, "必须 < %s", "must be < %s")                                                    \
+    X(SCHEMA_MIN_LENGTH, "长度至少为 %s 个字符", "must be at least %s characters long")            \
+    X(SCHEMA_MAX_LENGTH, "长度最多为 %s 个字符", "must be at most %s characters long")             \
+    X(SCHEMA_MIN_ITEMS, "至少需要 %s 项", "must have at least %s items")                           \
+    X(SCHEMA_MAX_ITEMS, "最多只能有 %s 项", "must have at most %s items")                          \
+    X(SCHEMA_UNIQUE, "第 %s 项与第 %s 项相同；各项必须互不相同",                                   \
+      "items %s and %s are equal; items must be unique")                                           \
+    X(SCHEMA_ANY_OF, "不符合任何一种允许的形式（最接近的：%s %s）",                                \
+      "must match one of the allowed forms (closest: %s %s)") /* path, message */                  \
+    X(SCHEMA_ONE_OF, "必须恰好符合一种允许的形式（最接近的：%s %s）",                              \
+      "must match exactly one of the allowed forms (closest: %s %s)")                              \
+    X(SCHEMA_MANY_OF, "同时符合多种允许的形式；必须恰好符合一种",                                  \
+      "matches more than one of the allowed forms; it must match exactly one")                     \
+    /* MCP progress notifications. printf format: tool name, elapsed ms (long long) */             \
+    X(PROGRESS_RUNNING, "%s 仍在运行（已 %lld 毫秒）", "%s is still running (%lld ms)")            \
+    /* error envelopes: next steps and the gateway's own error texts */                            \
+    X(ERR_UPSTREAM_RETRY, "依赖服务暂时无法连接或响应超时，请稍候重试",                            \
+      "The upstream service could not be reached or timed out; retry after a "                     \
+      "short wait")                                                                                \
+    X(ERR_UPSTREAM_BUSY, "依赖服务暂时不可用，请稍候重试",                                         \
+      "The upstream service is temporarily unavailable; retry after a short "                      \
+      "wait")                                                                                      \
+    X(ERR_UPSTREAM_SAYS, "%s（依赖服务：%s）", "%s (upstream: %s)")                                \
+    X(ERR_PERMISSION_NAMED, "请向管理员申请所缺的权限（%s），获批后重试",                          \
+      "Ask an administrator for the missing permission (%s), then call again "                     \
+      "once it is granted")                                                                        \
+    X(ERR_CHECK_SCHEMA_ID,                                                                         \
+      "请用 search_schema 或 get_object_types 确认 %s「%s」是否存在，"                 \
+      "再用正确的 ID 重试",                                                                        \
+      "Check %s '%s' with search_schema or get_object_types, then call again "                     \
+      "with a valid id")                                                                           \
+    X(ERR_CHECK_KN_ID,                                                                             \
+      "请用 list_knowledge_networks 确认知识网络「%s」是否存在，再用正确的 "   \
+      "ID 重试",                                                                                   \
+      "Check knowledge network '%s' with list_knowledge_networks, then call "                      \
+      "again with a valid id")                                                                     \
+    X(ERR_INCIDENT_SOLUTION, "请将事件编号（incident_id）告知管理员；重试无效",                    \
+      "Report the incident_id to an administrator; a retry will not help")                         \
+    X(ERR_OUTPUT_TOO_LARGE, "工具结果过大", "Tool result too large")                               \
+    X(ERR_OUTPUT_TOO_LARGE_SOLUTION, "请缩小查询范围（更小的 limit 或更少的字段）后重试",          \
+      "Narrow the request (a smaller limit or fewer fields) and retry")                            \
+    X(ERR_NO_SUCH_TOOL, "工具不存在：%s", "No such tool: %s")                                      \
+    X(ERR_NO_SUCH_TOOL_SOLUTION, "请先用 search_capabilities 查找可用能力，再按返回的名称调用",    \
+      "Find available capabilities with search_capabilities, then call one "                       \
+      "by the name it returns")                                                                    \
+    X(ERR_INPUT_SCHEMA, "请按工具的输入模式（inputSchema）修正 details 中列出的参数后重试",        \
+      "Fix the arguments listed in details to match the tool's input schema, "                     \
+      "then call again")                                                                           \
+    /* bkn_context refusals (guard.c) and the call's lifecycle refusals (flow.c) */                \
+    X(GUARD_NOT_OBJECT, "bkn_context 必须是对象 {conversation_id, interaction_id}",                \
+      "bkn_context must be an object {conversation_id, interaction_id}")                           \
+    X(GUARD_UNKNOWN_FIELD,                                                                         \
+      "bkn_context 含有不支持的字段「%.60s」（允许：conversation_id、"              \
+      "interaction_id、parent_operation_id、causation_event_ids、"                              \
+      "business_refs）",                                                                           \
+      "bkn_context contains an unsupported field '%.60s' (allowed: "                               \
+      "conversation_id, interaction_id, parent_operation_id, "                                     \
+      "causation_event_ids, business_refs)")                                                       \
+    X(GUARD_CONVERSATION_REQUIRED,                                                                 \
+      "缺少 conversation_id：请先调用 bkn_start_interaction，"                             \
+      "并传入它返回的两个 ID",                                                                     \
+      "conversation_id is required")                                                               \
+    X(GUARD_INTERACTION_REQUIRED,                                                                  \
+      "缺少 interaction_id：请调用 bkn_start_interaction 开始本轮交互",                            \
+      "interaction_id is required")                                                                \
+    X(GUARD_ID_NOT_STRING, "%s 必须是字符串", "%s must be a string")                               \
+    X(GUARD_ID_BAD, "%s 必须是非空 ID，最多 %zu 个字符",                                           \
+      "%s must be a non-empty id of at most %zu characters")                                       \
+    X(GUARD_CAUSATION_ARRAY, "causation_event_ids 必须是最多 64 个字符串的数组",                   \
+      "causation_event_ids must be an array of at most 64 strings")                                \
+    X(GUARD_CAUSATION_EMPTY, "causation_event_ids 的元素必须是非空字符串",                         \
+      "causation_event_ids must hold non-empty strings")                                           \
+    X(GUARD_REF_AT, "business_refs[%zu]：%s", "business_refs[%zu]: %s")                            \
+    X(GUARD_REFS_ARRAY, "business_refs 必须是数组", "business_refs must be an array")              \
+    X(GUARD_REFS_MAX, "business_refs 最多 64 项", "at most 64 business_refs are allowed")          \
+    X(GUARD_REF_OBJECT, "每个 business ref 必须是对象", "each business ref must be an object")     \
+    X(GUARD_REF_FIELD, "不支持的字段「%.60s」（允许：ref_type、ref_id、version）",                 \
+      "unsupported field '%.60s' (allowed: ref_type, ref_id, version)")                            \
+    X(GUARD_REF_VERSION_TYPE, "version 必须是字符串", "version must be a string")                  \
+    X(GUARD_REF_VERSION_LONG, "version 不能超过 128 个字符",                                       \
+      "version is longer than 128 characters")                                                     \
+    X(GUARD_REF_TYPE, "未知的 ref_type", "unknown ref_type")                                       \
+    X(GUARD_REF_ID_TYPE, "ref_id 必须是字符串", "ref_id must be a string")                         \
+    X(GUARD_REF_ID_LONG, "ref_id 不能超过 512 个字符", "ref_id is longer than 512 characters")     \
+    X(GUARD_REF_ID_EMPTY_SEGMENT, "ref_id 含有空段", "ref_id has an empty segment")                \
+    X(GUARD_REF_ID_PREFIX, "ref_id 必须以「%s:」开头", "ref_id must start with '%s:'")             \
+    X(GUARD_REF_ID_KN, "ref_id 必须指向当前知识网络「%s」",                                        \
+      "ref_id must name the current knowledge network '%s'")                                       \
+    X(GUARD_REF_ID_SEGMENTS, "ref_id 至少需要 %d 个以「:」分隔的段",                               \
+      "ref_id needs at least %d ':'-separated segments")                                           \
+    X(FLOW_TRACE_UNAVAILABLE, "BKN Trace Core 暂时不可用，本次请求未执行",                         \
+      "BKN Trace Core is temporarily unavailable")                                                 \
+    X(FLOW_TRACE_NOT_INSTALLED, "本部署未配置 BKN Trace Core：请去掉 bkn_context 后调用",          \
+      "BKN Trace Core is not configured for this deployment")                                      \
+    X(FLOW_INTERACTION_FOREIGN, "该交互不属于此会话：请使用 bkn_start_interaction 返回的成对 ID",  \
+      "interaction does not belong to conversation")                                               \
+    X(FLOW_INTERACTION_TERMINAL, "该交互已是 %s 状态：请用 bkn_start_interaction 开始新的交互",    \
+      "the interaction is %s; start a new interaction")                                            \
+    X(FLOW_RECEIPT_PENDING, "另一次调用正在执行同一操作：请稍后用相同参数重试",                    \
+      "another call is executing this operation; retry the same call later")                       \
+    X(FLOW_RECORD_UNREADABLE, "无法读取已保存的结果：请稍后重试",                                  \
+      "the stored result could not be read; retry later")                                          \
+    X(FLOW_IDEM_CONFLICT, "该调用 ID 已用于不同的输入：请为新的调用使用新的 ID",                   \
+      "this invocation id was already used with different input; use a new id for a new call")     \
+    X(FLOW_IDEM_IN_PROGRESS, "相同的调用仍在执行：请稍后重试",                                     \
+      "the same call is still running; retry it later")                                            \
+    X(FLOW_IDEM_UNAVAILABLE, "幂等记录存储暂不可用：请稍后重试该调用",                             \
+      "the idempotency store is unavailable; retry the call")                                      \
+    X(FLOW_CONVERSATION_REQUIRED,                                                                  \
+      "需要 bkn_context {conversation_id, interaction_id}：请先调用 "                       \
+      "bkn_start_interaction",                                                                     \
+      "bkn_context {conversation_id, interaction_id} from "                                        \
+      "bkn_start_interaction is required")
 
 typedef enum {
 #define CL_TEXT_ENUM(id, zh, en) TEXT_##id,
@@ -107,10 +389,16 @@ const char *text_get(text_id id, lang_id lang);
  * 500 otherwise. name, desc and sol are static. */
 void text_status(int status, lang_id lang, const char **name, const char **desc, const char **sol);
 
+/* The next step after an error of status (CL_STATUS_NEXT): *retryable, *retry_after_ms
+ * (0 when not retryable) and *action (static token). */
+void text_status_next(int status, int *retryable, int *retry_after_ms, const char **action);
+
 /* Lua module `cltexts` (texts_lua.c): a fresh table
  *   { languages = {"zh-CN","en-US"},
- *     status = { [400] = { name = "BadRequest", ["zh-CN"] = {desc, sol}, ["en-US"] = {...} }, ...},
- *     text = { retry_later = { ["zh-CN"] = "...", ["en-US"] = "..." }, ... } }. */
+ *     status = { [400] = { name = "BadRequest", ["zh-CN"] = {desc, sol}, ["en-US"] = {...} },
+ * ...}, text = { retry_later = { ["zh-CN"] = "...", ["en-US"] = "..." }, ... }, next = {
+ * [400] = { retryable = false, required_action = "fix_arguments" }, [503] = { retryable =
+ * true, retry_after_ms = 1000, required_action = "retry_later" }, ... } }. */
 struct lua_State;
 int luaopen_cltexts(struct lua_State *L);
 
