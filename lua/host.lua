@@ -168,7 +168,7 @@ end
 
 local function is_object(v)
     if type(v) ~= "table" then
-        return false
+        return cljson.is_raw(v) == "object"
     end
     local mt = getmetatable(v)
     if mt == cljson.array_mt or mt == cljson.number_mt then

@@ -457,13 +457,16 @@ static int ctx_http(lua_State *L)
     return lua_yield(L, 0);
 }
 
-/* response:json() -> value | nil, err (cljson.pdecode of the body) */
+/* response.json([opts]) -> value | nil, err: cljson.pdecode(body, opts); opts as
+ * cljson.decode takes them, e.g. {raw = "datas"} keeps that array's rows raw. */
 static int resp_json(lua_State *L)
 {
+    lua_settop(L, 1);
     lvm_require(L, "cljson");
     lua_getfield(L, -1, "pdecode");
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_call(L, 1, 2);
+    lua_pushvalue(L, 1);
+    lua_call(L, 2, 2);
     return 2;
 }
 

@@ -50,6 +50,86 @@ static int number_eq(lua_State *L)
     return 1;
 }
 
+/* ------------------------------------------------------------- raw values */
+
+void cljson_raw_push(lua_State *L, int anchor, const char *text, size_t len, int rawmt)
+{
+    rawval *r = lua_newuserdatauv(L, sizeof *r, 1);
+    r->text = text;
+    r->len = len;
+    lua_pushvalue(L, anchor);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, rawmt);
+    lua_setmetatable(L, -2);
+}
+
+const rawval *cljson_raw_at(lua_State *L, int idx)
+{
+    return luaL_testudata(L, idx, REG_RAW);
+}
+
+static int raw_tostring(lua_State *L)
+{
+    const rawval *r = luaL_checkudata(L, 1, REG_RAW);
+    lua_pushlstring(L, r->text, r->len);
+    return 1;
+}
+
+static int l_decode(lua_State *L);
+
+/* raw[k]: member k of the decoded value (decoded on each access: for reading a
+ * field now and then, not for walking rows). */
+static int raw_index(lua_State *L)
+{
+    const rawval *r = luaL_checkudata(L, 1, REG_RAW);
+    lua_settop(L, 2);
+    lua_pushcfunction(L, l_decode);
+    lua_pushlstring(L, r->text, r->len);
+    lua_call(L, 1, 1);
+    if (!lua_istable(L, 3))
+        return luaL_error(L, "cljson: a raw %s has no members", r->len ? "scalar" : "value");
+    lua_pushvalue(L, 2);
+    lua_gettable(L, 3);
+    return 1;
+}
+
+/* Pushes a raw value holding its own copy of text (the string is made first). */
+static void raw_push_copy(lua_State *L, const char *text, size_t len)
+{
+    lua_pushlstring(L, text, len);
+    int anchor = lua_gettop(L);
+    size_t n;
+    const char *s = lua_tolstring(L, anchor, &n);
+    luaL_getmetatable(L, REG_RAW);
+    cljson_raw_push(L, anchor, s, n, anchor + 1);
+    lua_replace(L, anchor);
+    lua_settop(L, anchor);
+}
+
+/* End of the value at p in canonical text (no whitespace), before end. */
+static const char *canon_skip(const char *p, const char *end)
+{
+    if (*p != '"' && *p != '{' && *p != '[') {
+        while (p < end && *p != ',' && *p != '}' && *p != ']')
+            p++;
+        return p;
+    }
+    int depth = 0;
+    do {
+        char c = *p++;
+        if (c == '"') {
+            while (p < end && *p != '"')
+                p += *p == '\\' ? 2 : 1;
+            p++;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    } while (depth > 0 && p < end);
+    return p;
+}
+
 void cljson_ensure_registry(lua_State *L)
 {
     luaL_newmetatable(L, REG_ARRAY);
@@ -66,6 +146,13 @@ void cljson_ensure_registry(lua_State *L)
     if (luaL_newmetatable(L, REG_BOX)) {
         lua_pushcfunction(L, box_gc);
         lua_setfield(L, -2, "__gc");
+    }
+    lua_pop(L, 1);
+    if (luaL_newmetatable(L, REG_RAW)) {
+        lua_pushcfunction(L, raw_tostring);
+        lua_setfield(L, -2, "__tostring");
+        lua_pushcfunction(L, raw_index);
+        lua_setfield(L, -2, "__index");
     }
     lua_pop(L, 1);
     if (lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER) != LUA_TTABLE) {
@@ -118,6 +205,35 @@ static void read_limits(lua_State *L, int idx, json_limits *lim)
     lua_pop(L, 1);
 }
 
+/* Options raw = "<member>" and drop = {"<name>", ...} (names anchored in the
+ * options table at idx, which stays on the stack during the decode). */
+static void read_raw(lua_State *L, int idx, cljson_raw_opts *ro)
+{
+    if (lua_getfield(L, idx, "raw") != LUA_TNIL) {
+        luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, idx, "raw must be a member name");
+        ro->key = lua_tolstring(L, -1, &ro->keylen);
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "drop") != LUA_TNIL) {
+        luaL_argcheck(L, ro->key && lua_type(L, -1) == LUA_TTABLE, idx,
+                      "drop must be a list of member names, with raw");
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        luaL_argcheck(L, n <= CLJSON_DROP_MAX, idx, "drop: at most 8 names");
+        for (lua_Integer i = 1; i <= n; i++) {
+            luaL_argcheck(L, lua_rawgeti(L, -1, i) == LUA_TSTRING, idx, "drop: names are strings");
+            size_t kl;
+            const char *k = lua_tolstring(L, -1, &kl);
+            for (size_t j = 0; j < kl; j++)
+                luaL_argcheck(L, (unsigned char)k[j] >= 0x20 && k[j] != '"' && k[j] != '\\', idx,
+                              "drop: a name must need no escaping in JSON");
+            ro->drop[ro->ndrop] = k;
+            ro->droplen[ro->ndrop++] = kl;
+            lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+}
+
 /* The former decoder (json_parse, then cljson_push of the tree): pushes the value
  * (returns 1) or nil, "msg at byte N" (returns 2). */
 static int decode_tree(lua_State *L, const char *s, size_t len, const json_limits *lim)
@@ -142,14 +258,20 @@ static unsigned long decode_fallbacks;
 
 /* Returns 1 value on success; on failure pushes nil, msg and returns 2. The
  * direct decoder only says "rejected"; json_parse then gives the message (and,
- * were the two ever to disagree, the value). */
+ * were the two ever to disagree, the value). Option raw = "<member>": the object
+ * elements of that array member of a top-level object stay raw values. */
 static int do_decode(lua_State *L)
 {
     size_t len;
     const char *s = luaL_checklstring(L, 1, &len);
     json_limits lim;
     read_limits(L, 2, &lim);
-    if (cljson_decode_direct(L, s, len, &lim) == 0)
+    cljson_raw_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.anchor = 1;
+    if (lua_type(L, 2) == LUA_TTABLE)
+        read_raw(L, 2, &ro);
+    if (cljson_decode_raw(L, s, len, &lim, &ro) == 0)
         return 1;
     int n = decode_tree(L, s, len, &lim);
     if (n == 1)
@@ -210,6 +332,138 @@ static int l_encode(lua_State *L)
 static int l_encode_canonical(lua_State *L)
 {
     return encode_impl(L, 1);
+}
+
+/* raw(text): a raw value of the JSON text (an error if it is not valid JSON);
+ * text that is not what the encoder writes is stored as its encoding. */
+static int l_raw(lua_State *L)
+{
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    lua_settop(L, 1);
+    int canon;
+    if (cljson_scan_canonical(L, s, len, &canon) < 0 || !canon) {
+        lua_pushcfunction(L, l_decode);
+        lua_pushvalue(L, 1);
+        lua_call(L, 1, 1);
+        lua_pushcfunction(L, l_encode);
+        lua_insert(L, -2);
+        lua_call(L, 1, 1);
+        s = lua_tolstring(L, -1, &len);
+        lua_replace(L, 1);
+    }
+    luaL_getmetatable(L, REG_RAW);
+    cljson_raw_push(L, 1, s, len, 2);
+    return 1;
+}
+
+static const char *raw_kind(const rawval *r)
+{
+    switch (r->len ? r->text[0] : 0) {
+    case '{':
+        return "object";
+    case '[':
+        return "array";
+    case '"':
+        return "string";
+    case 't':
+    case 'f':
+        return "boolean";
+    case 'n':
+        return "null";
+    default:
+        return "number";
+    }
+}
+
+/* is_raw(v): false, or the JSON type of the raw value ("object", "array", ...). */
+static int l_is_raw(lua_State *L)
+{
+    const rawval *r = cljson_raw_at(L, 1);
+    if (r)
+        lua_pushstring(L, raw_kind(r));
+    else
+        lua_pushboolean(L, 0);
+    return 1;
+}
+
+/* without(v, name...): v without those members. A raw object: the same value
+ * when it has none of them, else a new raw value (its own text, the members cut
+ * out, the rest byte for byte); a table: the members removed in place. */
+static int l_without(lua_State *L)
+{
+    int top = lua_gettop(L);
+    for (int i = 2; i <= top; i++)
+        luaL_checktype(L, i, LUA_TSTRING);
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        for (int i = 2; i <= top; i++) {
+            lua_pushvalue(L, i);
+            lua_pushnil(L);
+            lua_rawset(L, 1);
+        }
+        lua_settop(L, 1);
+        return 1;
+    }
+    const rawval *r = cljson_raw_at(L, 1);
+    luaL_argexpected(L, r != NULL, 1, "table or cljson raw value");
+    if (r->len < 2 || r->text[0] != '{' || top < 2) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    /* The names as the text spells keys ("name"), in one box. */
+    buf *nb = &cljson_box_new(L)->out;
+    size_t *ends = lua_newuserdatauv(L, (size_t)(top - 1) * sizeof *ends, 0);
+    for (int i = 2; i <= top; i++) {
+        size_t kl;
+        const char *k = lua_tolstring(L, i, &kl);
+        buf_putc(nb, '"');
+        for (size_t j = 0; j < kl; j++) {
+            unsigned char c = (unsigned char)k[j];
+            if (c < 0x20 || c == '"' || c == '\\') {
+                char w[8];
+                buf_append(nb, w, (size_t)(json_escape_byte(w, c) - w));
+            } else {
+                buf_putc(nb, (char)c);
+            }
+        }
+        buf_putc(nb, '"');
+        ends[i - 2] = nb->len;
+    }
+    const char *p = r->text + 1, *end = r->text + r->len - 1;
+    buf *out = NULL;
+    const char *copied = r->text; /* text before this is in out (or unchanged) */
+    while (p < end) {
+        const char *m = p; /* member start (after '{' or ',') */
+        const char *kend = canon_skip(p, end);
+        int drop = 0;
+        size_t klen = (size_t)(kend - m), from = 0;
+        for (int i = 0; i < top - 1 && !drop; from = ends[i], i++)
+            drop = klen == ends[i] - from && memcmp(m, nb->data + from, klen) == 0;
+        const char *vend = canon_skip(kend + 1, end);
+        if (drop) {
+            if (!out) {
+                out = &cljson_box_new(L)->out;
+                buf_reserve(out, r->len);
+            }
+            /* Cut the member and one comma: the one before it, or after it when first. */
+            const char *cut = m - 1, *resume = vend;
+            if (*cut == '{' || cut < copied) { /* the first member left */
+                cut = m;
+                if (resume < end)
+                    resume++;
+            }
+            buf_append(out, copied, (size_t)(cut - copied));
+            copied = resume;
+        }
+        p = vend < end ? vend + 1 : vend;
+    }
+    if (!out) {
+        lua_settop(L, 1);
+        return 1;
+    }
+    buf_append(out, copied, (size_t)(r->text + r->len - copied));
+    raw_push_copy(L, out->data, out->len);
+    return 1;
 }
 
 static int mark(lua_State *L, const char *mt)
@@ -355,6 +609,9 @@ int luaopen_cljson(lua_State *L)
                                    {"is_object", l_is_object},
                                    {"is_number", l_is_number},
                                    {"tonumber", l_tonumber},
+                                   {"raw", l_raw},
+                                   {"is_raw", l_is_raw},
+                                   {"without", l_without},
                                    {NULL, NULL}};
     cljson_ensure_registry(L);
     luaL_newlib(L, fns);
@@ -366,5 +623,7 @@ int luaopen_cljson(lua_State *L)
     lua_setfield(L, -2, "object_mt");
     luaL_getmetatable(L, REG_NUMBER);
     lua_setfield(L, -2, "number_mt");
+    luaL_getmetatable(L, REG_RAW);
+    lua_setfield(L, -2, "raw_mt");
     return 1;
 }

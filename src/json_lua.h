@@ -12,6 +12,9 @@
  *   int64   -> Lua integer; double -> Lua float (re-encoded shortest, 1.0 stays 1.0)
  *   numtext -> a boxed number cljson.number("123...") (table with metatable
  *              cljson.number_mt; tostring gives the text; == compares text)
+ *   raw     -> (only when asked for) a userdata with metatable cljson.raw_mt holding
+ *              JSON text that is exactly what the encoder writes for its value;
+ *              encoded by copying it
  *
  * Lua functions: decode(text [, {max_depth=, max_size=}]) raises "cljson: msg at
  * byte N"; pdecode(...) returns value or nil, "msg at byte N"; encode(v);
@@ -19,6 +22,10 @@
  * number_mt; array(t?) and object(t?, keys?) mark tables (keys: an explicit member
  * order); number(text); keys(obj) -> key list in encode order; is_array(v),
  * is_object(v), is_number(v); tonumber(v) (boxed number -> nearest Lua number).
+ * Raw values: decode options raw = "<member>" (the object rows of that array of a
+ * top-level object stay raw) and drop = {names} (cut from every row); raw(text);
+ * is_raw(v) -> false or the JSON type; without(v, name...) -> v without those
+ * members; tostring(raw) -> its text.
  * encode raises "cljson: msg at $.path" on: cycles, depth > 512, non-finite floats,
  * invalid UTF-8 strings or keys, functions/userdata (other than null)/threads, mixed
  * or sparse tables, non-string keys in objects. See docs/json.md.

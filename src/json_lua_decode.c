@@ -123,12 +123,17 @@ typedef struct {
     lua_State *L;
     const unsigned char *p, *end;
     size_t max_depth;
-    int amt, omt, nmt, ord; /* absolute stack indices */
-    int shapes;             /* shape cache: slot (a hash of the order) -> order string */
-    int boxslot;            /* stack slots of two cboxes (nil until needed): */
-    cbox *box[2];           /* [0] unescaped string bytes, [1] the keys of open objects */
-    buf *keys;              /* box[1]'s buffer: each open object's keys, in order */
-    int lastn[64];          /* members of the last object at each depth (mod 64) */
+    int amt, omt, nmt, ord;    /* absolute stack indices */
+    int shapes;                /* shape cache: slot (a hash of the order) -> order string */
+    int boxslot;               /* stack slots of two cboxes (nil until needed): */
+    cbox *box[2];              /* [0] unescaped string bytes, [1] the keys of open objects */
+    buf *keys;                 /* box[1]'s buffer: each open object's keys, in order */
+    int lastn[64];             /* members of the last object at each depth (mod 64) */
+    const cljson_raw_opts *ro; /* raw option (NULL: none) */
+    int rawmt;                 /* stack slot of cljson.raw_mt */
+    size_t rowdepth;           /* depth of the raw row being scanned */
+    int ncut;                  /* its members to drop: key start, value end */
+    const unsigned char *cut[CLJSON_DROP_MAX][2];
 } dec;
 
 /* The decode's scratch buffer i, in a cbox made at the first need. */
@@ -163,6 +168,101 @@ static inline const unsigned char *plain_run(const unsigned char *p, const unsig
     return p;
 }
 
+/* A cheap hash of a text: its first and last 8 bytes and its length. */
+static inline uint64_t text_hash(const void *k, size_t len)
+{
+    uint64_t a = 0, b = 0;
+    memcpy(&a, k, len < 8 ? len : 8);
+    if (len > 8)
+        memcpy(&b, (const char *)k + len - 8, 8);
+    return (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
+}
+
+/* Skips a run of multi-byte characters at p (*p >= 0x80; CJK text) without going
+ * back to the ASCII scan between them; returns its end, or NULL if it is not
+ * valid UTF-8. */
+static inline const unsigned char *utf8_run(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = *p;
+    do {
+        int n;
+        if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
+            (p[2] & 0xC0) == 0x80)
+            n = 3; /* the common 3-byte form: no range limits to check */
+        else
+            n = dec_utf8(p, end);
+        if (n == 0)
+            return NULL;
+        p += n;
+    } while (p < end && (c = *p) >= 0x80);
+    return p;
+}
+
+/* The next '"' or backslash of a string from p; NULL at its end or at a byte a
+ * string cannot hold (a control character, invalid UTF-8). */
+static inline const unsigned char *str_next(const unsigned char *p, const unsigned char *end)
+{
+    for (;;) {
+        p = plain_run(p, end);
+        if (p >= end || *p < 0x20)
+            return NULL;
+        if (*p < 0x80)
+            return p;
+        if (!(p = utf8_run(p, end)))
+            return NULL;
+    }
+}
+
+/* Reads the escape at p (on a backslash): its code point in *cp (a surrogate
+ * pair combined); returns its end, or NULL if it is not a valid escape. */
+static const unsigned char *read_escape(const unsigned char *p, const unsigned char *end,
+                                        unsigned *cp)
+{
+    if (end - p < 2)
+        return NULL;
+    unsigned char e = p[1];
+    p += 2;
+    switch (e) {
+    case '"':
+    case '\\':
+    case '/':
+        *cp = e;
+        return p;
+    case 'b':
+        *cp = '\b';
+        return p;
+    case 'f':
+        *cp = '\f';
+        return p;
+    case 'n':
+        *cp = '\n';
+        return p;
+    case 'r':
+        *cp = '\r';
+        return p;
+    case 't':
+        *cp = '\t';
+        return p;
+    case 'u':
+        if (end - p < 4 || json_hex4(p, cp) < 0)
+            return NULL;
+        p += 4;
+        if (*cp >= 0xDC00 && *cp <= 0xDFFF)
+            return NULL;
+        if (*cp >= 0xD800 && *cp <= 0xDBFF) {
+            unsigned lo;
+            if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
+                lo < 0xDC00 || lo > 0xDFFF)
+                return NULL;
+            p += 6;
+            *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        return p;
+    default:
+        return NULL;
+    }
+}
+
 /* Pushes the string at d->p (on '"') and moves past it; a key (key != 0) is
  * also appended to d->keys (order_put). */
 static int dec_string(dec *d, int key)
@@ -170,85 +270,20 @@ static int dec_string(dec *d, int key)
     const unsigned char *p = d->p + 1, *end = d->end, *run = p;
     int escaped = 0;
     for (;;) {
-        p = plain_run(p, end);
-        if (p >= end)
+        if (!(p = str_next(p, end)))
             return -1;
-        unsigned c = *p;
-        if (c == '"')
+        if (*p == '"')
             break;
-        if (c < 0x20)
-            return -1;
-        if (c >= 0x80) {
-            /* A run of multi-byte characters (CJK text) without going back to
-             * the ASCII scan between them. */
-            do {
-                int n;
-                if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
-                    (p[2] & 0xC0) == 0x80)
-                    n = 3; /* the common 3-byte form: no range limits to check */
-                else
-                    n = dec_utf8(p, end);
-                if (n == 0)
-                    return -1;
-                p += n;
-            } while (p < end && (c = *p) >= 0x80);
-            continue;
-        }
         /* backslash */
         if (!escaped) {
             escaped = 1;
             buf_reset(dec_buf(d, 0));
         }
         buf_append(&d->box[0]->out, run, (size_t)(p - run));
-        if (end - p < 2)
+        unsigned cp;
+        if (!(p = read_escape(p, end, &cp)))
             return -1;
-        unsigned char e = p[1];
-        p += 2;
-        char ch;
-        switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-            ch = (char)e;
-            break;
-        case 'b':
-            ch = '\b';
-            break;
-        case 'f':
-            ch = '\f';
-            break;
-        case 'n':
-            ch = '\n';
-            break;
-        case 'r':
-            ch = '\r';
-            break;
-        case 't':
-            ch = '\t';
-            break;
-        case 'u': {
-            unsigned cp;
-            if (end - p < 4 || json_hex4(p, &cp) < 0)
-                return -1;
-            p += 4;
-            if (cp >= 0xDC00 && cp <= 0xDFFF)
-                return -1;
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
-                    lo < 0xDC00 || lo > 0xDFFF)
-                    return -1;
-                p += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            json_put_utf8(&d->box[0]->out, cp);
-            run = p;
-            continue;
-        }
-        default:
-            return -1;
-        }
-        buf_putc(&d->box[0]->out, ch);
+        json_put_utf8(&d->box[0]->out, cp);
         run = p;
     }
     if (!escaped) {
@@ -283,24 +318,34 @@ static void dec_number_slow(dec *d, const char *tok, size_t len)
     cljson_push_number_box(d->L, tok, len, d->nmt);
 }
 
-static int dec_number(dec *d)
+/* What a number token is, as json.c's number_value sees it. */
+typedef struct {
+    const unsigned char *digits; /* first integer digit */
+    int neg, is_int;
+    int64_t nint; /* integer digits */
+    int64_t ndig; /* significant digits (0: the value is zero) */
+    int64_t mag;  /* decimal magnitude of the first significant digit */
+} num_tok;
+
+/* Scans the number token at s (strict JSON grammar); returns its end, or NULL. */
+static const unsigned char *num_scan(const unsigned char *s, const unsigned char *end, num_tok *t)
 {
-    const unsigned char *s = d->p, *p = d->p, *end = d->end;
-    int neg = 0;
+    const unsigned char *p = s;
+    t->neg = 0;
     if (*p == '-') {
-        neg = 1;
+        t->neg = 1;
         p++;
     }
     if (p >= end || *p < '0' || *p > '9')
-        return -1;
-    const unsigned char *digits = p;
+        return NULL;
+    t->digits = p;
     /* Significant digits: position of the first and last non-zero digit. */
     int64_t k = 0, first = -1, last = -1;
     if (*p == '0') {
         p++;
         k = 1;
         if (p < end && *p >= '0' && *p <= '9')
-            return -1;
+            return NULL;
     } else {
         for (; p < end && *p >= '0' && *p <= '9'; p++, k++)
             if (*p != '0') {
@@ -309,13 +354,13 @@ static int dec_number(dec *d)
                 last = k;
             }
     }
-    int64_t nint = k;
-    int is_int = 1;
+    t->nint = k;
+    t->is_int = 1;
     if (p < end && *p == '.') {
-        is_int = 0;
+        t->is_int = 0;
         p++;
         if (p >= end || *p < '0' || *p > '9')
-            return -1;
+            return NULL;
         for (; p < end && *p >= '0' && *p <= '9'; p++, k++)
             if (*p != '0') {
                 if (first < 0)
@@ -325,7 +370,7 @@ static int dec_number(dec *d)
     }
     int64_t ex = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
-        is_int = 0;
+        t->is_int = 0;
         p++;
         int eneg = 0;
         if (p < end && (*p == '+' || *p == '-')) {
@@ -333,43 +378,67 @@ static int dec_number(dec *d)
             p++;
         }
         if (p >= end || *p < '0' || *p > '9')
-            return -1;
+            return NULL;
         for (; p < end && *p >= '0' && *p <= '9'; p++)
             if (ex < 1000000000000LL)
                 ex = ex * 10 + (*p - '0');
         if (eneg)
             ex = -ex;
     }
+    t->ndig = first < 0 ? 0 : last - first + 1;
+    t->mag = first < 0 ? 0 : ex + t->nint - first;
+    return p;
+}
+
+/* An integer token that fits int64: its value in *out (returns 1), else 0. */
+static int num_int64(const num_tok *t, int64_t *out)
+{
+    if (t->nint > 19)
+        return 0;
+    uint64_t u = 0;
+    for (int64_t i = 0; i < t->nint; i++)
+        u = u * 10 + (uint64_t)(t->digits[i] - '0');
+    uint64_t lim = t->neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    if (u > lim)
+        return 0;
+    *out = t->neg ? (u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u) : (int64_t)u;
+    return 1;
+}
+
+/* json.c's number_value: zero, or <= 15 significant digits within 10^-300..10^300,
+ * is always the double strtod gives (the quick case; returns 1 with *x). */
+static int num_quick(const num_tok *t, const unsigned char *s, size_t len, double *x)
+{
+    char tmp[64];
+    if (!(t->ndig == 0 || (t->ndig <= 15 && t->mag > -300 && t->mag < 300)) || len >= sizeof tmp)
+        return 0;
+    memcpy(tmp, s, len);
+    tmp[len] = '\0';
+    *x = strtod(tmp, NULL);
+    return 1;
+}
+
+static int dec_number(dec *d)
+{
+    const unsigned char *s = d->p;
+    num_tok t;
+    const unsigned char *p = num_scan(s, d->end, &t);
+    if (!p)
+        return -1;
     d->p = p;
     size_t len = (size_t)(p - s);
-    if (is_int) {
-        if (nint <= 19) {
-            uint64_t u = 0;
-            for (int64_t i = 0; i < nint; i++)
-                u = u * 10 + (uint64_t)(digits[i] - '0');
-            uint64_t lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-            if (u <= lim) {
-                int64_t i =
-                    neg ? (u == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)u) : (int64_t)u;
-                lua_pushinteger(d->L, (lua_Integer)i);
-                return 0;
-            }
-        }
-        cljson_push_number_box(d->L, (const char *)s, len, d->nmt);
+    if (t.is_int) {
+        int64_t i;
+        if (num_int64(&t, &i))
+            lua_pushinteger(d->L, (lua_Integer)i);
+        else
+            cljson_push_number_box(d->L, (const char *)s, len, d->nmt);
         return 0;
     }
-    /* json.c's number_value: zero, or <= 15 significant digits within
-     * 10^-300..10^300, is always the double strtod gives. */
-    int64_t ndig = first < 0 ? 0 : last - first + 1;
-    int64_t mag = first < 0 ? 0 : ex + nint - first;
-    if (ndig == 0 || (ndig <= 15 && mag > -300 && mag < 300)) {
-        char tmp[64];
-        if (len < sizeof tmp) {
-            memcpy(tmp, s, len);
-            tmp[len] = '\0';
-            lua_pushnumber(d->L, (lua_Number)strtod(tmp, NULL));
-            return 0;
-        }
+    double x;
+    if (num_quick(&t, s, len, &x)) {
+        lua_pushnumber(d->L, (lua_Number)x);
+        return 0;
     }
     dec_number_slow(d, (const char *)s, len);
     return 0;
@@ -384,6 +453,293 @@ static int dec_lit(dec *d, const char *lit, size_t n)
 }
 
 static int dec_value(dec *d, size_t depth);
+
+/* ------------------------------------------------ raw values (scan only) */
+
+/* A raw value is a slice of the decoded text kept as is. The scanner below
+ * accepts exactly what dec_value accepts (same grammar, UTF-8, escape and depth
+ * rules) without making Lua values, and clears *canon when the slice is not
+ * byte for byte what the encoder writes for the decoded value: whitespace, an
+ * escape the writer would not use, a number the writer would spell differently,
+ * a duplicate key, or an object of more than RAW_MAX_KEYS members (not checked
+ * for duplicates). Such an element is decoded into tables as usual, so a raw
+ * value always encodes to the same bytes as its tables would. */
+#define RAW_MAX_KEYS 64
+
+typedef struct {
+    const unsigned char *k; /* the key's text with its quotes, in the decoded text */
+    size_t len;
+    uint32_t hash;
+} rawkey_ref;
+
+static int scan_value(dec *d, size_t depth, int *canon);
+
+/* Validates the string at d->p (on '"') and moves past it; *h gets a hash of
+ * its text (keys). */
+static int scan_string(dec *d, int *canon, uint32_t *h)
+{
+    const unsigned char *p = d->p + 1, *end = d->end;
+    for (;;) {
+        if (!(p = str_next(p, end)))
+            return -1;
+        if (*p == '"')
+            break;
+        /* backslash */
+        const unsigned char *esc = p;
+        unsigned cp;
+        if (!(p = read_escape(p, end, &cp)))
+            return -1;
+        if (*canon) {
+            /* The writer escapes only '"', '\\' and control characters. */
+            char w[8];
+            size_t wl = 0;
+            if (cp < 0x20 || cp == '"' || cp == '\\')
+                wl = (size_t)(json_escape_byte(w, cp) - w);
+            if (wl != (size_t)(p - esc) || memcmp(w, esc, wl) != 0)
+                *canon = 0;
+        }
+    }
+    if (h)
+        *h = (uint32_t)(text_hash(d->p + 1, (size_t)(p - d->p - 1)) >> 32);
+    d->p = p + 1;
+    return 0;
+}
+
+/* Whether the number token s..s+len is what the writer writes for its value. */
+static int num_canonical(dec *d, const num_tok *t, const unsigned char *s, size_t len)
+{
+    if (t->is_int) /* int64 as its digits ("-0" is 0), beyond it the text */
+        return !(t->neg && t->ndig == 0);
+    double x;
+    if (!num_quick(t, s, len, &x)) {
+        char err[8];
+        json_value *v = json_parse((const char *)s, len, NULL, err, sizeof err);
+        int dbl = v && json_typeof(v) == JSON_DOUBLE;
+        if (dbl)
+            x = json_get_double(v);
+        json_free(v);
+        if (!dbl)
+            return 1; /* kept as text */
+    }
+    buf *b = dec_buf(d, 0);
+    buf_reset(b);
+    json_write_double(b, x);
+    return b->len == len && memcmp(b->data, s, len) == 0;
+}
+
+static int scan_object(dec *d, size_t depth, int *canon)
+{
+    const unsigned char *p = d->p + 1, *q = dec_ws(p, d->end);
+    if (q != p)
+        *canon = 0;
+    if (q < d->end && *q == '}') {
+        d->p = q + 1;
+        return 0;
+    }
+    if (!d->keys)
+        d->keys = dec_buf(d, 1);
+    buf *kb = d->keys;
+    size_t start = kb->len;
+    uint64_t mask = 0;
+    int n = 0, rc = -1;
+    int row = depth == d->rowdepth && d->ro && d->ro->ndrop;
+    for (p = q;;) {
+        if (p >= d->end || *p != '"')
+            break;
+        d->p = p;
+        uint32_t h;
+        if (scan_string(d, canon, &h) < 0)
+            break;
+        const unsigned char *member = p;
+        int cut = 0;
+        if (row && *canon) {
+            /* A dropped name (it needs no escaping, so its text is its bytes). */
+            size_t kl = (size_t)(d->p - p) - 2;
+            for (int i = 0; i < d->ro->ndrop && !cut; i++)
+                cut = kl == d->ro->droplen[i] && memcmp(p + 1, d->ro->drop[i], kl) == 0;
+        }
+        if (*canon) {
+            /* Duplicate keys: compared as text (canonical escapes are unique). */
+            size_t klen = (size_t)(d->p - p);
+            uint64_t bit = 1ULL << (h & 63);
+            if (++n > RAW_MAX_KEYS) {
+                *canon = 0;
+            } else {
+                for (int i = 0; (mask & bit) && i < n - 1; i++) {
+                    rawkey_ref r;
+                    memcpy(&r, kb->data + start + (size_t)i * sizeof r, sizeof r);
+                    if (r.hash == h && r.len == klen && memcmp(r.k, p, klen) == 0) {
+                        *canon = 0;
+                        break;
+                    }
+                }
+                mask |= bit;
+                rawkey_ref r = {p, klen, h};
+                buf_append(kb, &r, sizeof r);
+            }
+        }
+        q = dec_ws(d->p, d->end);
+        if (q != d->p)
+            *canon = 0;
+        if (q >= d->end || *q != ':')
+            break;
+        d->p = q + 1;
+        if (scan_value(d, depth, canon) < 0)
+            break;
+        if (cut && d->ncut < CLJSON_DROP_MAX) {
+            d->cut[d->ncut][0] = member;
+            d->cut[d->ncut][1] = d->p;
+            d->ncut++;
+        }
+        q = dec_ws(d->p, d->end);
+        if (q != d->p)
+            *canon = 0;
+        if (q >= d->end)
+            break;
+        if (*q == ',') {
+            p = dec_ws(q + 1, d->end);
+            if (p != q + 1)
+                *canon = 0;
+            continue;
+        }
+        if (*q != '}')
+            break;
+        d->p = q + 1;
+        rc = 0;
+        break;
+    }
+    kb->len = start;
+    return rc;
+}
+
+static int scan_array(dec *d, size_t depth, int *canon)
+{
+    const unsigned char *p = d->p + 1, *q = dec_ws(p, d->end);
+    if (q != p)
+        *canon = 0;
+    if (q < d->end && *q == ']') {
+        d->p = q + 1;
+        return 0;
+    }
+    d->p = q;
+    for (;;) {
+        if (scan_value(d, depth, canon) < 0)
+            return -1;
+        q = dec_ws(d->p, d->end);
+        if (q != d->p)
+            *canon = 0;
+        if (q >= d->end)
+            return -1;
+        if (*q == ',') {
+            d->p = q + 1;
+            continue;
+        }
+        if (*q != ']')
+            return -1;
+        d->p = q + 1;
+        return 0;
+    }
+}
+
+/* Validates one value at d->p (whitespace before it clears *canon) and moves
+ * past it. */
+static int scan_value(dec *d, size_t depth, int *canon)
+{
+    const unsigned char *p = dec_ws(d->p, d->end);
+    if (p != d->p)
+        *canon = 0;
+    d->p = p;
+    if (p >= d->end)
+        return -1;
+    switch (*p) {
+    case '"':
+        return scan_string(d, canon, NULL);
+    case '{':
+    case '[':
+        if (depth + 1 > d->max_depth)
+            return -1;
+        return *p == '{' ? scan_object(d, depth + 1, canon) : scan_array(d, depth + 1, canon);
+    case 't':
+        return dec_lit(d, "true", 4);
+    case 'f':
+        return dec_lit(d, "false", 5);
+    case 'n':
+        return dec_lit(d, "null", 4);
+    default: {
+        num_tok t;
+        const unsigned char *e = num_scan(p, d->end, &t);
+        if (!e)
+            return -1;
+        d->p = e;
+        if (*canon && !num_canonical(d, &t, p, (size_t)(e - p)))
+            *canon = 0;
+        return 0;
+    }
+    }
+}
+
+/* Pushes a raw value of the row s..e (canonical text): a slice of the decoded
+ * text, or its own copy without the d->cut members (with one comma each). */
+static void push_raw(dec *d, const unsigned char *s, const unsigned char *e)
+{
+    lua_State *L = d->L;
+    if (d->ncut == 0) {
+        cljson_raw_push(L, d->ro->anchor, (const char *)s, (size_t)(e - s), d->rawmt);
+        return;
+    }
+    buf *b = dec_buf(d, 0);
+    buf_reset(b);
+    const unsigned char *copied = s;
+    for (int i = 0; i < d->ncut; i++) {
+        const unsigned char *from = d->cut[i][0] - 1, *to = d->cut[i][1];
+        if (*from == '{' || from < copied) { /* the first member left: its comma after */
+            from = d->cut[i][0];
+            if (*to == ',')
+                to++;
+        }
+        buf_append(b, copied, (size_t)(from - copied));
+        copied = to;
+    }
+    buf_append(b, copied, (size_t)(e - copied));
+    lua_pushlstring(L, b->data, b->len);
+    int anchor = lua_gettop(L);
+    size_t n;
+    const char *t = lua_tolstring(L, anchor, &n);
+    cljson_raw_push(L, anchor, t, n, d->rawmt);
+    lua_remove(L, anchor);
+}
+
+/* One element of the raw array: an object whose text is canonical stays raw;
+ * anything else is decoded as usual (an object then loses the dropped members). */
+static int dec_raw_elem(dec *d, size_t depth)
+{
+    const unsigned char *p = dec_ws(d->p, d->end);
+    if (p < d->end && *p == '{') {
+        if (depth + 1 > d->max_depth)
+            return -1;
+        int canon = 1;
+        d->p = p;
+        d->rowdepth = depth + 1;
+        d->ncut = 0;
+        if (scan_object(d, depth + 1, &canon) < 0)
+            return -1;
+        if (canon) {
+            push_raw(d, p, d->p);
+            return 0;
+        }
+    }
+    d->p = p;
+    if (dec_value(d, depth) < 0)
+        return -1;
+    if (p < d->end && *p == '{') {
+        for (int i = 0; i < d->ro->ndrop; i++) {
+            lua_pushlstring(d->L, d->ro->drop[i], d->ro->droplen[i]);
+            lua_pushnil(d->L);
+            lua_rawset(d->L, -3);
+        }
+    }
+    return 0;
+}
 
 /* Stores the pend values above t into the array t (created on the first flush). */
 static void flush_array(lua_State *L, int t, lua_Integer *n, int pend)
@@ -420,12 +776,7 @@ static int dec_room(dec *d, int *pend, int t, lua_Integer *n)
 
 static unsigned shape_slot(const char *k, size_t len)
 {
-    uint64_t a = 0, b = 0;
-    memcpy(&a, k, len < 8 ? len : 8);
-    if (len > 8)
-        memcpy(&b, k + len - 8, 8);
-    uint64_t h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
-    return (unsigned)(h >> 58) + 1; /* 1..64 */
+    return (unsigned)(text_hash(k, len) >> 58) + 1; /* 1..64 */
 }
 
 /* Pushes the order string of the object t whose n members' keys are d->keys
@@ -486,7 +837,10 @@ static void push_order(dec *d, int t, size_t start, int n)
     lua_rawseti(L, d->shapes, slot);
 }
 
-static int dec_array(dec *d, size_t depth)
+static int dec_raw_elem(dec *d, size_t depth);
+
+/* raw: each object element stays raw when it can (dec_raw_elem). */
+static int dec_array(dec *d, size_t depth, int raw)
 {
     lua_State *L = d->L;
     lua_pushnil(L); /* the table, created at the first flush */
@@ -499,7 +853,8 @@ static int dec_array(dec *d, size_t depth)
     } else {
         d->p = p;
         for (;;) {
-            if (dec_room(d, &pend, t, &n) < 0 || dec_value(d, depth) < 0)
+            if (dec_room(d, &pend, t, &n) < 0 ||
+                (raw ? dec_raw_elem(d, depth) : dec_value(d, depth)) < 0)
                 return -1;
             pend++;
             p = dec_ws(d->p, d->end);
@@ -552,7 +907,19 @@ static int dec_object(dec *d, size_t depth)
         if (p >= d->end || *p != ':')
             return -1;
         d->p = p + 1;
-        if (dec_value(d, depth) < 0)
+        int raw = 0;
+        if (depth == 1 && d->ro) {
+            size_t kl;
+            const char *ks = lua_tolstring(L, -1, &kl);
+            const unsigned char *v = dec_ws(d->p, d->end);
+            raw = kl == d->ro->keylen && memcmp(ks, d->ro->key, kl) == 0 && v < d->end && *v == '[';
+            if (raw) {
+                if (depth + 1 > d->max_depth || !lua_checkstack(L, 8))
+                    return -1;
+                d->p = v;
+            }
+        }
+        if ((raw ? dec_array(d, depth + 1, 1) : dec_value(d, depth)) < 0)
             return -1;
         lua_rawset(L, t);
         n++;
@@ -592,7 +959,7 @@ static int dec_value(dec *d, size_t depth)
     case '[':
         if (depth + 1 > d->max_depth || !lua_checkstack(d->L, 8))
             return -1;
-        return *d->p == '{' ? dec_object(d, depth + 1) : dec_array(d, depth + 1);
+        return *d->p == '{' ? dec_object(d, depth + 1) : dec_array(d, depth + 1, 0);
     case 't':
         if (dec_lit(d, "true", 4) < 0)
             return -1;
@@ -617,6 +984,12 @@ static int dec_value(dec *d, size_t depth)
 
 int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_limits *lim)
 {
+    return cljson_decode_raw(L, s, len, lim, NULL);
+}
+
+int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
+                      const cljson_raw_opts *ro)
+{
     if (lim->max_size && len > lim->max_size)
         return -1;
     int base = cljson_push_tables(L, 16);
@@ -639,6 +1012,14 @@ int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_lim
     d.box[0] = d.box[1] = NULL;
     d.keys = NULL;
     memset(d.lastn, 0, sizeof d.lastn);
+    d.ro = ro && ro->key ? ro : NULL;
+    d.rawmt = 0;
+    d.rowdepth = 0;
+    d.ncut = 0;
+    if (d.ro) {
+        luaL_getmetatable(L, REG_RAW); /* base + 8 */
+        d.rawmt = base + 8;
+    }
     if (dec_value(&d, 0) < 0 || dec_ws(d.p, d.end) != d.end) {
         lua_settop(L, base);
         return -1;
@@ -646,4 +1027,28 @@ int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_lim
     lua_replace(L, base + 1);
     lua_settop(L, base + 1);
     return 0;
+}
+
+int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
+{
+    luaL_checkstack(L, 4, "cljson");
+    int base = lua_gettop(L);
+    lua_pushnil(L); /* the scratch cboxes, made at the first need */
+    lua_pushnil(L);
+    dec d;
+    memset(&d, 0, sizeof d);
+    d.L = L;
+    d.p = (const unsigned char *)s;
+    d.end = d.p + len;
+    d.max_depth = DEC_DEFAULT_DEPTH;
+    d.boxslot = base + 1;
+    *canon = 1;
+    int rc = scan_value(&d, 0, canon);
+    if (rc == 0 && d.p != d.end) {
+        if (dec_ws(d.p, d.end) != d.end)
+            rc = -1;
+        *canon = 0;
+    }
+    lua_settop(L, base);
+    return rc;
 }

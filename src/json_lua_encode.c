@@ -107,6 +107,7 @@ typedef struct {
     lua_State *L;
     int amt, omt, nmt, ord, lists;  /* absolute stack indices */
     const void *pamt, *pomt, *pnmt; /* the metatables, compared by address */
+    const void *prawmt;             /* cljson.raw_mt */
     int canonical;                  /* ignore remembered key order; sort every object */
     size_t depth;
     /* Tables being converted and the path to them: small inline arrays, moved to
@@ -605,6 +606,33 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
     return rc;
 }
 
+/* A raw value: its text copied (it is what the writer would write), or, for
+ * canonical text and for the tree, parsed (it was validated when decoded). */
+static int conv_raw(enc *e, const rawval *r, json_value *parent, const char *k, size_t klen)
+{
+    if (e->w && e->max && e->w->len + r->len > e->max)
+        return enc_fail(e, CLJSON_TOO_LARGE);
+    json_value *v = NULL;
+    if (e->tree || (e->w && e->canonical)) {
+        json_limits lim = {10000, 0};
+        char perr[8];
+        v = json_parse(r->text, r->len, &lim, perr, sizeof perr);
+        if (!v)
+            return enc_fail(e, "invalid cljson raw text");
+    }
+    if (e->w) {
+        if (e->canonical)
+            json_write(e->w, v, 1);
+        else
+            buf_append(e->w, r->text, r->len);
+    }
+    if (e->tree)
+        attach(e, parent, k, klen, v);
+    else
+        json_free(v);
+    return 0;
+}
+
 /* idx is an absolute stack index. */
 static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
 {
@@ -666,6 +694,14 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
         return enc_fail(e, "cannot encode a light userdata");
     case LUA_TTABLE:
         return conv_table(e, idx, parent, k, klen);
+    case LUA_TUSERDATA:
+        if (lua_getmetatable(L, idx)) {
+            const void *mt = lua_topointer(L, -1);
+            lua_pop(L, 1);
+            if (mt == e->prawmt)
+                return conv_raw(e, lua_touserdata(L, idx), parent, k, klen);
+        }
+        /* fall through */
     default: {
         char msg[64];
         snprintf(msg, sizeof msg, "cannot encode a %s", luaL_typename(L, idx));
@@ -695,6 +731,9 @@ static int convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int tre
     e->pamt = lua_topointer(L, e->amt);
     e->pomt = lua_topointer(L, e->omt);
     e->pnmt = lua_topointer(L, e->nmt);
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_RAW); /* anchored by the registry */
+    e->prawmt = lua_topointer(L, -1);
+    lua_pop(L, 1);
     e->grown = base + 5;
     e->lists = base + 6;
     e->canonical = canonical;

@@ -30,6 +30,9 @@
 #define REG_LISTS "cljson.lists"
 #define LISTS_MAX 4096
 #define REG_BOX "cljson.box"
+/* A raw value: a slice of already validated JSON text that is byte for byte what
+ * the encoder writes for its decoded value (see cljson_decode_raw). */
+#define REG_RAW "cljson.raw_mt"
 
 #define ENC_MAX_DEPTH 512
 #define ENC_INLINE 32
@@ -124,6 +127,42 @@ CLJSON_HIDDEN void cljson_push_number_box(lua_State *L, const char *s, size_t le
  * when json_parse would reject the text. May raise a Lua memory error. */
 CLJSON_HIDDEN int cljson_decode_direct(lua_State *L, const char *s, size_t len,
                                        const json_limits *lim);
+
+/* The userdata behind cljson.raw_mt. Its user value 1 is the Lua string that
+ * holds the text (so text stays valid while the userdata lives). */
+typedef struct {
+    const char *text;
+    size_t len;
+} rawval;
+
+/* Pushes a raw value for text..text+len, which lies in the string at stack slot
+ * anchor (rawmt: the slot of cljson.raw_mt). */
+CLJSON_HIDDEN void cljson_raw_push(lua_State *L, int anchor, const char *text, size_t len,
+                                   int rawmt);
+/* The raw value at idx, or NULL if it is not one. */
+CLJSON_HIDDEN const rawval *cljson_raw_at(lua_State *L, int idx);
+
+#define CLJSON_DROP_MAX 8
+typedef struct {
+    const char *key; /* the member whose rows stay raw (NULL: none) */
+    size_t keylen;
+    int anchor;                        /* stack slot of the decoded string */
+    int ndrop;                         /* member names removed from every row: */
+    const char *drop[CLJSON_DROP_MAX]; /* their bytes (none needs escaping in JSON) */
+    size_t droplen[CLJSON_DROP_MAX];
+} cljson_raw_opts;
+
+/* cljson_decode_direct with the raw option: when ro->key is not NULL, the elements
+ * of the array that is member ro->key of a top-level object are pushed as raw
+ * values (their text in the string s at slot ro->anchor) when their text is
+ * exactly what the encoder would write; other elements are decoded as usual. The
+ * ro->drop members are removed from every object element (a raw one gets its own
+ * text without them). Accepts and rejects exactly what cljson_decode_direct does. */
+CLJSON_HIDDEN int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
+                                    const cljson_raw_opts *ro);
+/* Whether the value text s..s+len (a complete JSON text) is valid (returns 0, else
+ * -1) and exactly what the encoder writes for it (*canon = 1). */
+CLJSON_HIDDEN int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon);
 
 /* json_lua_encode.c. */
 CLJSON_HIDDEN int cljson_ordered_keys(lua_State *L, int idx, int ord, int lists, int canonical);

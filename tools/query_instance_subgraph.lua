@@ -143,8 +143,13 @@ function M.shape_request(args)
     }
 end
 
--- Keeps the subgraphs as decoded; drops only the timing noise.
-function M.trim_response(body)
+-- The subgraphs are passed through: decoded as raw JSON values (cljson.raw), with
+-- their timing noise cut out while decoding, and copied byte for byte into the result.
+local DECODE = { raw = "entries", drop = { "overall_ms" } }
+
+-- Keeps the subgraphs as decoded; drops only the timing noise (dropped: the
+-- entries were decoded without it already).
+function M.trim_response(body, dropped)
     if type(body) ~= "table" then
         body = cljson.object()
     end
@@ -152,9 +157,12 @@ function M.trim_response(body)
     if type(body.entries) ~= "table" then
         body.entries = util.array()
     end
-    for _, e in ipairs(body.entries) do
-        if type(e) == "table" then
-            e.overall_ms = nil
+    if not dropped then
+        local entries = body.entries
+        for i, e in ipairs(entries) do
+            if type(e) == "table" or cljson.is_raw(e) then
+                entries[i] = cljson.without(e, "overall_ms")
+            end
         end
     end
     return body
@@ -165,11 +173,11 @@ function M.handle(args, ctx)
     if res == nil or not util.is_2xx(res) then
         return nil, util.upstream_failure(res, err, ctx.lang)
     end
-    local body = util.try_json(res)
+    local body = util.try_json(res, DECODE)
     if body == nil then
         return nil, util.invalid_json(ctx.lang)
     end
-    return M.trim_response(body)
+    return M.trim_response(body, true)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)

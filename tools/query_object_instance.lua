@@ -172,9 +172,16 @@ end
 local KEEP = { "datas", "total_count", "search_after", "effective_permissions",
     "row_filter_applied" }
 
--- Trims the decoded response in place: rows are the decoded tables (key order,
--- big numbers, [] and {} untouched); only keys are removed.
-function M.trim_response(body, args)
+-- The rows are passed through: decoded as raw JSON values (cljson.raw), copied
+-- byte for byte into the result instead of becoming Lua tables; _score is cut out
+-- while decoding unless the condition ranks by relevance.
+local DECODE = { raw = "datas" }
+local DECODE_UNSCORED = { raw = "datas", drop = { "_score" } }
+
+-- Trims the decoded response in place: rows (raw values, or tables: key order,
+-- big numbers, [] and {} untouched either way); only keys are removed. unscored:
+-- the rows were decoded without _score already.
+function M.trim_response(body, args, unscored)
     if type(body) ~= "table" then
         body = cljson.object()
     end
@@ -183,10 +190,11 @@ function M.trim_response(body, args)
         body.datas = util.array()
     end
     local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
-    if not condition.uses_scoring(cond) then
-        for _, row in ipairs(body.datas) do
-            if type(row) == "table" then
-                row._score = nil
+    if not unscored and not condition.uses_scoring(cond) then
+        local rows = body.datas
+        for i, row in ipairs(rows) do
+            if type(row) == "table" or cljson.is_raw(row) then
+                rows[i] = cljson.without(row, "_score")
             end
         end
     end
@@ -220,11 +228,13 @@ function M.handle(args, ctx)
     if res == nil or not util.is_2xx(res) then
         return nil, map_error(res, err, args, ctx)
     end
-    local body = util.try_json(res)
+    local scoring = condition.uses_scoring(condition.effective(args.condition, args.filters,
+        cljson.object, util.array))
+    local body = util.try_json(res, scoring and DECODE or DECODE_UNSCORED)
     if body == nil then
         return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
     end
-    body = M.trim_response(body, args)
+    body = M.trim_response(body, args, not scoring)
     -- masked fields, names only or a narrowed row scope (only requested properties count)
     local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
     if guidance ~= nil then

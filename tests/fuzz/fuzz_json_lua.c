@@ -215,6 +215,39 @@ static const char *const edit_src =
     "return function(v) edit(v, 0) return v end\n";
 static int edit_ref = LUA_NOREF;
 
+/* The raw option against the plain decoder: the text twice as the rows of
+ * {"datas":[...]}; same acceptance and error, same encodings (stored and
+ * canonical), also after without() of two member names on every row and
+ * when the decoder drops them itself (option drop). Returns
+ * nil, or what differs. */
+static const char *const raw_src =
+    "local cj = require 'cljson'\n"
+    "local function same(a, b)\n"
+    "  for _, f in ipairs({cj.encode, cj.encode_canonical}) do\n"
+    "    local ok1, t1 = pcall(f, a) local ok2, t2 = pcall(f, b)\n"
+    "    if ok1 ~= ok2 or t1 ~= t2 then return false end\n"
+    "  end\n"
+    "  return true\n"
+    "end\n"
+    "return function(s, k)\n"
+    "  local w = '{\"datas\":[' .. s .. ',' .. s .. ']}'\n"
+    "  local a, ea = cj.pdecode(w)\n"
+    "  local b, eb = cj.pdecode(w, {raw = 'datas'})\n"
+    "  if ea ~= eb then return 'errors differ' end\n"
+    "  if a == nil then return nil end\n"
+    "  if not same(a, b) then return 'encodings differ' end\n"
+    "  for _, v in ipairs({a, b}) do\n"
+    "    for i, r in ipairs(v.datas) do\n"
+    "      if cj.is_raw(r) or cj.is_object(r) then v.datas[i] = cj.without(r, k, 'b') end\n"
+    "    end\n"
+    "  end\n"
+    "  if not same(a, b) then return 'encodings differ after without' end\n"
+    "  local c = cj.pdecode(w, {raw = 'datas', drop = {k, 'b'}})\n"
+    "  if not same(a, c) then return 'encodings differ with drop' end\n"
+    "  return nil\n"
+    "end\n";
+static int raw_ref = LUA_NOREF;
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -251,6 +284,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int b = lua_gettop(L) - nb + 1;
     fuzz_must(cljson_decode_fallbacks() == fb, T, "the direct decoder rejected no valid text");
     fuzz_must(na == nb, T, "both decoders accept or both reject");
+    if (raw_ref == LUA_NOREF) {
+        luaL_openlibs(L);
+        fuzz_must(luaL_dostring(L, raw_src) == LUA_OK, T, "raw chunk loads");
+        raw_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    {
+        int top = lua_gettop(L);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, raw_ref);
+        lua_pushlstring(L, s, len);
+        lua_pushstring(L, (data[0] & 128) ? "a" : "");
+        fuzz_must(lua_pcall(L, 2, 1, 0) == LUA_OK, T, "raw check runs");
+        if (!lua_isnil(L, -1))
+            fprintf(stderr, "raw rows: %s\n", lua_tostring(L, -1));
+        fuzz_must(lua_isnil(L, -1), T, "raw rows encode as their tables");
+        lua_settop(L, top);
+    }
     if (na == 2) {
         fuzz_must(lua_isnil(L, a) && lua_isnil(L, b), T, "a rejection returns nil first");
         fuzz_must(lua_type(L, a + 1) == LUA_TSTRING && lua_rawequal(L, a + 1, b + 1), T,

@@ -148,8 +148,8 @@ function M.fixture(name)
     return read_file(M.root .. "/tests/spec/fixtures/" .. name)
 end
 
-function M.decode(text)
-    return cljson.decode(text)
+function M.decode(text, opts)
+    return cljson.decode(text, opts)
 end
 
 function M.encode(v)
@@ -159,8 +159,9 @@ end
 -- A response as ctx.http returns it.
 function M.response(status, body, headers)
     local res = { status = status, headers = headers or {}, body = body or "" }
-    res.json = function()
-        return cljson.decode(res.body)
+    -- opts as the server's response.json takes them ({raw = "datas"}: raw rows)
+    res.json = function(opts)
+        return cljson.decode(res.body, opts)
     end
     return res
 end

@@ -215,3 +215,180 @@ describe("cljson", function()
     assert.are.equal(cljson.null, again.null)
   end)
 end)
+
+describe("cljson raw values", function()
+  local RAW = { raw = "datas" }
+
+  -- decode with and without the raw option: same acceptance, same error, same bytes
+  local function same_both_ways(text)
+    local a, ea = cljson.pdecode(text)
+    local b, eb = cljson.pdecode(text, RAW)
+    assert.are.equal(ea, eb)
+    if a == nil then
+      return nil
+    end
+    assert.are.equal(cljson.encode(a), cljson.encode(b))
+    assert.are.equal(cljson.encode_canonical(a), cljson.encode_canonical(b))
+    return b
+  end
+
+  it("keeps rows whose text is what the encoder writes as raw, byte for byte", function()
+    local text = '{"total_count":2,"datas":[{"id":9007199254740993,"n":12345678901234567890123,'
+      .. '"x":1.5,"y":1.0,"big":1E400,"t":[],"o":{},"s":"a\\"b\\\\c\\n\\u0001é/\127","u":null,'
+      .. '"b":true,"nest":{"l":[[],{}],"k":-1}},{"a":1}],"next":[1]}'
+    local v = same_both_ways(text)
+    assert.are.equal(text, cljson.encode(v))
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+    assert.are.equal("object", cljson.is_raw(v.datas[2]))
+    assert.is_true(cljson.is_array(v.datas))
+    assert.is_true(cljson.is_array(v.next)) -- only the named array holds raw rows
+    assert.is_false(cljson.is_raw(v.next))
+    assert.are.equal('{"a":1}', tostring(v.datas[2]))
+    assert.are.equal("userdata", type(v.datas[1]))
+    assert.are.equal(getmetatable(v.datas[1]), cljson.raw_mt)
+  end)
+
+  it("decodes rows into tables when raw text would encode differently", function()
+    for _, row in ipairs({
+      '{"a": 1}', '{ "a":1}', '{"a":1 }', '{"a":[1, 2]}', '{"a":"\\u00e9"}', '{"a":"\\/"}',
+      '{"a":"\\u000A"}', '{"a":"\\u001F"}', '{"a":1e2}', '{"a":1.50}', '{"a":-0}', '{"a":0e5}',
+      '{"a":1,"a":2}', '{"n":{"k":1,"k":1}}', '{"\\u0061":1}', '{"a":1E+2}',
+    }) do
+      local v = same_both_ways('{"datas":[' .. row .. ']}')
+      assert.are.equal("table", type(v.datas[1]), row)
+    end
+    -- an object of more than 64 members is not checked for duplicates: a table
+    local keys = {}
+    for i = 1, 65 do
+      keys[i] = '"k' .. i .. '":' .. i
+    end
+    local v = same_both_ways('{"datas":[{' .. table.concat(keys, ",") .. '}]}')
+    assert.are.equal("table", type(v.datas[1]))
+    -- escapes the writer uses, and numbers it writes the same way, stay raw
+    for _, row in ipairs({ '{"a":"\\u001f\\b\\t"}', '{"a":-0.0}', '{"a":0.30000000000000004}',
+      '{"a":1e+100}', '{"a":-9223372036854775808}', '{"a":-9223372036854775809}' }) do
+      v = same_both_ways('{"datas":[' .. row .. ']}')
+      assert.are.equal("object", cljson.is_raw(v.datas[1]), row)
+    end
+  end)
+
+  it("only touches object elements of the named top-level array", function()
+    local v = same_both_ways('{"datas":[1,"s",null,[{"a":1}],{"a":1}],"x":{"datas":[{"a":1}]}}')
+    assert.are.equal("integer", math.type(v.datas[1]))
+    assert.is_true(cljson.is_array(v.datas[4]))
+    assert.are.equal("object", cljson.is_raw(v.datas[5]))
+    assert.is_true(cljson.is_object(v.x.datas[1]))
+    v = same_both_ways('[{"datas":[{"a":1}]}]')
+    assert.is_true(cljson.is_object(v[1].datas[1]))
+    v = same_both_ways('{"datas":{"a":{"b":1}}}')
+    assert.is_true(cljson.is_object(v.datas.a))
+    v = same_both_ways('{"datas":[{"a":1}],"datas":[{"b":2}]}')
+    assert.are.equal('{"b":2}', tostring(v.datas[1]))
+  end)
+
+  it("still validates raw rows: malformed text and the depth limit give the decoder's errors", function()
+    for _, text in ipairs({
+      '{"datas":[{"a":1,}]}', '{"datas":[{"a":01}]}', '{"datas":[{"a":"\\ud800"}]}',
+      '{"datas":[{"a":"\255"}]}', '{"datas":[{"a":"x\001"}]}', '{"datas":[{"a":tru}]}',
+      '{"datas":[{"a":1}', '{"datas":[{"a":1}]} x', '{"datas":[{"a":"\\q"}]}', '{"datas":[{"a" 1}]}',
+      '{"datas":[{"a":[1 2]}]}', '{"datas":[{"a":1.}]}', '{"datas":[{"a":-}]}',
+    }) do
+      local v, err = cljson.pdecode(text, RAW)
+      assert.is_nil(v, text)
+      assert.are.equal(select(2, cljson.pdecode(text)), err)
+      assert.has_error(function() cljson.decode(text, RAW) end)
+    end
+    local deep = '{"datas":[{"a":[[1]]}]}' -- depth 5
+    same_both_ways(deep)
+    for _, d in ipairs({ 4, 5 }) do
+      local a, ea = cljson.pdecode(deep, { max_depth = d })
+      local b, eb = cljson.pdecode(deep, { max_depth = d, raw = "datas" })
+      assert.are.equal(ea, eb)
+      assert.are.equal(a == nil, b == nil)
+    end
+    assert.has_error(function() cljson.decode("{}", { raw = 1 }) end)
+  end)
+
+  it("without() cuts members out of the text and leaves the rest byte for byte", function()
+    local r = cljson.raw('{"x":1,"_score":0.5,"y":{"_score":2},"z":[{"_score":3}]}')
+    assert.are.equal('{"x":1,"y":{"_score":2},"z":[{"_score":3}]}', tostring(cljson.without(r, "_score")))
+    assert.are.equal('{"_score":0.5,"z":[{"_score":3}]}', tostring(cljson.without(r, "x", "y")))
+    assert.are.equal('{"x":1,"_score":0.5}', tostring(cljson.without(r, "y", "z")))
+    assert.are.equal('{"x":1,"y":{"_score":2}}', tostring(cljson.without(r, "_score", "z")))
+    assert.are.equal("{}", tostring(cljson.without(r, "z", "x", "_score", "y")))
+    assert.is_true(rawequal(r, cljson.without(r, "nope")))
+    assert.is_true(rawequal(r, cljson.without(r)))
+    local e = cljson.raw('{"a\\"b":1,"c\\n":"}\\",{","é":[1],"d":2}')
+    assert.are.equal('{"c\\n":"}\\",{","é":[1],"d":2}', tostring(cljson.without(e, 'a"b')))
+    assert.are.equal('{"a\\"b":1,"é":[1],"d":2}', tostring(cljson.without(e, "c\n")))
+    assert.are.equal('{"a\\"b":1,"c\\n":"}\\",{","d":2}', tostring(cljson.without(e, "é")))
+    -- the result is a raw value too, and decodes like the table with the key removed
+    local w = cljson.without(e, "d")
+    assert.are.equal("object", cljson.is_raw(w))
+    local t = cljson.decode(tostring(e))
+    t.d = nil
+    assert.are.equal(cljson.encode(t), cljson.encode(w))
+    -- on a table: the members removed in place
+    t = cljson.decode('{"a":1,"b":2,"c":3}')
+    assert.is_true(rawequal(t, cljson.without(t, "a", "c")))
+    assert.are.equal('{"b":2}', cljson.encode(t))
+    -- arrays and scalars have no members
+    assert.are.equal("[1]", tostring(cljson.without(cljson.raw("[1]"), "a")))
+    assert.has_error(function() cljson.without("x", "a") end)
+    assert.has_error(function() cljson.without(r, 1) end)
+  end)
+
+  it("drops members of every row while decoding (option drop)", function()
+    local text = '{"datas":[{"_score":1,"a":1},{"a":2,"_score":0.5,"x":{"_score":3}},{"a": 3,"_score":4},'
+      .. '{"b":1,"_score":1,"c":2,"z":9},{"_score":1},5],"_score":7}'
+    local v = cljson.decode(text, { raw = "datas", drop = { "_score", "z" } })
+    assert.are.equal('{"datas":[{"a":1},{"a":2,"x":{"_score":3}},{"a":3},{"b":1,"c":2},{},5],"_score":7}',
+      cljson.encode(v))
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+    assert.are.equal("table", type(v.datas[3])) -- whitespace: decoded, the members removed
+    -- the same as without() on the rows of the plain decoding
+    local t = cljson.decode(text)
+    for i, r in ipairs(t.datas) do
+      if type(r) == "table" then
+        t.datas[i] = cljson.without(r, "_score", "z")
+      end
+    end
+    assert.are.equal(cljson.encode(t), cljson.encode(v))
+    assert.has_error(function() cljson.decode(text, { drop = { "a" } }) end)
+    assert.has_error(function() cljson.decode(text, { raw = "datas", drop = { 'a"' } }) end)
+    assert.has_error(function() cljson.decode(text, { raw = "datas", drop = { 1 } }) end)
+    assert.has_error(function() cljson.decode(text, { raw = "datas", drop = "a" }) end)
+  end)
+
+  it("encodes canonically (sorted keys) and as a tree for TOON", function()
+    local text = '{"datas":[{"b":{"z":1,"y":[{"q":1,"p":2}]},"a":12345678901234567890123}]}'
+    local t, v = cljson.decode(text), cljson.decode(text, RAW)
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+    assert.are.equal('{"datas":[{"a":12345678901234567890123,"b":{"y":[{"p":2,"q":1}],"z":1}}]}',
+      cljson.encode_canonical(v))
+    assert.are.equal(cljson.encode_canonical(t), cljson.encode_canonical(v))
+    local ok, cltoon = pcall(require, "cltoon")
+    if ok then
+      assert.are.equal(cltoon.encode(t), cltoon.encode(v))
+    end
+  end)
+
+  it("raw(), tostring and field reads", function()
+    local r = cljson.raw('{"a":1,"b":[2]}')
+    assert.are.equal('{"a":1,"b":[2]}', tostring(r))
+    assert.are.equal(1, r.a)
+    assert.is_true(cljson.is_array(r.b))
+    assert.is_nil(r.c)
+    -- text the encoder would write differently is stored as its encoding
+    assert.are.equal('{"a":100.0,"b":"é"}', tostring(cljson.raw(' {"a": 1e2, "b":"\\u00e9"} ')))
+    assert.are.equal("array", cljson.is_raw(cljson.raw("[1]")))
+    assert.are.equal("string", cljson.is_raw(cljson.raw('"s"')))
+    assert.are.equal("number", cljson.is_raw(cljson.raw("-1")))
+    assert.are.equal("boolean", cljson.is_raw(cljson.raw("true")))
+    assert.are.equal("null", cljson.is_raw(cljson.raw("null")))
+    assert.is_false(cljson.is_raw({}))
+    assert.has_error(function() cljson.raw("{") end, "cljson: unterminated object at byte 1")
+    assert.has_error(function() return cljson.raw("1").x end)
+    assert.are.equal('[{"a":1,"b":[2]},2]', cljson.encode({ r, 2 }))
+  end)
+end)

@@ -63,12 +63,13 @@ function M.query_value(v)
     return tostring(v)
 end
 
--- Decodes a response body; nil when it is not JSON.
-function M.try_json(res)
+-- Decodes a response body; nil when it is not JSON. opts: cljson.decode's options
+-- ({raw = "datas"} keeps the rows of that array as raw JSON values).
+function M.try_json(res, opts)
     if res == nil or res.body == nil or res.body == "" then
         return nil
     end
-    local ok, v = pcall(res.json)
+    local ok, v = pcall(res.json, opts)
     if ok then
         return v
     end

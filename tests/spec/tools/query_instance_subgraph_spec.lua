@@ -83,6 +83,24 @@ describe("query_instance_subgraph", function()
                 helper.encode(res))
             assert.equal('{"entries":[]}', helper.encode(tool.trim_response(helper.decode('{"x":1}'))))
         end)
+
+        it("passes subgraphs through as raw JSON, byte for byte what decoded tables give", function()
+            for _, fixture in ipairs({ "oq_subgraph.json", "oq_subgraph_empty.json" }) do
+                local res = helper.call(tool, args_of('{"kn_id":"k","relation_type_paths":[' .. PATH .. ']}'),
+                    { responses = { { status = 200, fixture = fixture } } })
+                assert.is_true(#res.entries > 0)
+                for _, e in ipairs(res.entries) do
+                    assert.equal("object", cljson.is_raw(e))
+                    assert.is_nil(e.overall_ms)
+                end
+                local want = tool.trim_response(helper.decode(helper.fixture(fixture)))
+                assert.equal(helper.encode(want), helper.encode(res))
+            end
+            -- raw entries given to trim_response lose overall_ms as well
+            local body = helper.decode(helper.fixture("oq_subgraph.json"), { raw = "entries" })
+            assert.truthy(tostring(body.entries[1]):find("overall_ms", 1, true))
+            assert.falsy(helper.encode(tool.trim_response(body)):find("overall_ms", 1, true))
+        end)
     end)
 
     describe("errors", function()

@@ -121,6 +121,24 @@ describe("query_object_instance", function()
                 .. '"drug-9007199254740993"]}', helper.encode(res))
         end)
 
+        it("passes rows through as raw JSON, byte for byte what decoded tables give", function()
+            local scored = args_of('{"kn_id":"k","ot_id":"o","filters":[{"field":"name","op":"match","value":"a"}]}')
+            for _, fixture in ipairs({ "oq_objects.json", "oq_objects_cursor.json", "oq_objects_empty.json" }) do
+                for _, args in ipairs({ { kn_id = "k", ot_id = "o" }, scored }) do
+                    local res = ok_call(args, fixture)
+                    for _, row in ipairs(res.datas) do
+                        assert.are.equal("object", cljson.is_raw(row))
+                    end
+                    -- the same response decoded into tables and trimmed
+                    local want = tool.trim_response(helper.decode(helper.fixture(fixture)), args)
+                    assert.are.equal(helper.encode(want), helper.encode(res))
+                end
+            end
+            local res = ok_call({ kn_id = "k", ot_id = "o" }, "oq_objects.json")
+            assert.are.equal(2, #res.datas)
+            assert.is_nil(res.datas[1]._score)
+        end)
+
         it("keeps _score when the condition or filters rank by relevance", function()
             local res = ok_call(args_of([[{"kn_id":"k","ot_id":"o","condition":{"operation":"and",
                 "sub_conditions":[{"field":"*","operation":"knn","value":"x","limit_key":"k","limit_value":5}]}}]]),
