@@ -180,7 +180,7 @@ static void test_errors(const char *path)
         {"limits.max_body_bytes = -1\n", "limits.max_body_bytes"},
         {"access_log = maybe\n", "access_log"},
         {"language = fr-FR\n", "language"},
-        {"upstream_client = http2\n", "upstream_client"},
+        {"upstream_client = http2\n", "upstream_client: 'http2' is not lean or curl"},
         {"workers = 65\n", "workers"},
         {"listen = nonsense\n", "listen"},
         {"just text\n", "expected 'key = value'"},
