@@ -19,6 +19,9 @@ set_tests_properties(integration PROPERTIES
 add_test(NAME ext_sdk_client
          COMMAND ${CMAKE_COMMAND} -E env CL_BIN=$<TARGET_FILE:context-loader> CL_SIM_CAPTURE=disabled
                  ${CL_STACK} node ${CMAKE_SOURCE_DIR}/tests/integration/sdk-check.mjs ${CL_EXT_DIR})
+add_test(NAME ext_sdk_client_compact
+         COMMAND ${CMAKE_COMMAND} -E env CL_BIN=$<TARGET_FILE:context-loader> CL_SIM_CAPTURE=disabled
+                 ${CL_STACK} node ${CMAKE_SOURCE_DIR}/tests/integration/sdk-check.mjs ${CL_EXT_DIR} compact)
 add_test(NAME ext_http_probe
          COMMAND ${CMAKE_COMMAND} -E env CL_BIN=$<TARGET_FILE:context-loader>
                  ${CL_STACK} node ${CL_EXT_DIR}/http-probe.mjs {MCP_URL})
@@ -29,5 +32,5 @@ add_test(NAME ext_conformance
                  ${CL_EXT_DIR}/node_modules/@modelcontextprotocol/conformance/dist/index.js server
                  --url {MCP_URL} --suite all -o ${CMAKE_BINARY_DIR}/conformance
                  --expected-failures ${CMAKE_SOURCE_DIR}/tests/integration/conformance-baseline.yml)
-set_tests_properties(ext_sdk_client ext_http_probe ext_conformance PROPERTIES
+set_tests_properties(ext_sdk_client ext_sdk_client_compact ext_http_probe ext_conformance PROPERTIES
                      TIMEOUT 300 LABELS "ext" SKIP_RETURN_CODE 77)

@@ -283,17 +283,31 @@ M.TOON_VIEW_OMIT_DESCRIPTION = {
         "<kn_id>-<ot_id>-<the single value of _instance_identity>.",
 }
 
--- view_description(description, toon_view) -> a new description table with the view's
--- sentences appended in each language it has.
-function M.view_description(description, toon_view)
+-- The same two statements in the terser form /mcp-compact lists (the short
+-- description's): the layout only; a text that is JSON shows itself.
+M.TOON_VIEW_SHORT_DESCRIPTION = {
+    ["zh-CN"] = "TOON 视图：记录数组为表格，嵌套字段为 a.b 列或表后的 <数组>_<字段>。",
+    ["en-US"] = "TOON view: record arrays are tables; nested fields are a.b columns or " ..
+        "<array>_<field> lists after the table.",
+}
+M.TOON_VIEW_SHORT_OMIT_DESCRIPTION = {
+    ["zh-CN"] = "_instance_id 为 <kn_id>-<ot_id>-<标识值> 时省略。",
+    ["en-US"] = "_instance_id is left out when it is <kn_id>-<ot_id>-<identity value>.",
+}
+
+-- view_description(description, toon_view [, short]) -> a new description table with
+-- the view's sentences (short: their terser form) appended in each language it has.
+function M.view_description(description, toon_view, short)
     local out = {}
     local omit = type(toon_view) == "table" and toon_view.omit_instance_id
+    local view = short and M.TOON_VIEW_SHORT_DESCRIPTION or M.TOON_VIEW_DESCRIPTION
+    local omitted = short and M.TOON_VIEW_SHORT_OMIT_DESCRIPTION or M.TOON_VIEW_OMIT_DESCRIPTION
     for lang, text in pairs(description) do
         local sep = lang == "zh-CN" and "" or " "
-        if M.TOON_VIEW_DESCRIPTION[lang] then
-            text = text .. sep .. M.TOON_VIEW_DESCRIPTION[lang]
+        if view[lang] then
+            text = text .. sep .. view[lang]
             if omit then
-                text = text .. sep .. M.TOON_VIEW_OMIT_DESCRIPTION[lang]
+                text = text .. sep .. omitted[lang]
             end
         end
         out[lang] = text
@@ -361,10 +375,11 @@ function M.check(tool, file_name, opts)
     end
     out.surfaces = copy_array(tool.surfaces)
     if tool.toon_view then
+        -- /mcp-compact lists the short description, or the description, with the
+        -- terser view sentences
         out.description = M.view_description(tool.description, tool.toon_view)
-        if tool.short_description then
-            out.short_description = M.view_description(tool.short_description, tool.toon_view)
-        end
+        out.short_description = M.view_description(tool.short_description or tool.description,
+            tool.toon_view, true)
     end
     out.formats = tool.formats and copy_array(tool.formats) or { "json", "toon" }
     local ann = {}
@@ -497,26 +512,85 @@ local function with_bkn_context(input, lang, formats)
     return out
 end
 
--- A copy of a schema without its "description" keywords (what /mcp-compact leaves
--- out of the sub-schemas every tool repeats and of outputSchema). A property named
--- description (a schema, not a string) stays.
-local function without_descriptions(v)
-    if type(v) ~= "table" then
-        return v
+-- The /mcp-compact view of the schemas (docs/writing-tools.md states each rule). The
+-- core validates every call against the tool's full schema and the full bkn_context
+-- contract on every surface; the view only tells the model less.
+local object_mt = cljson and cljson.object_mt or nil
+
+-- Size and closedness guards: the core enforces them and a call that breaks one gets a
+-- tool error naming the bound, so the model still learns them when it matters.
+local GUARDS = {
+    minLength = true, maxLength = true, minItems = true, maxItems = true, uniqueItems = true,
+}
+
+-- guardless(s) -> a copy of schema s without the GUARDS and without
+-- additionalProperties = false, in s and every sub-schema; everything else (prose,
+-- types, required, enums, defaults, numeric ranges, $defs and $ref) stays.
+local function guardless(s)
+    if type(s) ~= "table" then
+        return s
     end
     local out = {}
-    for k, x in pairs(v) do
-        if k ~= "description" or type(x) ~= "string" then
-            out[k] = without_descriptions(x)
+    for k, v in pairs(s) do
+        if GUARDS[k] or (k == "additionalProperties" and v == false) then
+            v = nil -- left out
+        elseif k == "properties" or k == "$defs" then
+            local m = {}
+            for name, sub in pairs(v) do
+                m[name] = guardless(sub)
+            end
+            v = setmetatable(m, getmetatable(v) or object_mt)
+        elseif k == "items" or k == "additionalProperties" then
+            v = guardless(v)
+        elseif k == "anyOf" or k == "oneOf" then
+            local a = {}
+            for i, sub in ipairs(v) do
+                a[i] = guardless(sub)
+            end
+            v = setmetatable(a, getmetatable(v))
         end
+        out[k] = v
     end
-    return setmetatable(out, getmetatable(v))
+    return setmetatable(out, getmetatable(s) or object_mt)
 end
 
--- compact: the /mcp-compact form of the same entry. Only prose differs: the tool's
--- short_description when it declares one, and no descriptions in bkn_context,
--- response_format and outputSchema; names, titles, _meta, annotations and every
--- schema keyword other than description are those of the /mcp entry.
+-- shallow(s [, required_only]) -> the top level of object schema s: its type, required
+-- and each property (required_only: each required one) with its type only (nested
+-- objects and arrays become {"type":"object"} and {"type":"array"}; a property without
+-- a type becomes {}). No additionalProperties: a value valid against s is valid
+-- against the view.
+local function shallow(s, required_only)
+    local out = { type = s.type, required = s.required }
+    local keep
+    if required_only then
+        keep = {}
+        for _, name in ipairs(s.required or {}) do
+            keep[name] = true
+        end
+    end
+    if s.properties then
+        local props = {}
+        for name, sub in pairs(s.properties) do
+            if not keep or keep[name] then
+                props[name] = setmetatable({ type = type(sub) == "table" and sub.type or nil }, object_mt)
+            end
+        end
+        out.properties = setmetatable(props, object_mt)
+    end
+    return setmetatable(out, object_mt)
+end
+
+-- The one sentence bkn_context carries on /mcp-compact.
+local BKN_CONTEXT_SHORT = {
+    ["zh-CN"] = "bkn_start_interaction 返回的 id，原样传入",
+    ["en-US"] = "The ids bkn_start_interaction returned, unchanged",
+}
+
+-- compact: the /mcp-compact view of the same entry: the tool's short_description when
+-- it declares one; its own input schema guardless (its parameter descriptions stay);
+-- bkn_context its required ids (shallow) with one short sentence; response_format
+-- without its description; outputSchema shallow. Names, titles, _meta and annotations
+-- are those of the /mcp entry.
 function M.list_entry(tool, lang, compact)
     if lang ~= "zh-CN" and lang ~= "en-US" then
         lang = catalog.default_language
@@ -546,10 +620,15 @@ function M.list_entry(tool, lang, compact)
         if tool.short_description then
             entry.description = tool.short_description[lang]
         end
-        local props = entry.inputSchema.properties
-        props.bkn_context = without_descriptions(props.bkn_context)
-        props.response_format = without_descriptions(props.response_format)
-        entry.outputSchema = without_descriptions(entry.outputSchema)
+        local input = entry.inputSchema
+        local bkn, format = input.properties.bkn_context, input.properties.response_format
+        input = guardless(input)
+        input.properties.bkn_context = shallow(bkn, true)
+        input.properties.bkn_context.description = BKN_CONTEXT_SHORT[lang]
+        format.description = nil
+        input.properties.response_format = format
+        entry.inputSchema = input
+        entry.outputSchema = entry.outputSchema and shallow(entry.outputSchema)
     end
     if cljson then
         setmetatable(entry.annotations, cljson.object_mt)

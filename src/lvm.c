@@ -1,14 +1,18 @@
 /* lvm: one sandboxed lua_State. See lvm.h. */
+#define _GNU_SOURCE /* gettid, SIGEV_THREAD_ID */
 #include "lvm.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -35,6 +39,10 @@ struct lvm {
     size_t total;
     size_t cap;
     lvm_budget *cur;
+    lua_State *entry;   /* the thread lvm_enter named */
+    lua_State *running; /* the thread running now (coroutine.resume/wrap switch it) */
+    int armed;          /* the uncounted-slice timer runs for cur */
+    int64_t entered_us;
 };
 
 /* Registry keys (addresses are unique). */
@@ -107,9 +115,176 @@ size_t lvm_mem_total(const lvm *vm)
     return vm->total;
 }
 
+/* ---- lazy instruction counting ----
+ *
+ * A count hook makes the VM trap on every instruction (luaG_traceexec), which costs
+ * more than most tool calls' own work. So a budget may start uncounted: the hook is
+ * installed only once the call has run Lua for uncounted_us of wall-clock time in
+ * total. A one-shot POSIX timer, aimed at the loop thread, raises LVM_SLICE_SIGNAL
+ * at that point; its handler installs the hook on the running thread (lua_sethook is
+ * safe in a signal handler). From then on the budget counts and every later entry
+ * installs the hook at once. coroutine.resume and coroutine.wrap keep `running`
+ * current, so a loop inside a tool's own coroutine is reached too. */
+#define LVM_SLICE_SIGNAL SIGRTMIN
+
+static struct {
+    int ready; /* 1 ok, -1 unavailable (counting starts at once), 0 not tried */
+    timer_t id;
+} slice_timer;
+static lvm *volatile live_vm; /* the state the armed timer is for */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void lvm_hook(lua_State *L, lua_Debug *ar);
+
+static void on_slice_signal(int sig)
+{
+    int saved = errno;
+    lvm *vm = live_vm;
+    (void)sig;
+    if (vm && vm->cur && vm->running) {
+        vm->cur->counting = 1;
+        lua_sethook(vm->running, lvm_hook, LUA_MASKCOUNT, LVM_HOOK_EVERY);
+    }
+    errno = saved;
+}
+
+/* Timers do not survive fork: a worker makes its own on first use. */
+static void slice_timer_forget(void)
+{
+    slice_timer.ready = 0;
+    live_vm = NULL;
+}
+
+static void slice_timer_atfork(void)
+{
+    pthread_atfork(NULL, NULL, slice_timer_forget);
+}
+
+static int slice_timer_ready(void)
+{
+    struct sigaction sa;
+    struct sigevent sev;
+    if (slice_timer.ready)
+        return slice_timer.ready > 0;
+    pthread_once(&atfork_once, slice_timer_atfork);
+    slice_timer.ready = -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_slice_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(LVM_SLICE_SIGNAL, &sa, NULL) != 0)
+        return 0;
+    /* a mask inherited from whoever started us must not hold the signal back */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, LVM_SLICE_SIGNAL);
+    if (pthread_sigmask(SIG_UNBLOCK, &set, NULL) != 0)
+        return 0;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = LVM_SLICE_SIGNAL;
+    sev._sigev_un._tid = gettid();
+    if (timer_create(CLOCK_MONOTONIC, &sev, &slice_timer.id) != 0)
+        return 0;
+    slice_timer.ready = 1;
+    return 1;
+}
+
+static void slice_timer_set(long us)
+{
+    struct itimerspec it;
+    memset(&it, 0, sizeof it);
+    it.it_value.tv_sec = us / 1000000;
+    it.it_value.tv_nsec = (us % 1000000) * 1000;
+    timer_settime(slice_timer.id, 0, &it, NULL);
+}
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Installs the count hook unless L has it: setting it again would restart the
+ * thread's count, and threads that hand control to each other more often than every
+ * LVM_HOOK_EVERY instructions would never reach a tick. */
+static void count_on(lua_State *L)
+{
+    if (lua_gethook(L) != lvm_hook)
+        lua_sethook(L, lvm_hook, LUA_MASKCOUNT, LVM_HOOK_EVERY);
+}
+
+void lvm_enter(lvm *vm, lvm_budget *b, lua_State *on)
+{
+    if (vm->cur)
+        lvm_leave(vm);
+    vm->cur = b;
+    vm->entry = vm->running = on ? on : vm->L;
+    if (!b)
+        return;
+    if (!b->counting && b->uncounted_us > 0 && slice_timer_ready()) {
+        vm->entered_us = mono_us();
+        vm->armed = 1;
+        live_vm = vm;
+        slice_timer_set(b->uncounted_us);
+        return;
+    }
+    b->counting = 1;
+    count_on(vm->running);
+}
+
+void lvm_leave(lvm *vm)
+{
+    lvm_budget *b = vm->cur;
+    if (vm->armed) {
+        slice_timer_set(0);
+        live_vm = NULL;
+        vm->armed = 0;
+        if (b && !b->counting) {
+            int64_t used = mono_us() - vm->entered_us;
+            b->uncounted_us = used < b->uncounted_us ? b->uncounted_us - (long)used : 0;
+        }
+    }
+    if (b && b->counting) {
+        /* the main thread serves every call: it must not keep counting for the next */
+        lua_sethook(vm->L, NULL, 0, 0);
+        if (vm->entry && vm->entry != vm->L)
+            lua_sethook(vm->entry, NULL, 0, 0);
+    }
+    vm->cur = NULL;
+    vm->entry = vm->running = NULL;
+}
+
 void lvm_set_budget(lvm *vm, lvm_budget *b)
 {
-    vm->cur = b;
+    if (b)
+        lvm_enter(vm, b, NULL);
+    else
+        lvm_leave(vm);
+}
+
+/* coroutine.resume / coroutine.wrap: co runs now; returns the thread to restore. */
+static lua_State *switch_running(lua_State *L, lua_State *co)
+{
+    lvm *vm = lvm_of(L);
+    lua_State *prev = vm->running;
+    if (!vm->cur)
+        return prev;
+    vm->running = co;
+    if (vm->cur->counting)
+        count_on(co);
+    return prev;
+}
+
+static void restore_running(lua_State *L, lua_State *prev)
+{
+    lvm *vm = lvm_of(L);
+    if (!vm->cur)
+        return;
+    vm->running = prev;
+    if (vm->cur->counting && prev)
+        count_on(prev);
 }
 
 lvm_budget *lvm_budget_current(lvm *vm)
@@ -299,13 +474,23 @@ static int sb_xpcall(lua_State *L)
     return finish_pcall(L, status, 2);
 }
 
-/* coroutine.resume / coroutine.close catch errors too: re-raise kills. */
+/* coroutine.resume / coroutine.close catch errors too: re-raise kills. Both run
+ * the coroutine's code, so it becomes the running thread meanwhile. */
 static int sb_cowrap_catch(lua_State *L)
 {
     int n = lua_gettop(L);
+    lua_State *co = lua_tothread(L, 1);
+    lua_State *prev = co ? switch_running(L, co) : NULL;
+    int rc;
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
-    lua_call(L, n, LUA_MULTRET);
+    rc = lua_pcall(L, n, LUA_MULTRET, 0);
+    if (co)
+        restore_running(L, prev);
+    if (rc != LUA_OK) {
+        must_rethrow(L, rc);
+        return lua_error(L); /* argument errors of the library function */
+    }
     if (lua_gettop(L) >= 2 && lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
         const char *m = lua_tostring(L, 2);
         int status = (m && strcmp(m, "not enough memory") == 0) ? LUA_ERRMEM : LUA_ERRRUN;
@@ -315,6 +500,35 @@ static int sb_cowrap_catch(lua_State *L)
         }
     }
     return lua_gettop(L);
+}
+
+/* coroutine.wrap's function: the coroutine becomes the running thread while it runs.
+ * Upvalues: the library's wrapped function and its coroutine. */
+static int sb_wrapped(lua_State *L)
+{
+    int n = lua_gettop(L);
+    lua_State *prev = switch_running(L, lua_tothread(L, lua_upvalueindex(2)));
+    int rc;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    rc = lua_pcall(L, n, LUA_MULTRET, 0);
+    restore_running(L, prev);
+    if (rc != LUA_OK) {
+        must_rethrow(L, rc);
+        return lua_error(L);
+    }
+    return lua_gettop(L);
+}
+
+static int sb_wrap(lua_State *L)
+{
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    if (!lua_getupvalue(L, -1, 1) || !lua_isthread(L, -1))
+        return luaL_error(L, "coroutine.wrap: unexpected library closure");
+    lua_pushcclosure(L, sb_wrapped, 2);
+    return 1;
 }
 
 static int is_readonly(lua_State *L, int idx)
@@ -700,6 +914,9 @@ static int setup_p(lua_State *L)
             lua_getfield(L, -1, "close");
             lua_pushcclosure(L, sb_cowrap_catch, 1);
             lua_setfield(L, -2, "close");
+            lua_getfield(L, -1, "wrap");
+            lua_pushcclosure(L, sb_wrap, 1);
+            lua_setfield(L, -2, "wrap");
         }
         lvm_push_proxy(L, -1);
         lua_setfield(L, g, libs[i].name);
@@ -781,7 +998,6 @@ lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **
         *err = xstrdup("cannot create a Lua state");
         goto fail;
     }
-    lua_sethook(vm->L, lvm_hook, LUA_MASKCOUNT, LVM_HOOK_EVERY);
     /* Tool calls make short-lived garbage on top of a large, long-lived heap
      * (modules, schemas, catalogue): the generational collector's young
      * collections fit that shape better than full incremental cycles. */

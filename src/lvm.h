@@ -19,7 +19,12 @@
  * cap, and charges growth to the current budget (lvm_set_budget) while a call runs.
  * Over budget, allocation fails softly (LUA_ERRMEM) and the kill is sticky.
  * Instructions: a count hook charges the current budget; past the limit it raises
- * "instruction budget exceeded" and keeps raising at every tick (sticky).
+ * "instruction budget exceeded" and keeps raising at every tick (sticky). The hook
+ * makes the VM trap on every instruction, so it is installed lazily: a budget with
+ * uncounted_us > 0 first runs that much Lua wall-clock time (summed over its entries)
+ * without it; then a one-shot timer signal installs the hook on the running thread
+ * (coroutine.resume/wrap keep track of it) and every later entry of that budget
+ * counts from its first instruction.
  * Run time: a budget may carry a slice end on the coarse monotonic clock
  * (lvm_budget_slice, set before each resume); the same hook stops the call once the
  * clock passes it ("run time limit exceeded", sticky), so no single resume holds the
@@ -35,6 +40,7 @@
 #define CL_LVM_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include <lua.h>
@@ -49,6 +55,10 @@ typedef struct lvm_budget {
     int64_t slice_end_ms; /* lvm_coarse_ms() past which the run stops; 0 = no limit */
     unsigned ticks;       /* charges so far; the clock is read every LVM_CLOCK_EVERY */
     int killed;           /* LVM_KILL_*; once set it stays set */
+    /* Wall-clock microseconds of Lua run time (summed over entries) before
+     * instructions are counted; 0 = count from the first instruction. */
+    long uncounted_us;
+    volatile sig_atomic_t counting; /* instructions are being counted (set by lvm) */
 } lvm_budget;
 
 typedef struct lvm lvm;
@@ -61,7 +71,12 @@ lua_State *lvm_state(lvm *vm);
 lvm *lvm_of(lua_State *L); /* any thread of the state */
 size_t lvm_mem_total(const lvm *vm);
 
-/* Makes b the budget charged by the allocator and the hook (NULL: none). */
+/* Makes b the budget charged by the allocator and the hook, with `on` the thread
+ * about to run Lua (NULL: the main thread); replaces any current budget. */
+void lvm_enter(lvm *vm, lvm_budget *b, lua_State *on);
+/* Ends the current budget's run: no budget is charged until the next enter. */
+void lvm_leave(lvm *vm);
+/* lvm_enter(vm, b, NULL), or lvm_leave when b is NULL. */
 void lvm_set_budget(lvm *vm, lvm_budget *b);
 lvm_budget *lvm_budget_current(lvm *vm);
 

@@ -27,6 +27,12 @@ local M = {
             "capabilities (function, mcp_tool) also pass toolbox_id and kn_id. Returns the " ..
             "capability's own result.",
     },
+    short_description = {
+        ["zh-CN"] = "调用 search_capabilities 找到的一个能力，arguments 按其 input_schema 填写。kind=tool " ..
+            "只传 tool_id；function、mcp_tool 另传 toolbox_id 与 kn_id。",
+        ["en-US"] = "Runs one capability search_capabilities found; fill arguments per its input_schema. " ..
+            "kind=tool: tool_id only; function, mcp_tool: also toolbox_id and kn_id.",
+    },
     group = "capability",
     order = 620,
     surfaces = { "mcp", "compact", "rest" },

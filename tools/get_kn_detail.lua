@@ -20,6 +20,11 @@ local M = {
             "and target object types) and action types. With detail_level=summary (default) " ..
             "properties carry only name and type; use full or get_object_types for mapped " ..
             "fields and operations."),
+    short_description = text(
+        "获取一个知识网络的结构：概念分组、对象类、关系类与行动类。映射字段和可用操作用 " ..
+            "detail_level=full 或 get_object_types。",
+        "Gets the structure of one knowledge network: concept groups, object, relation and " ..
+            "action types. For mapped fields and operations use detail_level=full or get_object_types."),
     group = "discovery",
     order = 120,
     surfaces = { "mcp", "compact", "rest" },

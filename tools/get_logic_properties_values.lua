@@ -38,6 +38,12 @@ local M = {
             "get_object_types); query states the user's question (time range and so on), from " ..
             "which the parameters are generated. A missing parameter gives a 400 saying what is " ..
             "missing."),
+    short_description = text(
+        "计算实例的逻辑属性（指标或工具型属性）的值。_instance_identities 原样取自查询结果；" ..
+            "properties 见 get_object_types；query 写明用户的问题（含时间范围），参数据此生成。",
+        "Computes logic property values (metrics or tool-backed properties) of instances. " ..
+            "_instance_identities: unchanged from query results; properties: see get_object_types; " ..
+            "query: the user's question (time range included), from which parameters are generated."),
     group = "query",
     order = 230,
     surfaces = { "mcp", "compact", "rest" },

@@ -18,6 +18,12 @@ local M = {
             "mapped field, search operations), logic properties, primary keys and related " ..
             "metrics. Use it to confirm property names before writing a query_object_instance " ..
             "condition. Ids not found are listed in missing."),
+    short_description = text(
+        "按 ID 或名称获取对象类的完整定义（数据属性、逻辑属性、主键、关联指标）；写 condition " ..
+            "前用它确认属性名。找不到的放在 missing。",
+        "Gets full object type definitions by id or name (data and logic properties, primary " ..
+            "keys, metrics); confirm property names with it before writing a condition. Ids not " ..
+            "found are in missing."),
     group = "discovery",
     order = 140,
     surfaces = { "mcp", "compact", "rest" },

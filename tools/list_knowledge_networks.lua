@@ -21,6 +21,12 @@ local M = {
             "name fragment and page with limit/offset; total_count is the number of matching " ..
             "networks.",
     },
+    short_description = {
+        ["zh-CN"] = "列出当前用户可访问的业务知识网络（id、名称、说明）。不知道用哪个 kn_id 时先调用，" ..
+            "再用 get_kn_detail 或 search_schema 查看结构。",
+        ["en-US"] = "Lists the knowledge networks the caller can access (id, name, description). Call it " ..
+            "first when you do not know the kn_id, then get_kn_detail or search_schema.",
+    },
     group = "discovery",
     order = 110,
     surfaces = { "mcp", "compact", "rest" },

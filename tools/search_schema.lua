@@ -25,6 +25,12 @@ local M = {
             "default 10; both endpoints of a returned relation are always included). Use it to " ..
             "pick the ot_id, property names and relation paths for later queries. search_scope " ..
             "limits the concept groups or kinds."),
+    short_description = text(
+        "用自然语言问题检索知识网络中相关的对象类、关系类、行动类和指标，用于确定后续查询的 " ..
+            "ot_id、属性名和关系路径。",
+        "Finds the object, relation, action and metric types of a knowledge network relevant to " ..
+            "a natural-language question, to pick the ot_id, property names and relation paths for " ..
+            "later queries."),
     group = "discovery",
     order = 130,
     surfaces = { "mcp", "compact", "rest" },

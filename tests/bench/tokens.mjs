@@ -1,5 +1,6 @@
 // tokens.mjs: what the model pays, in o200k tokens (gpt-tokenizer), for each business
-// tool's MCP reply on the demo data, and for tools/list. Run by tokens.sh.
+// tool's MCP reply on the demo data, and for tools/list of /mcp and /mcp-compact in both
+// languages. Run by tokens.sh.
 //
 // For every business tool's typical call (at 10 and 100 rows where it pages) it counts:
 //   json  the compact JSON result (the text block of response_format "json");
@@ -95,9 +96,9 @@ try {
     const r = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }), signal: AbortSignal.timeout(30000) });
     return { headers: r.headers, body: await r.json() };
   };
-  const session = async (url) => {
-    const r = await rpc(url, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'tokens', version: '1' } });
-    return { ...H, 'mcp-session-id': r.headers.get('mcp-session-id') };
+  const session = async (url, headers = H) => {
+    const r = await rpc(url, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'tokens', version: '1' } }, headers);
+    return { ...headers, 'mcp-session-id': r.headers.get('mcp-session-id') };
   };
   const mcp = await session(server.mcpUrl);
   for (const [tool, args, label] of CASES) {
@@ -117,14 +118,22 @@ try {
         : Array.isArray(sc.entries) ? sc.entries.length : '';
     rows.push({ name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref), kind: ours === jsonText ? ' (JSON)' : '' });
   }
-  // tools/list on both endpoints, the JSON-RPC result as the client receives it
+  // tools/list on both endpoints in both languages (the deployment's zh-CN, and en-US
+  // by Accept-Language), the JSON-RPC result as the client receives it
+  const LANGS = ['zh-CN', 'en-US'];
   const lists = [];
   for (const ep of ['mcp', 'mcp-compact']) {
     const url = `${server.base}${PREFIX}/${ep}`;
-    const h = await session(url);
-    const r = await rpc(url, 'tools/list', {}, h);
-    const text = JSON.stringify(r.body.result);
-    lists.push({ ep: `/${ep}`, tools: r.body.result.tools.length, bytes: Buffer.byteLength(text), tokens: count(text) });
+    const l = { ep: `/${ep}`, bytes: {}, tokens: {} };
+    for (const lang of LANGS) {
+      const h = await session(url, { ...H, 'accept-language': lang });
+      const r = await rpc(url, 'tools/list', {}, h);
+      const text = JSON.stringify(r.body.result);
+      l.tools = r.body.result.tools.length;
+      l.bytes[lang] = Buffer.byteLength(text);
+      l.tokens[lang] = count(text);
+    }
+    lists.push(l);
   }
 
   const pct = (a, b) => `${a <= b ? '' : '+'}${Math.round(((a - b) / b) * 100)}%`;
@@ -133,10 +142,11 @@ try {
   out.push('|---|--:|--:|--:|--:|--:|--:|');
   for (const r of rows) out.push(`| ${r.name} | ${r.n} | ${r.json} | ${r.ours}${r.kind} | ${pct(r.ours, r.json)} | ${r.ref} | ${pct(r.ref, r.json)} |`);
   out.push('');
-  out.push('| tools/list | tools | bytes | tokens |');
-  out.push('|---|--:|--:|--:|');
-  for (const l of lists) out.push(`| ${l.ep} | ${l.tools} | ${l.bytes} | ${l.tokens} |`);
-  out.push(`\n/mcp-compact / /mcp tools/list tokens: ${(lists[1].tokens / lists[0].tokens).toFixed(2)}`);
+  out.push('| tools/list | tools | bytes zh-CN | bytes en-US | tokens zh-CN | tokens en-US |');
+  out.push('|---|--:|--:|--:|--:|--:|');
+  for (const l of lists) out.push(`| ${l.ep} | ${l.tools} | ${LANGS.map((g) => l.bytes[g]).join(' | ')} | ${LANGS.map((g) => l.tokens[g]).join(' | ')} |`);
+  out.push('');
+  for (const g of LANGS) out.push(`/mcp-compact / /mcp tools/list tokens, ${g}: ${(lists[1].tokens[g] / lists[0].tokens[g]).toFixed(3)}`);
   for (const f of failures) out.push(`!! failed: ${f}`);
   const text = out.join('\n');
   console.log(text);

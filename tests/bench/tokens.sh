@@ -4,7 +4,8 @@
 # it as it is, CL_BIN picks another binary), installs gpt-tokenizer and
 # @toon-format/toon@2.3.1 into build/bench with npm if missing, then runs tokens.mjs: the
 # simulator (on a generated copy of the demo data) and the server on 127.0.0.1, every
-# business tool's typical call, tools/list on /mcp and /mcp-compact. Prints the table and
+# business tool's typical call, tools/list on /mcp and /mcp-compact in zh-CN and en-US
+# (with the /mcp-compact to /mcp ratio of each). Prints the table and
 # writes build/bench/tokens-results.txt.
 set -eu
 repo=$(cd "$(dirname "$0")/../.." && pwd)

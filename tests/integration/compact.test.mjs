@@ -1,5 +1,6 @@
 // /mcp-compact: exactly the 14 tools in display order, each the same tool
-// as on /mcp in a terser form (held at most 0.70 of the tokens of the /mcp list), the other MCP
+// as on /mcp in a terser form (held at most 0.50 of the tokens of the /mcp list, in both
+// languages; a view only: the surface refuses and accepts what /mcp does), the other MCP
 // tools absent from its list and its tools/call but reachable through
 // search_capabilities -> execute_tool with the same results as a direct /mcp call,
 // REST-only tools never reachable, and the same lifecycle semantics as /mcp.
@@ -74,6 +75,43 @@ async function turn(s, question) {
 // named description is a schema, and stays).
 const withoutProse = (v) => JSON.parse(JSON.stringify(v, (k, x) => (k === 'description' && typeof x === 'string' ? undefined : x)));
 
+// The /mcp-compact view of a business tool's /mcp entry, as docs/writing-tools.md
+// states it (prose aside): the tool's own input schema without the size and closedness
+// guards; bkn_context its required properties with their types; response_format as is;
+// outputSchema its type, required and top-level properties with their types.
+const GUARDS = ['minLength', 'maxLength', 'minItems', 'maxItems', 'uniqueItems'];
+function guardless(s) {
+  if (!s || typeof s !== 'object' || Array.isArray(s)) return s;
+  const o = {};
+  for (const [k, v] of Object.entries(s)) {
+    if (GUARDS.includes(k) || (k === 'additionalProperties' && v === false)) continue;
+    if (k === 'properties' || k === '$defs') o[k] = Object.fromEntries(Object.entries(v).map(([n, x]) => [n, guardless(x)]));
+    else if (k === 'items' || k === 'additionalProperties') o[k] = guardless(v);
+    else if (k === 'anyOf' || k === 'oneOf') o[k] = v.map(guardless);
+    else o[k] = v;
+  }
+  return o;
+}
+function shallow(s, requiredOnly) {
+  const o = { type: s.type };
+  if (s.required) o.required = s.required;
+  if (s.properties) {
+    const names = Object.keys(s.properties).filter((n) => !requiredOnly || s.required.includes(n));
+    o.properties = Object.fromEntries(names.map((n) => [n, s.properties[n].type === undefined ? {} : { type: s.properties[n].type }]));
+  }
+  return o;
+}
+function compactView(entry) {
+  const e = structuredClone(entry);
+  const { bkn_context: bkn, response_format: format } = e.inputSchema.properties;
+  e.inputSchema = guardless(e.inputSchema);
+  e.inputSchema.properties.bkn_context = shallow(bkn, true);
+  e.inputSchema.properties.response_format = format;
+  if (e.outputSchema) e.outputSchema = shallow(e.outputSchema);
+  return e;
+}
+const LIFECYCLE = ['bkn_start_interaction', 'bkn_finish_interaction'];
+
 // o200k tokens with gpt-tokenizer when scripts/test installed it in build/ext, else
 // UTF-8 bytes: on these lists the two ratios agree within 0.01 (tests/bench/tokens.sh).
 const TOKENIZER = path.join(ROOT, 'build/ext/node_modules/gpt-tokenizer/esm/encoding/o200k_base.js');
@@ -94,15 +132,26 @@ test('/mcp-compact lists exactly the 14 tools, in display order, with the /mcp e
   const orders = compact.map((t) => t._meta['openbkn.ai/order']);
   assert.deepEqual(orders, [...orders].sort((a, b) => a - b), 'display order');
   assert.deepEqual(names.slice(0, 2), ['bkn_start_interaction', 'bkn_finish_interaction']);
-  // Same tool as on /mcp: names, titles, _meta, annotations and every schema keyword
-  // other than description (bkn_context included) are identical; only prose is terser.
+  // Same tool as on /mcp: names, titles, _meta and annotations are identical; the
+  // schemas are the documented view of the /mcp ones (compactView); prose is terser,
+  // except the tool's own parameter descriptions, which stay. The two lifecycle tools
+  // are listed as on /mcp.
   for (const lang of ['zh-CN', 'en-US']) {
     const c = await (await session(compactUrl, { 'accept-language': lang })).listAll();
     const f = await (await session(mcpUrl, { 'accept-language': lang })).listAll();
     for (const t of c) {
       const g = f.find((x) => x.name === t.name);
-      assert.deepEqual(withoutProse(t), withoutProse(g), `${lang} ${t.name}`);
       assert.ok(JSON.stringify(t).length <= JSON.stringify(g).length, `${lang} ${t.name}: no longer than on /mcp`);
+      if (LIFECYCLE.includes(t.name)) {
+        assert.deepEqual(t, g, `${lang} ${t.name}`);
+        continue;
+      }
+      assert.deepEqual(withoutProse(t), withoutProse(compactView(g)), `${lang} ${t.name}`);
+      const own = (e) => { const p = { ...e.inputSchema.properties }; delete p.bkn_context; delete p.response_format; return { ...e.inputSchema, properties: p }; };
+      assert.deepEqual(own(t), guardless(own(g)), `${lang} ${t.name}: the parameters keep their descriptions`);
+      assert.match(t.inputSchema.properties.bkn_context.description, /bkn_start_interaction/, `${lang} ${t.name}`);
+      assert.deepEqual(t.inputSchema.properties.bkn_context.required, ['conversation_id', 'interaction_id']);
+      assert.ok(t.outputSchema || !g.outputSchema, `${lang} ${t.name}: outputSchema`);
     }
   }
   for (const [n] of GATEWAY) {
@@ -115,15 +164,45 @@ test('/mcp-compact lists exactly the 14 tools, in display order, with the /mcp e
 });
 
 // Hosts that send every tool definition with every model call pay for the list each
-// time: in both languages the compact list costs at most 0.70 of the /mcp list.
-test('/mcp-compact tools/list costs at most 0.70 of /mcp\'s, in both languages', async () => {
+// time: in both languages the compact list costs at most half of the /mcp list.
+test('/mcp-compact tools/list costs at most 0.50 of /mcp\'s, in both languages', async () => {
   const { unit, count } = await counter();
   for (const lang of ['zh-CN', 'en-US']) {
     const list = async (url) => (await (await session(url, { 'accept-language': lang })).rpc('tools/list', {})).json.result;
     const c = count(JSON.stringify(await list(compactUrl)));
     const f = count(JSON.stringify(await list(mcpUrl)));
-    assert.ok(c <= 0.70 * f, `${lang}: /mcp-compact ${c} ${unit}, /mcp ${f} (${(c / f).toFixed(3)})`);
+    assert.ok(c <= 0.50 * f, `${lang}: /mcp-compact ${c} ${unit}, /mcp ${f} (${(c / f).toFixed(3)})`);
   }
+});
+
+// The compact schemas leave guards out, the contract keeps them: a call that breaks a
+// guard missing from the view is refused on /mcp-compact exactly as on /mcp, and the
+// bkn_context fields the view leaves out are accepted there.
+test('/mcp-compact refuses and accepts what /mcp does (the view is not the contract)', async () => {
+  const c = await session(compactUrl);
+  const f = await session(mcpUrl);
+  const cctx = await turn(c, 'guards on compact');
+  const fctx = await turn(f, 'guards on mcp');
+  const refused = [
+    ['list_knowledge_networks', { bogus: 1 }],
+    ['search_capabilities', { kn_id: 'kn_medical', query: 'x'.repeat(513) }],
+    ['get_object_types', { kn_id: 'kn_medical', ids: [] }],
+    ['get_object_types', { kn_id: 'kn_medical', ids: [''] }],
+    ['search_capabilities', { kn_id: 'kn_medical', types: ['tool', 'tool'] }],
+    ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', sort: [{ field: 'name', direction: 'asc', nulls: 'last' }] }],
+    ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 }, { operation_key: 'op_x' }],
+    ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 }, { causation_event_ids: Array.from({ length: 65 }, (_, i) => `ev_${i}`) }],
+    ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 }, { business_refs: [{ ref_type: 'planet', ref_id: 'planet:kn_medical:earth' }] }],
+  ];
+  for (const [name, args, extra] of refused) {
+    const a = toolError(await c.call(name, { ...args, bkn_context: { ...cctx, ...extra } }));
+    const b = toolError(await f.call(name, { ...args, bkn_context: { ...fctx, ...extra } }));
+    assert.match(JSON.stringify(a), /"code":/, name);
+    assert.deepEqual(a, b, `${name} ${JSON.stringify(args)} ${JSON.stringify(extra)}`);
+  }
+  const refs = [{ ref_type: 'knowledge_network', ref_id: 'kn:kn_medical' }];
+  const r = ok(await c.call('query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1, response_format: 'json', bkn_context: { ...cctx, business_refs: refs } }));
+  assert.equal(r.datas.length, 1);
 });
 
 test('the other tools are unknown to tools/call on /mcp-compact, like a missing tool', async () => {

@@ -49,6 +49,8 @@ async function health() {
 const HOSTILE = [
   ['hostile_loop', ['time_limit_exceeded']],
   ['hostile_pcall_loop', ['time_limit_exceeded']],
+  ['hostile_wrap_loop', ['time_limit_exceeded']],
+  ['hostile_pingpong', ['time_limit_exceeded']],
   ['hostile_pattern', ['time_limit_exceeded']],
   ['hostile_gmatch', ['time_limit_exceeded']],
   ['hostile_table_bomb', ['time_limit_exceeded', 'memory_limit_exceeded']],

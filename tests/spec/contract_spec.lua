@@ -163,7 +163,12 @@ describe("contract.check", function()
         assert.equal("示例工具" .. contract.TOON_VIEW_DESCRIPTION["zh-CN"], t.description["zh-CN"])
         t = assert(contract.check(valid_tool({ toon_view = true,
             short_description = { ["zh-CN"] = "示例", ["en-US"] = "A sample" } }), "sample_tool"))
-        assert.equal("A sample " .. contract.TOON_VIEW_DESCRIPTION["en-US"], t.short_description["en-US"])
+        -- the compact text (short_description, else the description) gets the terser form
+        assert.equal("A sample " .. contract.TOON_VIEW_SHORT_DESCRIPTION["en-US"], t.short_description["en-US"])
+        assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"], t.description["en-US"])
+        t = assert(contract.check(valid_tool({ toon_view = { omit_instance_id = true } }), "sample_tool"))
+        assert.equal("示例工具" .. contract.TOON_VIEW_SHORT_DESCRIPTION["zh-CN"] ..
+            contract.TOON_VIEW_SHORT_OMIT_DESCRIPTION["zh-CN"], t.short_description["zh-CN"])
         t = assert(contract.check(valid_tool({ toon_view = { omit_instance_id = true } }), "sample_tool"))
         assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"] .. " " ..
             contract.TOON_VIEW_OMIT_DESCRIPTION["en-US"], t.description["en-US"])
@@ -236,12 +241,20 @@ describe("contract.list_entry", function()
             assert.equal(lang == "en-US" and "Short" or "短", c.description)
             assert.equal(full.inputSchema.properties.kn_id.description, c.inputSchema.properties.kn_id.description)
             assert.is_string(full.inputSchema.properties.bkn_context.description)
-            assert.is_nil(c.inputSchema.properties.bkn_context.description)
+            -- bkn_context: one short sentence that names where the ids come from
+            assert.truthy(c.inputSchema.properties.bkn_context.description:find("bkn_start_interaction", 1, true))
+            assert.is_true(#c.inputSchema.properties.bkn_context.description <
+                #full.inputSchema.properties.bkn_context.description)
             assert.is_nil(c.inputSchema.properties.response_format.description)
             assert.is_nil(c.outputSchema.properties.n.description)
             assert.same({ type = "string" }, c.outputSchema.properties.description)
             local fp, cp = full.inputSchema.properties, c.inputSchema.properties
-            assert.same(fp.bkn_context.properties, cp.bkn_context.properties)
+            -- bkn_context: its required properties with their types
+            assert.same({ conversation_id = { type = "string" }, interaction_id = { type = "string" } },
+                cp.bkn_context.properties)
+            assert.same(fp.bkn_context.required, cp.bkn_context.required)
+            assert.equal("object", cp.bkn_context.type)
+            assert.is_nil(cp.bkn_context.additionalProperties)
             assert.same(full._meta, c._meta)
             assert.equal(full.title, c.title)
         end
@@ -249,6 +262,62 @@ describe("contract.list_entry", function()
         assert.equal("A sample tool", contract.list_entry(tool, "en-US", true).description)
         fails_with(valid_tool({ short_description = { ["zh-CN"] = "短" } }),
             "short_description is missing the en-US text")
+    end)
+
+    it("compact: the input schema without its guards, outputSchema its top level", function()
+        local t = assert(contract.check(valid_tool({
+            input_schema = {
+                type = "object",
+                additionalProperties = false,
+                required = { "kn_id" },
+                ["$defs"] = { leaf = { type = "object", additionalProperties = false,
+                    properties = { f = { type = "string", maxLength = 9 } } } },
+                properties = {
+                    kn_id = { type = "string", minLength = 1, maxLength = 64,
+                        description = { ["zh-CN"] = "网络", ["en-US"] = "Network" } },
+                    ids = { type = "array", minItems = 1, maxItems = 9, uniqueItems = true,
+                        items = { type = "string", minLength = 1 } },
+                    limit = { type = "integer", minimum = 1, maximum = 100, default = 5 },
+                    mode = { type = "string", enum = { "a", "b" } },
+                    leaf = { ["$ref"] = "#/$defs/leaf" },
+                    any = { anyOf = { { type = "string", maxLength = 3 }, { type = "integer" } } },
+                    open = { type = "object", additionalProperties = { type = "string", minLength = 1 } },
+                },
+            },
+            output_schema = { type = "object", additionalProperties = false, required = { "rows" },
+                properties = {
+                    rows = { type = "array", maxItems = 10, items = { type = "object",
+                        properties = { id = { type = "string" } } } },
+                    meta = { type = "object", properties = { n = { type = "integer" } } },
+                    kind = { enum = { "x", "y" } },
+                    total = { type = { "integer", "null" } },
+                } },
+        }), "sample_tool"))
+        local c = contract.list_entry(t, "en-US", true)
+        local p = c.inputSchema.properties
+        assert.is_nil(c.inputSchema.additionalProperties)
+        assert.same({ "kn_id", "bkn_context" }, c.inputSchema.required)
+        assert.same({ type = "string", description = "Network" }, p.kn_id)
+        assert.same({ type = "array", items = { type = "string" } }, p.ids)
+        assert.same({ type = "integer", minimum = 1, maximum = 100, default = 5 }, p.limit)
+        assert.same({ type = "string", enum = { "a", "b" } }, p.mode)
+        assert.same({ ["$ref"] = "#/$defs/leaf" }, p.leaf)
+        assert.same({ type = "object", properties = { f = { type = "string" } } }, c.inputSchema["$defs"].leaf)
+        assert.same({ anyOf = { { type = "string" }, { type = "integer" } } }, p.any)
+        assert.same({ type = "object", additionalProperties = { type = "string" } }, p.open)
+        assert.same({ type = "object", required = { "rows" }, properties = {
+            rows = { type = "array" }, meta = { type = "object" }, kind = {},
+            total = { type = { "integer", "null" } } } }, c.outputSchema)
+        -- /mcp keeps every guard, and the tool's own tables are untouched
+        local full = contract.list_entry(t, "en-US")
+        assert.equal(64, full.inputSchema.properties.kn_id.maxLength)
+        assert.is_false(full.inputSchema.additionalProperties)
+        assert.equal(10, full.outputSchema.properties.rows.maxItems)
+        assert.equal(1, t.input_schema.properties.kn_id.minLength)
+        -- the view encodes: empty schemas as objects, arrays as arrays
+        local text = cljson.encode_canonical(c)
+        assert.truthy(text:find('"kind":{}', 1, true))
+        assert.truthy(text:find('"required":["kn_id","bkn_context"]', 1, true))
     end)
 
     it("encodes to JSON with arrays kept as arrays", function()

@@ -1,6 +1,7 @@
 /* test_tools: generations, the sandbox, budgets and calls against an in-process
  * upstream (evhttp on 127.0.0.1:0). Fixtures: tests/fixtures/tools_good,
  * tests/fixtures/tools_bad_all. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "lvm.h"
 #include "reload.h"
 #include "tools.h"
+#include "tools_impl.h"
 #include "util.h"
 
 #define GOOD CL_SOURCE_DIR "/tests/fixtures/tools_good"
@@ -241,6 +243,8 @@ static void check_hostile(const tools_config *base_cfg)
     check_stops(g, "hostile_rep_bomb", "time_limit_exceeded", 1500);
     check_stops(g, "hostile_concat_bomb", "time_limit_exceeded", 1500);
     check_stops(g, "hostile_pcall_bomb", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_wrap_loop", "time_limit_exceeded", 1500);
+    check_stops(g, "hostile_pingpong", "time_limit_exceeded", 1500);
     /* the output cap: a precise error, not an incident */
     run(g, "hostile_output", NULL, &o);
     CHECK_STR(o.code, "output_too_large");
@@ -269,6 +273,14 @@ int main(void)
     int port, n;
     call *c;
 
+    /* Started with the run-time slice's signal blocked (an inherited mask): the
+     * hostile tools must still be stopped. */
+    {
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGRTMIN);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+    }
     base = event_base_new();
     http = evhttp_new(base);
     sock = evhttp_bind_socket_with_handle(http, "127.0.0.1", 0);
@@ -416,11 +428,16 @@ int main(void)
     CHECK(!contains(o.body, "traceback"));
     outcome_free(&o);
 
+    /* calls that finish quickly never install the count hook (lazy counting) */
+    CHECK(lua_gethook(lvm_state(g->vm)) == NULL);
+
     /* budgets: instructions and memory, also when the tool tries to swallow them */
     run(g, "spin", NULL, &o);
     CHECK_STR(o.code, "instruction_budget_exceeded");
     CHECK(o.status == 500 && o.incident != NULL);
     outcome_free(&o);
+    /* a counted call leaves no hook on the state's main thread for the next call */
+    CHECK(lua_gethook(lvm_state(g->vm)) == NULL);
     run(g, "spin", "{\"mode\":\"pcall\"}", &o);
     CHECK_STR(o.code, "instruction_budget_exceeded");
     outcome_free(&o);
