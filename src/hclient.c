@@ -122,6 +122,8 @@ static int parse_header(hc_parser *p, const char *l, size_t n)
 {
     if (l[0] == ' ' || l[0] == '\t')
         return fail(p, "folded header line");
+    if (memchr(l, '\0', n))
+        return fail(p, "NUL in a header line"); /* the arena is NUL-separated */
     const char *colon = memchr(l, ':', n);
     if (!colon || colon == l)
         return fail(p, "malformed header line");

@@ -1075,8 +1075,12 @@ static void test_parser_errors(void)
         hc_parser_free(&p);
     }
     CHECK(bad == 0);
-    /* Header block beyond the limit. */
+    /* A NUL inside a header line (names and values are kept NUL-separated). */
+    static const char nul[] = "HTTP/1.1 200 OK\r\nX-Nul: a\0b\r\nContent-Length: 0\r\n\r\n";
     hc_parser p;
+    CHECK(parse_in_pieces(nul, sizeof(nul) - 1, 0, 0, 10, &p, 0) == HC_FAIL);
+    hc_parser_free(&p);
+    /* Header block beyond the limit. */
     hc_parser_init(&p, 0, 10);
     buf b = BUF_INIT;
     buf_puts(&b, "HTTP/1.1 200 OK\r\n");
