@@ -811,22 +811,19 @@ static void test_fake_splits(fetch_ctx *f)
 /* A body cut short by the server's close, a malformed status line or chunk: errors. */
 static void test_fake_errors(fetch_ctx *f)
 {
+    static const char *const bad[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+        "SMTP ready\r\n\r\n",
+        "", /* a fresh connection closed without a byte */
+    };
     result r = {0};
-    fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"));
-    fk.close_after = 1;
-    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
-    fake_set(LIT("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel"));
-    fk.close_after = 1;
-    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
-    fake_set(LIT("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"));
-    fk.close_after = 1;
-    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
-    fake_set(LIT("SMTP ready\r\n\r\n"));
-    fk.close_after = 1;
-    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
-    fake_set(LIT(""));
-    fk.close_after = 1; /* closes a fresh connection without a byte */
-    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fake_set(bad[i], strlen(bad[i]));
+        fk.close_after = 1;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
+    }
     result_clear(&r);
 }
 
