@@ -384,8 +384,11 @@ fetch_ctx *fetch_new(struct event_base *base, const fetch_config *cfg, const cha
     curl_multi_setopt(ctx->multi, CURLMOPT_MAX_HOST_CONNECTIONS, ctx->cfg.max_host_connections);
     /* Keep enough idle connections around for the per-host limit to be reused. */
     curl_multi_setopt(ctx->multi, CURLMOPT_MAXCONNECTS, ctx->cfg.max_host_connections * 4);
-    if (ctx->cfg.client == FETCH_CLIENT_LEAN)
-        ctx->hc = hc_new(base, ctx->cfg.max_host_connections);
+    if (ctx->cfg.client == FETCH_CLIENT_LEAN &&
+        !(ctx->hc = hc_new(base, ctx->cfg.max_host_connections))) {
+        *err = "cannot create the lean HTTP client";
+        goto fail;
+    }
     return ctx;
 fail:
     if (ctx) {

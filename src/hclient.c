@@ -5,8 +5,10 @@
  * event (write interest while connecting or sending, read interest while waiting for
  * the response or idle); an idle connection that turns readable was closed by the
  * server (or sent junk) and is dropped. Each request has its own total-timeout timer.
- * Requests never do I/O inside hc_start: the connection's event is activated and the
- * loop runs it, so every completion comes from the loop. */
+ * Requests never do I/O inside hc_start: the connection joins the context's kick list,
+ * whose event the loop runs next, so every completion comes from the loop. A kept
+ * connection keeps its read interest from idle through the next request (no event
+ * change, hence no epoll_ctl, per request). */
 #include "hclient.h"
 
 #include <arpa/inet.h>
@@ -419,13 +421,15 @@ struct hc_conn {
     int connect_err; /* errno of a connect that failed at once */
     int ev_added;    /* ev is pending */
     short ev_what;   /* what ev is assigned for */
+    int kicked;      /* in ctx->kicks */
     struct event *ev;
     hc_req *req;
     unsigned nreq; /* responses completed on this connection */
     int64_t idle_since;
     buf in;
     size_t in_off;
-    TAILQ_ENTRY(hc_conn) link; /* in host->idle or host->busy */
+    TAILQ_ENTRY(hc_conn) link;      /* in host->idle or host->busy */
+    TAILQ_ENTRY(hc_conn) kick_link; /* in ctx->kicks */
 };
 
 struct hc_req {
@@ -456,6 +460,8 @@ struct hc_host {
 
 struct hc_ctx {
     struct event_base *base;
+    struct event *kick_ev;       /* runs the kicked connections */
+    TAILQ_HEAD(, hc_conn) kicks; /* connections to write (or fail) next */
     long max_conns;
     hc_host *hosts;
     size_t opened;
@@ -477,18 +483,27 @@ static void conn_watch(hc_conn *c, short what)
     c->ev_added = 1;
 }
 
-/* Runs conn_cb from the loop as if the socket were writable. */
+/* Runs conn_cb from the loop as if the socket were writable; the socket's event
+ * stays as it is. */
 static void conn_kick(hc_conn *c)
 {
-    if (c->ev_added) {
-        event_del(c->ev);
-        c->ev_added = 0;
+    hc_ctx *ctx = c->host->ctx;
+    if (c->kicked)
+        return;
+    c->kicked = 1;
+    TAILQ_INSERT_TAIL(&ctx->kicks, c, kick_link);
+    event_active(ctx->kick_ev, 0, 0);
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    hc_ctx *ctx = arg;
+    hc_conn *c;
+    while ((c = TAILQ_FIRST(&ctx->kicks))) {
+        TAILQ_REMOVE(&ctx->kicks, c, kick_link);
+        c->kicked = 0;
+        conn_cb(c->fd, EV_WRITE, c);
     }
-    if (c->ev_what != EV_WRITE) {
-        event_assign(c->ev, c->host->ctx->base, c->fd, EV_WRITE | EV_PERSIST, conn_cb, c);
-        c->ev_what = EV_WRITE;
-    }
-    event_active(c->ev, EV_WRITE, 0);
 }
 
 /* Frees the connection; its request (if any) stays alive, detached. */
@@ -501,6 +516,8 @@ static void conn_destroy(hc_conn *c)
         TAILQ_REMOVE(&h->busy, c, link);
     if (c->req)
         c->req->conn = NULL;
+    if (c->kicked)
+        TAILQ_REMOVE(&h->ctx->kicks, c, kick_link);
     event_free(c->ev);
     if (c->fd >= 0)
         close(c->fd);
@@ -773,6 +790,12 @@ hc_ctx *hc_new(struct event_base *base, long max_conns)
     hc_ctx *ctx = xcalloc(1, sizeof(*ctx));
     ctx->base = base;
     ctx->max_conns = max_conns > 0 ? max_conns : 64;
+    TAILQ_INIT(&ctx->kicks);
+    ctx->kick_ev = event_new(base, -1, 0, kick_cb, ctx);
+    if (!ctx->kick_ev) {
+        free(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -799,6 +822,7 @@ void hc_free(hc_ctx *ctx)
             conn_destroy(c);
         free(h);
     }
+    event_free(ctx->kick_ev);
     free(ctx);
 }
 

@@ -85,6 +85,7 @@ typedef struct hc_result {
 
 typedef void (*hc_done_cb)(hc_result *res, void *arg);
 
+/* NULL when its event cannot be created. */
 hc_ctx *hc_new(struct event_base *base, long max_conns);
 /* Cancels everything in flight (no callbacks) and closes every connection. */
 void hc_free(hc_ctx *ctx);
