@@ -410,6 +410,20 @@ static void test_refused(fetch_ctx *f)
     result_clear(&r);
 }
 
+/* A host name goes through libcurl's resolver with either client. */
+static void test_host_name(fetch_ctx *f)
+{
+    result r = {0};
+    char u[128];
+    const char *err = NULL;
+    snprintf(u, sizeof(u), "http://localhost:%d/echo", port);
+    fetch_request rq = {.method = "GET", .url = u, .timeout_ms = 3000};
+    CHECK(fetch_start(f, &rq, collect_cb, &r, &err) != NULL);
+    CHECK(run_until(&r.done, 1, 4000));
+    CHECK(r.res == FETCH_OK && r.status == 200);
+    result_clear(&r);
+}
+
 static void test_invalid(fetch_ctx *f)
 {
     const char *err = NULL;
@@ -1041,6 +1055,39 @@ static void test_parser_splits(void)
     CHECK(bad == 0);
 }
 
+/* Which URLs the lean client takes (numeric hosts, plain paths) and how it splits
+ * them; the rest goes to libcurl. */
+static void test_parse_url(void)
+{
+    hc_target t;
+    CHECK(hc_parse_url("http://127.0.0.1:8080/a/b?c=d#frag", &t) == 0);
+    CHECK(t.addr.ss_family == AF_INET && t.addrlen == sizeof(struct sockaddr_in));
+    CHECK(ntohs(((struct sockaddr_in *)&t.addr)->sin_port) == 8080);
+    CHECK(t.authority_len == 14 && memcmp(t.authority, "127.0.0.1:8080", 14) == 0);
+    CHECK(t.path_len == 8 && memcmp(t.path, "/a/b?c=d", 8) == 0);
+    CHECK(hc_parse_url("HTTP://10.1.2.3", &t) == 0);
+    CHECK(ntohs(((struct sockaddr_in *)&t.addr)->sin_port) == 80 && t.path_len == 0);
+    CHECK(hc_parse_url("http://[::1]:9/x", &t) == 0);
+    CHECK(t.addr.ss_family == AF_INET6 && t.authority_len == 7);
+    CHECK(hc_parse_url("http://127.0.0.1?q=1", &t) == 0 && t.path[0] == '?');
+    const char *curl_only[] = {
+        "https://127.0.0.1/x",
+        "http://localhost:80/x",
+        "http://user@127.0.0.1/x",
+        "http://127.0.0.1:0/x",
+        "http://127.0.0.1:70000",
+        "http://127.0.0.1:/x",
+        "http://127.0.0.1/a b",
+        "http://[::1/x",
+        "http://::1/x",
+        "http://1.2.3/x",
+        "http:///x",
+        "http://127.0.0.1:8a/x",
+    };
+    for (size_t i = 0; i < sizeof(curl_only) / sizeof(curl_only[0]); i++)
+        CHECK(hc_parse_url(curl_only[i], &t) == -1);
+}
+
 static void test_parser_errors(void)
 {
     static const struct {
@@ -1113,6 +1160,7 @@ int main(void)
     fake_listen();
     test_parser_splits();
     test_parser_errors();
+    test_parse_url();
     for (int client = FETCH_CLIENT_LEAN; client <= FETCH_CLIENT_CURL; client++) {
         const char *err = NULL;
         memset(&g_cfg, 0, sizeof(g_cfg));
@@ -1131,6 +1179,7 @@ int main(void)
         test_too_large(f);
         test_refused(f);
         test_invalid(f);
+        test_host_name(f);
         test_cancel_before(f);
         test_cancel_in_callback(f);
         test_free_inflight();
