@@ -5,7 +5,7 @@ set(CL_LUAHOST_TEST_SOURCES
     ${CMAKE_SOURCE_DIR}/src/lvm.c ${CMAKE_SOURCE_DIR}/src/lpattern.c ${CMAKE_SOURCE_DIR}/src/tools.c
     ${CMAKE_SOURCE_DIR}/src/reload.c
     ${CMAKE_SOURCE_DIR}/src/upstream_req.c
-    ${CMAKE_SOURCE_DIR}/src/call.c
+    ${CMAKE_SOURCE_DIR}/src/call.c ${CMAKE_SOURCE_DIR}/src/uphealth.c ${CMAKE_SOURCE_DIR}/src/metrics.c
     ${CMAKE_SOURCE_DIR}/src/toon.c ${CMAKE_SOURCE_DIR}/src/toon_lua.c
     ${CMAKE_SOURCE_DIR}/src/toonview.c
     ${CMAKE_SOURCE_DIR}/src/json.c ${CL_JSON_LUA_SOURCES}

@@ -13,6 +13,7 @@
 #include "lvm.h"
 #include "toon.h"
 #include "toonview.h"
+#include "uphealth.h"
 #include "upstream_req.h"
 #include "util.h"
 
@@ -59,6 +60,9 @@ struct call {
     struct event *ev;
     fetch_req *freq;
     int64_t fetch_t0;
+    const tools_upstream *fetch_up; /* the request in flight, for the failure log */
+    char fetch_method[8];
+    char fetch_path[200];
     const fetch_response *resp; /* only while the response is being pushed */
     /* result */
     int status;
@@ -439,6 +443,9 @@ static int ctx_http(lua_State *L)
     req.timeout_ms = timeout;
     req.max_response = c->cfg->max_response_bytes;
     c->fetch_t0 = now_mono_ms();
+    c->fetch_up = up;
+    snprintf(c->fetch_method, sizeof c->fetch_method, "%s", method);
+    snprintf(c->fetch_path, sizeof c->fetch_path, "%s", path);
     c->freq = fetch_start(c->cfg->fetch, &req, on_fetch, c, &ferr);
     memset(authz, 0, sizeof authz); /* curl holds its own copy of the headers */
     if (!c->freq)
@@ -780,12 +787,61 @@ static void step(call *c, int nargs)
     finish(c);
 }
 
+/* "host:port" of a base URL ("http://h:1/api" -> "h:1"), for the log. */
+static void url_host(const char *url, char *out, size_t outlen)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    const char *at = strchr(p, '@'), *end = strchr(p, '/');
+    if (at && (!end || at < end))
+        p = at + 1; /* never the user-info */
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    snprintf(out, outlen, "%.*s", (int)n, p);
+}
+
+/* Every upstream answer feeds uphealth; a failure (transport error or 5xx) also gets
+ * one warn line naming the upstream, where it is and what failed. */
+static void note_upstream(call *c, const fetch_response *r, int64_t took_ms)
+{
+    const char *reason = NULL;
+    if (r->result != FETCH_OK)
+        reason = r->result == FETCH_TIMEOUT     ? "timeout"
+                 : r->result == FETCH_CONNECT   ? "unreachable"
+                 : r->result == FETCH_TOO_LARGE ? "response_too_large"
+                                                : "transport_error";
+    else if (r->status >= 500)
+        reason = "http_5xx";
+    if (!c->fetch_up)
+        return;
+    uphealth_record(c->fetch_up->name, reason, now_wall_ms());
+    if (!reason)
+        return;
+    char host[160];
+    url_host(c->fetch_up->base_url, host, sizeof host);
+    log_line *l = log_begin(LOG_WARN, "upstream failure");
+    log_str(l, "request_id", c->request_id);
+    log_str(l, "tool", c->info->name);
+    log_str(l, "upstream", c->fetch_up->name);
+    log_str(l, "host", host);
+    log_str(l, "method", c->fetch_method);
+    log_str(l, "path", c->fetch_path);
+    log_str(l, "reason", reason);
+    if (r->result == FETCH_OK)
+        log_int(l, "status", r->status);
+    else if (r->error)
+        log_strn(l, "error", r->error, 200);
+    log_int(l, "duration_ms", took_ms);
+    log_end(l);
+}
+
 static void on_fetch(const fetch_response *r, void *arg)
 {
     call *c = arg;
     char *err = NULL;
     c->freq = NULL;
-    c->upstream_ms += r->elapsed_ms ? r->elapsed_ms : now_mono_ms() - c->fetch_t0;
+    int64_t took = r->elapsed_ms ? r->elapsed_ms : now_mono_ms() - c->fetch_t0;
+    c->upstream_ms += took;
+    note_upstream(c, r, took);
     c->resp = r;
     /* Build the values on the main thread (protected), then move them over. */
     lvm_set_budget(c->vm, &c->budget);

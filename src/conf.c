@@ -9,7 +9,7 @@
 
 #include "util.h"
 
-typedef enum { T_STR, T_INT, T_BOOL, T_LANG, T_ADDR, T_WORKERS, T_CLIENT } conf_type;
+typedef enum { T_STR, T_PATH, T_INT, T_BOOL, T_LANG, T_ADDR, T_WORKERS, T_CLIENT } conf_type;
 
 typedef struct conf_key {
     const char *key;
@@ -35,6 +35,7 @@ static const conf_key KEYS[] = {
 typedef struct conf_store {
     settings s;
     char *values[N_KEYS];
+    char *origins[N_KEYS]; /* "FILE:LINE" or "env NAME"; NULL = the default */
 } conf_store;
 
 /* Only the file loader names keys by text. */
@@ -114,6 +115,7 @@ static int check_value(const conf_key *k, const char *v, char *err, size_t errle
         return 0;
     }
     case T_STR:
+    case T_PATH:
         return 0;
     }
     return 0;
@@ -127,6 +129,21 @@ static char *trim(char *s)
     while (n && isspace((unsigned char)s[n - 1]))
         s[--n] = '\0';
     return s;
+}
+
+/* A relative path read from the file names a place next to the file, not in the
+ * working directory of whoever starts the service. Other values are copied. */
+static char *join_dir(const char *file, const char *val, conf_type type)
+{
+    const char *slash = strrchr(file, '/');
+    if (type != T_PATH || !*val || val[0] == '/' || !slash)
+        return xstrdup(val);
+    size_t dir = (size_t)(slash - file);
+    char *out = xmalloc(dir + 1 + strlen(val) + 1);
+    memcpy(out, file, dir);
+    out[dir] = '/';
+    strcpy(out + dir + 1, val);
+    return out;
 }
 
 static int load_file(conf_store *c, const char *path, char *err, size_t errlen)
@@ -162,7 +179,11 @@ static int load_file(conf_store *c, const char *path, char *err, size_t errlen)
             goto done;
         }
         free(c->values[i]);
-        c->values[i] = xstrdup(val);
+        c->values[i] = join_dir(path, val, KEYS[i].type);
+        free(c->origins[i]);
+        char where[600];
+        snprintf(where, sizeof where, "%s:%d", path, lineno);
+        c->origins[i] = xstrdup(where);
     }
     rc = 0;
 done:
@@ -191,6 +212,7 @@ static void set_member(settings *s, size_t i, const char *v)
         *(int *)m = strcmp(v, "auto") ? (int)strtol(v, NULL, 10) : 0;
         break;
     case T_STR:
+    case T_PATH:
     case T_LANG:
     case T_ADDR:
     case T_CLIENT:
@@ -234,6 +256,10 @@ settings *conf_load(const char *path, char *err, size_t errlen)
         }
         free(c->values[i]);
         c->values[i] = xstrdup(v);
+        free(c->origins[i]);
+        char where[160];
+        snprintf(where, sizeof where, "env %s", name);
+        c->origins[i] = xstrdup(where);
     }
     for (size_t i = 0; i < N_KEYS; i++)
         set_member(&c->s, i, c->values[i]);
@@ -250,8 +276,10 @@ void conf_free(settings *s)
     conf_store *c = (conf_store *)s;
     if (!c)
         return;
-    for (size_t i = 0; i < N_KEYS; i++)
+    for (size_t i = 0; i < N_KEYS; i++) {
         free(c->values[i]);
+        free(c->origins[i]);
+    }
     free(c);
 }
 
@@ -290,4 +318,105 @@ void conf_print_reference(void)
         env_name(&KEYS[i], name, sizeof name);
         printf("%-40s %-36s default=%s\n    %s\n", KEYS[i].key, name, KEYS[i].def, KEYS[i].doc);
     }
+}
+
+/* ---- the effective configuration ---- */
+
+static int is_secret(const conf_key *k)
+{
+    return strstr(k->key, "secret") != NULL || strstr(k->key, "password") != NULL;
+}
+
+/* "scheme://user:password@host..." -> "scheme://user:***@host..."; others as they are. */
+static void write_masked_url(FILE *out, const char *v)
+{
+    const char *scheme = strstr(v, "://");
+    const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+    const char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
+    const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+    if (!at || (slash && slash < at) || !colon || colon > at) {
+        fputs(v, out);
+        return;
+    }
+    fprintf(out, "%.*s:***%s", (int)(colon - v), v, at);
+}
+
+void conf_print_effective(const settings *s, FILE *out)
+{
+    const conf_store *c = (const conf_store *)s;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        const char *v = c->values[i];
+        fprintf(out, "%s = ", KEYS[i].key);
+        if (is_secret(&KEYS[i]) && *v)
+            fputs("********", out);
+        else
+            write_masked_url(out, v);
+        fprintf(out, "  # %s\n", c->origins[i] ? c->origins[i] : "default");
+    }
+}
+
+/* Levenshtein distance of two short names, capped at 9. */
+static int distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return 9;
+    int row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int best = diag + cost;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb] > 9 ? 9 : row[lb];
+}
+
+extern char **environ;
+
+char *conf_unknown_env(void)
+{
+    buf out = BUF_INIT;
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (!eq || strncmp(*e, "CL_", 3) != 0 || (size_t)(eq - *e) >= 128)
+            continue;
+        char name[128];
+        memcpy(name, *e, (size_t)(eq - *e));
+        name[eq - *e] = '\0';
+        int known = 0, best = 9;
+        char near[128] = "";
+        for (size_t i = 0; i < N_KEYS && !known; i++) {
+            char k[128];
+            env_name(&KEYS[i], k, sizeof k);
+            if (!strcmp(k, name)) {
+                known = 1;
+            } else {
+                int d = distance(name, k);
+                if (d < best) {
+                    best = d;
+                    snprintf(near, sizeof near, "%s", k);
+                }
+            }
+        }
+        if (known)
+            continue;
+        if (best <= 3)
+            buf_printf(&out, "%s (did you mean %s?)\n", name, near);
+        else
+            buf_printf(&out, "%s\n", name);
+    }
+    if (!out.data)
+        return xstrdup("");
+    return out.data;
 }

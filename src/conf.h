@@ -17,19 +17,20 @@
 #define CL_CONF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* X(member, "key", env or NULL (CL_<KEY>), type, "default", "description") */
 #define CONF_KEYS(X)                                                                               \
     X(listen, "listen", NULL, ADDR, "127.0.0.1:30779", "public listener host:port")                \
     X(admin_listen, "admin_listen", NULL, STR, "127.0.0.1:30780",                                  \
       "operator listener (metrics, reload) host:port; empty disables it")                          \
-    X(admin_token_file, "admin.token_file", NULL, STR, "",                                         \
+    X(admin_token_file, "admin.token_file", NULL, PATH, "",                                        \
       "file holding the admin listener's bearer token (at least 16 characters); required when "    \
       "admin_listen is not a loopback address")                                                    \
     X(workers, "workers", NULL, WORKERS, "1",                                                      \
       "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "     \
       "than 1 needs a redis state_store")                                                          \
-    X(tools_dir, "tools_dir", NULL, STR, "tools",                                                  \
+    X(tools_dir, "tools_dir", NULL, PATH, "tools",                                                 \
       "directory of tool scripts (relative to the working dir)")                                   \
     X(tools_watch, "tools.watch", NULL, BOOL, "false",                                             \
       "reload when files in tools_dir change (inotify, debounced; editor temp files ignored)")     \
@@ -37,7 +38,7 @@
       "tools.watch: quiet period after the last change before reloading")                          \
     X(tools_max_live_generations, "tools.max_live_generations", NULL, INT, "8",                    \
       "reloads are deferred while this many generations are still serving calls")                  \
-    X(lua_dir, "lua_dir", NULL, STR, "lua", "trusted Lua runtime shipped with the core")           \
+    X(lua_dir, "lua_dir", NULL, PATH, "lua", "trusted Lua runtime shipped with the core")          \
     X(language, "language", NULL, LANG, "zh-CN", "deployment language: zh-CN or en-US")            \
     X(public_prefix, "public_prefix", NULL, STR, "/api/agent-retrieval/v1", "route prefix")        \
     X(upstream_ontology_query_url, "upstream.ontology_query.url", NULL, STR,                       \
@@ -178,6 +179,7 @@
 
 /* C type of each value type. WORKERS: 1..64, or 0 for "auto". */
 #define CONF_CTYPE_STR const char *
+#define CONF_CTYPE_PATH const char * /* a relative path from the file: against its directory */
 #define CONF_CTYPE_ADDR const char * /* host:port */
 #define CONF_CTYPE_LANG const char * /* "zh-CN" | "en-US" */
 #define CONF_CTYPE_INT long          /* >= 0 */
@@ -209,5 +211,15 @@ void conf_key_env(size_t i, char *out, size_t outlen);
 
 /* Writes the documented table of keys (key, env, default, description) to stdout. */
 void conf_print_reference(void);
+
+/* Writes every key's effective value and where it came from ("# default",
+ * "# FILE:LINE", "# env NAME"), like `nginx -T`: secrets (session_secret,
+ * oauth.client_secret) and the password of a URL's user-info are masked. */
+void conf_print_effective(const settings *s, FILE *out);
+
+/* Environment variables that look like settings (CL_*) but name no key, one per
+ * line with the nearest key's variable when one is close ("CL_TOOL_DIR (did you mean
+ * CL_TOOLS_DIR?)"); "" when none. Caller frees. */
+char *conf_unknown_env(void);
 
 #endif

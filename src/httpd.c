@@ -27,6 +27,8 @@
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
+#include "uphealth.h"
+#include "mshare.h"
 #include "plimit.h"
 #include "proxytrust.h"
 #include "reload.h"
@@ -40,6 +42,8 @@ static admin_token g_admin_token;
 
 /* Process model (httpd.h): -1 = single process. */
 static int g_worker = -1, g_workers = 1, g_listen_fd = -1, g_admin_fd = -1;
+static mshare *g_share;          /* the workers' /metrics texts (workers > 1) */
+static struct event *g_share_ev; /* publishes this worker's text every second */
 static pid_t g_master;
 
 /* ---- request id and traceparent ---- */
@@ -160,6 +164,9 @@ static void access_log(req_ctx *c, size_t bytes_out)
         log_strn(l, "principal", c->who.key, 16);
     if (c->surface[0])
         log_str(l, "surface", c->surface);
+    const char *rpc = c->msg ? json_get_string(c->msg, "method") : NULL;
+    if (rpc) /* the JSON-RPC method of an MCP message (client text: bounded, escaped) */
+        log_strn(l, "rpc_method", rpc, 64);
     if (c->tool[0])
         log_str(l, "tool", c->tool);
     if (c->gen)
@@ -314,16 +321,19 @@ void req_reply(req_ctx *c, int status, const char *content_type, const char *bod
                          : status == 404 ? "Not Found"
                          : status == 405 ? "Method Not Allowed"
                          : status == 406 ? "Not Acceptable"
+                         : status == 408 ? "Request Timeout"
                          : status == 409 ? "Conflict"
                          : status == 413 ? "Payload Too Large"
                          : status == 414 ? "URI Too Long"
                          : status == 415 ? "Unsupported Media Type"
                          : status == 417 ? "Expectation Failed"
+                         : status == 422 ? "Unprocessable Content"
                          : status == 429 ? "Too Many Requests"
                          : status == 500 ? "Internal Server Error"
                          : status == 501 ? "Not Implemented"
                          : status == 502 ? "Bad Gateway"
                          : status == 503 ? "Service Unavailable"
+                         : status == 504 ? "Gateway Timeout"
                          : status == 505 ? "HTTP Version Not Supported"
                                          : "Status";
     evhttp_send_reply(c->req, status, reason, out);
@@ -482,6 +492,12 @@ static void health(req_ctx *c, int ready)
     for (size_t i = 0; i < c->app->n_upstreams; i++)
         buf_printf(&b, "%s\"%s\":%s", i ? "," : "", c->app->upstreams[i].name,
                    *c->app->upstreams[i].base_url ? "true" : "false");
+    /* what this process has seen of each: the last success and failure (when, why) */
+    buf_puts(&b, "},\"upstream_status\":{");
+    for (size_t i = 0; i < c->app->n_upstreams; i++) {
+        buf_printf(&b, "%s\"%s\":", i ? "," : "", c->app->upstreams[i].name);
+        uphealth_write_json(&b, c->app->upstreams[i].name, *c->app->upstreams[i].base_url != 0);
+    }
     buf_puts(&b, "}}");
     if (g)
         tools_gen_release(g);
@@ -637,14 +653,14 @@ static int split_listen_addr(const char *addr, char host[256], const char **h, c
 static int bind_listener(app *a, struct evhttp *http, const char *addr,
                          struct evhttp_bound_socket **out, char *err, size_t errlen)
 {
-    char host[256];
-    const char *h, *port;
-    if (split_listen_addr(addr, host, &h, &port, err, errlen) < 0)
+    int fd = -1;
+    /* the master's binder: its errors carry the system's reason ("Address already in use") */
+    if (httpd_bind_socket(addr, &fd, err, errlen) < 0)
         return -1;
-    struct evhttp_bound_socket *s =
-        evhttp_bind_socket_with_handle(http, h, (ev_uint16_t)atoi(port));
+    struct evhttp_bound_socket *s = evhttp_accept_socket_with_handle(http, fd);
     if (!s) {
-        snprintf(err, errlen, "cannot listen on %s", addr);
+        close(fd);
+        snprintf(err, errlen, "cannot accept on %s", addr);
         return -1;
     }
     if (out)
@@ -721,6 +737,11 @@ done:
     return rc;
 }
 
+void httpd_set_metrics_share(mshare *share)
+{
+    g_share = share;
+}
+
 void httpd_set_worker(int index, int count, int listen_fd, int admin_fd, pid_t master)
 {
     g_worker = index;
@@ -758,11 +779,6 @@ static void gauge(buf *b, const char *name, const char *help, double v)
 /* The /metrics body: recorded series, then values read from the modules now. */
 static void httpd_metrics_text(app *a, buf *b)
 {
-    if (g_workers > 1)
-        buf_printf(b,
-                   "# context-loader workers=%d: the series below are worker %d's only "
-                   "(each worker counts for itself)\n",
-                   g_workers, g_worker);
     if (g_metrics)
         metrics_render(g_metrics, b);
     tools_host_stats ts;
@@ -795,9 +811,6 @@ static void httpd_metrics_text(app *a, buf *b)
                 (double)st.coalesced);
         counter(b, "cl_auth_errors_total", "Introspections that failed (unavailable).",
                 (double)st.errors);
-        uint64_t all = st.hits + st.negative_hits + st.misses;
-        gauge(b, "cl_auth_cache_hit_ratio", "Cache hits / token checks since start.",
-              all ? (double)(st.hits + st.negative_hits) / (double)all : 0.0);
         gauge(b, "cl_auth_cache_entries", "Cached tokens.", (double)st.entries);
     }
     if (a->trace) {
@@ -872,12 +885,57 @@ static void httpd_metrics_text(app *a, buf *b)
     counter(b, "cl_heap_trims_total",
             "Times free heap went back to the kernel after many connections closed.",
             (double)connguard_trims(g_guard));
+    uphealth_write_metrics(b);
     gauge(b, "process_start_time_seconds", "Start time of the process (Unix seconds).",
           (double)a->started_ms / 1000.0);
+    metrics_write_process(b);
+    metrics_write_header(b, "cl_build_info", "gauge", "Build of this binary (value 1).");
+    metrics_write_sample(b, "cl_build_info", "version=\"" CL_VERSION "\"", 1);
     gauge(b, "cl_workers", "Worker processes of this instance (config key workers).",
           (double)g_workers);
     gauge(b, "cl_worker_index", "Index of the worker answering /metrics (0 when single).",
           (double)(g_worker < 0 ? 0 : g_worker));
+}
+
+/* workers > 1: this worker's text goes to its slot; the scrape merges every slot. */
+static void publish_metrics(app *a)
+{
+    buf b = BUF_INIT;
+    httpd_metrics_text(a, &b);
+    mshare_publish(g_share, g_worker, b.data ? b.data : "", b.len);
+    buf_free(&b);
+}
+
+static void on_publish_metrics(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    publish_metrics(arg);
+}
+
+static void httpd_metrics_scrape(app *a, buf *b)
+{
+    if (!g_share || g_workers < 2 || g_worker < 0) {
+        httpd_metrics_text(a, b);
+        return;
+    }
+    publish_metrics(a); /* this worker's own series are current */
+    int n = g_workers;
+    buf *texts = xcalloc((size_t)n, sizeof *texts);
+    const char **ptrs = xcalloc((size_t)n, sizeof *ptrs);
+    size_t *lens = xcalloc((size_t)n, sizeof *lens);
+    for (int k = 0; k < n; k++) {
+        if (mshare_read(g_share, k, &texts[k]) == 0) {
+            ptrs[k] = texts[k].data;
+            lens[k] = texts[k].len;
+        }
+    }
+    metrics_merge_workers(ptrs, lens, n, b);
+    for (int k = 0; k < n; k++)
+        buf_free(&texts[k]);
+    free(texts);
+    free(ptrs);
+    free(lens);
 }
 
 /* The admin listener's guard (every route but /health): the Host/Origin rule of the
@@ -959,7 +1017,7 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     }
     if (!strcmp(c->path, "/metrics") && !strcmp(c->method, "GET")) {
         buf b = BUF_INIT;
-        httpd_metrics_text(a, &b);
+        httpd_metrics_scrape(a, &b);
         req_reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len);
         buf_free(&b);
         return;
@@ -1018,6 +1076,12 @@ int httpd_start(app *a, char *err, size_t errlen)
 
     if (!g_metrics)
         g_metrics = metrics_new();
+    if (g_share && g_workers > 1 && g_worker >= 0 && !g_share_ev) {
+        static const struct timeval every = {1, 0};
+        g_share_ev = event_new(a->base, -1, EV_PERSIST, on_publish_metrics, a);
+        event_add(g_share_ev, &every);
+        publish_metrics(a);
+    }
     const char *admin = a->cfg->admin_listen;
     /* workers > 1: worker 0 alone serves it, on the socket the master bound */
     if (*admin && (g_worker < 0 || g_admin_fd >= 0)) {
@@ -1072,6 +1136,9 @@ void httpd_free(app *a)
     g_plimit = NULL;
     metrics_free(g_metrics);
     g_metrics = NULL;
+    if (g_share_ev)
+        event_free(g_share_ev);
+    g_share_ev = NULL;
 }
 
 void req_detach(req_ctx *c, int status)

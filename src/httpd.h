@@ -26,5 +26,10 @@ void httpd_log_listening(int fd, const char *listener);
 /* index 0..count-1; listen_fd: the inherited public socket; admin_fd: the admin
  * socket for worker 0, -1 for the others (or without admin_listen); master: its pid. */
 void httpd_set_worker(int index, int count, int listen_fd, int admin_fd, pid_t master);
+/* The shared /metrics slots (mshare.h) the master mapped before forking; each worker
+ * publishes its series there every second and a scrape merges every worker's,
+ * labelled worker="k". Borrowed for the life of the process. */
+struct mshare;
+void httpd_set_metrics_share(struct mshare *share);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -54,6 +55,21 @@ static void put_key(log_line *l, const char *key)
     buf_putc(&l->b, ':');
 }
 
+/* {"ts":"2026-12-03T13:10:05.123Z" (RFC 3339, UTC, milliseconds). The formatted
+ * second is kept: most lines of a busy second share it. */
+static void write_ts(buf *b, int64_t ms)
+{
+    static int64_t cached_s = -1;
+    static char cached[25];
+    int64_t sec = ms / 1000;
+    if (sec != cached_s) {
+        time_rfc3339(sec * 1000, cached);
+        cached[19] = '\0';
+        cached_s = sec;
+    }
+    buf_printf(b, "{\"ts\":\"%s.%03dZ\"", cached, (int)(ms % 1000));
+}
+
 log_line *log_begin(log_level level, const char *msg)
 {
     log_line *l = &g_line;
@@ -65,7 +81,7 @@ log_line *log_begin(log_level level, const char *msg)
     }
     if ((unsigned)level >= sizeof LEVELS / sizeof LEVELS[0])
         level = LOG_ERROR;
-    buf_printf(&l->b, "{\"ts\":%lld", (long long)now_wall_ms());
+    write_ts(&l->b, now_wall_ms());
     if (g_worker >= 0)
         buf_printf(&l->b, ",\"worker\":%d", g_worker);
     buf_printf(&l->b, ",\"level\":\"%s\"", LEVELS[level]);

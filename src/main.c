@@ -2,6 +2,7 @@
  * must succeed. With workers > 1 a master process (master.c) binds the public socket
  * and supervises N forked workers, each of which runs what a single process runs
  * (docs/operations.md, "Workers"). */
+#include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,17 +17,26 @@
 #include "master.h"
 #include "proxytrust.h"
 #include "reload.h"
+#include "sdnotify.h"
 #include "server.h"
 #include "surfaces.h"
 
 static int64_t g_first_term_ms; /* worker: when the first SIGTERM/SIGINT arrived */
 static int g_is_worker;
+static const char *g_config_path; /* --config, or NULL (defaults and environment) */
 
 static void usage(FILE *f)
 {
     fputs("usage: context-loader [--config FILE]         run the service\n"
-          "       context-loader --check-tools DIR [--config FILE]\n"
+          "       context-loader --check-config [--config FILE]\n"
+          "                                              check the configuration and the tools it\n"
+          "                                              names, then exit (like nginx -t)\n"
+          "       context-loader --check-tools [DIR] [--config FILE]\n"
           "                                              validate a tools directory offline\n"
+          "                                              (default: the configured tools_dir)\n"
+          "       context-loader --print-config [--config FILE]\n"
+          "                                              the effective configuration: file and\n"
+          "                                              environment, secrets masked\n"
           "       context-loader --print-config-keys     list every config key and its env name\n"
           "       context-loader --version\n",
           f);
@@ -111,6 +121,8 @@ static void on_term(evutil_socket_t sig, short ev, void *arg)
     }
     a->draining = 1;
     g_first_term_ms = now_mono_ms();
+    if (!g_is_worker)
+        sd_notify_state("STOPPING=1");
     log_line *l = log_begin(LOG_INFO, "draining");
     log_int(l, "signal", (int)sig);
     log_int(l, "inflight", (long long)a->inflight);
@@ -181,6 +193,45 @@ static int check_process_model(const settings *cfg, char *err, size_t errlen)
     }
     admin_token t; /* an admin listener off loopback needs a token */
     return admin_token_load(&t, cfg->admin_listen, cfg->admin_token_file, err, errlen);
+}
+
+/* The state store for a log line: "memory", or a redis URL without its password. */
+static void store_label(const char *ss, char *out, size_t outlen)
+{
+    const char *at = strchr(ss, '@');
+    if (!strncmp(ss, "redis://", 8) && at)
+        snprintf(out, outlen, "redis://***%s", at);
+    else
+        snprintf(out, outlen, "%s", ss);
+}
+
+/* One line that says what started: version, config, tools, language, store, workers,
+ * upstreams, listeners. */
+static void log_started(app *a, int workers)
+{
+    char store[256], ups[256] = "";
+    size_t n = 0;
+    store_label(a->cfg->state_store, store, sizeof store);
+    for (size_t i = 0; i < a->n_upstreams; i++)
+        if (a->upstreams[i].base_url && *a->upstreams[i].base_url && n + 1 < sizeof ups)
+            n += (size_t)snprintf(ups + n, sizeof ups - n, "%s%s", n ? "," : "",
+                                  a->upstreams[i].name);
+    tools_gen *g = tools_host_acquire(a->tools);
+    log_line *l = log_begin(LOG_INFO, "started");
+    log_str(l, "version", CL_VERSION);
+    log_str(l, "config", g_config_path ? g_config_path : "(defaults and environment)");
+    log_str(l, "tools_dir", a->cfg->tools_dir);
+    log_int(l, "tools", g ? (long long)tools_gen_count(g) : 0);
+    log_str(l, "language", a->cfg->language);
+    log_str(l, "state_store", store);
+    log_int(l, "workers", workers);
+    log_str(l, "upstreams", ups);
+    log_str(l, "listen", a->cfg->listen);
+    if (*a->cfg->admin_listen)
+        log_str(l, "admin_listen", a->cfg->admin_listen);
+    log_end(l);
+    if (g)
+        tools_gen_release(g);
 }
 
 /* epoll with libevent's change list: the interest changes a request makes on one
@@ -337,17 +388,23 @@ static int run_worker(settings *cfg, const worker_opts *w)
     log_end(l);
     free(report);
     a.route = route_request; /* the route table: httpd calls up only through it */
-    if (httpd_start(&a, err, sizeof err) < 0) {
-        log_fatal("%s", err);
-        goto done;
-    }
-    ptc_init(&a);
+    /* Handlers before the listeners: a stop that follows the "listening" line at once
+     * must drain, not kill (evsignal queues it until the loop runs). */
     sigterm = evsignal_new(a.base, SIGTERM, on_term, &a);
     sigint = evsignal_new(a.base, SIGINT, on_term, &a);
     sighup = evsignal_new(a.base, SIGHUP, on_hup, &a);
     evsignal_add(sigterm, NULL);
     evsignal_add(sigint, NULL);
     evsignal_add(sighup, NULL);
+    if (httpd_start(&a, err, sizeof err) < 0) {
+        log_fatal("%s", err);
+        goto done;
+    }
+    ptc_init(&a);
+    if (!w || w->index == 0)
+        log_started(&a, w ? w->count : 1);
+    if (!w)
+        sd_notify_state("READY=1"); /* with workers the master says it for all */
     if (w) {
         sigprocmask(SIG_SETMASK, w->orig_mask, NULL);
         unsigned char k = (unsigned char)w->index;
@@ -411,15 +468,56 @@ static int check_edge(const settings *cfg, char *err, size_t errlen)
     return 0;
 }
 
+/* CL_* variables that name no key: a warning, with the nearest key when close. */
+static void warn_unknown_env(int to_stderr)
+{
+    char *unknown = conf_unknown_env();
+    for (char *p = unknown, *nl; *p; p = nl + 1) {
+        nl = strchr(p, '\n');
+        *nl = '\0';
+        if (to_stderr) {
+            fprintf(stderr, "context-loader: warning: environment %s is not a setting\n", p);
+        } else {
+            log_line *l = log_begin(LOG_WARN, "environment variable is not a setting");
+            log_str(l, "variable", p);
+            log_end(l);
+        }
+    }
+    free(unknown);
+}
+
+/* --check-config: every check the service makes at start, without starting. */
+static int check_config(settings *cfg)
+{
+    warn_unknown_env(1);
+    if (access(cfg->lua_dir, R_OK | X_OK) != 0) {
+        fprintf(stderr, "context-loader: config key lua_dir: %s: %s\n", cfg->lua_dir,
+                strerror(errno));
+        return 2;
+    }
+    if (check_tools(cfg->tools_dir, cfg) != 0)
+        return 2;
+    printf("context-loader: configuration %s is valid\n",
+           g_config_path ? g_config_path : "(defaults and environment)");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *config_path = NULL, *check_dir = NULL;
-    int rc = 1;
+    int rc = 1, check_tools_default = 0, print_config = 0, check_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--config") && i + 1 < argc) {
             config_path = argv[++i];
-        } else if (!strcmp(argv[i], "--check-tools") && i + 1 < argc) {
-            check_dir = argv[++i];
+        } else if (!strcmp(argv[i], "--check-tools")) {
+            if (i + 1 < argc && strncmp(argv[i + 1], "--", 2))
+                check_dir = argv[++i];
+            else
+                check_tools_default = 1;
+        } else if (!strcmp(argv[i], "--print-config")) {
+            print_config = 1;
+        } else if (!strcmp(argv[i], "--check-config") || !strcmp(argv[i], "-t")) {
+            check_only = 1;
         } else if (!strcmp(argv[i], "--version")) {
             puts("context-loader " CL_VERSION);
             return 0;
@@ -436,21 +534,36 @@ int main(int argc, char **argv)
         }
     }
     char err[512];
+    g_config_path = config_path;
     settings *cfg = conf_load(config_path, err, sizeof err);
     if (!cfg) {
         log_fatal("%s", err);
         return 2;
+    }
+    if (print_config) {
+        conf_print_effective(cfg, stdout);
+        warn_unknown_env(1);
+        conf_free(cfg);
+        return 0;
     }
     if (check_process_model(cfg, err, sizeof err) < 0 || check_edge(cfg, err, sizeof err) < 0) {
         log_fatal("%s", err);
         conf_free(cfg);
         return 2;
     }
-    if (check_dir) {
-        rc = check_tools(check_dir, cfg);
+    if (check_only) {
+        rc = check_config(cfg);
+        conf_free(cfg);
+        return rc;
+    }
+    if (check_dir || check_tools_default) {
+        rc = check_tools(check_dir ? check_dir : cfg->tools_dir, cfg);
         conf_free(cfg);
         return rc;
     }
     int n = conf_workers(cfg);
+    if (n > 1)
+        log_set_role("master"); /* the lines before the fork are the master's */
+    warn_unknown_env(0);
     return n > 1 ? master_run(cfg, n, run_worker) : run_worker(cfg, NULL);
 }

@@ -16,6 +16,8 @@
 
 #include "httpd.h"
 #include "log.h"
+#include "mshare.h"
+#include "sdnotify.h"
 #include "util.h"
 
 /* The mask before the master blocked its signals; workers restore it once their
@@ -110,6 +112,7 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
     int announced = 0, stopping = 0, startup = 1;
     int64_t stop_deadline = 0;
     char err[512];
+    mshare *share = NULL;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -130,6 +133,13 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
         log_fatal("%s", err);
         goto done;
     }
+    /* every worker's /metrics series, so that a scrape sees the whole service */
+    share = mshare_new(n, (size_t)1 << 20);
+    if (!share)
+        log_end(log_begin(LOG_WARN, "cannot map the shared metrics slots: /metrics shows one "
+                                    "worker"));
+    else
+        httpd_set_metrics_share(share);
     if (pipe2(ready, O_CLOEXEC) < 0 || fcntl(ready[0], F_SETFL, O_NONBLOCK) < 0) {
         log_fatal("pipe: %s", strerror(errno));
         goto done;
@@ -208,6 +218,7 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
                     httpd_log_listening(afd, "admin");
                 announced = 1;
                 startup = 0;
+                sd_notify_state("READY=1");
             }
         }
         struct signalfd_siginfo si;
@@ -255,6 +266,7 @@ int master_run(settings *cfg, int n, master_worker_fn run_worker)
                 if (!stopping) {
                     stopping = 1;
                     rc = 0;
+                    sd_notify_state("STOPPING=1");
                     stop_deadline = now_mono_ms() + cfg->shutdown_grace_s * 1000 + 5000;
                     /* connections go to no one from now on: refuse rather than queue */
                     close(lfd);
@@ -291,6 +303,7 @@ done:
         close(ready[0]);
     if (ready[1] >= 0)
         close(ready[1]);
+    mshare_free(share);
     conf_free(cfg);
     return rc;
 }

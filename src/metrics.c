@@ -2,10 +2,13 @@
  * label sets are few (routes x statuses, tools x outcomes). */
 #include "metrics.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 /* Latency buckets in seconds (upper bounds; +Inf is implicit). */
 static const double BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
@@ -266,4 +269,184 @@ void metrics_render(const metrics *m, buf *out)
                              (double)m->hists[i].upstream_errors);
     }
     buf_free(&lbl);
+}
+
+/* ---- several workers in one exposition ---- */
+
+/* The family a sample line belongs to: its metric name without the histogram and
+ * summary suffixes when the family's TYPE says so (callers pass the name as is;
+ * a sample whose stripped name was declared is matched by the caller). */
+typedef struct family {
+    const char *name; /* points into an input text */
+    size_t name_len;
+    const char *help, *type; /* whole lines, or NULL */
+    size_t help_len, type_len;
+    buf samples; /* this family's samples of every worker, relabelled */
+} family;
+
+static size_t metric_name_len(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && s[i] != '{' && s[i] != ' ')
+        i++;
+    return i;
+}
+
+static family *family_find(family *f, size_t nf, const char *name, size_t len)
+{
+    for (size_t i = 0; i < nf; i++)
+        if (f[i].name_len == len && !memcmp(f[i].name, name, len))
+            return &f[i];
+    return NULL;
+}
+
+/* The declared family of a sample name: exact, or name minus _bucket/_sum/_count. */
+static family *family_of_sample(family *f, size_t nf, const char *name, size_t len)
+{
+    static const char *const SUFFIXES[] = {"_bucket", "_sum", "_count"};
+    family *hit = family_find(f, nf, name, len);
+    if (hit)
+        return hit;
+    for (size_t i = 0; i < sizeof SUFFIXES / sizeof SUFFIXES[0]; i++) {
+        size_t sl = strlen(SUFFIXES[i]);
+        if (len > sl && !memcmp(name + len - sl, SUFFIXES[i], sl) &&
+            (hit = family_find(f, nf, name, len - sl)) != NULL)
+            return hit;
+    }
+    return NULL;
+}
+
+static family *family_add(family **f, size_t *nf, size_t *cap, const char *name, size_t len)
+{
+    if (*nf == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *f = xrealloc(*f, *cap * sizeof **f);
+    }
+    family *x = &(*f)[(*nf)++];
+    memset(x, 0, sizeof *x);
+    x->name = name;
+    x->name_len = len;
+    return x;
+}
+
+/* Appends one sample line with worker="k" as its first label. */
+static void relabel(buf *out, const char *line, size_t n, int worker)
+{
+    size_t name = metric_name_len(line, n);
+    buf_append(out, line, name);
+    if (name < n && line[name] == '{') {
+        buf_printf(out, "{worker=\"%d\",", worker);
+        buf_append(out, line + name + 1, n - name - 1);
+    } else {
+        buf_printf(out, "{worker=\"%d\"}", worker);
+        buf_append(out, line + name, n - name);
+    }
+    buf_putc(out, '\n');
+}
+
+void metrics_merge_workers(const char *const texts[], const size_t lens[], int n, buf *out)
+{
+    family *fams = NULL;
+    size_t nf = 0, cap = 0;
+    for (int w = 0; w < n; w++) {
+        const char *p = texts[w], *end = p ? p + lens[w] : NULL;
+        while (p && p < end) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            size_t n_line = nl ? (size_t)(nl - p) : (size_t)(end - p);
+            const char *line = p;
+            p += n_line + 1;
+            if (n_line == 0)
+                continue;
+            if (line[0] == '#') {
+                /* "# HELP name text" / "# TYPE name type"; other comments dropped */
+                int help = n_line > 7 && !memcmp(line, "# HELP ", 7);
+                int type = n_line > 7 && !memcmp(line, "# TYPE ", 7);
+                if (!help && !type)
+                    continue;
+                const char *name = line + 7;
+                size_t len = metric_name_len(name, n_line - 7);
+                family *f = family_find(fams, nf, name, len);
+                if (!f)
+                    f = family_add(&fams, &nf, &cap, name, len);
+                if (help && !f->help) {
+                    f->help = line;
+                    f->help_len = n_line;
+                } else if (type && !f->type) {
+                    f->type = line;
+                    f->type_len = n_line;
+                }
+                continue;
+            }
+            size_t len = metric_name_len(line, n_line);
+            family *f = family_of_sample(fams, nf, line, len);
+            if (!f)
+                f = family_add(&fams, &nf, &cap, line, len);
+            relabel(&f->samples, line, n_line, w);
+        }
+    }
+    for (size_t i = 0; i < nf; i++) {
+        if (fams[i].help) {
+            buf_append(out, fams[i].help, fams[i].help_len);
+            buf_putc(out, '\n');
+        }
+        if (fams[i].type) {
+            buf_append(out, fams[i].type, fams[i].type_len);
+            buf_putc(out, '\n');
+        }
+        buf_append(out, fams[i].samples.data ? fams[i].samples.data : "", fams[i].samples.len);
+        buf_free(&fams[i].samples);
+    }
+    free(fams);
+}
+
+/* ---- the process ---- */
+
+void metrics_write_process(buf *out)
+{
+    char stat[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(stat, 1, sizeof stat - 1, f) : 0;
+    if (f)
+        fclose(f);
+    stat[n] = '\0';
+    /* fields after the command, which is in parentheses and may hold spaces */
+    const char *p = strrchr(stat, ')');
+    unsigned long long utime = 0, stime = 0, vsize = 0;
+    long long rss = 0;
+    if (p && sscanf(p + 2,
+                    "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d "
+                    "%*d %*u %llu %lld",
+                    &utime, &stime, &vsize, &rss) == 4) {
+        double tick = (double)sysconf(_SC_CLK_TCK);
+        long page = sysconf(_SC_PAGESIZE);
+        metrics_write_header(out, "process_cpu_seconds_total", "counter",
+                             "Total user and system CPU time spent in seconds.");
+        metrics_write_sample(out, "process_cpu_seconds_total", "",
+                             (double)(utime + stime) / (tick > 0 ? tick : 100.0));
+        metrics_write_header(out, "process_virtual_memory_bytes", "gauge",
+                             "Virtual memory size in bytes.");
+        metrics_write_sample(out, "process_virtual_memory_bytes", "", (double)vsize);
+        metrics_write_header(out, "process_resident_memory_bytes", "gauge",
+                             "Resident memory size in bytes.");
+        metrics_write_sample(out, "process_resident_memory_bytes", "",
+                             (double)rss * (double)(page > 0 ? page : 4096));
+    }
+    long fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.')
+                fds++;
+        closedir(d);
+        metrics_write_header(out, "process_open_fds", "gauge", "Number of open file descriptors.");
+        metrics_write_sample(out, "process_open_fds", "", (double)(fds - 1)); /* minus the dir's */
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        metrics_write_header(out, "process_max_fds", "gauge",
+                             "Maximum number of open file descriptors.");
+        metrics_write_sample(out, "process_max_fds", "",
+                             rl.rlim_cur == RLIM_INFINITY ? -1.0 : (double)rl.rlim_cur);
+    }
 }

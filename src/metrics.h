@@ -38,4 +38,15 @@ void metrics_write_sample(buf *out, const char *name, const char *labels, double
 /* Appends a label value escaped per the format (\\, \", \n). */
 void metrics_escape_label(buf *out, const char *value);
 
+/* The standard process series of the calling process (process_cpu_seconds_total,
+ * process_resident_memory_bytes, process_virtual_memory_bytes, process_open_fds,
+ * process_max_fds), read from /proc and getrlimit now. */
+void metrics_write_process(buf *out);
+
+/* One exposition from the texts of n workers (texts[k] is worker k's; NULL or empty
+ * for a worker that has none yet): each family's HELP and TYPE once, then its
+ * samples of every worker with worker="k" as the first label. Comment lines other
+ * than HELP and TYPE are dropped. */
+void metrics_merge_workers(const char *const texts[], const size_t lens[], int n, buf *out);
+
 #endif

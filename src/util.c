@@ -147,6 +147,15 @@ int64_t now_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void time_rfc3339(int64_t wall_ms, char out[25])
+{
+    time_t t = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(out, 20, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 25 - n, ".%03dZ", (int)(wall_ms % 1000));
+}
+
 void random_bytes(void *out, size_t n)
 {
     if (RAND_bytes(out, (int)n) != 1) {

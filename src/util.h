@@ -41,6 +41,9 @@ int read_file_max(const char *path, size_t max, char **text, size_t *len);
 /* Monotonic clock in milliseconds; wall clock in milliseconds since the epoch. */
 int64_t now_mono_ms(void);
 int64_t now_wall_ms(void);
+/* Wall-clock milliseconds as RFC 3339 in UTC with milliseconds:
+ * "2026-12-03T13:10:05.123Z" (24 characters and a NUL). */
+void time_rfc3339(int64_t wall_ms, char out[25]);
 
 /* Cryptographically strong random bytes (OpenSSL RAND_bytes); aborts on failure. */
 void random_bytes(void *out, size_t n);

@@ -25,8 +25,13 @@ done
 grep -qx "tools_dir = $prefix/share/context-loader/tools" "$conf" || fail "installed config: tools_dir"
 grep -qx "lua_dir = $prefix/share/context-loader/lua" "$conf" || fail "installed config: lua_dir"
 grep -q "^ExecStart=$prefix/bin/context-loader --config $conf\$" "$unit" || fail "unit: ExecStart"
-grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$unit" || fail "unit: ExecReload"
-for k in ProtectSystem=strict ProtectHome=yes PrivateTmp=yes NoNewPrivileges=yes MemoryDenyWriteExecute=yes \
+# reload = the offline check first (a broken tool fails `systemctl reload`), then SIGHUP
+reloads=$(grep '^ExecReload=' "$unit")
+[ "$reloads" = "ExecReload=$prefix/bin/context-loader --config $conf --check-config
+ExecReload=/bin/kill -HUP \$MAINPID" ] || fail "unit: ExecReload (check, then SIGHUP): $reloads"
+grep -qx "ExecStartPre=$prefix/bin/context-loader --config $conf --check-config" "$unit" \
+  || fail "unit: ExecStartPre checks the configured paths"
+for k in Type=notify NotifyAccess=main ProtectSystem=strict ProtectHome=yes PrivateTmp=yes NoNewPrivileges=yes MemoryDenyWriteExecute=yes \
          SystemCallFilter=@system-service CapabilityBoundingSet= Restart=on-failure DynamicUser=yes; do
   grep -qx "$k" "$unit" || fail "unit: $k"
 done
@@ -39,7 +44,16 @@ printf 'return {\n' > "$prefix/share/context-loader/tools/broken.lua"
 if "$prefix/bin/context-loader" --config "$conf" --check-tools "$prefix/share/context-loader/tools" 2>/dev/null; then
   fail "--check-tools accepted a broken tool"
 fi
+# --check-config (what the unit runs before a start or reload) and --check-tools without
+# a directory read the configured tools_dir: both fail on the broken tool.
+if "$prefix/bin/context-loader" --config "$conf" --check-config 2>/dev/null; then
+  fail "--check-config accepted a broken tool"
+fi
+if "$prefix/bin/context-loader" --config "$conf" --check-tools 2>/dev/null; then
+  fail "--check-tools (configured dir) accepted a broken tool"
+fi
 rm "$prefix/share/context-loader/tools/broken.lua"
+"$prefix/bin/context-loader" --config "$conf" --check-config >/dev/null || fail "--check-config on the install"
 
 # Start the installed binary with the installed config (ephemeral loopback ports).
 log=$prefix/run.log

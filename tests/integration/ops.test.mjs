@@ -116,6 +116,12 @@ test('sandbox escapes fail cleanly over MCP and REST; the server keeps serving',
     assert.equal(ok.json.total_count, 3);
     const logs = server.logs.join('');
     assert.match(logs, /instruction budget exceeded/);
+    // MCP access lines name the JSON-RPC method
+    const lines = logs.split('\n').flatMap((l) => { try { return [JSON.parse(l)]; } catch { return []; } });
+    const mcpLines = lines.filter((j) => j.msg === 'request' && j.path.endsWith('/mcp') && j.method === 'POST');
+    assert.ok(mcpLines.some((j) => j.rpc_method === 'initialize'), 'initialize logged');
+    assert.ok(mcpLines.some((j) => j.rpc_method === 'tools/call' && j.tool === 'esc_loop'), 'tools/call logged');
+    assert.ok(!lines.some((j) => j.msg === 'request' && !j.path.endsWith('/mcp') && j.rpc_method), 'only MCP lines');
     assert.match(logs, /memory/);
 
     // /metrics: Prometheus text format 0.0.4 with the tool calls just made
@@ -142,11 +148,20 @@ test('sandbox escapes fail cleanly over MCP and REST; the server keeps serving',
     assert.equal(samples.get('cl_tools_generation'), 1);
     assert.equal(samples.get('cl_tools_live_generations'), 1);
     assert.equal(samples.get('cl_tool_calls_inflight'), 0);
-    for (const k of ['cl_auth_cache_hit_ratio', 'cl_trace_breaker_state', 'cl_store_errors_total', 'cl_sse_streams_open',
-      'cl_idempotency_decisions_total{decision="run"}', 'cl_reload_failures_total', 'process_start_time_seconds']) {
+    for (const k of ['cl_auth_cache_hits_total', 'cl_auth_cache_misses_total', 'cl_trace_breaker_state', 'cl_store_errors_total', 'cl_sse_streams_open',
+      'cl_idempotency_decisions_total{decision="run"}', 'cl_reload_failures_total', 'process_start_time_seconds',
+      'process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_virtual_memory_bytes', 'process_open_fds',
+      'process_max_fds', 'cl_build_info{version="0.1.0"}']) {
       assert.ok(samples.has(k), `missing ${k}`);
     }
-    assert.ok(samples.get('cl_auth_cache_hit_ratio') > 0.5);
+    // counters a scrape can rate(), not a ratio precomputed since start
+    assert.ok(!samples.has('cl_auth_cache_hit_ratio'));
+    assert.ok(samples.get('cl_auth_cache_hits_total') > samples.get('cl_auth_cache_misses_total'));
+    assert.ok(samples.get('process_resident_memory_bytes') > 1e6 && samples.get('process_resident_memory_bytes') < 1e9);
+    assert.ok(samples.get('process_virtual_memory_bytes') >= samples.get('process_resident_memory_bytes'));
+    assert.ok(samples.get('process_cpu_seconds_total') > 0);
+    assert.ok(samples.get('process_open_fds') >= 3 && samples.get('process_open_fds') <= samples.get('process_max_fds'));
+    assert.equal(samples.get('cl_build_info{version="0.1.0"}'), 1);
     assert.ok(Math.abs(samples.get('process_start_time_seconds') - Date.now() / 1000) < 120);
     // unknown tool names never become series
     await mcpCall(server, sid, 'no_such_tool_xyz');

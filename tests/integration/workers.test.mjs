@@ -242,9 +242,34 @@ return {
   await waitFor(() => logLines().some((j) => j.msg === 'reload' && j.worker === 1 && j.trigger === 'SIGHUP' && (j.removed || []).includes('workers_probe')), 5000, 'worker 1 reloaded after /admin/reload');
   assert.equal(logLines().filter((j) => j.msg === 'reload' && j.worker === 0 && (j.removed || []).includes('workers_probe')).length, 1, 'worker 0 reloaded once');
   for (let i = 0; i < 8; i++) assert.ok(!(await toolNames(sid)).names.includes('workers_probe'));
+  // /metrics (served by worker 0) shows every worker's series, labelled by worker,
+  // each family's HELP and TYPE once; worker 1's text is at most a second old
+  await waitFor(async () => {
+    const t = await (await fetch(`${S.admin}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+    return /^cl_http_requests_total\{worker="1",route="\/mcp",status="200"\} [1-9]/m.test(t);
+  }, 5000, 'worker 1 series in the scrape');
   const metrics = await (await fetch(`${S.admin}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
-  assert.match(metrics, /^cl_workers 2$/m);
-  assert.match(metrics, /^cl_worker_index 0$/m);
+  assert.match(metrics, /^cl_workers\{worker="0"\} 2$/m);
+  assert.match(metrics, /^cl_worker_index\{worker="0"\} 0$/m);
+  assert.match(metrics, /^cl_worker_index\{worker="1"\} 1$/m);
+  assert.match(metrics, /^cl_http_requests_total\{worker="0",route="\/mcp",status="200"\} [1-9]/m);
+  assert.match(metrics, /^process_resident_memory_bytes\{worker="1"\} \d/m);
+  const types = metrics.split('\n').filter((l) => l.startsWith('# TYPE ')).map((l) => l.split(' ')[2]);
+  assert.equal(new Set(types).size, types.length, 'one TYPE line per family');
+  // the samples of a family are consecutive (the exposition format requires it)
+  const seen = new Set();
+  let last = null;
+  for (const l of metrics.split('\n')) {
+    if (!l || l.startsWith('#')) continue;
+    const name = l.match(/^[a-zA-Z_:][a-zA-Z0-9_:]*/)[0];
+    const stripped = name.replace(/_(bucket|sum|count)$/, '');
+    const fam = stripped !== name && types.includes(stripped) ? stripped : name;
+    if (fam !== last) {
+      assert.ok(!seen.has(fam), `family ${fam} split in two`);
+      seen.add(fam);
+      last = fam;
+    }
+  }
 });
 
 test('a worker killed with -9 is restarted and service continues', { skip: SKIP }, async () => {

@@ -25,6 +25,8 @@ static void sample(const char *type, size_t i, int v, char *out, size_t outlen)
         snprintf(out, outlen, "%s", v == 1 ? "auto" : "5");
     else if (!strcmp(type, "CLIENT"))
         snprintf(out, outlen, "%s", v == 1 ? "curl" : "lean");
+    else if (!strcmp(type, "PATH")) /* absolute: a relative one is read against the file */
+        snprintf(out, outlen, "/value %d of key %zu", v, i);
     else
         snprintf(out, outlen, "value %d of key %zu", v, i);
 }
@@ -45,6 +47,7 @@ static void show_long(long m, const char *type, char *out, size_t outlen)
 }
 #define SHOW_STR(m, type, out, outlen) show_str(m, out, outlen)
 #define SHOW_ADDR SHOW_STR
+#define SHOW_PATH SHOW_STR
 #define SHOW_LANG SHOW_STR
 #define SHOW_CLIENT SHOW_STR
 #define SHOW_INT(m, type, out, outlen) show_long(m, type, out, outlen)
@@ -258,6 +261,63 @@ static void test_gates(void)
     unsetenv("CL_TEST_GATE");
 }
 
+/* Relative paths in the file name places next to it; from the environment they stay
+ * as given. The effective configuration masks secrets and says where each value came
+ * from; a CL_* variable that names no key is reported with the nearest one. */
+static void test_paths_and_effective(void)
+{
+    char dir[] = "/tmp/cl_test_confdir_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "%s/cl.conf", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    fputs("tools_dir = my-tools\nlua_dir = /opt/lua\nsession_secret = s3cr3t\n"
+          "state_store = redis://app:hunter2@10.0.0.9:6379/2\n",
+          f);
+    fclose(f);
+    setenv("CL_ADMIN_TOKEN_FILE", "rel/token", 1);
+    settings *s = load(path);
+    CHECK(s != NULL);
+    if (s) {
+        char want[300];
+        snprintf(want, sizeof want, "%s/my-tools", dir);
+        CHECK_STR(s->tools_dir, want);
+        CHECK_STR(s->lua_dir, "/opt/lua");
+        CHECK_STR(s->admin_token_file, "rel/token");
+        char *text = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&text, &len);
+        conf_print_effective(s, m);
+        fclose(m);
+        snprintf(want, sizeof want, "tools_dir = %s/my-tools  # %s:1\n", dir, path);
+        CHECK(strstr(text, want) != NULL);
+        CHECK(strstr(text, "session_secret = ********  # ") != NULL);
+        CHECK(strstr(text, "s3cr3t") == NULL);
+        CHECK(strstr(text, "state_store = redis://app:***@10.0.0.9:6379/2") != NULL);
+        CHECK(strstr(text, "hunter2") == NULL);
+        CHECK(strstr(text, "admin.token_file = rel/token  # env CL_ADMIN_TOKEN_FILE\n") != NULL);
+        CHECK(strstr(text, "language = zh-CN  # default\n") != NULL);
+        free(text);
+    }
+    conf_free(s);
+    unsetenv("CL_ADMIN_TOKEN_FILE");
+
+    setenv("CL_TOOL_DIR", "x", 1);
+    setenv("CL_SOMETHING_ELSE_ENTIRELY", "y", 1);
+    char *unknown = conf_unknown_env();
+    CHECK(strstr(unknown, "CL_TOOL_DIR (did you mean CL_TOOLS_DIR?)\n") != NULL);
+    CHECK(strstr(unknown, "CL_SOMETHING_ELSE_ENTIRELY\n") != NULL);
+    CHECK(strstr(unknown, "CL_TOOLS_DIR") == strstr(unknown, "CL_TOOLS_DIR?"));
+    free(unknown);
+    unsetenv("CL_TOOL_DIR");
+    unsetenv("CL_SOMETHING_ELSE_ENTIRELY");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     char path[] = "/tmp/cl_test_conf_XXXXXX";
@@ -271,6 +331,7 @@ int main(void)
     test_errors(path);
     test_retention(path);
     test_gates();
+    test_paths_and_effective();
     unlink(path);
     return CHECK_DONE();
 }

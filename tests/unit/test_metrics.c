@@ -5,6 +5,7 @@
 
 #include "check.h"
 #include "metrics.h"
+#include "mshare.h"
 
 static int has_line(const char *text, const char *line)
 {
@@ -59,6 +60,60 @@ int main(void)
     metrics_write_sample(&b, "x_ratio", "a=\"b\"", 0.25);
     CHECK_STR(b.data, "# HELP x_total Things.\n# TYPE x_total counter\nx_total 7\n"
                       "x_ratio{a=\"b\"} 0.25\n");
+
+    /* several workers in one exposition: HELP/TYPE once, samples grouped by family
+     * (histogram suffixes included), worker="k" first, other comments dropped */
+    {
+        const char *w0 = "# HELP a_total A.\n# TYPE a_total counter\na_total{r=\"x\"} 1\n"
+                         "# HELP h_seconds H.\n# TYPE h_seconds histogram\n"
+                         "h_seconds_bucket{le=\"+Inf\"} 2\nh_seconds_sum 0.5\nh_seconds_count 2\n"
+                         "g 3\n";
+        const char *w1 =
+            "# a comment\n# HELP a_total A.\n# TYPE a_total counter\na_total{r=\"y\"} 4\n"
+            "# HELP h_seconds H.\n# TYPE h_seconds histogram\nh_seconds_count 5\n";
+        const char *texts[3] = {w0, NULL, w1};
+        size_t lens[3] = {strlen(w0), 0, strlen(w1)};
+        buf_reset(&b);
+        metrics_merge_workers(texts, lens, 3, &b);
+        CHECK_STR(b.data, "# HELP a_total A.\n# TYPE a_total counter\n"
+                          "a_total{worker=\"0\",r=\"x\"} 1\na_total{worker=\"2\",r=\"y\"} 4\n"
+                          "# HELP h_seconds H.\n# TYPE h_seconds histogram\n"
+                          "h_seconds_bucket{worker=\"0\",le=\"+Inf\"} 2\n"
+                          "h_seconds_sum{worker=\"0\"} 0.5\nh_seconds_count{worker=\"0\"} 2\n"
+                          "h_seconds_count{worker=\"2\"} 5\n"
+                          "g{worker=\"0\"} 3\n");
+    }
+
+    /* the process series */
+    buf_reset(&b);
+    metrics_write_process(&b);
+    CHECK(strstr(b.data, "# TYPE process_cpu_seconds_total counter\n") != NULL);
+    CHECK(strstr(b.data, "\nprocess_resident_memory_bytes ") != NULL);
+    CHECK(strstr(b.data, "\nprocess_virtual_memory_bytes ") != NULL);
+    CHECK(strstr(b.data, "\nprocess_open_fds ") != NULL);
+    CHECK(strstr(b.data, "\nprocess_max_fds ") != NULL);
+
+    /* the shared slots: what one publishes another reads; a long text is cut at a line */
+    {
+        mshare *sh = mshare_new(2, 256);
+        buf r = BUF_INIT;
+        CHECK(sh != NULL);
+        CHECK(mshare_read(sh, 1, &r) == -1); /* never written */
+        mshare_publish(sh, 1, "x 1\ny 2\n", 8);
+        CHECK(mshare_read(sh, 1, &r) == 0);
+        CHECK(r.len == 8 && !memcmp(r.data, "x 1\ny 2\n", 8));
+        char big[400];
+        memset(big, 'a', sizeof big);
+        for (size_t i = 9; i < sizeof big; i += 10)
+            big[i] = '\n';
+        mshare_publish(sh, 0, big, sizeof big);
+        buf_reset(&r);
+        CHECK(mshare_read(sh, 0, &r) == 0);
+        CHECK(r.len > 0 && r.len < 256 && r.data[r.len - 1] == '\n' && r.len % 10 == 0);
+        CHECK(mshare_read(sh, 2, &r) == -1);
+        buf_free(&r);
+        mshare_free(sh);
+    }
 
     buf_free(&b);
     metrics_free(m);
