@@ -7,6 +7,11 @@ add_test(NAME module_graph
                  ${CMAKE_BINARY_DIR}/CMakeFiles/clcore.dir/src)
 set_tests_properties(module_graph PROPERTIES TIMEOUT 60 LABELS "arch")
 
+# Every error code the sources can emit is listed in docs/errors.md.
+add_test(NAME check_error_codes
+         COMMAND sh ${CMAKE_SOURCE_DIR}/scripts/check-error-codes ${CMAKE_SOURCE_DIR})
+set_tests_properties(check_error_codes PROPERTIES TIMEOUT 60 LABELS "arch")
+
 # The call sequencing (flow.c) with link-time fakes of Trace Core, the idempotency
 # store and the tool (tests/unit/test_flow.c): probe verdicts, the lease cache,
 # receipt reuse, idempotent replay and refusals, cancellation at each stage.
@@ -15,7 +20,8 @@ add_executable(test_flow ${CMAKE_SOURCE_DIR}/tests/unit/test_flow.c
                          ${CMAKE_SOURCE_DIR}/src/mcp_msg.c ${CMAKE_SOURCE_DIR}/src/guard.c
                          ${CMAKE_SOURCE_DIR}/src/callcheck.c ${CMAKE_SOURCE_DIR}/src/accept.c
                          ${CMAKE_SOURCE_DIR}/src/log.c ${CMAKE_SOURCE_DIR}/src/json.c
-                         ${CMAKE_SOURCE_DIR}/src/util.c ${CMAKE_SOURCE_DIR}/src/texts.c)
+                         ${CMAKE_SOURCE_DIR}/src/util.c ${CMAKE_SOURCE_DIR}/src/texts.c
+                         ${CMAKE_SOURCE_DIR}/src/errenv.c)
 target_include_directories(test_flow PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
 target_include_directories(test_flow PRIVATE ${LIBEVENT_INCLUDE_DIRS} ${LUA_INCLUDE_DIRS})
 target_link_libraries(test_flow PRIVATE PkgConfig::CRYPTO m)

@@ -68,7 +68,7 @@ function M.status_of(name)
 end
 
 -- catalog.error_text(status_or_code, lang) -> description, solution
--- Accepts 404, "NotFound", "Public.NotFound" or "agentRetrieval.NotFound.X".
+-- Accepts 404, "NotFound", "Public.NotFound" or an "agentRetrieval.<Status>.<Name>" code.
 function M.error_text(key, lang)
     local name
     if type(key) == "number" then
@@ -91,11 +91,6 @@ end
 function M.text(key, lang)
     local t = cltexts.text[key]
     return t and t[lang_of(lang)] or nil
-end
-
--- catalog.link_none(lang) -> the "no link" placeholder of the envelope
-function M.link_none(lang)
-    return lang_of(lang) == "en-US" and "None" or "无"
 end
 
 return M

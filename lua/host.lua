@@ -9,6 +9,7 @@ local contract = require "contract"
 local schema = require "schema"
 local catalog = require "catalog"
 local cljson = require "cljson"
+local errors = require "errors"
 
 local M = {}
 
@@ -61,34 +62,12 @@ function M.list_entry(name, lang, compact)
     return contract.list_entry(tools[name], lang, compact)
 end
 
-local FALLBACK = {
-    [400] = { ["zh-CN"] = { "参数无效", "请按工具的输入模式修正参数后重试。" },
-              ["en-US"] = { "Invalid parameters", "Fix the arguments to match the tool's input schema and retry." } },
-    [500] = { ["zh-CN"] = { "内部错误", "请稍后重试；如持续出现，请联系管理员并提供事件编号。" },
-              ["en-US"] = { "Internal server error",
-                            "Retry later; if it persists, contact an administrator with the incident id." } },
-}
-
--- error_text(status_or_code, lang) -> description, solution (never nil)
+-- error_text(status_or_code, lang) -> description, solution (the text catalogue's)
 function M.error_text(key, lang)
-    local ok, d, s = pcall(catalog.error_text, key, lang)
-    if ok and type(d) == "string" and type(s) == "string" then
-        return d, s
-    end
-    local status = type(key) == "number" and key < 500 and 400 or 500
-    local f = FALLBACK[status][lang] or FALLBACK[status]["en-US"]
-    return f[1], f[2]
-end
-
--- an ordered object (the envelope fields in the documented order)
-local function envelope()
-    return cljson.decode('{"code":"","description":"","solution":"","link":"","details":null}')
+    return catalog.error_text(key, lang)
 end
 
 local function invalid_arguments(errs, lang)
-    local e = envelope()
-    e.code = "Public.BadRequest"
-    e.description, e.solution = M.error_text(400, lang)
     local details = cljson.array()
     for i, x in ipairs(errs or {}) do
         local d = cljson.decode('{"path":"","message":""}')
@@ -99,8 +78,8 @@ local function invalid_arguments(errs, lang)
         end
         details[i] = d
     end
-    e.details = details
-    return e
+    return errors.envelope(400, { code = "Public.BadRequest", solution = catalog.text("err_input_schema", lang),
+                                  details = details }, lang)
 end
 
 -- Longest excerpt of an upstream's non-JSON error text kept in a 5xx envelope.
@@ -152,8 +131,10 @@ function M.scrub(text)
     return text
 end
 
--- The error a tool returned with `nil, err` -> status, body (table or raw text), code
-local function tool_error(err, lang)
+-- The error a tool returned with `nil, err` -> status, body (the error object), code.
+-- A downstream body the tool handed over as `raw` is mapped like any upstream answer
+-- (errors.from_status): its status, the platform's code and texts, the body as details.
+local function tool_error(err, lang, args)
     if type(err) == "string" then
         err = { code = "tool_error", details = err }
     elseif type(err) ~= "table" then
@@ -161,35 +142,26 @@ local function tool_error(err, lang)
     end
     local code = err.code
     local status = math.tointeger(err.status)
+    if type(err.raw) == "string" then
+        local mapped = errors.from_status(status or 502, errors.body_of({ body = err.raw }), lang)
+        for k, v in pairs(err) do
+            if k ~= "raw" and k ~= "status" and mapped[k] == nil then
+                mapped[k] = v
+            end
+        end
+        err, status = mapped, mapped.status
+    end
+    if status == nil and type(code) == "string" and code:sub(1, 9) == "upstream_" then
+        local mapped = errors.transport(err, lang) -- ctx.http's failure handed on as it is
+        err, status = mapped, mapped.status
+    end
     if status == nil or status < 400 or status > 599 then
-        status = (type(code) == "string" and code:sub(1, 9) == "upstream_") and 502 or 500
+        status = 500
     end
     local error_code = type(code) == "string" and code or "tool_error"
-    if type(err.raw) == "string" and cljson.pdecode(err.raw) ~= nil then
-        return status, err.raw, error_code -- downstream body passed through untouched
-    end
-    local e = envelope()
-    local d, s = M.error_text(status, lang)
-    e.code = type(code) == "string" and code or "Public." .. catalog.status_name(status)
-    e.description = type(err.description) == "string" and err.description or d
-    e.solution = type(err.solution) == "string" and err.solution or s
-    e.link = type(err.link) == "string" and err.link or ""
-    if err.details ~= nil then
-        e.details = err.details
-    elseif type(err.raw) == "string" then
-        e.details = err.raw:sub(1, 2048) -- not JSON: keep it readable, bounded
-    elseif type(err.message) == "string" then
-        e.details = err.message
-    else
-        e.details = cljson.null
-    end
+    local e = errors.envelope(status, err, lang, args)
     if status >= 500 and type(e.details) == "string" then
         e.details = M.scrub(e.details) -- an upstream's error page: excerpt only
-    end
-    for k, v in pairs(err) do -- extra top-level fields (permission_guidance, ...)
-        if e[k] == nil and k ~= "status" and k ~= "raw" and k ~= "message" then
-            e[k] = v
-        end
     end
     return status, e, error_code
 end
@@ -232,21 +204,14 @@ local function invocable(tool, ctx)
         not gated_off(tool, ctx)
 end
 
-local NOT_FOUND = {
-    ["zh-CN"] = { "工具不存在：%s", "请先用 search_capabilities 查找可用能力，再按返回的名称调用。" },
-    ["en-US"] = { "No such tool: %s",
-                  "Find available capabilities with search_capabilities, then call one by the name it returns." },
-}
-
 -- The one error for unknown, REST-only, proxy-only and gated-off names, so that a
 -- caller cannot tell them apart (SPEC §5).
 local function unknown_tool_error(name, lang)
-    local t = NOT_FOUND[lang] or NOT_FOUND["zh-CN"]
     return {
         status = 404,
         code = "Public.NotFound",
-        description = string.format(t[1], tostring(name)),
-        solution = t[2],
+        description = string.format(catalog.text("err_no_such_tool", lang), tostring(name)),
+        solution = catalog.text("err_no_such_tool_solution", lang),
         details = { tool = tostring(name) },
     }
 end
@@ -342,7 +307,7 @@ function M.invoke(name, args, ctx, query)
         return 400, invalid_arguments(bad, lang), "invalid_arguments"
     end
     if res == nil then
-        return tool_error(err, lang)
+        return tool_error(err, lang, args)
     end
     if not is_object(res) then
         error("tool '" .. name .. "' returned a " .. type(res) ..

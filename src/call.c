@@ -8,6 +8,7 @@
 #include <event2/event.h>
 #include <lauxlib.h>
 
+#include "errenv.h"
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
@@ -529,60 +530,24 @@ static void set_error_code(call *c, const char *code)
     c->error_code = code ? xstrdup(code) : NULL;
 }
 
-typedef struct text_args {
-    call *c;
-    int status;
-    char *desc;
-    char *sol;
-} text_args;
-
-static int error_text_p(lua_State *L)
-{
-    text_args *a = lua_touserdata(L, 1);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(a->c->gen));
-    lua_getfield(L, -1, "error_text");
-    lua_pushinteger(L, a->status);
-    lua_pushstring(L, lang_tag(a->c->lang));
-    lua_call(L, 2, 2);
-    if (lua_isstring(L, -2) && lua_isstring(L, -1)) {
-        a->desc = xstrdup(lua_tostring(L, -2));
-        a->sol = xstrdup(lua_tostring(L, -1));
-    }
-    return 0;
-}
-
 /* The 500 envelope of a raised tool or a budget kill; the traceback goes to the log
  * only, the caller sees the incident id. */
 static void fail_incident(call *c, const char *error_code, const char *msg, const char *tb)
 {
     unsigned char rnd[8];
-    text_args ta = {c, 500, NULL, NULL};
     random_bytes(rnd, sizeof rnd);
     memcpy(c->incident, "inc_", 4);
     hex_encode(rnd, sizeof rnd, c->incident + 4);
     log_call(c, LOG_ERROR, msg, "incident_id", c->incident, "traceback", tb);
-    lvm_cpcall(c->L, error_text_p, &ta, NULL);
     c->status = 500;
     c->is_error = 1;
     set_error_code(c, error_code);
     buf_reset(&c->body);
-    buf_puts(&c->body, "{\"code\":\"Public.InternalServerError\",\"description\":");
-    if (ta.desc)
-        json_write_string(&c->body, ta.desc, strlen(ta.desc));
-    else
-        buf_puts(&c->body, c->lang == LANG_ZH_CN ? "\"内部错误\"" : "\"Internal server error\"");
-    buf_puts(&c->body, ",\"solution\":");
-    if (ta.sol)
-        json_write_string(&c->body, ta.sol, strlen(ta.sol));
-    else
-        buf_puts(&c->body, c->lang == LANG_ZH_CN
-                               ? "\"请稍后重试；如持续出现，请联系管理员并提供事件编号。\""
-                               : "\"Retry later; if it persists, contact an administrator with "
-                                 "the incident id.\"");
-    buf_printf(&c->body, ",\"link\":\"\",\"details\":\"incident %s\",\"incident_id\":\"%s\"}",
-               c->incident, c->incident);
-    free(ta.desc);
-    free(ta.sol);
+    char details[64], extra[64];
+    snprintf(details, sizeof details, "incident %s", c->incident);
+    snprintf(extra, sizeof extra, "\"incident_id\":\"%s\"", c->incident);
+    err_write(&c->body, 500, c->lang, "Public.InternalServerError", NULL,
+              text_get(TEXT_ERR_INCIDENT_SOLUTION, c->lang), details, NULL, extra);
 }
 
 typedef struct tb_args {
@@ -690,16 +655,9 @@ static void fail_output(call *c)
     set_error_code(c, "output_too_large");
     buf_reset(&c->body);
     buf_reset(&c->toon);
-    buf_puts(&c->body, "{\"code\":\"Public.InternalServerError\",\"description\":");
-    buf_puts(&c->body, c->lang == LANG_ZH_CN ? "\"工具结果过大\"" : "\"Tool result too large\"");
-    buf_puts(&c->body, ",\"solution\":");
-    buf_puts(&c->body, c->lang == LANG_ZH_CN
-                           ? "\"请缩小查询范围（更小的 limit 或更少的字段）后重试。\""
-                           : "\"Narrow the request (a smaller limit or fewer "
-                             "fields) and retry.\"");
-    buf_puts(&c->body, ",\"link\":\"\",\"details\":");
-    json_write_string(&c->body, msg, strlen(msg));
-    buf_puts(&c->body, "}");
+    err_write(&c->body, 500, c->lang, "Public.InternalServerError",
+              text_get(TEXT_ERR_OUTPUT_TOO_LARGE, c->lang),
+              text_get(TEXT_ERR_OUTPUT_TOO_LARGE_SOLUTION, c->lang), msg, NULL, NULL);
 }
 
 static void finish(call *c);

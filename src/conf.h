@@ -71,6 +71,9 @@
       "HTTP Basic password for introspection (optional)")                                          \
     X(oauth_resource_metadata_url, "oauth.resource_metadata_url", NULL, STR, "",                   \
       "RFC 9728 metadata URL advertised in WWW-Authenticate (optional)")                           \
+    X(oauth_authorization_servers, "oauth.authorization_servers", NULL, STR, "",                   \
+      "authorization server issuer URLs (comma-separated) MCP clients may get tokens from; "       \
+      "when set, the service serves RFC 9728 metadata at /.well-known/oauth-protected-resource")   \
     X(bkn_safe_introspect_url, "bkn_safe.introspect_url", NULL, STR,                               \
       "http://bkn-safe:3000/api/safe/v1/api-keys/introspect",                                      \
       "AppKey (bak_) introspection endpoint")                                                      \

@@ -422,11 +422,14 @@ void connguard_attach(connguard *g, struct evhttp *http)
 
 /* ---- descriptors exhausted ---- */
 
-/* The answer at EMFILE, written straight to the socket (no request context). */
+/* The answer at EMFILE, written straight to the socket (no request context, so no
+ * language: the en-US texts); the envelope of errenv.h, its wait agreeing with
+ * Retry-After. */
 #define REFUSAL_BODY                                                                               \
     "{\"code\":\"Public.ServiceUnavailable.TooManyConnections\",\"description\":"                  \
-    "\"Service unavailable\",\"solution\":\"Retry later\",\"link\":\"\",\"details\":"              \
-    "\"no file descriptor left for a new connection\"}"
+    "\"Service unavailable\",\"solution\":\"Retry later\",\"details\":"                            \
+    "\"no file descriptor left for a new connection\",\"retryable\":true,"                         \
+    "\"retry_after_ms\":1000,\"required_action\":\"retry_later\"}"
 static const char REFUSAL[] = "HTTP/1.1 503 Service Unavailable\r\n"
                               "Content-Type: application/json; charset=utf-8\r\n"
                               "Cache-Control: no-store\r\n"

@@ -7,6 +7,7 @@
 
 #include "accept.h"
 #include "callcheck.h"
+#include "errenv.h"
 #include "guard.h"
 #include "log.h"
 #include "mcp_msg.h"
@@ -105,6 +106,9 @@ static void finish(flow *f, int store_it)
     flow_free(f);
 }
 
+/* The catalogue text id in the call's language. */
+#define TX(f, id) text_get(TEXT_##id, (f)->in.env.lang)
+
 /* A lifecycle-style refusal {"error":{...}} (before any downstream call). */
 static void refuse(flow *f, int rest_status, const char *code, const char *message, int retryable,
                    const char *mcp_action, const char *rest_action)
@@ -136,14 +140,14 @@ static int rest_status_of(const char *code)
     return 409;
 }
 
-/* A Trace Core API error passed on: the envelope as is; on REST the status derived
- * from its code. */
+/* A Trace Core API error passed on: its envelope under the gateway's retry rules
+ * (guard_write_api_error); on REST the status derived from its code. */
 static void refuse_api(flow *f, const trace_reply *r)
 {
     const char *code = r->error_code && *r->error_code ? r->error_code : "internal_error";
     snprintf(f->o.code, sizeof f->o.code, "%s", code);
     buf_reset(&f->o.json);
-    json_write(&f->o.json, r->body, 0);
+    guard_write_api_error(&f->o.json, r->body);
     f->o.is_error = 1;
     f->o.status = rest_status_of(code);
     finish(f, 0);
@@ -151,8 +155,8 @@ static void refuse_api(flow *f, const trace_reply *r)
 
 static void refuse_unavailable(flow *f)
 {
-    refuse(f, 503, "trace_core_unavailable", "BKN Trace Core is temporarily unavailable", 1,
-           "retry_later", "retry_later");
+    refuse(f, 503, "trace_core_unavailable", TX(f, FLOW_TRACE_UNAVAILABLE), 1, "retry_later",
+           "retry_later");
 }
 
 /* ---- keys ---- */
@@ -439,14 +443,13 @@ static void on_interaction(const trace_reply *r, const trace_interaction *it, vo
     const char *cid = it->conversation_id;
     const char *st = it->execution_status;
     if (!cid || strcmp(cid, f->ctx.conversation_id)) {
-        refuse(f, 400, "interaction_required", "interaction does not belong to conversation", 0,
+        refuse(f, 400, "interaction_required", TX(f, FLOW_INTERACTION_FOREIGN), 0,
                "bkn_start_interaction", "start_interaction");
         return;
     }
     if (!st || strcmp(st, "active")) {
-        char m[160];
-        snprintf(m, sizeof m, "the interaction is %s; start a new interaction",
-                 st ? st : "not active");
+        char m[320];
+        snprintf(m, sizeof m, TX(f, FLOW_INTERACTION_TERMINAL), st ? st : "not active");
         refuse(f, 409, "interaction_terminal", m, 0, "bkn_start_interaction", "start_interaction");
         return;
     }
@@ -484,9 +487,8 @@ static void begin_record(flow *f)
 
 static void refuse_context_required(flow *f)
 {
-    refuse(f, 400, "conversation_required",
-           "bkn_context {conversation_id, interaction_id} from bkn_start_interaction is required",
-           0, "bkn_start_interaction", "create_conversation");
+    refuse(f, 400, "conversation_required", TX(f, FLOW_CONVERSATION_REQUIRED), 0,
+           "bkn_start_interaction", "create_conversation");
 }
 
 /* An ad hoc call where a context is required, after Trace Core failures. */
@@ -541,8 +543,7 @@ static void decide_trace(flow *f)
 {
     if (!trace_installed(f->in.trace)) {
         if (f->needs_context || !f->ctx.adhoc) {
-            refuse(f, 503, "feature_not_installed",
-                   "BKN Trace Core is not configured for this deployment", 0, "", "");
+            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0, "", "");
             return;
         }
         run_tool(f);
@@ -613,16 +614,7 @@ static int pick_format(flow *f)
     json_remove(f->args, "response_format");
     if (rc == 0)
         return 0;
-    const char *name, *d, *sol;
-    text_status(400, f->in.env.lang, &name, &d, &sol);
-    buf *b = &f->o.json;
-    buf_puts(b, "{\"code\":\"Public.BadRequest\",\"description\":");
-    json_write_string(b, d, strlen(d));
-    buf_puts(b, ",\"solution\":");
-    json_write_string(b, sol, strlen(sol));
-    buf_puts(b, ",\"link\":\"\",\"details\":");
-    json_write_string(b, details, strlen(details));
-    buf_putc(b, '}');
+    err_write(&f->o.json, 400, f->in.env.lang, NULL, NULL, NULL, details, NULL, NULL);
     snprintf(f->o.code, sizeof f->o.code, "invalid_response_format");
     f->o.is_error = 1;
     f->o.status = 400;
@@ -661,7 +653,7 @@ void flow_run(flow *f)
         kn = in->env.kn_id_header;
     snprintf(f->kn_id, sizeof f->kn_id, "%s", kn ? kn : "");
     guard_refusal why;
-    if (guard_parse(in->args, f->kn_id[0] ? f->kn_id : NULL, &f->ctx, &why) < 0) {
+    if (guard_parse(in->args, f->kn_id[0] ? f->kn_id : NULL, in->env.lang, &f->ctx, &why) < 0) {
         refuse(f, why.rest_status, why.code, why.message, why.retryable, why.mcp_action,
                why.rest_action);
         return;

@@ -4,6 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errenv.h"
+
+/* The catalogue text id in the refusal's language. */
+#define T(why, id) text_get(TEXT_##id, (why)->lang)
+
 static int refuse(guard_refusal *why, const char *code, const char *mcp_action,
                   const char *rest_action, int status, const char *msg)
 {
@@ -43,17 +48,17 @@ static const struct {
 
 static int bad_ref(guard_refusal *why, size_t i, const char *msg)
 {
-    char m[200];
-    snprintf(m, sizeof m, "business_refs[%zu]: %s", i, msg);
+    char m[sizeof why->message];
+    snprintf(m, sizeof m, T(why, GUARD_REF_AT), i, msg);
     return refuse(why, "invalid_business_ref", "correct_business_refs", "correct_business_refs",
                   400, m);
 }
 
 static int check_ref_id(const char *id, size_t idlen, const char *prefix, int min_segments,
-                        int needs_kn, const char *kn_id, char *err, size_t errlen)
+                        int needs_kn, const char *kn_id, lang_id lang, char *err, size_t errlen)
 {
     if (idlen > 512) {
-        snprintf(err, errlen, "ref_id is longer than 512 characters");
+        snprintf(err, errlen, "%s", text_get(TEXT_GUARD_REF_ID_LONG, lang));
         return -1;
     }
     int seg = 0;
@@ -64,22 +69,22 @@ static int check_ref_id(const char *id, size_t idlen, const char *prefix, int mi
             q = end;
         size_t n = (size_t)(q - p);
         if (n == 0) {
-            snprintf(err, errlen, "ref_id has an empty segment");
+            snprintf(err, errlen, "%s", text_get(TEXT_GUARD_REF_ID_EMPTY_SEGMENT, lang));
             return -1;
         }
         if (seg == 0 && (strlen(prefix) != n || memcmp(p, prefix, n) != 0)) {
-            snprintf(err, errlen, "ref_id must start with '%s:'", prefix);
+            snprintf(err, errlen, text_get(TEXT_GUARD_REF_ID_PREFIX, lang), prefix);
             return -1;
         }
         if (seg == 1 && needs_kn && kn_id && (strlen(kn_id) != n || memcmp(p, kn_id, n) != 0)) {
-            snprintf(err, errlen, "ref_id must name the current knowledge network '%s'", kn_id);
+            snprintf(err, errlen, text_get(TEXT_GUARD_REF_ID_KN, lang), kn_id);
             return -1;
         }
         seg++;
         p = q + 1;
     }
     if (seg < min_segments) {
-        snprintf(err, errlen, "ref_id needs at least %d ':'-separated segments", min_segments);
+        snprintf(err, errlen, text_get(TEXT_GUARD_REF_ID_SEGMENTS, lang), min_segments);
         return -1;
     }
     return 0;
@@ -89,23 +94,22 @@ static int parse_refs(const json_value *refs, const char *kn_id, json_value **ou
                       guard_refusal *why)
 {
     if (json_typeof(refs) != JSON_ARRAY)
-        return bad_ref(why, 0, "business_refs must be an array");
+        return bad_ref(why, 0, T(why, GUARD_REFS_ARRAY));
     size_t n = json_count(refs);
     if (n > 64)
-        return bad_ref(why, 64, "at most 64 business_refs are allowed");
+        return bad_ref(why, 64, T(why, GUARD_REFS_MAX));
     json_value *list = json_new_array();
     for (size_t i = 0; i < n; i++) {
         const json_value *r = json_at(refs, i);
         if (json_typeof(r) != JSON_OBJECT) {
-            bad_ref(why, i, "each business ref must be an object");
+            bad_ref(why, i, T(why, GUARD_REF_OBJECT));
             goto fail;
         }
         for (size_t k = 0; k < json_count(r); k++) {
             const char *key = json_key_at(r, k, NULL);
             if (strcmp(key, "ref_type") && strcmp(key, "ref_id") && strcmp(key, "version")) {
-                char m[160];
-                snprintf(m, sizeof m,
-                         "unsupported field '%.60s' (allowed: ref_type, ref_id, version)", key);
+                char m[320];
+                snprintf(m, sizeof m, T(why, GUARD_REF_FIELD), key);
                 bad_ref(why, i, m);
                 goto fail;
             }
@@ -118,7 +122,7 @@ static int parse_refs(const json_value *refs, const char *kn_id, json_value **ou
         const char *version = "unversioned";
         if (verv) {
             if (json_typeof(verv) != JSON_STRING) {
-                bad_ref(why, i, "version must be a string");
+                bad_ref(why, i, T(why, GUARD_REF_VERSION_TYPE));
                 goto fail;
             }
             size_t vlen;
@@ -126,7 +130,7 @@ static int parse_refs(const json_value *refs, const char *kn_id, json_value **ou
             if (vlen == 0)
                 version = "unversioned";
             else if (vlen > 128) {
-                bad_ref(why, i, "version is longer than 128 characters");
+                bad_ref(why, i, T(why, GUARD_REF_VERSION_LONG));
                 goto fail;
             }
         }
@@ -135,16 +139,17 @@ static int parse_refs(const json_value *refs, const char *kn_id, json_value **ou
             if (!strcmp(type, REF_TYPES[j].type))
                 t = (int)j;
         if (t < 0) {
-            bad_ref(why, i, "unknown ref_type");
+            bad_ref(why, i, T(why, GUARD_REF_TYPE));
             goto fail;
         }
         if (!id) {
-            bad_ref(why, i, "ref_id must be a string");
+            bad_ref(why, i, T(why, GUARD_REF_ID_TYPE));
             goto fail;
         }
-        char err[160];
+        char err[400];
         if (check_ref_id(id, idlen, REF_TYPES[t].prefix, REF_TYPES[t].min_segments,
-                         strcmp(type, "data_resource") != 0, kn_id, err, sizeof err) < 0) {
+                         strcmp(type, "data_resource") != 0, kn_id, why->lang, err,
+                         sizeof err) < 0) {
             bad_ref(why, i, err);
             goto fail;
         }
@@ -181,7 +186,7 @@ static int cmp_str(const void *a, const void *b)
 static int parse_causation(const json_value *v, json_value **out, guard_refusal *why)
 {
     if (json_typeof(v) != JSON_ARRAY || json_count(v) > 64)
-        return invalid_context(why, "causation_event_ids must be an array of at most 64 strings");
+        return invalid_context(why, T(why, GUARD_CAUSATION_ARRAY));
     size_t n = json_count(v);
     const char **ids = xcalloc(n ? n : 1, sizeof *ids);
     for (size_t i = 0; i < n; i++) {
@@ -189,7 +194,7 @@ static int parse_causation(const json_value *v, json_value **out, guard_refusal 
         size_t len = 0;
         if (json_typeof(e) != JSON_STRING || (json_get_str(e, &len), len == 0 || len > 128)) {
             free(ids);
-            return invalid_context(why, "causation_event_ids must hold non-empty strings");
+            return invalid_context(why, T(why, GUARD_CAUSATION_EMPTY));
         }
         ids[i] = json_get_str(e, NULL);
     }
@@ -208,15 +213,14 @@ static int copy_id(const json_value *v, const char *name, char *out, size_t outl
 {
     size_t len = 0;
     if (json_typeof(v) != JSON_STRING) {
-        char m[120];
-        snprintf(m, sizeof m, "%s must be a string", name);
+        char m[320];
+        snprintf(m, sizeof m, T(why, GUARD_ID_NOT_STRING), name);
         return invalid_context(why, m);
     }
     const char *s = json_get_str(v, &len);
     if (len == 0 || len >= outlen || memchr(s, '\0', len)) {
-        char m[120];
-        snprintf(m, sizeof m, "%s must be a non-empty id of at most %zu characters", name,
-                 outlen - 1);
+        char m[320];
+        snprintf(m, sizeof m, T(why, GUARD_ID_BAD), name, outlen - 1);
         return invalid_context(why, m);
     }
     memcpy(out, s, len);
@@ -224,28 +228,26 @@ static int copy_id(const json_value *v, const char *name, char *out, size_t outl
     return 0;
 }
 
-int guard_parse(const json_value *args, const char *kn_id, bkn_context *out, guard_refusal *why)
+int guard_parse(const json_value *args, const char *kn_id, lang_id lang, bkn_context *out,
+                guard_refusal *why)
 {
     memset(out, 0, sizeof *out);
+    why->lang = lang;
     const json_value *ctx = args ? json_get(args, "bkn_context") : NULL;
     if (!ctx || (json_typeof(ctx) == JSON_OBJECT && json_count(ctx) == 0)) {
         out->adhoc = 1;
         return 0;
     }
     if (json_typeof(ctx) != JSON_OBJECT)
-        return invalid_context(why,
-                               "bkn_context must be an object {conversation_id, interaction_id}");
+        return invalid_context(why, T(why, GUARD_NOT_OBJECT));
     /* Unknown or misspelt fields are refused before anything else. */
     for (size_t i = 0; i < json_count(ctx); i++) {
         const char *k = json_key_at(ctx, i, NULL);
         if (strcmp(k, "conversation_id") && strcmp(k, "interaction_id") &&
             strcmp(k, "parent_operation_id") && strcmp(k, "causation_event_ids") &&
             strcmp(k, "business_refs")) {
-            char m[256];
-            snprintf(m, sizeof m,
-                     "bkn_context contains an unsupported field '%.60s' (allowed: conversation_id, "
-                     "interaction_id, parent_operation_id, causation_event_ids, business_refs)",
-                     k);
+            char m[sizeof why->message];
+            snprintf(m, sizeof m, T(why, GUARD_UNKNOWN_FIELD), k);
             return invalid_context(why, m);
         }
     }
@@ -253,10 +255,10 @@ int guard_parse(const json_value *args, const char *kn_id, bkn_context *out, gua
     const json_value *iid = json_get(ctx, "interaction_id");
     if (!cid)
         return refuse(why, "conversation_required", "bkn_start_interaction", "create_conversation",
-                      400, "conversation_id is required");
+                      400, T(why, GUARD_CONVERSATION_REQUIRED));
     if (!iid)
         return refuse(why, "interaction_required", "bkn_start_interaction", "start_interaction",
-                      400, "interaction_id is required");
+                      400, T(why, GUARD_INTERACTION_REQUIRED));
     if (copy_id(cid, "conversation_id", out->conversation_id, sizeof out->conversation_id, why) <
             0 ||
         copy_id(iid, "interaction_id", out->interaction_id, sizeof out->interaction_id, why) < 0)
@@ -328,10 +330,60 @@ void guard_write_error_status(buf *out, const char *code, const char *message, i
         const char *a = required_action ? required_action : "";
         json_write_string(out, a, strlen(a));
     }
-    buf_puts(out, ",\"retry_after_ms\":0");
+    if (retryable) /* a real wait; absent when a retry cannot help */
+        buf_printf(out, ",\"retry_after_ms\":%d", ERR_RETRY_AFTER_MS);
     if (current_status) {
         buf_puts(out, ",\"current_status\":");
         json_write_string(out, current_status, strlen(current_status));
     }
     buf_puts(out, "}}");
+}
+
+void guard_write_api_error(buf *out, const json_value *body)
+{
+    const json_value *e = json_get(body, "error");
+    if (json_typeof(e) != JSON_OBJECT) { /* not the lifecycle shape: as it is */
+        json_write(out, body, 0);
+        return;
+    }
+    const json_value *r = json_get(e, "retryable");
+    int retryable = r && json_typeof(r) == JSON_TRUE;
+    buf_puts(out, "{\"error\":{");
+    int first = 1;
+    for (size_t i = 0; i < json_count(e); i++) {
+        size_t klen;
+        const char *k = json_key_at(e, i, &klen);
+        const json_value *v = json_val_at(e, i);
+        if (!strcmp(k, "retry_after_ms")) {
+            if (!retryable)
+                continue; /* no wait when a retry cannot help */
+            int64_t ms = json_typeof(v) == JSON_INT ? json_get_int(v) : 0;
+            if (!first)
+                buf_putc(out, ',');
+            buf_printf(out, "\"retry_after_ms\":%lld",
+                       (long long)(ms > 0 ? ms : ERR_RETRY_AFTER_MS));
+            first = 0;
+            continue;
+        }
+        if (!first)
+            buf_putc(out, ',');
+        json_write_string(out, k, klen);
+        buf_putc(out, ':');
+        json_write(out, v, 0);
+        first = 0;
+    }
+    if (retryable && !json_get(e, "retry_after_ms"))
+        buf_printf(out, "%s\"retry_after_ms\":%d", first ? "" : ",", ERR_RETRY_AFTER_MS);
+    buf_puts(out, "}");
+    for (size_t i = 0; i < json_count(body); i++) { /* members beside "error" */
+        size_t klen;
+        const char *k = json_key_at(body, i, &klen);
+        if (!strcmp(k, "error"))
+            continue;
+        buf_putc(out, ',');
+        json_write_string(out, k, klen);
+        buf_putc(out, ':');
+        json_write(out, json_val_at(body, i), 0);
+    }
+    buf_putc(out, '}');
 }

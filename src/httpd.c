@@ -23,6 +23,7 @@
 
 #include "accept.h"
 #include "connguard.h"
+#include "errenv.h"
 #include "hostguard.h"
 #include "httpd.h"
 #include "log.h"
@@ -349,23 +350,16 @@ void req_reply_json(req_ctx *c, int status, const char *json)
 
 void req_reply_error(req_ctx *c, int status, const char *code, const char *details)
 {
-    const char *name, *desc, *sol;
-    text_status(status, c->lang, &name, &desc, &sol);
     buf b = BUF_INIT;
-    char codebuf[64];
-    if (!code) {
-        snprintf(codebuf, sizeof codebuf, "Public.%s", name);
-        code = codebuf;
+    err_next next;
+    err_next_of(status, &next);
+    err_write(&b, status, c->lang, code, NULL, NULL, details, &next, NULL);
+    int after = err_retry_after_s(&next);
+    if (after > 0) { /* the header and retry_after_ms say the same wait */
+        char v[16];
+        snprintf(v, sizeof v, "%d", after);
+        req_add_header(c, "Retry-After", v);
     }
-    buf_puts(&b, "{\"code\":");
-    json_write_string(&b, code, strlen(code));
-    buf_puts(&b, ",\"description\":");
-    json_write_string(&b, desc, strlen(desc));
-    buf_puts(&b, ",\"solution\":");
-    json_write_string(&b, sol, strlen(sol));
-    buf_puts(&b, ",\"link\":\"\",\"details\":");
-    json_write_string(&b, details ? details : "", details ? strlen(details) : 0);
-    buf_putc(&b, '}');
     req_add_header(c, "Content-Language", lang_tag(c->lang));
     req_reply(c, status, "application/json; charset=utf-8", b.data, b.len);
     buf_free(&b);
@@ -382,8 +376,20 @@ static void reply_unauthorized(req_ctx *c, const char *details, int credentials)
     if (credentials)
         buf_puts(&h, ", error=\"invalid_token\"");
     const char *meta = c->app->cfg->oauth_resource_metadata_url;
-    if (*meta)
+    if (*meta) {
         buf_printf(&h, ", resource_metadata=\"%s\"", meta);
+    } else if (*c->app->cfg->oauth_authorization_servers) {
+        /* our own RFC 9728 document for the path asked for (path-suffixed form) */
+        char base[512];
+        proxy_public_base(c->req, c->app->cfg->trusted_proxies, c->app->cfg->public_url, base,
+                          sizeof base);
+        const char *suffix = strspn(c->path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                             "0123456789/_.-") == strlen(c->path)
+                                 ? c->path
+                                 : "";
+        buf_printf(&h, ", resource_metadata=\"%s/.well-known/oauth-protected-resource%s\"", base,
+                   suffix);
+    }
     req_add_header(c, "WWW-Authenticate", h.data);
     buf_free(&h);
     req_reply_error(c, 401, NULL, details);
@@ -403,7 +409,6 @@ static int principal_over_limit(req_ctx *c)
     snprintf(details, sizeof details,
              "this principal already has %ld calls in flight (limits.max_calls_per_principal)",
              c->app->cfg->limits_max_calls_per_principal);
-    req_add_header(c, "Retry-After", "1");
     req_reply_error(c, 429, "Public.TooManyRequests.CallsInFlight", details);
     return 1;
 }
@@ -421,7 +426,6 @@ static void on_auth(auth_status st, const principal *who, const char *detail, vo
     } else if (st == AUTH_INVALID) {
         reply_unauthorized(c, detail ? detail : "token is invalid", 1);
     } else {
-        req_add_header(c, "Retry-After", "1");
         req_reply_error(c, 503, "Public.ServiceUnavailable.AuthUnavailable",
                         detail ? detail : "token introspection is unavailable");
     }
@@ -554,8 +558,6 @@ static int g_admin_loopback;
 static void reply_refused(req_ctx *c, const connguard_refusal *why)
 {
     req_add_header(c, "Connection", "close");
-    if (why->status == 503)
-        req_add_header(c, "Retry-After", "1");
     req_reply_error(c, why->status,
                     why->status == 503 ? "Public.ServiceUnavailable.TooManyConnections" : NULL,
                     why->reason);
@@ -608,6 +610,10 @@ static void gencb(struct evhttp_request *req, void *arg)
         health(c, c->path[8] == 'r');
         return;
     }
+    if (!strncmp(c->path, "/.well-known/", 13)) { /* public metadata (RFC 9728) */
+        a->route(c, c->path);
+        return;
+    }
     size_t plen = strlen(a->prefix);
     if (strncmp(c->path, a->prefix, plen) != 0 || (c->path[plen] != '/' && c->path[plen])) {
         req_not_found(c);
@@ -618,7 +624,6 @@ static void gencb(struct evhttp_request *req, void *arg)
         return;
     c->handler = h;
     if (a->draining) {
-        req_add_header(c, "Retry-After", "1");
         req_add_header(c, "Connection", "close");
         req_reply_error(c, 503, "Public.ServiceUnavailable.ShuttingDown",
                         "server is shutting down");
@@ -986,6 +991,23 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     }
     if (!admin_allowed(c))
         return;
+    if (!strcmp(c->path, "/") && !strcmp(c->method, "GET")) {
+        /* the index: what this listener serves */
+        static const char INDEX[] =
+            "{\"service\":\"context-loader\",\"version\":\"" CL_VERSION "\",\"routes\":["
+            "{\"method\":\"GET\",\"path\":\"/health/alive\",\"description\":\"the process "
+            "answers (no token)\"},"
+            "{\"method\":\"GET\",\"path\":\"/health/ready\",\"description\":\"generation, "
+            "tools, upstreams and what was seen of them (no token)\"},"
+            "{\"method\":\"GET\",\"path\":\"/metrics\",\"description\":\"Prometheus text "
+            "format 0.0.4, every worker\"},"
+            "{\"method\":\"GET\",\"path\":\"/admin/tools\",\"description\":\"the current tool "
+            "generation, live generations, the last reload\"},"
+            "{\"method\":\"POST\",\"path\":\"/admin/reload\",\"description\":\"reload the "
+            "tools: 200 swapped, 202 deferred, 422 rejected with file:line errors\"}]}";
+        req_reply_json(c, 200, INDEX);
+        return;
+    }
     if (!strcmp(c->path, "/admin/reload")) {
         if (strcmp(c->method, "POST")) {
             req_add_header(c, "Allow", "POST");

@@ -31,56 +31,6 @@ static int wants_html(const char *accept)
     return html > 0 && html > json;
 }
 
-/* First comma-separated value of a header, trimmed, into out; 0 when empty. */
-static int first_value(const char *h, char *out, size_t outlen)
-{
-    if (!h)
-        return 0;
-    while (*h == ' ' || *h == '\t')
-        h++;
-    size_t n = strcspn(h, ",");
-    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
-        n--;
-    if (n == 0 || n >= outlen)
-        return 0;
-    memcpy(out, h, n);
-    out[n] = '\0';
-    return 1;
-}
-
-/* host[:port] as downstream.md §3.5 accepts it: a bracketed IPv6 literal or
- * letters, digits, dots and dashes, then an optional port of 1-5 digits. Rules out
- * paths, user@, spaces and anything that could break out of a URL. */
-static int host_valid(const char *h)
-{
-    const char *p = h;
-    if (*p == '[') {
-        p++;
-        const char *s = p;
-        while (isxdigit((unsigned char)*p) || *p == ':' || *p == '.')
-            p++;
-        if (p == s || *p != ']')
-            return 0;
-        p++;
-    } else {
-        const char *s = p;
-        while (isalnum((unsigned char)*p) || *p == '.' || *p == '-')
-            p++;
-        if (p == s)
-            return 0;
-    }
-    if (*p == ':') {
-        p++;
-        size_t d = 0;
-        while (isdigit((unsigned char)p[d]))
-            d++;
-        if (d < 1 || d > 5)
-            return 0;
-        p += d;
-    }
-    return *p == '\0';
-}
-
 static const char *surface_path(const char *surface)
 {
     return !strcmp(surface, "compact") ? "/mcp-compact"
@@ -95,36 +45,14 @@ static unsigned surface_bit(const char *surface)
                                        : SURFACE_MCP;
 }
 
-/* The endpoint as the caller reaches it. A peer in trusted_proxies speaks for the
- * client: X-Forwarded-Proto (http or https) and X-Forwarded-Host when present and
- * valid, else http and Host. Any other peer gets public_url when set, else the local
- * address its connection reached (never a header it chose). */
+/* The endpoint as the caller reaches it (proxy_public_base: trusted_proxies,
+ * public_url, the local address), then the prefix and the surface's path. */
 static void endpoint_of(req_ctx *c, buf *out)
 {
-    char proto[16] = "http", v[256], host[256] = "";
-    const char *pub = c->app->cfg->public_url;
-    if (!proxy_request_trusted(c->req, c->app->cfg->trusted_proxies)) {
-        if (*pub)
-            buf_printf(out, "%s%s%s", pub, c->app->prefix, surface_path(c->surface));
-        else if (proxy_local_hostport(c->req, host, sizeof host))
-            buf_printf(out, "http://%s%s%s", host, c->app->prefix, surface_path(c->surface));
-        else
-            buf_printf(out, "http://localhost%s%s", c->app->prefix, surface_path(c->surface));
-        return;
-    }
-    if (first_value(req_header(c, "X-Forwarded-Proto"), v, sizeof v)) {
-        for (char *p = v; *p; p++)
-            *p = (char)tolower((unsigned char)*p);
-        if (!strcmp(v, "http") || !strcmp(v, "https"))
-            memcpy(proto, v, strlen(v) + 1);
-    }
-    if (first_value(req_header(c, "X-Forwarded-Host"), v, sizeof v) && host_valid(v))
-        snprintf(host, sizeof host, "%s", v);
-    else if (first_value(req_header(c, "Host"), v, sizeof v) && host_valid(v))
-        snprintf(host, sizeof host, "%s", v);
-    else
-        snprintf(host, sizeof host, "localhost");
-    buf_printf(out, "%s://%s%s%s", proto, host, c->app->prefix, surface_path(c->surface));
+    char base[512];
+    proxy_public_base(c->req, c->app->cfg->trusted_proxies, c->app->cfg->public_url, base,
+                      sizeof base);
+    buf_printf(out, "%s%s%s", base, c->app->prefix, surface_path(c->surface));
 }
 
 /* ---- the document ---- */
@@ -837,6 +765,61 @@ static void render_html(const json_value *doc, lang_id lang, const char *nonce, 
 }
 
 /* ---- entry ---- */
+
+/* ---- RFC 9728 protected resource metadata ---- */
+
+void info_well_known(req_ctx *c, const char *path)
+{
+    static const char ROOT[] = "/.well-known/oauth-protected-resource";
+    const char *servers = c->app->cfg->oauth_authorization_servers;
+    const char *rest = !strncmp(path, ROOT, sizeof ROOT - 1) ? path + sizeof ROOT - 1 : NULL;
+    const char *surface = NULL;
+    size_t plen = strlen(c->app->prefix);
+    if (rest && !*rest)
+        surface = "mcp"; /* the service as a whole: its MCP endpoint */
+    else if (rest && !strncmp(rest, c->app->prefix, plen)) {
+        const char *p = rest + plen;
+        surface = !strcmp(p, "/mcp")           ? "mcp"
+                  : !strcmp(p, "/mcp-compact") ? "compact"
+                  : !strcmp(p, "/mcp/ptc")     ? "ptc"
+                                               : NULL;
+    }
+    if (!surface || !*servers) {
+        req_not_found(c);
+        return;
+    }
+    if (strcmp(c->method, "GET") && strcmp(c->method, "HEAD")) {
+        req_add_header(c, "Allow", "GET");
+        req_reply_error(c, 405, NULL, "use GET on the resource metadata");
+        return;
+    }
+    snprintf(c->surface, sizeof c->surface, "%s", surface);
+    buf ep = BUF_INIT, b = BUF_INIT;
+    endpoint_of(c, &ep);
+    json_value *doc = json_new_object();
+    json_set(doc, "resource", json_new_str(ep.data, ep.len));
+    json_value *list = json_new_array();
+    for (const char *p = servers; *p;) {
+        p += strspn(p, " ,");
+        size_t n = strcspn(p, " ,");
+        if (n)
+            json_push(list, json_new_str(p, n));
+        p += n;
+    }
+    json_set(doc, "authorization_servers", list);
+    json_value *methods = json_new_array();
+    json_push(methods, str_v("header"));
+    json_set(doc, "bearer_methods_supported", methods);
+    json_set(doc, "resource_name", str_v("Context Loader"));
+    json_write(&b, doc, 0);
+    json_free(doc);
+    /* public, static metadata: any page may read it */
+    req_add_header(c, "Access-Control-Allow-Origin", "*");
+    req_add_header(c, "Cache-Control", "max-age=300");
+    req_reply(c, 200, "application/json; charset=utf-8", b.data, b.len);
+    buf_free(&ep);
+    buf_free(&b);
+}
 
 void info_handle(req_ctx *c)
 {

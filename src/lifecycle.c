@@ -171,7 +171,7 @@ static void fail_trace(lifecycle *l, const trace_reply *r)
 {
     if (r->status == TRACE_API_ERROR && r->body) {
         buf_reset(&l->o.json);
-        json_write(&l->o.json, r->body, 0);
+        guard_write_api_error(&l->o.json, r->body);
         l->o.is_error = 1;
         lc_send(l, r->error_code && *r->error_code ? r->error_code : "trace_error");
     } else if (r->status == TRACE_NOT_INSTALLED) {

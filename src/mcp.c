@@ -456,7 +456,7 @@ static void session_store_unavailable(req_ctx *c)
     buf_puts(&b, ",\"error\":{\"code\":-32000,\"message\":");
     json_write_string(&b, msg, strlen(msg));
     buf_puts(&b, ",\"data\":{\"code\":\"state_store_unavailable\",\"retryable\":true,"
-                 "\"retry_after_ms\":1000}}}");
+                 "\"retry_after_ms\":1000,\"required_action\":\"retry_later\"}}}");
     req_add_header(c, "Retry-After", "1");
     c->outcome = "state_store_unavailable";
     req_reply(c, 503, "application/json", b.data, b.len);

@@ -176,6 +176,32 @@ static void put_result_with_receipt(buf *out, const json_value *result, const js
     buf_putc(out, '}');
 }
 
+/* An error's structuredContent: the error object of the text block itself, with
+ * bkn_receipt as one more member when the failed call was recorded. A body that is
+ * not a JSON object (nothing the gateway writes) is wrapped as {code, details}. */
+static void put_error_object(buf *out, const call_outcome *o)
+{
+    json_value *e = json_parse(o->json.data ? o->json.data : "", o->json.len, NULL, NULL, 0);
+    if (e && json_typeof(e) == JSON_OBJECT) {
+        if (o->receipt)
+            put_result_with_receipt(out, e, o->receipt);
+        else
+            put_raw(out, &o->json);
+    } else {
+        const char *code = o->code[0] ? o->code : "tool_error";
+        buf_puts(out, "{\"code\":");
+        json_write_string(out, code, strlen(code));
+        buf_puts(out, ",\"details\":");
+        put_text(out, &o->json);
+        if (o->receipt) {
+            buf_puts(out, ",\"bkn_receipt\":");
+            json_write(out, o->receipt, 0);
+        }
+        buf_putc(out, '}');
+    }
+    json_free(e);
+}
+
 void mcp_write_tool_result(buf *out, const call_outcome *o)
 {
     buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
@@ -190,10 +216,9 @@ void mcp_write_tool_result(buf *out, const call_outcome *o)
             put_result_with_receipt(out, o->result, o->receipt);
         else
             put_raw(out, &o->json);
-    } else if (o->receipt) {
-        buf_puts(out, ",\"structuredContent\":{\"result\":null,\"bkn_receipt\":");
-        json_write(out, o->receipt, 0);
-        buf_putc(out, '}');
+    } else {
+        buf_puts(out, ",\"structuredContent\":");
+        put_error_object(out, o);
     }
     buf_printf(out, ",\"isError\":%s", o->is_error ? "true" : "false");
     if (o->unrecorded)

@@ -63,9 +63,9 @@ void mcp_write_error(buf *out, const char *id_json, int code, const char *messag
 /* Appends the CallToolResult of a tool call's outcome - the only place that writes
  * that shape: content (one text block: the TOON text when asked and rendered, else
  * the JSON), structuredContent (the result, with bkn_receipt as its last member
- * when there is a receipt; for an error only {"result":null,"bkn_receipt":...}
- * when there is a receipt), isError, and _meta["openbkn.ai/trace-status"] =
- * "unrecorded" when nothing was recorded. */
+ * when there is a receipt; for an error the error object of the text block, with
+ * bkn_receipt as its last member when the failed call was recorded), isError, and
+ * _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. */
 void mcp_write_tool_result(buf *out, const call_outcome *o);
 
 /* What Trace Core records as the output of an MCP call's attempt: the tool result

@@ -2,6 +2,7 @@
 #include "proxytrust.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include <event2/bufferevent.h>
 #include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 
 typedef struct entry {
     int family; /* AF_INET or AF_INET6 */
@@ -167,5 +169,85 @@ int proxy_local_hostport(struct evhttp_request *req, char *out, size_t outlen)
         port = ntohs(s6->sin6_port);
         return snprintf(out, outlen, "[%s]:%d", host, port) < (int)outlen;
     }
+    return 0;
+}
+
+/* First comma-separated value of a header, trimmed, into out; 0 when empty. */
+static int first_value(const char *h, char *out, size_t outlen)
+{
+    if (!h)
+        return 0;
+    while (*h == ' ' || *h == '\t')
+        h++;
+    size_t n = strcspn(h, ",");
+    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;
+    if (n == 0 || n >= outlen)
+        return 0;
+    memcpy(out, h, n);
+    out[n] = '\0';
+    return 1;
+}
+
+/* host[:port] as a Host header may carry it: a bracketed IPv6 literal or
+ * letters, digits, dots and dashes, then an optional port of 1-5 digits. Rules out
+ * paths, user@, spaces and anything that could break out of a URL. */
+static int host_valid(const char *h)
+{
+    const char *p = h;
+    if (*p == '[') {
+        p++;
+        const char *s = p;
+        while (isxdigit((unsigned char)*p) || *p == ':' || *p == '.')
+            p++;
+        if (p == s || *p != ']')
+            return 0;
+        p++;
+    } else {
+        const char *s = p;
+        while (isalnum((unsigned char)*p) || *p == '.' || *p == '-')
+            p++;
+        if (p == s)
+            return 0;
+    }
+    if (*p == ':') {
+        p++;
+        size_t d = 0;
+        while (isdigit((unsigned char)p[d]))
+            d++;
+        if (d < 1 || d > 5)
+            return 0;
+        p += d;
+    }
+    return *p == '\0';
+}
+
+int proxy_public_base(struct evhttp_request *req, const char *trusted, const char *public_url,
+                      char *out, size_t outlen)
+{
+    char proto[16] = "http", v[256], host[256] = "";
+    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
+    if (!proxy_request_trusted(req, trusted)) {
+        if (*public_url)
+            snprintf(out, outlen, "%s", public_url);
+        else if (proxy_local_hostport(req, host, sizeof host))
+            snprintf(out, outlen, "http://%s", host);
+        else
+            snprintf(out, outlen, "http://localhost");
+        return 0;
+    }
+    if (first_value(evhttp_find_header(in, "X-Forwarded-Proto"), v, sizeof v)) {
+        for (char *p = v; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        if (!strcmp(v, "http") || !strcmp(v, "https"))
+            memcpy(proto, v, strlen(v) + 1);
+    }
+    if (first_value(evhttp_find_header(in, "X-Forwarded-Host"), v, sizeof v) && host_valid(v))
+        snprintf(host, sizeof host, "%s", v);
+    else if (first_value(evhttp_find_header(in, "Host"), v, sizeof v) && host_valid(v))
+        snprintf(host, sizeof host, "%s", v);
+    else
+        snprintf(host, sizeof host, "localhost");
+    snprintf(out, outlen, "%s://%s", proto, host);
     return 0;
 }

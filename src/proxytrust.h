@@ -21,5 +21,11 @@ int proxy_request_trusted(struct evhttp_request *req, const char *list);
 /* "host:port" (IPv6 bracketed) of the local address req's connection reached, into
  * out; 0 when unknown. */
 int proxy_local_hostport(struct evhttp_request *req, char *out, size_t outlen);
+/* The base URL the caller reached us by, into out: from a peer in trusted, its
+ * X-Forwarded-Proto (http or https) and X-Forwarded-Host when present and valid,
+ * else http and Host; any other peer gets public_url when set, else the local address
+ * its connection reached (never a header it chose). No trailing slash. */
+int proxy_public_base(struct evhttp_request *req, const char *trusted, const char *public_url,
+                      char *out, size_t outlen);
 
 #endif

@@ -99,6 +99,10 @@ static int parse_proxy_path(req_ctx *c, const char *p)
 route_handler route_request(req_ctx *c, const char *rest)
 {
     route_handler handler = NULL;
+    if (!strncmp(rest, "/.well-known/", 13)) { /* public metadata: answered here */
+        info_well_known(c, rest);
+        return NULL;
+    }
     int ptc_on = c->app->cfg->execute_skill_enabled;
     const char *mcp_surface = !strcmp(rest, "/mcp") || !strcmp(rest, "/mcp/") ? "mcp"
                               : !strcmp(rest, "/mcp-compact") || !strcmp(rest, "/mcp-compact/")

@@ -35,6 +35,10 @@ void mcp_tools_changed(app *a, tools_gen *cur);
 /* info.c: GET /mcp/info, /mcp-compact/info, /mcp/ptc/info (c->surface says which),
  * JSON or, for Accept: text/html, the catalogue page. */
 void info_handle(req_ctx *c);
+/* info.c: GET /.well-known/oauth-protected-resource[<prefix>/mcp...] - the RFC 9728
+ * metadata when oauth.authorization_servers is set, else 404. No authentication.
+ * Answers (c is gone). */
+void info_well_known(req_ctx *c, const char *path);
 /* ptc.c: GET /mcp/ptc/toolkit and the deprecated /mcp/toolkit. */
 void toolkit_handle(req_ctx *c);
 /* ptc.c: after the listeners are bound: the sandbox callback URL (ptc.sandbox_mcp_url,

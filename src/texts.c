@@ -65,3 +65,33 @@ void text_status(int status, lang_id lang, const char **name, const char **desc,
     *desc = e->desc[lang];
     *sol = e->sol[lang];
 }
+
+typedef struct {
+    int status, retryable, retry_after_ms;
+    const char *action;
+} status_next;
+
+static const status_next NEXT[] = {
+#define CL_NEXT_ROW(st, re, ms, act) {st, re, ms, act},
+    CL_STATUS_NEXT(CL_NEXT_ROW)
+#undef CL_NEXT_ROW
+};
+#define NEXT_COUNT (sizeof NEXT / sizeof NEXT[0])
+
+static const status_next *next_entry(int status)
+{
+    for (size_t i = 0; i < NEXT_COUNT; i++)
+        if (NEXT[i].status == status)
+            return &NEXT[i];
+    return NULL;
+}
+
+void text_status_next(int status, int *retryable, int *retry_after_ms, const char **action)
+{
+    const status_next *e = next_entry(status);
+    if (!e)
+        e = next_entry(status >= 400 && status < 500 ? 400 : 500);
+    *retryable = e->retryable;
+    *retry_after_ms = e->retryable ? e->retry_after_ms : 0;
+    *action = e->action;
+}

@@ -19,10 +19,15 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 #define CL_STATUS_TEXTS(X)                                                                         \
     X(400, BadRequest, "参数错误", "Invalid parameters", "请检查参数是否正确",                     \
       "Please check if the parameters are correct")                                                \
-    X(401, Unauthorized, "认证失败", "Authentication failed", "请联系管理员",                      \
-      "Contact administrator")                                                                     \
-    X(403, Forbidden, "权限错误", "Permission denied", "请联系管理员", "Contact administrator")    \
-    X(404, NotFound, "对象不存在", "Resource not found", "请联系管理员", "Contact administrator")  \
+    X(401, Unauthorized, "认证失败", "Authentication failed",                                      \
+      "请获取新的访问令牌（Bearer token）后重试", "Obtain a fresh access token, then call again")  \
+    X(403, Forbidden, "权限错误", "Permission denied", "请向管理员申请所缺的权限，获批后重试",     \
+      "Ask an administrator for the missing permission, then call again once it is granted")       \
+    X(404, NotFound, "对象不存在", "Resource not found",                                           \
+      "请检查请求的地址与 ID：用 list_knowledge_networks、"                            \
+      "search_schema 或 get_object_types 查找有效的 ID",                                           \
+      "Check the path and the ids of the request: find valid ids with "                            \
+      "list_knowledge_networks, search_schema or get_object_types")                                \
     X(405, MethodNotAllowed, "请求方法不允许", "Method not allowed", "请使用该路由支持的请求方法", \
       "Use a method this route accepts")                                                           \
     X(406, NotAcceptable, "无法满足 Accept 要求", "Not acceptable",                                \
@@ -43,17 +48,49 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(422, UnprocessableEntity, "请求无法处理", "Unprocessable request", "请检查请求内容是否正确", \
       "Check the content of the request")                                                          \
     X(429, TooManyRequests, "请求过多", "Too many requests", "请稍后重试", "Retry later")          \
-    X(500, InternalServerError, "内部错误", "Internal server error", "请联系管理员",               \
-      "Contact administrator")                                                                     \
+    X(500, InternalServerError, "内部错误", "Internal server error",                               \
+      "请将响应中的 bkn-request-id 告知管理员",                                                    \
+      "Report the bkn-request-id of this response to an administrator")                            \
     X(501, NotImplemented, "不支持的请求", "Not implemented", "请使用支持的请求方法与传输编码",    \
       "Use a supported method and transfer coding")                                                \
-    X(502, BadGateway, "依赖服务不可用", "Upstream service unavailable", "请检查依赖服务是否可用", \
-      "Check whether the upstream service is reachable")                                           \
+    X(502, BadGateway, "依赖服务不可用", "Upstream service unavailable",                           \
+      "依赖服务出错，重试无效；"                                                       \
+      "请将响应中的 bkn-request-id 告知管理员",                                                    \
+      "The upstream service failed and a retry will not help; report the "                         \
+      "bkn-request-id of this response to an administrator")                                       \
     X(503, ServiceUnavailable, "服务不可用", "Service unavailable", "请稍后重试", "Retry later")   \
     X(504, GatewayTimeout, "依赖服务响应超时", "Upstream service timed out", "请稍后重试",         \
       "Retry later")                                                                               \
     X(505, HTTPVersionNotSupported, "不支持的 HTTP 版本", "HTTP version not supported",            \
       "请使用 HTTP/1.1", "Use HTTP/1.1")
+
+/* What a caller does after a gateway error of a status: X(status, retryable,
+ * retry_after_ms, required_action). retry_after_ms is the wait before a retry when
+ * retryable (never 0; a Retry-After header, when sent, says the same rounded up to
+ * seconds); required_action is the machine token of the next step (docs/errors.md
+ * lists them); the status's solution text says the same step in words. A status
+ * without a row reads as 400 when 4xx and 500 otherwise. */
+#define CL_STATUS_NEXT(X)                                                                          \
+    X(400, 0, 0, "fix_arguments")                                                                  \
+    X(401, 0, 0, "refresh_token")                                                                  \
+    X(403, 0, 0, "request_permission")                                                             \
+    X(404, 0, 0, "check_ids")                                                                      \
+    X(405, 0, 0, "fix_request")                                                                    \
+    X(406, 0, 0, "fix_request")                                                                    \
+    X(408, 1, 1000, "retry_later")                                                                 \
+    X(409, 0, 0, "resolve_conflict")                                                               \
+    X(413, 0, 0, "fix_request")                                                                    \
+    X(414, 0, 0, "fix_request")                                                                    \
+    X(415, 0, 0, "fix_request")                                                                    \
+    X(417, 0, 0, "fix_request")                                                                    \
+    X(422, 0, 0, "fix_arguments")                                                                  \
+    X(429, 1, 1000, "retry_later")                                                                 \
+    X(500, 0, 0, "contact_administrator")                                                          \
+    X(501, 0, 0, "fix_request")                                                                    \
+    X(502, 0, 0, "contact_administrator")                                                          \
+    X(503, 1, 1000, "retry_later")                                                                 \
+    X(504, 1, 1000, "retry_later")                                                                 \
+    X(505, 0, 0, "fix_request")
 
 /* Free-standing texts: X(ID, zh-CN, en-US). Keep each area's entries together. */
 #define CL_TEXTS(X)                                                                                \
@@ -88,7 +125,95 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "what it did (the receipt is in details) before running it again with a new "                \
       "invocation id.")                                                                            \
     X(RECEIPT_STATUS_COMPLETED, "状态：已完成", "status: completed")                               \
-    X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")
+    X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")                                       \
+    /* error envelopes: next steps and the gateway's own error texts */                            \
+    X(ERR_UPSTREAM_RETRY, "依赖服务暂时无法连接或响应超时，请稍候重试",                            \
+      "The upstream service could not be reached or timed out; retry after a "                     \
+      "short wait")                                                                                \
+    X(ERR_UPSTREAM_BUSY, "依赖服务暂时不可用，请稍候重试",                                         \
+      "The upstream service is temporarily unavailable; retry after a short "                      \
+      "wait")                                                                                      \
+    X(ERR_UPSTREAM_SAYS, "%s（依赖服务：%s）", "%s (upstream: %s)")                                \
+    X(ERR_PERMISSION_NAMED, "请向管理员申请所缺的权限（%s），获批后重试",                          \
+      "Ask an administrator for the missing permission (%s), then call again "                     \
+      "once it is granted")                                                                        \
+    X(ERR_CHECK_SCHEMA_ID,                                                                         \
+      "请用 search_schema 或 get_object_types 确认 %s「%s」是否存在，"                 \
+      "再用正确的 ID 重试",                                                                        \
+      "Check %s '%s' with search_schema or get_object_types, then call again "                     \
+      "with a valid id")                                                                           \
+    X(ERR_CHECK_KN_ID,                                                                             \
+      "请用 list_knowledge_networks 确认知识网络「%s」是否存在，再用正确的 "   \
+      "ID 重试",                                                                                   \
+      "Check knowledge network '%s' with list_knowledge_networks, then call "                      \
+      "again with a valid id")                                                                     \
+    X(ERR_INCIDENT_SOLUTION, "请将事件编号（incident_id）告知管理员；重试无效",                    \
+      "Report the incident_id to an administrator; a retry will not help")                         \
+    X(ERR_OUTPUT_TOO_LARGE, "工具结果过大", "Tool result too large")                               \
+    X(ERR_OUTPUT_TOO_LARGE_SOLUTION, "请缩小查询范围（更小的 limit 或更少的字段）后重试",          \
+      "Narrow the request (a smaller limit or fewer fields) and retry")                            \
+    X(ERR_NO_SUCH_TOOL, "工具不存在：%s", "No such tool: %s")                                      \
+    X(ERR_NO_SUCH_TOOL_SOLUTION, "请先用 search_capabilities 查找可用能力，再按返回的名称调用",    \
+      "Find available capabilities with search_capabilities, then call one "                       \
+      "by the name it returns")                                                                    \
+    X(ERR_INPUT_SCHEMA, "请按工具的输入模式（inputSchema）修正 details 中列出的参数后重试",        \
+      "Fix the arguments listed in details to match the tool's input schema, "                     \
+      "then call again")                                                                           \
+    /* bkn_context refusals (guard.c) and the call's lifecycle refusals (flow.c) */                \
+    X(GUARD_NOT_OBJECT, "bkn_context 必须是对象 {conversation_id, interaction_id}",                \
+      "bkn_context must be an object {conversation_id, interaction_id}")                           \
+    X(GUARD_UNKNOWN_FIELD,                                                                         \
+      "bkn_context 含有不支持的字段「%.60s」（允许：conversation_id、"              \
+      "interaction_id、parent_operation_id、causation_event_ids、"                              \
+      "business_refs）",                                                                           \
+      "bkn_context contains an unsupported field '%.60s' (allowed: "                               \
+      "conversation_id, interaction_id, parent_operation_id, "                                     \
+      "causation_event_ids, business_refs)")                                                       \
+    X(GUARD_CONVERSATION_REQUIRED,                                                                 \
+      "缺少 conversation_id：请先调用 bkn_start_interaction，"                             \
+      "并传入它返回的两个 ID",                                                                     \
+      "conversation_id is required")                                                               \
+    X(GUARD_INTERACTION_REQUIRED,                                                                  \
+      "缺少 interaction_id：请调用 bkn_start_interaction 开始本轮交互",                            \
+      "interaction_id is required")                                                                \
+    X(GUARD_ID_NOT_STRING, "%s 必须是字符串", "%s must be a string")                               \
+    X(GUARD_ID_BAD, "%s 必须是非空 ID，最多 %zu 个字符",                                           \
+      "%s must be a non-empty id of at most %zu characters")                                       \
+    X(GUARD_CAUSATION_ARRAY, "causation_event_ids 必须是最多 64 个字符串的数组",                   \
+      "causation_event_ids must be an array of at most 64 strings")                                \
+    X(GUARD_CAUSATION_EMPTY, "causation_event_ids 的元素必须是非空字符串",                         \
+      "causation_event_ids must hold non-empty strings")                                           \
+    X(GUARD_REF_AT, "business_refs[%zu]：%s", "business_refs[%zu]: %s")                            \
+    X(GUARD_REFS_ARRAY, "business_refs 必须是数组", "business_refs must be an array")              \
+    X(GUARD_REFS_MAX, "business_refs 最多 64 项", "at most 64 business_refs are allowed")          \
+    X(GUARD_REF_OBJECT, "每个 business ref 必须是对象", "each business ref must be an object")     \
+    X(GUARD_REF_FIELD, "不支持的字段「%.60s」（允许：ref_type、ref_id、version）",                 \
+      "unsupported field '%.60s' (allowed: ref_type, ref_id, version)")                            \
+    X(GUARD_REF_VERSION_TYPE, "version 必须是字符串", "version must be a string")                  \
+    X(GUARD_REF_VERSION_LONG, "version 不能超过 128 个字符",                                       \
+      "version is longer than 128 characters")                                                     \
+    X(GUARD_REF_TYPE, "未知的 ref_type", "unknown ref_type")                                       \
+    X(GUARD_REF_ID_TYPE, "ref_id 必须是字符串", "ref_id must be a string")                         \
+    X(GUARD_REF_ID_LONG, "ref_id 不能超过 512 个字符", "ref_id is longer than 512 characters")     \
+    X(GUARD_REF_ID_EMPTY_SEGMENT, "ref_id 含有空段", "ref_id has an empty segment")                \
+    X(GUARD_REF_ID_PREFIX, "ref_id 必须以「%s:」开头", "ref_id must start with '%s:'")             \
+    X(GUARD_REF_ID_KN, "ref_id 必须指向当前知识网络「%s」",                                        \
+      "ref_id must name the current knowledge network '%s'")                                       \
+    X(GUARD_REF_ID_SEGMENTS, "ref_id 至少需要 %d 个以「:」分隔的段",                               \
+      "ref_id needs at least %d ':'-separated segments")                                           \
+    X(FLOW_TRACE_UNAVAILABLE, "BKN Trace Core 暂时不可用，本次请求未执行",                         \
+      "BKN Trace Core is temporarily unavailable")                                                 \
+    X(FLOW_TRACE_NOT_INSTALLED, "本部署未配置 BKN Trace Core：请去掉 bkn_context 后调用",          \
+      "BKN Trace Core is not configured for this deployment")                                      \
+    X(FLOW_INTERACTION_FOREIGN, "该交互不属于此会话：请使用 bkn_start_interaction 返回的成对 ID",  \
+      "interaction does not belong to conversation")                                               \
+    X(FLOW_INTERACTION_TERMINAL, "该交互已是 %s 状态：请用 bkn_start_interaction 开始新的交互",    \
+      "the interaction is %s; start a new interaction")                                            \
+    X(FLOW_CONVERSATION_REQUIRED,                                                                  \
+      "需要 bkn_context {conversation_id, interaction_id}：请先调用 "                       \
+      "bkn_start_interaction",                                                                     \
+      "bkn_context {conversation_id, interaction_id} from "                                        \
+      "bkn_start_interaction is required")
 
 typedef enum {
 #define CL_TEXT_ENUM(id, zh, en) TEXT_##id,
@@ -107,10 +232,16 @@ const char *text_get(text_id id, lang_id lang);
  * 500 otherwise. name, desc and sol are static. */
 void text_status(int status, lang_id lang, const char **name, const char **desc, const char **sol);
 
+/* The next step after an error of status (CL_STATUS_NEXT): *retryable, *retry_after_ms
+ * (0 when not retryable) and *action (static token). */
+void text_status_next(int status, int *retryable, int *retry_after_ms, const char **action);
+
 /* Lua module `cltexts` (texts_lua.c): a fresh table
  *   { languages = {"zh-CN","en-US"},
- *     status = { [400] = { name = "BadRequest", ["zh-CN"] = {desc, sol}, ["en-US"] = {...} }, ...},
- *     text = { retry_later = { ["zh-CN"] = "...", ["en-US"] = "..." }, ... } }. */
+ *     status = { [400] = { name = "BadRequest", ["zh-CN"] = {desc, sol}, ["en-US"] = {...} },
+ * ...}, text = { retry_later = { ["zh-CN"] = "...", ["en-US"] = "..." }, ... }, next = {
+ * [400] = { retryable = false, required_action = "fix_arguments" }, [503] = { retryable =
+ * true, retry_after_ms = 1000, required_action = "retry_later" }, ... } }. */
 struct lua_State;
 int luaopen_cltexts(struct lua_State *L);
 

@@ -27,6 +27,21 @@ static void add_status(lua_State *L, int status, const char *name, const char *d
     lua_rawseti(L, -2, status);
 }
 
+static void add_next(lua_State *L, int status, int retryable, int retry_after_ms,
+                     const char *action)
+{
+    lua_createtable(L, 0, 3);
+    lua_pushboolean(L, retryable);
+    lua_setfield(L, -2, "retryable");
+    if (retryable) {
+        lua_pushinteger(L, retry_after_ms);
+        lua_setfield(L, -2, "retry_after_ms");
+    }
+    lua_pushstring(L, action);
+    lua_setfield(L, -2, "required_action");
+    lua_rawseti(L, -2, status);
+}
+
 /* key: the C id ("RETRY_LATER"), stored lower-case ("retry_later"). */
 static void add_text(lua_State *L, const char *id, const char *zh, const char *en)
 {
@@ -45,7 +60,7 @@ static void add_text(lua_State *L, const char *id, const char *zh, const char *e
 
 int luaopen_cltexts(lua_State *L)
 {
-    lua_createtable(L, 0, 3);
+    lua_createtable(L, 0, 4);
 
     lua_createtable(L, LANG_COUNT, 0);
     for (int l = 0; l < LANG_COUNT; l++) {
@@ -65,5 +80,11 @@ int luaopen_cltexts(lua_State *L)
     CL_TEXTS(CL_TEXT_LUA)
 #undef CL_TEXT_LUA
     lua_setfield(L, -2, "text");
+
+    lua_newtable(L);
+#define CL_NEXT_LUA(st, re, ms, act) add_next(L, st, re, ms, act);
+    CL_STATUS_NEXT(CL_NEXT_LUA)
+#undef CL_NEXT_LUA
+    lua_setfield(L, -2, "next");
     return 1;
 }

@@ -107,10 +107,10 @@ local function logic_properties(args, ctx)
     local res, err = ctx.http { upstream = "bkn_backend", method = "GET", path = ot_path(args),
         query = { include_detail = "true" }, headers = { ["x-http-method-override"] = "GET" } }
     if res == nil then
-        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+        return nil, util.upstream_failure(nil, err, ctx.lang)
     end
     if not util.is_2xx(res) then
-        return nil, util.rewrap_platform_error(res)
+        return nil, util.upstream_failure(res, nil, ctx.lang)
     end
     local body = util.try_json(res)
     local ot = type(body) == "table" and type(body.entries) == "table" and body.entries[1] or nil
@@ -206,8 +206,7 @@ local function generate(prop, args, ctx)
         local r, e = ctx.http { upstream = "operator_integration", method = "GET",
             path = "/internal-v1/tool-box/" .. util.escape(ds.box_id) .. "/tool/" .. util.escape(ds.tool_id) }
         if r == nil or not util.is_2xx(r) then
-            return nil, r and r.status < 500 and util.public_error(r.status, ctx.lang, util.body_details(r))
-                or util.bad_gateway(ctx.lang, r and util.body_details(r) or util.transport_details(e))
+            return nil, util.upstream_failure(r, e, ctx.lang)
         end
         local tool = util.try_json(r)
         ask.api_spec = type(tool) == "table" and type(tool.metadata) == "table" and tool.metadata.api_spec or nil

@@ -148,10 +148,10 @@ end
 function M.handle(args, ctx)
     local res, err = ctx.http(M.shape_request(args))
     if res == nil then
-        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+        return nil, util.upstream_failure(nil, err, ctx.lang)
     end
     if not util.is_2xx(res) then
-        return nil, util.rewrap_platform_error(res)
+        return nil, util.upstream_failure(res, nil, ctx.lang)
     end
     local body = util.try_json(res)
     if body == nil then

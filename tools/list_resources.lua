@@ -106,10 +106,10 @@ local function list_bound(args, ctx)
         path = "/in/v1/knowledge-networks/" .. util.escape(args.kn_id),
         query = { include_detail = "true", mode = "export" } }
     if res == nil then
-        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+        return nil, util.upstream_failure(nil, err, ctx.lang)
     end
     if not util.is_2xx(res) then
-        return nil, util.rewrap_platform_error(res)
+        return nil, util.upstream_failure(res, nil, ctx.lang)
     end
     local kn = util.try_json(res)
     if type(kn) ~= "table" then

@@ -2,7 +2,9 @@
 -- (SPEC §4; reference/downstream.md Errata): one call to a tool of an MCP server
 -- registered in the execution factory. Listed on no surface ("proxy" only); the
 -- route fills mcp_id and tool_name from the path and parameters from the body.
--- Any failure is a 502 (the reference's contract), with the factory's body as details.
+-- A failure follows the gateway's one mapping (util.upstream_failure): a 4xx keeps
+-- its status (an unknown MCP server stays 404, a missing execute right 403), 5xx
+-- and transport failures become 502/503/504; the factory's body is the details.
 local cljson = require "cljson"
 local util = require "_lib.util"
 
@@ -42,6 +44,12 @@ function M.shape_request(args)
              path = "/internal-v1/mcp/proxy/" .. util.escape(args.mcp_id) .. "/tool/call", json = body }
 end
 
+local NOT_FOUND = {
+    ["zh-CN"] = "请确认 MCP 服务「%s」存在、已发布并提供工具「%s」（可用 search_capabilities 或 get_action_info 查看），再重试",
+    ["en-US"] = "Check that MCP server '%s' exists, is published and offers tool '%s' (search_capabilities or " ..
+        "get_action_info list them), then call again",
+}
+
 function M.handle(args, ctx)
     local bad = util.dot_id_error(ctx.lang, args, "mcp_id", "tool_name")
     if bad then
@@ -49,11 +57,14 @@ function M.handle(args, ctx)
     end
     local res, err = ctx.http(M.shape_request(args))
     if res == nil then
-        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+        return nil, util.upstream_failure(nil, err, ctx.lang)
     end
     if not util.is_2xx(res) then
-        local e = util.upstream_5xx(ctx.lang, res)
-        e.details = { status = res.status, body = e.details }
+        local e = util.upstream_failure(res, nil, ctx.lang)
+        if e.status == 404 then
+            e.solution = string.format(NOT_FOUND[ctx.lang == "en-US" and "en-US" or "zh-CN"], args.mcp_id,
+                args.tool_name)
+        end
         return nil, e
     end
     local v = util.try_json(res)

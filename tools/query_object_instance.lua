@@ -204,22 +204,15 @@ function M.trim_response(body, args)
     return body
 end
 
--- Maps a failed call: 4xx keeps its status as Public.<Status>; 5xx and
--- transport failures become 502.
--- A 403 targets this one object type: it carries permission_guidance (SPEC §13).
+-- Maps a failed call (util.upstream_failure: a 4xx keeps its status, 5xx and
+-- transport failures follow the gateway's one mapping). A 403 targets this one
+-- object type: it carries permission_guidance (SPEC §13).
 local function map_error(res, err, args, ctx)
-    local lang = ctx.lang
-    if res == nil then
-        return util.bad_gateway(lang, util.transport_details(err))
+    local e = util.upstream_failure(res, err, ctx.lang)
+    if res ~= nil and res.status == 403 then
+        e.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
     end
-    if res.status >= 400 and res.status < 500 then
-        local e = util.public_error(res.status, lang, util.body_details(res))
-        if res.status == 403 then
-            e.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
-        end
-        return e
-    end
-    return util.upstream_5xx(lang, res)
+    return e
 end
 
 function M.handle(args, ctx)

@@ -157,13 +157,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bkn_context c;
     guard_refusal why;
     memset(&why, 0, sizeof why);
-    if (guard_parse(args, kn, &c, &why) == 0) {
+    if (guard_parse(args, kn, LANG_EN_US, &c, &why) == 0) {
         check_context(&c);
         if (!c.adhoc) {
             json_value *again = as_args(&c);
             bkn_context c2;
             guard_refusal why2;
-            fuzz_must(guard_parse(again, kn, &c2, &why2) == 0, T,
+            fuzz_must(guard_parse(again, kn, LANG_EN_US, &c2, &why2) == 0, T,
                       "the normalized context is accepted");
             same_context(&c, &c2);
             guard_context_free(&c2);

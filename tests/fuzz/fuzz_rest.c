@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *kn = json_get_string(args, "kn_id");
     bkn_context ctx;
     guard_refusal why;
-    if (guard_parse(args, kn, &ctx, &why) == 0)
+    if (guard_parse(args, kn, LANG_EN_US, &ctx, &why) == 0)
         guard_context_free(&ctx);
     else
         utf8_ok(why.message, "guard refusal messages are valid UTF-8");

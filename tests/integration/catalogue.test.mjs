@@ -241,12 +241,16 @@ test('the MCP proxy route: success, tool error result, downstream failure', asyn
   assert.equal(calls.length, 1);
   assert.equal(calls[0].path, '/api/agent-operator-integration/internal-v1/mcp/proxy/mcp_k8s_ops/tool/call');
   assert.deepEqual(JSON.parse(calls[0].body), { tool_name: 'get_pod_logs', parameters: { tail_lines: 5 } });
+  // a downstream 4xx keeps its meaning: a missing tool is a 404, not a gateway fault
   const unknown = await post(url('mcp_k8s_ops', 'no_such_tool'), {});
-  assert.equal(unknown.status, 502, unknown.text);
+  assert.equal(unknown.status, 404, unknown.text);
   assert.ok(unknown.json.description.length > 0);
-  assert.equal(unknown.json.details.status, 404, unknown.text);
+  assert.equal(unknown.json.code, 'OperatorIntegration.MCP.ToolNotFound', unknown.text);
+  assert.equal(unknown.json.details.error_code, 'OperatorIntegration.MCP.ToolNotFound', unknown.text);
+  assert.equal(unknown.json.retryable, false);
+  assert.match(unknown.json.solution, /mcp_k8s_ops/);
   const unpublished = await post(url('mcp_legacy', 'ping'), {});
-  assert.equal(unpublished.status, 502, unpublished.text);
+  assert.equal(unpublished.status, 400, unpublished.text);
   assert.ok(unpublished.text.includes('NotPublished'), unpublished.text);
 });
 

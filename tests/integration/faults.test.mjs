@@ -27,6 +27,24 @@ let T; // client(traced)
 
 const Q = { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 2 };
 const BAD_GATEWAY = 'agentRetrieval.BadGateway.CommonExternalServerError';
+const UPSTREAM_TIMEOUT = 'agentRetrieval.GatewayTimeout.UpstreamTimeout';
+const UPSTREAM_UNAVAILABLE = 'agentRetrieval.ServiceUnavailable.UpstreamUnavailable';
+// The gateway's one mapping of upstream faults (docs/errors.md): status, code, retryable.
+const MAPPING = {
+  upstream_error: [502, BAD_GATEWAY, true],
+  upstream_unreachable: [502, BAD_GATEWAY, true],
+  upstream_timeout: [504, UPSTREAM_TIMEOUT, true],
+  upstream_response_too_large: [502, BAD_GATEWAY, false],
+  invalid_json: [502, BAD_GATEWAY, false],
+};
+
+// retryable, and retry_after_ms exactly when retryable (a real wait, never 0)
+function assertRetry(e, retryable, text) {
+  assert.equal(e.retryable, retryable, text);
+  if (retryable) assert.ok(Number.isInteger(e.retry_after_ms) && e.retry_after_ms > 0, text);
+  else assert.equal('retry_after_ms' in e, false, text);
+  assert.equal(e.required_action, retryable ? 'retry_later' : 'contact_administrator', text);
+}
 
 before(async () => {
   [tight, traced] = await Promise.all([
@@ -77,16 +95,20 @@ async function stillServing(s = tight, c = A) {
   assert.ok(idle, 'calls are still in flight');
 }
 
-// REST 502 and the MCP tool error for one upstream fault, with details.reason.
+// The REST error and the MCP tool error for one upstream fault, with details.reason,
+// by the gateway's one mapping (status, code, retryable).
 async function assertBadGateway(reason, args = Q) {
+  const [status, code, retryable] = MAPPING[reason];
   const r = await A.rest('query_object_instance', args);
-  assert.equal(r.status, 502, r.text);
-  assert.equal(r.json.code, BAD_GATEWAY, r.text);
+  assert.equal(r.status, status, r.text);
+  assert.equal(r.json.code, code, r.text);
   assert.equal(r.json.details?.reason, reason, r.text);
+  assertRetry(r.json, retryable, r.text);
   assert.ok(!r.text.includes('127.0.0.1'), `internal address leaked: ${r.text}`);
   const e = toolError(await A.call('query_object_instance', args));
-  assert.equal(e.code, BAD_GATEWAY, JSON.stringify(e));
+  assert.equal(e.code, code, JSON.stringify(e));
   assert.equal(e.details?.reason, reason, JSON.stringify(e));
+  assertRetry(e, retryable, JSON.stringify(e));
   return r;
 }
 
@@ -119,18 +141,21 @@ test('upstream answers 200 with a body that is not JSON: 502 invalid_json', asyn
   await stillServing();
 });
 
-test('upstream 503 with an HTML page: 502, the page as text details (cut to 4 KiB)', async () => {
+test('upstream 503 with an HTML page: a retryable 503, the page as text details (cut to 4 KiB)', async () => {
   const page = `<html>${'down '.repeat(2000)}</html>`;
   await A.fault({ service: 'ontology_query', status: 503, body: page, count: 2 });
   try {
     const r = await A.rest('query_object_instance', Q);
-    assert.equal(r.status, 502, r.text);
-    assert.equal(r.json.code, BAD_GATEWAY);
+    assert.equal(r.status, 503, r.text);
+    assert.equal(r.json.code, UPSTREAM_UNAVAILABLE);
+    assert.equal(r.json.upstream_status, 503);
+    assertRetry(r.json, true, r.text);
     assert.equal(typeof r.json.details, 'string');
     assert.ok(r.json.details.startsWith('<html>down '), r.json.details.slice(0, 40));
     assert.ok(r.json.details.length <= 4096 + 3, `details of ${r.json.details.length} chars`);
     const e = toolError(await A.call('query_object_instance', Q));
-    assert.equal(e.code, BAD_GATEWAY);
+    assert.equal(e.code, UPSTREAM_UNAVAILABLE);
+    assertRetry(e, true, JSON.stringify(e));
   } finally {
     await A.reset();
   }
@@ -152,7 +177,7 @@ test('slow upstream within the timeout: the call succeeds and waits for it', asy
   await stillServing();
 });
 
-test('slow upstream beyond the timeout: 502 upstream_timeout after the configured timeout', async () => {
+test('slow upstream beyond the timeout: a retryable 504 upstream_timeout after the configured timeout', async () => {
   await A.fault({ service: 'ontology_query', latency_ms: OQ_TIMEOUT_MS * 2, count: 2 });
   try {
     const t0 = Date.now();

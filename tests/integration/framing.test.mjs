@@ -37,6 +37,11 @@ async function refused(raw, status, detailRe) {
   const j = JSON.parse(res.body);
   assert.equal(typeof j.code, 'string');
   assert.equal(typeof j.description, 'string');
+  // the envelope rules: retryable always, a wait only when retryable, no link placeholder
+  assert.equal(typeof j.retryable, 'boolean', res.body);
+  assert.equal('retry_after_ms' in j, j.retryable, res.body);
+  assert.equal('link' in j, false, res.body);
+  assert.equal(typeof j.required_action, 'string', res.body);
   if (detailRe) assert.match(j.details, detailRe, res.body);
   assert.ok(r.closed, 'the server kept the connection open');
   return { res, json: j };

@@ -60,6 +60,8 @@ test('admin: /admin/tools and /metrics refuse a foreign Host (DNS rebinding); /h
     const bad = await raw(stack.server.admin, `GET ${p} HTTP/1.1\r\nHost: rebind.evil.example:${portOf(stack.server.admin)}\r\nConnection: close\r\n\r\n`);
     assert.equal(bad.status, 403, `${p}: ${bad.body}`);
     assert.equal(JSON.parse(bad.body).code, 'Public.Forbidden.OriginRejected');
+    assert.equal(JSON.parse(bad.body).retryable, false, bad.body);
+    assert.equal('link' in JSON.parse(bad.body), false, bad.body);
     const trick = await raw(stack.server.admin, `GET ${p} HTTP/1.1\r\nHost: localhost:1@evil.example\r\nConnection: close\r\n\r\n`);
     assert.equal(trick.status, 403, `${p}: ${trick.body}`);
     const ok = await raw(stack.server.admin, `GET ${p} HTTP/1.1\r\nHost: 127.0.0.1:${portOf(stack.server.admin)}\r\nConnection: close\r\n\r\n`);

@@ -74,6 +74,10 @@ test('max_calls_per_principal: the third call in flight gets 429 with Retry-Afte
     assert.equal(third.headers.get('retry-after'), '1');
     const j = JSON.parse(text);
     assert.equal(j.code, 'Public.TooManyRequests.CallsInFlight');
+    // retryable, and retry_after_ms says the same wait as Retry-After
+    assert.equal(j.retryable, true, text);
+    assert.equal(j.retry_after_ms, 1000, text);
+    assert.equal(j.required_action, 'retry_later', text);
     assert.match(j.details, /limits\.max_calls_per_principal/);
     const other = await call('demo-user2-token');
     assert.equal(other.status, 200, await other.text());

@@ -62,7 +62,10 @@ function mcpError(result) {
   assert.ok(e, result.content[0].text);
   assert.equal(typeof e.message, 'string');
   assert.equal(typeof e.retryable, 'boolean');
-  assert.equal(typeof e.retry_after_ms, 'number');
+  // retry_after_ms only when retryable, and then a real wait
+  if (e.retryable) assert.ok(e.retry_after_ms > 0, result.content[0].text);
+  else assert.equal('retry_after_ms' in e, false, result.content[0].text);
+  assert.deepEqual(result.structuredContent, env, 'structuredContent carries the same error object');
   assert.ok('required_action' in e, result.content[0].text);
   return e;
 }
@@ -123,7 +126,7 @@ for (const [title, ctx, code, status, mcpAction, restAction] of CASES) {
     const e = mcpError(await mcp('query_object_instance', { ...QUERY, bkn_context: ctx() }));
     assert.equal(e.code, code, JSON.stringify(e));
     if (mcpAction) assert.equal(e.required_action, mcpAction);
-    if (title === 'interaction of another conversation') assert.match(e.message, /interaction does not belong to conversation/);
+    if (title === 'interaction of another conversation') assert.match(e.message, /该交互不属于此会话/); // the default language, zh-CN
     const r = await rest('query_object_instance', { ...QUERY, bkn_context: ctx() });
     assert.equal(r.status, status, r.text);
     assert.equal(r.json.error.code, code, r.text);

@@ -389,8 +389,11 @@ test('an invalid response_format: REST 400 and an MCP tool error, both naming js
   for (const bad of ['"xml"', '"TOON"', '1', 'null', '["toon"]']) {
     const m = await mcpCall('list_knowledge_networks', `{"response_format":${bad}}`);
     assert.equal(m.isError, true, `${bad}: ${m.raw}`);
-    assert.equal(m.structured, undefined, m.raw);
     const e = JSON.parse(m.text);
+    // structuredContent carries the same error object as the text block
+    assert.deepEqual(JSON.parse(m.structured), e, m.raw);
+    assert.equal(e.retryable, false, m.text);
+    assert.equal(e.required_action, 'fix_arguments', m.text);
     assert.equal(e.code, 'Public.BadRequest', m.text);
     assert.match(e.details, /response_format/, m.text);
     assert.match(e.details, /json, toon/, m.text);

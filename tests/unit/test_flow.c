@@ -923,13 +923,14 @@ static void test_refusals_before_downstream(void)
     start("{\"bkn_context\":{\"conversation_id\":\"conv_1\"}}", 1, NULL, &r);
     CHECK(r.done == 1 && r.o.is_error);
     CHECK_STR(r.o.code, "interaction_required");
-    CHECK_STR(
-        r.mcp.data,
-        "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"error\\\":{\\\"code\\\":"
-        "\\\"interaction_required\\\",\\\"message\\\":\\\"interaction_id is "
-        "required\\\",\\\"retryable\\\":false,"
-        "\\\"required_action\\\":\\\"bkn_start_interaction\\\",\\\"retry_after_ms\\\":0}}\"}],"
-        "\"isError\":true}");
+    CHECK_STR(r.mcp.data,
+              "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"error\\\":{\\\"code\\\":"
+              "\\\"interaction_required\\\",\\\"message\\\":\\\"interaction_id is "
+              "required\\\",\\\"retryable\\\":false,"
+              "\\\"required_action\\\":\\\"bkn_start_interaction\\\"}}\"}],"
+              "\"structuredContent\":{\"error\":{\"code\":\"interaction_required\",\"message\":"
+              "\"interaction_id is required\",\"retryable\":false,\"required_action\":"
+              "\"bkn_start_interaction\"}},\"isError\":true}");
     CHECK(n_pending() == 0);
     result_free(&r);
     reset_counts();

@@ -20,13 +20,13 @@ function M.export(ctx, kn_id)
     local res, err = ctx.http { upstream = "bkn_backend", method = "GET", path = kn_path(kn_id),
         query = { include_detail = "true", mode = "export" } }
     if res == nil then
-        return nil, util.bad_gateway(ctx.lang, util.transport_details(err))
+        return nil, util.upstream_failure(nil, err, ctx.lang)
     end
     if not util.is_2xx(res) then
         if res.status == 404 and (res.body == nil or res.body == "") then
             return nil, util.public_error(404, ctx.lang, "knowledge network " .. kn_id .. " not found")
         end
-        return nil, util.rewrap_platform_error(res)
+        return nil, util.upstream_failure(res, nil, ctx.lang)
     end
     local kn = util.try_json(res)
     if type(kn) ~= "table" then

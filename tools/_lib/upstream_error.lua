@@ -1,9 +1,8 @@
 -- _lib.upstream_error: maps a failed ctx.http call to the gateway error envelope
--- (SPEC §16) for the action, skill and capability tools. The downstream body always
--- reaches the caller untouched as `details`; `description` says in one sentence what
--- failed, in the request language.
+-- for the action, skill and capability tools (the one mapping of lua/errors.lua).
+-- The downstream body always reaches the caller untouched as `details`;
+-- `description` says in one sentence what failed, in the request language.
 local util = require "_lib.util"
-local catalog = require "catalog"
 
 local M = {}
 
@@ -12,8 +11,7 @@ local function lang_of(lang)
 end
 
 -- summary: {["zh-CN"]=..., ["en-US"]=...} naming the failed step, or nil
-local function describe(summary, status, lang)
-    local base = catalog.error_text(status, lang)
+local function describe(summary, base, lang)
     if type(summary) ~= "table" then
         return base
     end
@@ -24,18 +22,12 @@ local function describe(summary, status, lang)
     return s .. "（" .. base .. "）"
 end
 
--- map(res, err, lang, summary) -> err table for `return nil, err`.
--- 4xx keep their status as Public.<Status>; 5xx and transport failures are 502.
+-- map(res, err, lang, summary) -> err table for `return nil, err`: the gateway's one
+-- mapping of a failed upstream call (util.upstream_failure), its description led by
+-- the failed step.
 function M.map(res, err, lang, summary)
-    local e
-    if res == nil then
-        e = util.bad_gateway(lang, util.transport_details(err))
-    elseif res.status >= 400 and res.status < 500 then
-        e = util.public_error(res.status, lang, util.body_details(res))
-    else
-        e = util.upstream_5xx(lang, res)
-    end
-    e.description = describe(summary, e.status, lang)
+    local e = util.upstream_failure(res, err, lang)
+    e.description = describe(summary, e.description, lang)
     return e
 end
 

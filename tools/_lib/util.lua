@@ -3,6 +3,7 @@
 -- mapping of upstream failures to the gateway error envelope (SPEC §16).
 local cljson = require "cljson"
 local catalog = require "catalog"
+local errors = require "errors"
 
 local M = {}
 
@@ -74,24 +75,13 @@ function M.try_json(res)
     return nil
 end
 
-local MAX_DETAIL = 4096
-
 -- The downstream body as details: decoded JSON when it is JSON, else the text
 -- (cut to a bound, so a huge HTML error page cannot flood the model).
-function M.body_details(res)
-    local v = M.try_json(res)
-    if v ~= nil then
-        return v
-    end
-    local body = res and res.body or ""
-    if #body > MAX_DETAIL then
-        body = body:sub(1, MAX_DETAIL) .. "..."
-    end
-    return body
-end
+M.body_details = errors.body_of
 
--- Gateway error {status, code, description, solution, link, details} with the
--- localized texts of the status (reference/downstream.md §1.0).
+-- Gateway error {status, code, description, solution, details} with the localized
+-- texts of the status; retryable, retry_after_ms and required_action follow the
+-- status's rule when the envelope is written (lua/errors.lua).
 function M.gateway_error(status, code, lang, details)
     local description, solution = catalog.error_text(status, lang)
     return {
@@ -99,42 +89,18 @@ function M.gateway_error(status, code, lang, details)
         code = code,
         description = description,
         solution = solution,
-        link = catalog.link_none(lang),
         details = details,
     }
 end
 
--- Public.<StatusName> envelope for a downstream 4xx, keeping its status.
+-- Public.<StatusName> envelope for a check the tool makes itself.
 function M.public_error(status, lang, details)
     return M.gateway_error(status, "Public." .. catalog.status_name(status), lang, details)
 end
 
--- 502 for a failed upstream (5xx or transport). err: ctx.http's {code, message};
--- only its code is kept, because transport messages may name internal hosts.
+-- 502 for an upstream that broke its contract (details: what was wrong).
 function M.bad_gateway(lang, details)
-    return M.gateway_error(502, "agentRetrieval.BadGateway.CommonExternalServerError", lang, details)
-end
-
-function M.transport_details(err)
-    return { reason = type(err) == "table" and err.code or "transport_error" }
-end
-
--- Re-wraps the platform's {error_code, description, solution, error_link,
--- error_details} body as the gateway envelope, keeping the downstream status.
--- Bodies of another shape are passed through raw.
-function M.rewrap_platform_error(res)
-    local body = M.try_json(res)
-    if type(body) == "table" and type(body.error_code) == "string" then
-        return {
-            status = res.status,
-            code = body.error_code,
-            description = body.description,
-            solution = body.solution,
-            link = body.error_link,
-            details = body.error_details,
-        }
-    end
-    return { status = res.status, raw = res.body or "" }
+    return M.gateway_error(502, errors.UPSTREAM_CODES[502], lang, details)
 end
 
 function M.is_2xx(res)
@@ -142,24 +108,12 @@ function M.is_2xx(res)
         res.status < 300
 end
 
--- A failed ontology-query / vega call: a 4xx keeps its status as Public.<Status>
--- with the downstream error as details; 5xx and transport failures become 502.
+-- A failed upstream call -> the error to return: the gateway's one mapping
+-- (lua/errors.lua): a transport failure is 502 (504 on timeout), retryable; a 4xx
+-- keeps its status and, for the platform's error body, its code and texts; 503 and
+-- 504 stay retryable; any other 5xx is 502. The downstream body is the details.
 function M.upstream_failure(res, err, lang)
-    if res == nil then
-        return M.bad_gateway(lang, M.transport_details(err))
-    end
-    if res.status >= 400 and res.status < 500 then
-        return M.public_error(res.status, lang, M.body_details(res))
-    end
-    return M.upstream_5xx(lang, res)
-end
-
--- An upstream's 5xx (or other non-4xx failure) answer -> 502 whose envelope keeps the
--- upstream's status; the body's text is cut to an excerpt by the runtime.
-function M.upstream_5xx(lang, res)
-    local e = M.bad_gateway(lang, M.body_details(res))
-    e.upstream_status = res.status
-    return e
+    return errors.upstream(res, err, lang)
 end
 
 -- A 2xx body that is not JSON: 502 (the upstream broke its contract).

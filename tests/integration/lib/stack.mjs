@@ -3,6 +3,7 @@
 // tests, the external-check runner and scripts/demo.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -59,13 +60,16 @@ export function serverEnv(simBase, extra = {}) {
 }
 
 // Starts the server; resolves when both listeners are bound.
-export async function startServer(simBase, { bin = process.env.CL_BIN || path.join(ROOT, 'build/context-loader'), env = {}, args = [], quiet = !process.env.CL_VERBOSE } = {}) {
+// logFile: a path the service's log lines are appended to as well (the demo names it).
+export async function startServer(simBase, { bin = process.env.CL_BIN || path.join(ROOT, 'build/context-loader'), env = {}, args = [], quiet = !process.env.CL_VERBOSE, logFile } = {}) {
   const proc = spawn(bin, ['--config', path.join(ROOT, 'etc/context-loader.conf'), ...args],
     { stdio: ['ignore', 'inherit', 'pipe'], env: { ...process.env, ...serverEnv(simBase, env) } });
   proc.stderr.proc = proc;
   const logs = [];
   const ports = {};
-  proc.stderr.on('data', (c) => { const s = c.toString(); logs.push(s); if (!quiet) process.stderr.write(s); });
+  const file = logFile ? fs.createWriteStream(logFile, { flags: 'a' }) : null;
+  proc.stderr.on('data', (c) => { const s = c.toString(); logs.push(s); if (file) file.write(s); if (!quiet) process.stderr.write(s); });
+  if (file) proc.on('exit', () => file.end());
   await waitForLine(proc.stderr, (l) => {
     try {
       const j = JSON.parse(l);

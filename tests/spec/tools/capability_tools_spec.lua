@@ -140,7 +140,7 @@ describe("search_capabilities", function()
     it("a failed search with a query is an error; a listing falls back to the bindings", function()
         local _, err = run(search, '{"kn_id":"k","query":"x","types":["skill"]}', { surface = "mcp",
             responses = { { status = 200, fixture = "cap_mounted.json" }, { status = 503, body = "down" } } })
-        assert.equal(502, err.status)
+        assert.equal(503, err.status)
         local res = run(search, '{"kn_id":"k","types":["skill"]}', { surface = "mcp",
             responses = { { status = 200, fixture = "cap_mounted.json" }, { status = 503, body = "down" } } })
         assert.equal("skill_contract_review", res.capabilities[1].name)
@@ -246,13 +246,14 @@ describe("mcp_proxy_call", function()
         assert.equal('{"content":[],"isError":false}', cljson.encode(res))
     end)
 
-    it("turns any failure into a 502 with the body as details", function()
-        for _, a in ipairs({ { status = 404, body = '{"x":1}' }, { status = 500, body = "boom" },
-            { err = { code = "upstream_unreachable", message = "10.0.0.1 refused" } }, { status = 200,
-                body = "[1]" } }) do
+    it("keeps a 4xx's status, turns 5xx, transport and non-object answers into 502", function()
+        for _, a in ipairs({ { { status = 404, body = '{"x":1}' }, 404 }, { { status = 403, body = "no" }, 403 },
+            { { status = 500, body = "boom" }, 502 },
+            { { err = { code = "upstream_unreachable", message = "10.0.0.1 refused" } }, 502 },
+            { { status = 200, body = "[1]" }, 502 } }) do
             local _, err = helper.call(proxy, helper.decode('{"mcp_id":"m","tool_name":"t","parameters":{"a":1}}'),
-                { responses = { a } })
-            assert.equal(502, err.status)
+                { responses = { a[1] } })
+            assert.equal(a[2], err.status)
             assert.is_nil(cljson.encode(err.details):find("10.0.0.1", 1, true))
         end
     end)

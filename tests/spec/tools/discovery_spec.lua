@@ -133,6 +133,8 @@ describe("get_relation_types", function()
         assert.same({ "mcp", "rest" }, relation_types.surfaces)
         local _, e = helper.call(relation_types, { kn_id = "kn_x", ids = { "a" } },
             { respond = router({ ["/kn_x"] = { 500, "bkn_error_500.json" } }) })
-        assert.equal(500, e.status)
+        assert.equal(502, e.status) -- an upstream 500 is a bad gateway
+        assert.equal(500, e.upstream_status)
+        assert.equal("BknBackend.InternalError", e.upstream_code)
     end)
 end)

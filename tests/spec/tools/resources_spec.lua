@@ -72,7 +72,7 @@ describe("list_resources", function()
         end
         local res, err = helper.call(list, { kn_id = "kn_medical" }, { respond = respond })
         assert.is_nil(res)
-        assert.equal(502, err.status)
+        assert.equal(503, err.status) -- the gateway's upstream mapping: 503 stays a retryable 503
         assert.equal("vega down", err.details)
     end)
 
@@ -81,6 +81,9 @@ describe("list_resources", function()
             { responses = { { status = 403, fixture = "bkn_error_403.json" } } })
         assert.equal(403, err.status)
         _, err = helper.call(list, {}, { responses = { { status = 401, body = '{"error_code":"x"}' } } })
+        assert.equal(401, err.status)
+        assert.equal("x", err.code) -- the platform's own code
+        _, err = helper.call(list, {}, { responses = { { status = 401, body = '{"message":"x"}' } } })
         assert.equal(401, err.status)
         assert.equal("Public.Unauthorized", err.code)
     end)
@@ -120,7 +123,7 @@ describe("describe_resource", function()
         assert.equal("VegaBackend.Resource.NotFound", err.details.error_code)
         _, err = helper.call(describe_tool, { resource_id = "a/b" },
             { responses = { { err = { code = "upstream_timeout" } } } })
-        assert.equal(502, err.status)
+        assert.equal(504, err.status)
         local _, _, ctx = helper.call(describe_tool, { resource_id = "a/b" },
             { responses = { { status = 500, body = "x" } } })
         assert.equal("/in/v1/resources/a%2Fb", ctx.requests[1].path)

@@ -143,9 +143,9 @@ describe("run_sql", function()
             _, err = helper.call(tool, { sql = GOOD },
                 { responses = { { status = 403, fixture = "vega_error_403.json" } } })
             assert.equal(403, err.status)
-            assert.equal("Public.Forbidden", err.code)
+            assert.equal("VegaBackend.Resource.Forbidden", err.code) -- the platform's own code
             _, err = helper.call(tool, { sql = GOOD }, { responses = { { status = 503, body = "busy" } } })
-            assert.equal(502, err.status)
+            assert.equal(503, err.status)
             assert.equal("busy", err.details)
         end)
     end)

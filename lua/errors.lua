@@ -1,0 +1,256 @@
+-- errors: the gateway's error rules for tools and the tool host (docs/errors.md).
+--
+-- * next_of(status): retryable, the wait and the required_action token of a status
+--   (the same rules, CL_STATUS_NEXT in src/texts.h, the C core answers with).
+-- * upstream(res, err, lang): the one mapping of a failed upstream call to a tool
+--   error, used by every tool (through tools/_lib/util.lua):
+--     transport failure           -> 502, retryable (upstream_timeout -> 504, retryable;
+--                                    upstream_response_too_large -> 502, not retryable)
+--     4xx                         -> the same status (a 4xx keeps its meaning)
+--     503                         -> 503, retryable
+--     504                         -> 504, retryable
+--     any other 5xx / non-2xx     -> 502, not retryable
+--   A platform body {error_code, description, solution, error_link, error_details}
+--   keeps its code (a 4xx's `code`, a 5xx's `upstream_code`) and its description;
+--   the downstream body itself is `details` (decoded JSON, else its text).
+-- * envelope(err, lang, args): the error object a tool error becomes on both surfaces.
+local cljson = require "cljson"
+local cltexts = require "cltexts"
+local catalog = require "catalog"
+
+local M = {}
+
+local NEXT = cltexts.next
+
+-- next_of(status) -> retryable, retry_after_ms (nil when not retryable), required_action
+function M.next_of(status)
+    local n = NEXT[status]
+    if n == nil then
+        n = (math.type(status) == "integer" and status >= 400 and status < 500) and NEXT[400] or NEXT[500]
+    end
+    return n.retryable, n.retry_after_ms, n.required_action
+end
+
+-- The wait of a retryable error whose rule names none.
+M.RETRY_AFTER_MS = NEXT[503].retry_after_ms
+
+-- The codes of the upstream mapping, by the gateway status they answer with.
+M.UPSTREAM_CODES = {
+    [502] = "agentRetrieval.BadGateway.CommonExternalServerError",
+    [503] = "agentRetrieval.ServiceUnavailable.UpstreamUnavailable",
+    [504] = "agentRetrieval.GatewayTimeout.UpstreamTimeout",
+}
+
+local function nonempty(s)
+    if type(s) == "string" and s:find("%S") then
+        return s
+    end
+    return nil
+end
+
+-- link(v) -> v when it is a link worth following, else nil ("", "无", "None", ... are
+-- placeholders for "no link": the envelope then has no link member).
+function M.link(v)
+    v = nonempty(v)
+    if v == nil then
+        return nil
+    end
+    local t = v:gsub("^%s+", ""):gsub("%s+$", ""):lower()
+    if t == "无" or t == "none" or t == "null" or t == "n/a" or t == "-" then
+        return nil
+    end
+    return v
+end
+
+local MAX_DETAIL = 4096
+
+-- body_of(res) -> the downstream body as details: decoded JSON when it is JSON, else
+-- its text (cut to a bound, so a huge HTML error page cannot flood the model).
+function M.body_of(res)
+    local body = res and res.body or ""
+    if body ~= "" then
+        local v = cljson.pdecode(body)
+        if v ~= nil then
+            return v
+        end
+    end
+    if #body > MAX_DETAIL then
+        body = body:sub(1, MAX_DETAIL) .. "..."
+    end
+    return body
+end
+
+-- platform(v) -> v when it is the platform's error body, else nil
+function M.platform(v)
+    if type(v) == "table" and nonempty(v.error_code) then
+        return v
+    end
+    return nil
+end
+
+local function text(key, lang)
+    return catalog.text(key, lang)
+end
+
+-- "<what the gateway says> (upstream: <what the upstream said>)"
+local function with_upstream(description, said, lang)
+    said = nonempty(said)
+    if said == nil or said == description then
+        return description
+    end
+    return string.format(text("err_upstream_says", lang), description, said)
+end
+
+-- The solution of a 403: names the missing permission when the platform did.
+local function permission_solution(body, lang)
+    local what = body and (nonempty(body.error_details) or nonempty(body.description))
+    if what and #what <= 300 then
+        return string.format(text("err_permission_named", lang), what)
+    end
+    local _, s = catalog.error_text(403, lang)
+    return s
+end
+
+-- from_status(status, body, lang) -> err table for a downstream answer of status
+-- (not 2xx) whose decoded body (or text) is body.
+function M.from_status(status, body, lang)
+    local p = M.platform(body)
+    if status >= 400 and status < 500 then
+        local d, s = catalog.error_text(status, lang)
+        local e = {
+            status = status,
+            code = p and p.error_code or "Public." .. catalog.status_name(status),
+            description = p and nonempty(p.description) or d,
+            solution = s,
+            link = p and M.link(p.error_link) or nil,
+            details = body,
+        }
+        if status == 403 then
+            e.solution = permission_solution(p, lang)
+        elseif status == 404 then
+            e.solution = nil -- the envelope names the ids of the call to check
+        elseif p and nonempty(p.solution) then
+            e.solution = p.solution
+        end
+        return e
+    end
+    local mapped = (status == 503 or status == 504) and status or 502
+    local d, s = catalog.error_text(mapped, lang)
+    local retryable = M.next_of(mapped)
+    return {
+        status = mapped,
+        code = M.UPSTREAM_CODES[mapped],
+        description = with_upstream(d, p and p.description, lang),
+        solution = retryable and text("err_upstream_busy", lang) or s,
+        details = body,
+        upstream_status = status,
+        upstream_code = p and p.error_code or nil,
+    }
+end
+
+-- transport(err, lang) -> err table for a ctx.http failure (no response). Only the
+-- failure's code is kept: transport messages may name internal hosts.
+function M.transport(err, lang)
+    local reason = type(err) == "table" and type(err.code) == "string" and err.code or "transport_error"
+    local status = reason == "upstream_timeout" and 504 or 502
+    local retryable = reason ~= "upstream_response_too_large"
+    local d, s = catalog.error_text(status, lang)
+    return {
+        status = status,
+        code = M.UPSTREAM_CODES[status],
+        description = d,
+        solution = retryable and text("err_upstream_retry", lang) or s,
+        details = { reason = reason },
+        retryable = retryable,
+    }
+end
+
+-- upstream(res, err, lang) -> err table for `return nil, err` (res: ctx.http's answer
+-- when there is one, err: its failure otherwise).
+function M.upstream(res, err, lang)
+    if res == nil then
+        return M.transport(err, lang)
+    end
+    return M.from_status(res.status, M.body_of(res), lang)
+end
+
+-- The fields an envelope writes itself, in this order; any other field of a tool's
+-- error table follows them (permission_guidance, upstream_status, ...).
+local ORDER = { "code", "description", "solution", "link", "details", "retryable", "retry_after_ms",
+                "required_action" }
+local OWN = { status = true, raw = true, message = true }
+for _, k in ipairs(ORDER) do
+    OWN[k] = true
+end
+
+local ID_KINDS = {
+    { "ot_id", { ["zh-CN"] = "对象类", ["en-US"] = "object type" } },
+    { "rt_id", { ["zh-CN"] = "关系类", ["en-US"] = "relation type" } },
+    { "at_id", { ["zh-CN"] = "行动类", ["en-US"] = "action type" } },
+}
+
+local function id_text(v)
+    if type(v) == "string" or math.type(v) == "integer" then
+        return tostring(v)
+    end
+    return nil
+end
+
+-- The concrete next step of a 404 from the ids of the call.
+local function not_found_solution(args, lang)
+    if type(args) ~= "table" then
+        return nil
+    end
+    for _, k in ipairs(ID_KINDS) do
+        local v = id_text(args[k[1]])
+        if v then
+            local kind = k[2][lang == "en-US" and "en-US" or "zh-CN"]
+            return string.format(text("err_check_schema_id", lang), kind, v)
+        end
+    end
+    local kn = id_text(args.kn_id)
+    if kn then
+        return string.format(text("err_check_kn_id", lang), kn)
+    end
+    return nil
+end
+
+-- envelope(status, err, lang, args) -> the error object of a tool error table:
+-- {code, description, solution, link?, details, retryable, retry_after_ms?,
+-- required_action?, ...the table's other fields}. Missing texts come from the
+-- status's catalogue entry, missing retry fields from its rule; a link that is a
+-- placeholder is left out; retry_after_ms is only there when retryable, never 0.
+function M.envelope(status, err, lang, args)
+    local e = cljson.object({}, ORDER)
+    local d, s = catalog.error_text(status, lang)
+    local retryable, wait, action = M.next_of(status)
+    e.code = type(err.code) == "string" and err.code or "Public." .. catalog.status_name(status)
+    e.description = nonempty(err.description) or d
+    e.solution = nonempty(err.solution) or (status == 404 and not_found_solution(args, lang)) or s
+    e.link = M.link(err.link)
+    if err.details ~= nil then
+        e.details = err.details
+    elseif type(err.message) == "string" then
+        e.details = err.message
+    else
+        e.details = cljson.null
+    end
+    if type(err.retryable) == "boolean" then
+        retryable = err.retryable
+    end
+    e.retryable = retryable
+    if retryable then
+        local w = math.tointeger(err.retry_after_ms)
+        e.retry_after_ms = (w and w > 0) and w or wait or M.RETRY_AFTER_MS
+        action = "retry_later"
+    end
+    e.required_action = nonempty(err.required_action) or action
+    for k, v in pairs(err) do
+        if not OWN[k] then
+            e[k] = v
+        end
+    end
+    return e
+end
+
+return M
