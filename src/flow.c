@@ -400,7 +400,7 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     /* Another claimant ran (or runs) this operation. */
     const char *st = op->receipt_status;
     if (!st || !strcmp(st, "pending")) {
-        refuse(f, 409, "receipt_pending", "another call is executing this operation", 1,
+        refuse(f, 409, "receipt_pending", TX(f, FLOW_RECEIPT_PENDING), 1,
                "retry_same_business_tool", "retry_same_business_tool");
         return;
     }
@@ -564,8 +564,8 @@ static void replay(flow *f, const char *record, size_t len)
     int toon = f->o.toon;
     if (outcome_decode(record, len, &f->o) < 0) {
         f->o.toon = toon;
-        refuse(f, 503, "state_store_unavailable", "the stored result could not be read", 1,
-               "retry_later", "retry_later");
+        refuse(f, 503, "state_store_unavailable", TX(f, FLOW_RECORD_UNREADABLE), 1, "retry_later",
+               "retry_later");
         return;
     }
     snprintf(f->o.code, sizeof f->o.code, "replay");
@@ -585,18 +585,16 @@ static void on_idem(idem_decision d, const char *response, size_t len, void *arg
         replay(f, response, len);
         return;
     case IDEM_CONFLICT:
-        refuse(f, 409, "idempotency_conflict",
-               "this invocation id was already used with different input", 0,
+        refuse(f, 409, "idempotency_conflict", TX(f, FLOW_IDEM_CONFLICT), 0,
                "use_new_idempotency_key", "use_new_idempotency_key");
         return;
     case IDEM_IN_PROGRESS:
-        refuse(f, 409, "in_progress", "the same call is still running; retry it later", 1,
-               "retry_same_business_tool", "retry_same_business_tool");
+        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_same_business_tool",
+               "retry_same_business_tool");
         return;
     case IDEM_UNAVAILABLE:
     default:
-        refuse(f, 503, "state_store_unavailable",
-               "the idempotency store is unavailable; retry the call", 1, "retry_later",
+        refuse(f, 503, "state_store_unavailable", TX(f, FLOW_IDEM_UNAVAILABLE), 1, "retry_later",
                "retry_later");
         return;
     }

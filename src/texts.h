@@ -209,6 +209,16 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "interaction does not belong to conversation")                                               \
     X(FLOW_INTERACTION_TERMINAL, "该交互已是 %s 状态：请用 bkn_start_interaction 开始新的交互",    \
       "the interaction is %s; start a new interaction")                                            \
+    X(FLOW_RECEIPT_PENDING, "另一次调用正在执行同一操作：请稍后用相同参数重试",                    \
+      "another call is executing this operation; retry the same call later")                       \
+    X(FLOW_RECORD_UNREADABLE, "无法读取已保存的结果：请稍后重试",                                  \
+      "the stored result could not be read; retry later")                                          \
+    X(FLOW_IDEM_CONFLICT, "该调用 ID 已用于不同的输入：请为新的调用使用新的 ID",                   \
+      "this invocation id was already used with different input; use a new id for a new call")     \
+    X(FLOW_IDEM_IN_PROGRESS, "相同的调用仍在执行：请稍后重试",                                     \
+      "the same call is still running; retry it later")                                            \
+    X(FLOW_IDEM_UNAVAILABLE, "幂等记录存储暂不可用：请稍后重试该调用",                             \
+      "the idempotency store is unavailable; retry the call")                                      \
     X(FLOW_CONVERSATION_REQUIRED,                                                                  \
       "需要 bkn_context {conversation_id, interaction_id}：请先调用 "                       \
       "bkn_start_interaction",                                                                     \

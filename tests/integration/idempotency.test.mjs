@@ -119,6 +119,11 @@ test('REST: a retry with the same invocation id replays the original answer, rec
   assert.equal(c.status, 409, c.text);
   assert.equal(c.json.error.code, 'idempotency_conflict');
   assert.equal(c.json.error.retryable, false);
+  // in the deployment language (zh-CN), and in English when asked for
+  assert.match(c.json.error.message, /调用 ID 已用于不同的输入/);
+  const cEn = await rest('query_object_instance', query({ limit: 4, bkn_context: T }), { [INV]: id, 'accept-language': 'en-US' });
+  assert.equal(cEn.status, 409, cEn.text);
+  assert.match(cEn.json.error.message, /already used with different input/);
   assert.equal((await ontologyCalls(seq)).length, 1);
   // and the original is still replayed after the conflict
   const d = await rest('query_object_instance', query({ bkn_context: T }), { [INV]: id });
