@@ -8,7 +8,7 @@ M.languages = { "zh-CN", "en-US" }
 M.default_language = "zh-CN"
 
 local GROUPS = {
-    lifecycle = { ["zh-CN"] = "会话生命周期", ["en-US"] = "Session Lifecycle" },
+    lifecycle = cltexts.text.lc_group_title, -- the C core lists the lifecycle tools too
     discovery = { ["zh-CN"] = "网络与 Schema", ["en-US"] = "Networks & Schema" },
     query = { ["zh-CN"] = "实例查询", ["en-US"] = "Instance Queries" },
     action = { ["zh-CN"] = "行动", ["en-US"] = "Actions" },

@@ -441,31 +441,34 @@ local REF_TYPES = {
 }
 
 local function bkn_context_schema(lang)
-    local en = lang == "en-US"
+    local function d(key)
+        return catalog.text(key, lang)
+    end
     return {
         type = "object",
         additionalProperties = false,
         required = { "conversation_id", "interaction_id" },
-        description = en
-            and ("Turn context from bkn_start_interaction: pass conversation_id and interaction_id "
-                .. "exactly as start returned them.")
-            or "本轮上下文：原样传入 bkn_start_interaction 返回的 conversation_id 与 interaction_id。",
+        description = d("ctx_desc"),
         properties = {
-            conversation_id = { type = "string", minLength = 1 },
-            interaction_id = { type = "string", minLength = 1 },
-            parent_operation_id = { type = "string", minLength = 1 },
-            causation_event_ids = { type = "array", maxItems = 64, items = { type = "string" } },
+            conversation_id = { type = "string", minLength = 1, description = d("ctx_conversation_id") },
+            interaction_id = { type = "string", minLength = 1, description = d("ctx_interaction_id") },
+            parent_operation_id = { type = "string", minLength = 1,
+                description = d("ctx_parent_operation_id") },
+            causation_event_ids = { type = "array", maxItems = 64, items = { type = "string" },
+                description = d("ctx_causation_event_ids") },
             business_refs = {
                 type = "array",
                 maxItems = 64,
+                description = d("ctx_business_refs"),
                 items = {
                     type = "object",
                     additionalProperties = false,
                     required = { "ref_type", "ref_id" },
                     properties = {
-                        ref_type = { enum = REF_TYPES },
-                        ref_id = { type = "string", minLength = 1, maxLength = 512 },
-                        version = { type = "string", maxLength = 128 },
+                        ref_type = { enum = REF_TYPES, description = d("ctx_ref_type") },
+                        ref_id = { type = "string", minLength = 1, maxLength = 512,
+                            description = d("ctx_ref_id") },
+                        version = { type = "string", maxLength = 128, description = d("ctx_ref_version") },
                     },
                 },
             },

@@ -365,7 +365,7 @@ run = function(tool, args, ctx, query)
         args.kn_id = ctx.kn_id_header
     end
     if tool.input_schema then
-        local v, errs = schema.validate(tool.input_schema, args)
+        local v, errs = schema.validate(tool.input_schema, args, ctx.lang)
         if v == nil then
             return nil, nil, errs or {}
         end

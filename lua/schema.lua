@@ -14,6 +14,7 @@ local has_cljson, cljson = pcall(require, "cljson")
 if not has_cljson then
     cljson = nil
 end
+local catalog = require "catalog"
 
 M.languages = { "zh-CN", "en-US" }
 
@@ -454,6 +455,17 @@ end
 
 local validate
 
+-- Appends the validation error at path: the catalogue text `key` (src/texts.h,
+-- "schema_*") in the language of the validation, formatted with the arguments.
+local function fail(st, path, key, ...)
+    local args = table.pack(...)
+    for i = 1, args.n do
+        args[i] = tostring(args[i])
+    end
+    st.errors[#st.errors + 1] = { path = path,
+        message = string.format(catalog.text(key, st.lang), table.unpack(args, 1, args.n)) }
+end
+
 -- The property names that have a default, sorted: once per properties table (schemas
 -- do not change after loading; a reload builds new tables).
 local defaults_of = setmetatable({}, { __mode = "k" })
@@ -493,7 +505,7 @@ local function validate_object(st, s, v, path)
     if s.required then
         for _, name in ipairs(s.required) do
             if v[name] == nil and (props[name] == nil or props[name].default == nil) then
-                st.errors[#st.errors + 1] = { path = join(path, name), message = "is required" }
+                fail(st, join(path, name), "schema_required")
             end
         end
     end
@@ -507,14 +519,14 @@ local function validate_object(st, s, v, path)
     for _, k in ipairs(keys) do
         local sub = type(k) == "string" and props[k] or nil
         if type(k) ~= "string" then
-            st.errors[#st.errors + 1] = { path = path, message = "has a non-string key" }
+            fail(st, path, "schema_non_string_key")
         elseif sub ~= nil then
             local nv = validate(st, sub, v[k], join(path, k))
             if nv ~= v[k] then
                 set(k, nv)
             end
         elseif s.additionalProperties == false then
-            st.errors[#st.errors + 1] = { path = join(path, k), message = "is not allowed" }
+            fail(st, join(path, k), "schema_not_allowed")
         elseif type(s.additionalProperties) == "table" then
             local nv = validate(st, s.additionalProperties, v[k], join(path, k))
             if nv ~= v[k] then
@@ -536,12 +548,10 @@ local function validate_array(st, s, v, path)
     local out = v
     local n = #v
     if s.minItems and n < s.minItems then
-        st.errors[#st.errors + 1] = { path = path, message = "must have at least " ..
-            s.minItems .. " items" }
+        fail(st, path, "schema_min_items", s.minItems)
     end
     if s.maxItems and n > s.maxItems then
-        st.errors[#st.errors + 1] = { path = path, message = "must have at most " ..
-            s.maxItems .. " items" }
+        fail(st, path, "schema_max_items", s.maxItems)
     end
     if s.items then
         for i = 1, n do
@@ -561,8 +571,7 @@ local function validate_array(st, s, v, path)
         for i = 1, n do
             for j = i + 1, n do
                 if json_equal(v[i], v[j]) then
-                    st.errors[#st.errors + 1] = { path = path, message = "items " .. (i - 1) ..
-                        " and " .. (j - 1) .. " are equal; items must be unique" }
+                    fail(st, path, "schema_unique", i - 1, j - 1)
                     return out
                 end
             end
@@ -589,7 +598,7 @@ local function wants_array(s)
 end
 
 local function try(st, s, v, path)
-    local sub = { errors = {}, root = st.root, depth = st.depth }
+    local sub = { errors = {}, root = st.root, depth = st.depth, lang = st.lang }
     local out = validate(sub, s, v, path)
     return #sub.errors == 0, out, sub.errors
 end
@@ -597,7 +606,7 @@ end
 validate = function(st, s, v, path)
     st.depth = st.depth + 1
     if st.depth > 200 then
-        st.errors[#st.errors + 1] = { path = path, message = "is nested too deeply" }
+        fail(st, path, "schema_too_deep")
         st.depth = st.depth - 1
         return v
     end
@@ -623,8 +632,8 @@ validate = function(st, s, v, path)
             end
         end
         if not ok then
-            st.errors[#st.errors + 1] = { path = path, message = "must be of type " ..
-                table.concat(types, " or ") .. ", got " .. type_name(out) }
+            fail(st, path, "schema_type", table.concat(types, catalog.text("schema_or", st.lang)),
+                type_name(out))
             st.depth = st.depth - 1
             return v
         end
@@ -642,40 +651,33 @@ validate = function(st, s, v, path)
             for _, e in ipairs(s.enum) do
                 list[#list + 1] = describe(e)
             end
-            st.errors[#st.errors + 1] = { path = path, message = "must be one of " ..
-                table.concat(list, ", ") }
+            fail(st, path, "schema_enum", table.concat(list, ", "))
         end
     end
     if s.const ~= nil and not json_equal(out, s.const) then
-        st.errors[#st.errors + 1] = { path = path, message = "must be " .. describe(s.const) }
+        fail(st, path, "schema_const", describe(s.const))
     end
     if is_number(out) then
         local x = num_value(out)
         if s.minimum and x < num_value(s.minimum) then
-            st.errors[#st.errors + 1] = { path = path, message = "must be >= " ..
-                tostring(s.minimum) }
+            fail(st, path, "schema_min", s.minimum)
         end
         if s.maximum and x > num_value(s.maximum) then
-            st.errors[#st.errors + 1] = { path = path, message = "must be <= " ..
-                tostring(s.maximum) }
+            fail(st, path, "schema_max", s.maximum)
         end
         if s.exclusiveMinimum and x <= num_value(s.exclusiveMinimum) then
-            st.errors[#st.errors + 1] = { path = path, message = "must be > " ..
-                tostring(s.exclusiveMinimum) }
+            fail(st, path, "schema_xmin", s.exclusiveMinimum)
         end
         if s.exclusiveMaximum and x >= num_value(s.exclusiveMaximum) then
-            st.errors[#st.errors + 1] = { path = path, message = "must be < " ..
-                tostring(s.exclusiveMaximum) }
+            fail(st, path, "schema_xmax", s.exclusiveMaximum)
         end
     elseif type(out) == "string" then
         local len = utf8.len(out) or #out
         if s.minLength and len < s.minLength then
-            st.errors[#st.errors + 1] = { path = path, message = "must be at least " ..
-                s.minLength .. " characters long" }
+            fail(st, path, "schema_min_length", s.minLength)
         end
         if s.maxLength and len > s.maxLength then
-            st.errors[#st.errors + 1] = { path = path, message = "must be at most " ..
-                s.maxLength .. " characters long" }
+            fail(st, path, "schema_max_length", s.maxLength)
         end
     else
         local k = container_kind(out)
@@ -705,9 +707,7 @@ validate = function(st, s, v, path)
             end
         end
         if not matched then
-            st.errors[#st.errors + 1] = { path = path, message =
-                "must match one of the allowed forms (closest: " .. best[1].path .. " " ..
-                best[1].message .. ")" }
+            fail(st, path, "schema_any_of", best[1].path, best[1].message)
         end
     end
     if s.oneOf then
@@ -725,21 +725,20 @@ validate = function(st, s, v, path)
         if count == 1 then
             out = first
         elseif count == 0 then
-            st.errors[#st.errors + 1] = { path = path, message =
-                "must match exactly one of the allowed forms (closest: " .. best[1].path ..
-                " " .. best[1].message .. ")" }
+            fail(st, path, "schema_one_of", best[1].path, best[1].message)
         else
-            st.errors[#st.errors + 1] = { path = path, message =
-                "matches more than one of the allowed forms; it must match exactly one" }
+            fail(st, path, "schema_many_of")
         end
     end
     st.depth = st.depth - 1
     return out
 end
 
--- Validates value against node, a part of root (for $ref resolution).
-function M.validate_node(root, node, value)
-    local st = { errors = {}, root = root, depth = 0 }
+-- Validates value against node, a part of root (for $ref resolution). lang: the
+-- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
+-- the load-time checks operators read).
+function M.validate_node(root, node, value, lang)
+    local st = { errors = {}, root = root, depth = 0, lang = lang or "en-US" }
     local out = validate(st, node, value, "/")
     if #st.errors > 0 then
         return nil, st.errors
@@ -747,13 +746,15 @@ function M.validate_node(root, node, value)
     return out
 end
 
--- schema.validate(s, value) -> value_with_defaults | nil, errors ({path=, message=})
--- The input is never mutated: changed tables are copied (copy on write).
-function M.validate(s, value)
+-- schema.validate(s, value, lang) -> value_with_defaults | nil, errors ({path=, message=})
+-- path is the JSON pointer of the value, message says what is wrong with it in lang
+-- (as validate_node). The input is never mutated: changed tables are copied (copy on
+-- write).
+function M.validate(s, value, lang)
     if value == nil then
         value = {}
     end
-    return M.validate_node(s, s, value)
+    return M.validate_node(s, s, value, lang)
 end
 
 ----------------------------------------------------------------------------

@@ -57,8 +57,8 @@ int callcheck_format(const char *query, const json_value *arg, int mcp, int tool
     return -1;
 }
 
-int callcheck_hint(const char *v, const char *src, char *out, size_t outlen, char *err,
-                   size_t errlen)
+int callcheck_hint(const char *v, const char *src, lang_id lang, char *out, size_t outlen,
+                   char *err, size_t errlen)
 {
     out[0] = '\0';
     if (!v)
@@ -69,13 +69,13 @@ int callcheck_hint(const char *v, const char *src, char *out, size_t outlen, cha
     while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
         n--;
     if (n == 0 || n > 256 || n >= outlen) {
-        snprintf(err, errlen, "%s must be 1 to 256 printable ASCII characters without spaces", src);
+        snprintf(err, errlen, text_get(TEXT_HINT_LENGTH, lang), src);
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)v[i];
         if (ch < 0x21 || ch > 0x7e) {
-            snprintf(err, errlen, "%s must be printable ASCII without spaces", src);
+            snprintf(err, errlen, text_get(TEXT_HINT_CHARS, lang), src);
             return -1;
         }
     }
@@ -85,7 +85,8 @@ int callcheck_hint(const char *v, const char *src, char *out, size_t outlen, cha
 }
 
 int callcheck_hint_pick(const char *header_value, const char *header, const json_value *meta,
-                        const char *meta_key, char *out, size_t outlen, char *err, size_t errlen)
+                        const char *meta_key, lang_id lang, char *out, size_t outlen, char *err,
+                        size_t errlen)
 {
     const char *v = header_value;
     const char *src = header;
@@ -94,10 +95,10 @@ int callcheck_hint_pick(const char *header_value, const char *header, const json
         const json_value *m = json_get(meta, meta_key);
         src = meta_key;
         if (m && json_typeof(m) != JSON_STRING) {
-            snprintf(err, errlen, "%s must be a string", src);
+            snprintf(err, errlen, text_get(TEXT_HINT_NOT_STRING, lang), src);
             return -1;
         }
         v = m ? json_get_str(m, NULL) : NULL;
     }
-    return callcheck_hint(v, src, out, outlen, err, errlen);
+    return callcheck_hint(v, src, lang, out, outlen, err, errlen);
 }

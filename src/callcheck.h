@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "json.h"
+#include "texts.h"
 
 /* POST /kn/<tool> body: empty = {}; otherwise Content-Type application/json and a
  * JSON object within max_depth (0 = the JSON default). Returns 0 with *out, or -1
@@ -26,15 +27,16 @@ int callcheck_format(const char *query, const json_value *arg, int mcp, int tool
 
 /* A host hint's value v (NULL = absent) named src in messages: trimmed of spaces and
  * tabs, 1-256 printable ASCII 0x21-0x7E. Returns 0 (out[0] == 0 when absent) or -1
- * with err. */
-int callcheck_hint(const char *v, const char *src, char *out, size_t outlen, char *err,
-                   size_t errlen);
+ * with err (in lang). */
+int callcheck_hint(const char *v, const char *src, lang_id lang, char *out, size_t outlen,
+                   char *err, size_t errlen);
 
 /* A host hint from either place: the header's value (header_value, NULL when the
  * request has none; named header in messages), else the string member meta_key of
  * the MCP _meta object meta (NULL when none; a non-string is an error). Then as
  * callcheck_hint. */
 int callcheck_hint_pick(const char *header_value, const char *header, const json_value *meta,
-                        const char *meta_key, char *out, size_t outlen, char *err, size_t errlen);
+                        const char *meta_key, lang_id lang, char *out, size_t outlen, char *err,
+                        size_t errlen);
 
 #endif

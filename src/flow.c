@@ -640,8 +640,8 @@ void flow_run(flow *f)
     const flow_input *in = &f->in;
     char err[300];
     if (callcheck_hint_pick(in->invocation_header, "X-OpenBKN-Client-Invocation-Id", in->meta,
-                            "openbkn.ai/client-invocation-id", f->invocation, sizeof f->invocation,
-                            err, sizeof err) < 0) {
+                            "openbkn.ai/client-invocation-id", in->env.lang, f->invocation,
+                            sizeof f->invocation, err, sizeof err) < 0) {
         refuse(f, 400, "lifecycle_hint_invalid", err, 0, "fix_host_lifecycle_hint",
                "fix_host_lifecycle_hint");
         return;

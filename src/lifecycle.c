@@ -46,19 +46,51 @@ static void trace_time_end(lifecycle *l)
 
 /* ---- catalogue entries ---- */
 
-static const char START_SCHEMA[] =
-    "{\"additionalProperties\":false,\"oneOf\":[{\"properties\":{\"conversation_mode\":{\"const\":"
-    "\"new\"}},\"not\":{\"required\":[\"conversation_id\"]}},{\"properties\":{\"conversation_"
-    "mode\":"
-    "{\"const\":\"continue\"}},\"required\":[\"conversation_id\"]}],\"properties\":{\"agent_name\":"
-    "{\"description\":\"Your stable agent name (the same on every turn)\",\"maxLength\":128,"
-    "\"minLength\":1,\"type\":\"string\"},\"conversation_id\":{\"description\":\"Only with "
-    "conversation_mode=continue: the conversation_id an earlier start returned\",\"minLength\":1,"
-    "\"type\":\"string\"},\"conversation_mode\":{\"description\":\"new: no current conversation; "
-    "continue: continue conversation_id\",\"enum\":[\"new\",\"continue\"],\"type\":\"string\"},"
-    "\"question\":{\"description\":\"The user's full question for this turn\",\"minLength\":1,"
-    "\"type\":\"string\"}},\"required\":[\"question\",\"agent_name\",\"conversation_mode\"],"
-    "\"type\":\"object\"}";
+/* The description keyword of a schema property, in lang. */
+static void put_desc(buf *out, text_id id, lang_id lang)
+{
+    const char *t = text_get(id, lang);
+    buf_puts(out, "\"description\":");
+    json_write_string(out, t, strlen(t));
+    buf_putc(out, ',');
+}
+
+/* The input schemas, keys in canonical order; every property described in lang. */
+static void start_schema(buf *o, lang_id lang)
+{
+    buf_puts(o,
+             "{\"additionalProperties\":false,\"oneOf\":[{\"properties\":{\"conversation_mode\":"
+             "{\"const\":\"new\"}},\"not\":{\"required\":[\"conversation_id\"]}},{\"properties\":"
+             "{\"conversation_mode\":{\"const\":\"continue\"}},\"required\":["
+             "\"conversation_id\"]}],\"properties\":{\"agent_name\":{");
+    put_desc(o, TEXT_LC_P_AGENT_NAME, lang);
+    buf_puts(o, "\"maxLength\":128,\"minLength\":1,\"type\":\"string\"},\"conversation_id\":{");
+    put_desc(o, TEXT_LC_P_CONVERSATION_ID, lang);
+    buf_puts(o, "\"minLength\":1,\"type\":\"string\"},\"conversation_mode\":{");
+    put_desc(o, TEXT_LC_P_MODE, lang);
+    buf_puts(o, "\"enum\":[\"new\",\"continue\"],\"type\":\"string\"},\"question\":{");
+    put_desc(o, TEXT_LC_P_QUESTION, lang);
+    buf_puts(o, "\"minLength\":1,\"type\":\"string\"}},\"required\":[\"question\",\"agent_name\","
+                "\"conversation_mode\"],\"type\":\"object\"}");
+}
+
+static void finish_schema(buf *o, lang_id lang)
+{
+    buf_puts(o,
+             "{\"additionalProperties\":false,\"oneOf\":[{\"properties\":{\"outcome\":{\"const\":"
+             "\"completed\"}},\"required\":[\"answer\"]},{\"properties\":{\"outcome\":{\"enum\":["
+             "\"failed\",\"cancelled\",\"handed_off\"]}}}],\"properties\":{\"answer\":{");
+    put_desc(o, TEXT_LC_P_ANSWER, lang);
+    buf_puts(o, "\"minLength\":1,\"type\":\"string\"},\"interaction_id\":{");
+    put_desc(o, TEXT_LC_P_INTERACTION_ID, lang);
+    buf_puts(o, "\"minLength\":1,\"type\":\"string\"},\"outcome\":{");
+    put_desc(o, TEXT_LC_P_OUTCOME, lang);
+    buf_puts(o, "\"enum\":[\"completed\",\"failed\",\"cancelled\",\"handed_off\"],\"type\":"
+                "\"string\"},\"reason\":{");
+    put_desc(o, TEXT_LC_P_REASON, lang);
+    buf_puts(o, "\"type\":\"string\"}},\"required\":[\"interaction_id\",\"outcome\"],\"type\":"
+                "\"object\"}");
+}
 
 static const char START_OUTPUT[] =
     "{\"additionalProperties\":false,\"properties\":{\"conversation_id\":{\"type\":\"string\"},"
@@ -66,61 +98,41 @@ static const char START_OUTPUT[] =
     "\"string\"}},\"required\":[\"conversation_id\",\"interaction_id\",\"execution_status\"],"
     "\"type\":\"object\"}";
 
-static const char FINISH_SCHEMA[] =
-    "{\"additionalProperties\":false,\"oneOf\":[{\"properties\":{\"outcome\":{\"const\":"
-    "\"completed\"}},\"required\":[\"answer\"]},{\"properties\":{\"outcome\":{\"enum\":[\"failed\","
-    "\"cancelled\",\"handed_off\"]}}}],\"properties\":{\"answer\":{\"description\":\"The answer "
-    "given to the user (required for completed)\",\"minLength\":1,\"type\":\"string\"},"
-    "\"interaction_id\":{\"description\":\"The interaction_id bkn_start_interaction returned\","
-    "\"minLength\":1,\"type\":\"string\"},\"outcome\":{\"enum\":[\"completed\",\"failed\","
-    "\"cancelled\",\"handed_off\"],\"type\":\"string\"},\"reason\":{\"description\":\"Why, for "
-    "outcomes other than completed\",\"type\":\"string\"}},\"required\":[\"interaction_id\","
-    "\"outcome\"],\"type\":\"object\"}";
-
 static const char FINISH_OUTPUT[] =
     "{\"properties\":{\"conversation_id\":{\"type\":\"string\"},\"evidence_status\":{\"type\":"
     "\"string\"},\"execution_status\":{\"type\":\"string\"},\"interaction_id\":{\"type\":"
     "\"string\"}},\"required\":[\"interaction_id\",\"execution_status\"],\"type\":\"object\"}";
 
-static void entry(buf *out, const char *name, const char *title, const char *desc,
-                  const char *schema, const char *output, const char *group_title, int order,
-                  int read_only)
+/* idempotent: whether repeating the call with the same arguments changes nothing
+ * more (a repeated finish replays its outcome; a repeated "new" start opens another
+ * conversation). */
+static void entry(buf *out, const char *name, text_id title, text_id desc,
+                  void (*schema)(buf *, lang_id), const char *output, int order, int idempotent,
+                  lang_id lang)
 {
+    const char *gt = text_get(TEXT_LC_GROUP_TITLE, lang);
     buf_puts(out, "{\"_meta\":{\"openbkn.ai/group\":\"lifecycle\",\"openbkn.ai/group_title\":");
-    json_write_string(out, group_title, strlen(group_title));
+    json_write_string(out, gt, strlen(gt));
     buf_printf(out,
                ",\"openbkn.ai/order\":%d},\"annotations\":{\"destructiveHint\":false,"
-               "\"idempotentHint\":true,\"openWorldHint\":false,\"readOnlyHint\":%s},",
-               order, read_only ? "true" : "false");
+               "\"idempotentHint\":%s,\"openWorldHint\":false,\"readOnlyHint\":false},",
+               order, idempotent ? "true" : "false");
     buf_puts(out, "\"description\":");
-    json_write_string(out, desc, strlen(desc));
-    buf_printf(out, ",\"inputSchema\":%s,\"name\":\"%s\",\"outputSchema\":%s,\"title\":", schema,
-               name, output);
-    json_write_string(out, title, strlen(title));
+    json_write_string(out, text_get(desc, lang), strlen(text_get(desc, lang)));
+    buf_puts(out, ",\"inputSchema\":");
+    schema(out, lang);
+    buf_printf(out, ",\"name\":\"%s\",\"outputSchema\":%s,\"title\":", name, output);
+    json_write_string(out, text_get(title, lang), strlen(text_get(title, lang)));
     buf_putc(out, '}');
 }
 
 void lifecycle_list_entries(buf *out, lang_id lang)
 {
-    int en = lang == LANG_EN_US;
-    const char *gt = en ? "Session Lifecycle" : "会话生命周期";
-    entry(out, "bkn_start_interaction", en ? "Start Interaction" : "开始交互",
-          en ? "Call first on every turn: submit the user's full question, your stable agent_name "
-               "and conversation_mode (new without conversation_id, or continue with the "
-               "conversation_id an earlier start returned). Returns conversation_id and "
-               "interaction_id: pass them as bkn_context to every other tool of this turn."
-             : "每轮对话先调用：提交用户的完整问题、固定的 agent_name 与 conversation_mode（new "
-               "不传 conversation_id；continue 传入之前 start 返回的 conversation_id）。返回 "
-               "conversation_id 与 interaction_id，本轮其他工具都以 bkn_context 携带它们。",
-          START_SCHEMA, START_OUTPUT, gt, 10, 0);
+    entry(out, "bkn_start_interaction", TEXT_LC_START_TITLE, TEXT_LC_START_DESC, start_schema,
+          START_OUTPUT, 10, 0, lang);
     buf_putc(out, ',');
-    entry(out, "bkn_finish_interaction", en ? "Finish Interaction" : "结束交互",
-          en ? "Call before replying to the user: the interaction_id, the outcome (completed, "
-               "failed, cancelled, handed_off) and, for completed, your answer. Ends the "
-               "interaction only; the conversation stays open for the next turn."
-             : "回复用户之前调用：提交 interaction_id、outcome（completed、failed、cancelled、"
-               "handed_off），completed 时附上 answer。只结束本次交互，会话保持打开供下一轮使用。",
-          FINISH_SCHEMA, FINISH_OUTPUT, gt, 20, 0);
+    entry(out, "bkn_finish_interaction", TEXT_LC_FINISH_TITLE, TEXT_LC_FINISH_DESC, finish_schema,
+          FINISH_OUTPUT, 20, 1, lang);
 }
 
 const char *lifecycle_second_entry(const char *entries)
@@ -166,6 +178,20 @@ static void fail(lifecycle *l, const char *code, const char *message, int retrya
     lc_send(l, code);
 }
 
+/* fail with the catalogue text id (no format arguments) in the caller's language. */
+static void fail_text(lifecycle *l, const char *code, text_id id, int retryable, const char *action,
+                      const char *extra_status)
+{
+    fail(l, code, text_get(id, l->in.lang), retryable, action, extra_status);
+}
+
+/* invalid_params (or code) naming the field and the rule: msg was formatted from a
+ * catalogue text. */
+static void fail_args(lifecycle *l, const char *code, const char *action, const char *msg)
+{
+    fail(l, code, msg, 0, action, NULL);
+}
+
 /* A Trace Core outcome that is not a success: the envelope as is, or a mapped code. */
 static void fail_trace(lifecycle *l, const trace_reply *r)
 {
@@ -175,23 +201,20 @@ static void fail_trace(lifecycle *l, const trace_reply *r)
         l->o.is_error = 1;
         lc_send(l, r->error_code && *r->error_code ? r->error_code : "trace_error");
     } else if (r->status == TRACE_NOT_INSTALLED) {
-        fail(l, "feature_not_installed", "BKN Trace Core is not configured for this deployment", 0,
-             "", NULL);
+        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0, "", NULL);
     } else if (r->status == TRACE_NO_OWNER) {
-        fail(l, "permission_denied", "the caller has no tenant, business domain or account", 0,
-             "request_authorization", NULL);
+        fail_text(l, "permission_denied", TEXT_LC_NO_OWNER, 0, "request_authorization", NULL);
     } else {
-        fail(l, "trace_core_unavailable", "BKN Trace Core is temporarily unavailable", 1,
-             "retry_later", NULL);
+        fail_text(l, "trace_core_unavailable", TEXT_LC_TRACE_UNAVAILABLE, 1, "retry_later", NULL);
     }
 }
 
 /* A reply without the id it should carry: Core answered without it (missing), or
  * the failure itself. */
-static void fail_no_id(lifecycle *l, const trace_reply *r, const char *missing)
+static void fail_no_id(lifecycle *l, const trace_reply *r, text_id missing)
 {
     if (r->status == TRACE_OK)
-        fail(l, "trace_core_unavailable", missing, 1, "retry_later", NULL);
+        fail_text(l, "trace_core_unavailable", missing, 1, "retry_later", NULL);
     else
         fail_trace(l, r);
 }
@@ -232,7 +255,8 @@ static void args_key(const json_value *args, const char *name, const char *reque
 
 /* ---- validation ---- */
 
-static int only_keys(const json_value *o, const char *const *allowed)
+/* The first key of o not in allowed, or NULL. */
+static const char *unknown_key(const json_value *o, const char *const *allowed)
 {
     for (size_t i = 0; i < json_count(o); i++) {
         const char *k = json_key_at(o, i, NULL);
@@ -240,9 +264,9 @@ static int only_keys(const json_value *o, const char *const *allowed)
         for (const char *const *a = allowed; *a; a++)
             ok |= !strcmp(k, *a);
         if (!ok)
-            return 0;
+            return k;
     }
-    return 1;
+    return NULL;
 }
 
 /* A non-empty string member, or NULL; *bad set when present but not one. */
@@ -257,6 +281,40 @@ static const char *str_member(const json_value *o, const char *key, int *bad)
         return NULL;
     }
     return json_get_str(v, NULL);
+}
+
+/* Checks one field of the arguments: a required (when rule is not 0) non-empty
+ * string. Returns it, or NULL with msg set (field absent with a rule, or not a
+ * non-empty string); an absent optional field is NULL with msg empty. */
+static const char *want_str(const json_value *a, const char *key, text_id rule, lang_id lang,
+                            char *msg, size_t n)
+{
+    int bad = 0;
+    const char *v = str_member(a, key, &bad);
+    msg[0] = '\0';
+    if (bad)
+        snprintf(msg, n, text_get(TEXT_LC_NOT_STRING, lang), key);
+    else if (!v && rule)
+        snprintf(msg, n, text_get(TEXT_LC_FIELD_REQUIRED, lang), key, text_get(rule, lang));
+    return v;
+}
+
+/* The refusal of an argument object with a field outside allowed (msg set), or 0. */
+static int refuse_unknown(const json_value *a, const char *tool, const char *const *allowed,
+                          lang_id lang, char *msg, size_t n)
+{
+    const char *k = unknown_key(a, allowed);
+    if (!k)
+        return 0;
+    char list[160] = "";
+    for (const char *const *p = allowed; *p; p++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", p == allowed ? "" : ", ",
+                 *p);
+    char shown[80];
+    snprintf(shown, sizeof shown, "%s", k);
+    json_utf8_scrub(shown); /* a cut inside a character */
+    snprintf(msg, n, text_get(TEXT_LC_UNKNOWN_FIELD, lang), shown, tool, list);
+    return 1;
 }
 
 /* ---- start ---- */
@@ -298,43 +356,69 @@ static void on_conversation(const trace_reply *r, const char *cid, void *arg)
     l->tc = NULL;
     trace_time_end(l);
     if (!cid) {
-        fail_no_id(l, r, "BKN Trace Core answered without a conversation");
+        fail_no_id(l, r, TEXT_LC_NO_CONVERSATION);
         return;
     }
-    const char *given = json_get_string(l->args, "conversation_id");
-    if (given && strcmp(given, cid)) {
-        fail(l, "conversation_context_conflict",
-             "conversation_id does not match the host conversation mapping", 0,
-             "use_authoritative_conversation", NULL);
-        return;
-    }
+    /* The host's mapping decides: a conversation_id or mode of the caller that says
+     * otherwise is overridden, not refused (the answer names the mapped id). */
     snprintf(l->conversation_id, sizeof l->conversation_id, "%s", cid);
     create_interaction(l);
 }
 
-static void start(lifecycle *l)
+/* The refusal of start's arguments naming the field and the rule (msg set), or 0.
+ * With a host conversation key the mapping decides the conversation, so mode and
+ * conversation_id need not agree with each other. */
+static int start_refusal(const lifecycle *l, char *msg, size_t n)
 {
     static const char *const allowed[] = {"question", "agent_name", "conversation_mode",
                                           "conversation_id", NULL};
     const json_value *a = l->args;
-    int bad = 0;
-    const char *question = str_member(a, "question", &bad);
-    const char *agent = str_member(a, "agent_name", &bad);
-    const char *mode = str_member(a, "conversation_mode", &bad);
-    const char *cid = str_member(a, "conversation_id", &bad);
-    int ok = !bad && only_keys(a, allowed) && question && agent && strlen(agent) <= 128 && mode &&
-             ((!strcmp(mode, "new") && !json_get(a, "conversation_id")) ||
-              (!strcmp(mode, "continue") && cid));
-    if (!ok) {
-        fail(l, "invalid_params",
-             "bkn_start_interaction expects top-level agent_name, question, and conversation_mode; "
-             "use continue with conversation_id or new without it",
-             0, "correct_tool_arguments", NULL);
+    lang_id lang = l->in.lang;
+    if (refuse_unknown(a, "bkn_start_interaction", allowed, lang, msg, n))
+        return 1;
+    want_str(a, "question", TEXT_LC_P_QUESTION, lang, msg, n);
+    if (msg[0])
+        return 1;
+    const char *agent = want_str(a, "agent_name", TEXT_LC_P_AGENT_NAME, lang, msg, n);
+    if (msg[0])
+        return 1;
+    if (strlen(agent) > 128) {
+        snprintf(msg, n, text_get(TEXT_LC_TOO_LONG, lang), "agent_name", 128);
+        return 1;
+    }
+    const char *mode = want_str(a, "conversation_mode", TEXT_LC_P_MODE, lang, msg, n);
+    if (msg[0])
+        return 1;
+    int is_new = !strcmp(mode, "new");
+    if (!is_new && strcmp(mode, "continue")) {
+        snprintf(msg, n, "%s", text_get(TEXT_LC_MODE_INVALID, lang));
+        return 1;
+    }
+    if (is_new && json_get(a, "conversation_id") && !l->host_key[0]) {
+        snprintf(msg, n, "%s", text_get(TEXT_LC_NEW_WITH_ID, lang));
+        return 1;
+    }
+    const char *cid = want_str(a, "conversation_id", 0, lang, msg, n);
+    if (msg[0])
+        return 1;
+    if (!is_new && !cid && !l->host_key[0]) {
+        snprintf(msg, n, "%s", text_get(TEXT_LC_CONTINUE_WITHOUT_ID, lang));
+        return 1;
+    }
+    return 0;
+}
+
+static void start(lifecycle *l)
+{
+    char msg[400];
+    if (start_refusal(l, msg, sizeof msg)) {
+        fail_args(l, "invalid_params", "correct_tool_arguments", msg);
         return;
     }
+    const char *mode = json_get_string(l->args, "conversation_mode");
+    const char *cid = json_get_string(l->args, "conversation_id");
     if (!trace_installed(l->in.trace)) {
-        fail(l, "feature_not_installed", "BKN Trace Core is not configured for this deployment", 0,
-             "", NULL);
+        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0, "", NULL);
         return;
     }
     if (!strcmp(mode, "continue") && !l->host_key[0]) {
@@ -396,7 +480,7 @@ static void on_artifact(const trace_reply *r, const char *id, void *arg)
     l->tc = NULL;
     trace_time_end(l);
     if (!id) {
-        fail_no_id(l, r, "BKN Trace Core did not store the answer");
+        fail_no_id(l, r, TEXT_LC_ANSWER_NOT_STORED);
         return;
     }
     snprintf(l->answer_ref, sizeof l->answer_ref, "artifact:%s", id);
@@ -421,8 +505,8 @@ static void on_pre_read(const trace_reply *r, const trace_interaction *it, void 
         return;
     }
     if (!st || (strcmp(st, "active") && strcmp(st, "completed"))) {
-        fail(l, "terminal_conflict", "another terminal outcome already won", 0,
-             "reuse_authoritative_interaction", st ? st : "unknown");
+        fail_text(l, "terminal_conflict", TEXT_LC_TERMINAL_CONFLICT, 0,
+                  "reuse_authoritative_interaction", st ? st : "unknown");
         return;
     }
     /* Records the answer as a result artifact first. */
@@ -431,45 +515,66 @@ static void on_pre_read(const trace_reply *r, const trace_interaction *it, void 
                                json_get_string(l->args, "answer"), it->updated_at, on_artifact, l);
 }
 
-static void finish(lifecycle *l)
+/* The refusal of finish's arguments (msg set, *code the error code and *action its
+ * required_action), or 0. */
+static int finish_refusal(const lifecycle *l, char *msg, size_t n, const char **code,
+                          const char **action)
 {
     static const char *const allowed[] = {"interaction_id", "outcome", "answer", "reason", NULL};
     const json_value *a = l->args;
+    lang_id lang = l->in.lang;
+    *code = "invalid_params";
+    *action = "correct_tool_arguments";
     if (json_get(a, "bkn_context")) {
-        fail(l, "invalid_params",
-             "bkn_finish_interaction requires interaction_id as a top-level field; remove "
-             "bkn_context and retry",
-             0, "correct_tool_arguments", NULL);
-        return;
+        snprintf(msg, n, "%s", text_get(TEXT_LC_FINISH_NESTED_CONTEXT, lang));
+        return 1;
     }
     const json_value *ov = json_get(a, "outcome");
     const char *outcome = ov && json_typeof(ov) == JSON_STRING ? json_get_str(ov, NULL) : NULL;
     int known = outcome && (!strcmp(outcome, "completed") || !strcmp(outcome, "failed") ||
                             !strcmp(outcome, "cancelled") || !strcmp(outcome, "handed_off"));
     if (ov && !known) {
-        fail(l, "invalid_params",
-             "bkn_finish_interaction outcome must be one of: completed, failed, cancelled, "
-             "handed_off",
-             0, "correct_tool_arguments", NULL);
-        return;
+        snprintf(msg, n, "%s", text_get(TEXT_LC_OUTCOME_INVALID, lang));
+        return 1;
     }
-    int bad = 0;
-    const char *iid = str_member(a, "interaction_id", &bad);
-    const char *answer = str_member(a, "answer", &bad);
+    if (refuse_unknown(a, "bkn_finish_interaction", allowed, lang, msg, n))
+        return 1;
+    want_str(a, "interaction_id", TEXT_LC_P_INTERACTION_ID, lang, msg, n);
+    if (msg[0])
+        return 1;
+    if (!outcome) {
+        snprintf(msg, n, text_get(TEXT_LC_FIELD_REQUIRED, lang), "outcome",
+                 text_get(TEXT_LC_P_OUTCOME, lang));
+        return 1;
+    }
     const json_value *reason = json_get(a, "reason");
-    if (reason && json_typeof(reason) != JSON_STRING)
-        bad = 1;
-    if (bad || !only_keys(a, allowed) || !iid || !outcome ||
-        (!strcmp(outcome, "completed") && !answer)) {
-        fail(l, "invalid_params",
-             "bkn_finish_interaction expects top-level interaction_id and outcome, plus answer for "
-             "completed or optional reason otherwise",
-             0, "correct_tool_arguments", NULL);
+    if (reason && json_typeof(reason) != JSON_STRING) {
+        snprintf(msg, n, text_get(TEXT_LC_NOT_TEXT, lang), "reason");
+        return 1;
+    }
+    want_str(a, "answer", 0, lang, msg, n);
+    if (!strcmp(outcome, "completed") && (msg[0] || !json_get(a, "answer"))) {
+        /* The closure of a completed interaction is its answer. */
+        *code = "closure_manifest_invalid";
+        *action = "provide_answer";
+        snprintf(msg, n, "%s", text_get(TEXT_LC_ANSWER_REQUIRED, lang));
+        return 1;
+    }
+    return msg[0] != '\0';
+}
+
+static void finish(lifecycle *l)
+{
+    char msg[400];
+    const char *code, *action;
+    if (finish_refusal(l, msg, sizeof msg, &code, &action)) {
+        fail_args(l, code, action, msg);
         return;
     }
+    const char *outcome = json_get_string(l->args, "outcome");
+    const char *iid = json_get_string(l->args, "interaction_id");
     if (!trace_installed(l->in.trace)) {
-        fail(l, "feature_not_installed", "BKN Trace Core is not configured for this deployment", 0,
-             "", NULL);
+        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0, "", NULL);
         return;
     }
     snprintf(l->interaction_id, sizeof l->interaction_id, "%s", iid);
@@ -497,11 +602,11 @@ void lifecycle_run(lifecycle *l)
     const lifecycle_input *in = &l->in;
     char err[300];
     if (callcheck_hint_pick(in->invocation_header, "X-OpenBKN-Client-Invocation-Id", in->meta,
-                            "openbkn.ai/client-invocation-id", l->invocation, sizeof l->invocation,
-                            err, sizeof err) < 0 ||
+                            "openbkn.ai/client-invocation-id", in->lang, l->invocation,
+                            sizeof l->invocation, err, sizeof err) < 0 ||
         callcheck_hint_pick(in->host_key_header, "X-OpenBKN-Host-Conversation-Key", in->meta,
-                            "openbkn.ai/host-conversation-key", l->host_key, sizeof l->host_key,
-                            err, sizeof err) < 0) {
+                            "openbkn.ai/host-conversation-key", in->lang, l->host_key,
+                            sizeof l->host_key, err, sizeof err) < 0) {
         fail(l, "lifecycle_hint_invalid", err, 0, "fix_host_lifecycle_hint", NULL);
         return;
     }

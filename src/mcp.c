@@ -122,8 +122,8 @@ static void on_progress(evutil_socket_t fd, short ev, void *arg)
                  "\"progressToken\":");
     buf_append(&b, c->progress_token.data, c->progress_token.len);
     buf_printf(&b, ",\"progress\":%d,\"message\":", c->progress_n);
-    char m[160];
-    snprintf(m, sizeof m, "%s is still running (%lld ms)", c->tool,
+    char m[200];
+    snprintf(m, sizeof m, text_get(TEXT_PROGRESS_RUNNING, c->lang), c->tool,
              (long long)(now_mono_ms() - c->t0));
     json_write_string(&b, m, strlen(m));
     buf_puts(&b, "}}");

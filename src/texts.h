@@ -126,6 +126,153 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "invocation id.")                                                                            \
     X(RECEIPT_STATUS_COMPLETED, "状态：已完成", "status: completed")                               \
     X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")                                       \
+    /* lifecycle tools: titles, descriptions, parameter descriptions */                            \
+    X(LC_GROUP_TITLE, "会话生命周期", "Session Lifecycle")                                         \
+    X(LC_START_TITLE, "开始交互", "Start Interaction")                                             \
+    X(LC_START_DESC,                                                                               \
+      "每轮对话先调用：提交用户的完整问题、固定的 agent_name 与 "            \
+      "conversation_mode（new "                                                                   \
+      "不传 conversation_id；continue 传入之前 start 返回的 "                            \
+      "conversation_id）。返回 "                                                               \
+      "conversation_id 与 interaction_id，本轮其他工具都以 bkn_context 携带它们。"  \
+      "每次 new 都会新建会话，因此重复调用不是幂等的。",                                           \
+      "Call first on every turn: submit the user's full question, your stable agent_name "         \
+      "and conversation_mode (new without conversation_id, or continue with the "                  \
+      "conversation_id an earlier start returned). Returns conversation_id and "                   \
+      "interaction_id: pass them as bkn_context to every other tool of this turn. Every "          \
+      "new start opens a new conversation, so repeating it is not idempotent.")                    \
+    X(LC_FINISH_TITLE, "结束交互", "Finish Interaction")                                           \
+    X(LC_FINISH_DESC,                                                                              \
+      "回复用户之前调用：提交 interaction_id、outcome（completed、"                  \
+      "failed、cancelled、"                                                                      \
+      "handed_off），completed 时附上 answer。只结束本次交互，会话保持打开供下一轮使用。",         \
+      "Call before replying to the user: the interaction_id, the outcome (completed, "             \
+      "failed, cancelled, handed_off) and, for completed, your answer. Ends the "                  \
+      "interaction only; the conversation stays open for the next turn.")                          \
+    X(LC_P_QUESTION, "用户本轮的完整问题（原文，非空）",                                           \
+      "The user's full question for this turn (verbatim, non-empty)")                              \
+    X(LC_P_AGENT_NAME, "你的固定 agent 名称（每轮相同，1 到 128 个字符）",                         \
+      "Your stable agent name (the same on every turn, 1 to 128 characters)")                      \
+    X(LC_P_MODE,                                                                                   \
+      "new：没有当前会话，新建一个（不传 conversation_id）；"                     \
+      "continue：延续 conversation_id "                                                         \
+      "指定的会话。宿主提供会话映射时以宿主映射为准。",                                            \
+      "new: no current conversation, open one (no conversation_id); continue: continue "           \
+      "the conversation conversation_id names. When the host supplies a conversation "             \
+      "mapping, the mapping decides.")                                                             \
+    X(LC_P_CONVERSATION_ID,                                                                        \
+      "仅用于 conversation_mode=continue：之前 start 返回的 conversation_id",                      \
+      "Only with conversation_mode=continue: the conversation_id an earlier start returned")       \
+    X(LC_P_INTERACTION_ID, "本轮 bkn_start_interaction 返回的 interaction_id（顶层字段）",         \
+      "The interaction_id this turn's bkn_start_interaction returned (a top-level field)")         \
+    X(LC_P_OUTCOME,                                                                                \
+      "本轮结果：completed 已回答用户（必须附 answer）；"                          \
+      "failed 无法完成（可附 reason）；"                                                  \
+      "cancelled 用户或 agent 中止；handed_off 转交人工或其他 agent",                              \
+      "How the turn ended: completed = answered the user (answer required); failed = could "       \
+      "not complete (give a reason); cancelled = stopped by the user or the agent; "               \
+      "handed_off = passed to a person or another agent")                                          \
+    X(LC_P_ANSWER, "给用户的回答（outcome 为 completed 时必填）",                                  \
+      "The answer given to the user (required when outcome is completed)")                         \
+    X(LC_P_REASON, "原因，用于 completed 以外的结果", "Why, for outcomes other than completed")    \
+    /* lifecycle tools: refusals. printf formats: FIELD_REQUIRED field, rule;                      \
+     * NOT_STRING / NOT_TEXT field; TOO_LONG field, limit; UNKNOWN_FIELD field, tool,              \
+     * allowed fields */                                                                           \
+    X(LC_FIELD_REQUIRED, "缺少必填字段 %s：%s", "%s is required: %s")                              \
+    X(LC_NOT_STRING, "%s 必须是非空字符串", "%s must be a non-empty string")                       \
+    X(LC_NOT_TEXT, "%s 必须是字符串", "%s must be a string")                                       \
+    X(LC_TOO_LONG, "%s 最多 %d 个字符", "%s must be at most %d characters long")                   \
+    X(LC_UNKNOWN_FIELD, "%s 不是 %s 的参数；允许的字段：%s",                                       \
+      "%s is not a parameter of %s; allowed: %s")                                                  \
+    X(LC_MODE_INVALID, "conversation_mode 必须是 \"new\" 或 \"continue\"",                         \
+      "conversation_mode must be \"new\" or \"continue\"")                                         \
+    X(LC_NEW_WITH_ID,                                                                              \
+      "conversation_mode 为 \"new\" 时不能传 conversation_id；要延续该会话请用 \"continue\"",      \
+      "conversation_id is not allowed with conversation_mode \"new\"; use \"continue\" to "        \
+      "continue that conversation")                                                                \
+    X(LC_CONTINUE_WITHOUT_ID,                                                                      \
+      "conversation_mode 为 \"continue\" 时必须传 conversation_id（之前 start "            \
+      "返回的值）；没有当前会话时用 \"new\"",                                                      \
+      "conversation_mode \"continue\" requires conversation_id (the one an earlier start "         \
+      "returned); use \"new\" when there is no current conversation")                              \
+    X(LC_FINISH_NESTED_CONTEXT,                                                                    \
+      "bkn_finish_interaction 不接受 bkn_context：interaction_id 是顶层字段，"           \
+      "请去掉 bkn_context 后重试",                                                                 \
+      "bkn_finish_interaction requires interaction_id as a top-level field; remove "               \
+      "bkn_context and retry")                                                                     \
+    X(LC_OUTCOME_INVALID, "outcome 必须是 completed、failed、cancelled、handed_off 之一",          \
+      "bkn_finish_interaction outcome must be one of: completed, failed, cancelled, "              \
+      "handed_off")                                                                                \
+    X(LC_ANSWER_REQUIRED, "outcome 为 completed 时必须提供 answer（给用户的回答，非空字符串）",    \
+      "completed outcome requires answer (the answer given to the user, a non-empty string)")      \
+    X(LC_TRACE_NOT_INSTALLED, "本部署未配置 BKN Trace Core",                                       \
+      "BKN Trace Core is not configured for this deployment")                                      \
+    X(LC_NO_OWNER, "调用方缺少租户、业务域或账号",                                                 \
+      "the caller has no tenant, business domain or account")                                      \
+    X(LC_TRACE_UNAVAILABLE, "BKN Trace Core 暂时不可用",                                           \
+      "BKN Trace Core is temporarily unavailable")                                                 \
+    X(LC_NO_CONVERSATION, "BKN Trace Core 的应答中没有会话",                                       \
+      "BKN Trace Core answered without a conversation")                                            \
+    X(LC_ANSWER_NOT_STORED, "BKN Trace Core 未能保存回答",                                         \
+      "BKN Trace Core did not store the answer")                                                   \
+    X(LC_TERMINAL_CONFLICT, "该交互已以另一种结果结束", "another terminal outcome already won")    \
+    /* host hints (src/callcheck.c). printf format: the hint's header or _meta key */              \
+    X(HINT_LENGTH, "%s 必须是 1 到 256 个不含空格的可打印 ASCII 字符",                             \
+      "%s must be 1 to 256 printable ASCII characters without spaces")                             \
+    X(HINT_CHARS, "%s 只能包含不含空格的可打印 ASCII 字符",                                        \
+      "%s must be printable ASCII without spaces")                                                 \
+    X(HINT_NOT_STRING, "%s 必须是字符串", "%s must be a string")                                   \
+    /* bkn_context as every business tool lists it (lua/contract.lua) */                           \
+    X(CTX_DESC,                                                                                    \
+      "本轮上下文：原样传入 bkn_start_interaction 返回的 conversation_id 与 "        \
+      "interaction_id。",                                                                          \
+      "Turn context from bkn_start_interaction: pass conversation_id and interaction_id "          \
+      "exactly as start returned them.")                                                           \
+    X(CTX_CONVERSATION_ID, "bkn_start_interaction 返回的 conversation_id，原样传入",               \
+      "The conversation_id bkn_start_interaction returned, unchanged")                             \
+    X(CTX_INTERACTION_ID, "bkn_start_interaction 返回的 interaction_id，原样传入",                 \
+      "The interaction_id bkn_start_interaction returned, unchanged")                              \
+    X(CTX_PARENT_OPERATION_ID,                                                                     \
+      "可选：促成本次调用的上一次调用的 operation_id（见其 bkn_receipt）",                         \
+      "Optional: the operation_id (from its bkn_receipt) of the earlier call of this "             \
+      "turn that led to this one")                                                                 \
+    X(CTX_CAUSATION_EVENT_IDS, "可选：促成本次调用的事件 ID（最多 64 个）",                        \
+      "Optional: ids of the events that caused this call (at most 64)")                            \
+    X(CTX_BUSINESS_REFS, "可选：本次调用涉及的业务对象（最多 64 个），记录在回执上",               \
+      "Optional: the business objects this call is about (at most 64), recorded on the "           \
+      "receipt")                                                                                   \
+    X(CTX_REF_TYPE, "业务对象的类型", "The kind of business object")                               \
+    X(CTX_REF_ID, "业务对象的 ID（如知识网络 ID、对象类 ID 或实例标识）",                          \
+      "The object's id (a network id, an object type id, an instance identity, ...)")              \
+    X(CTX_REF_VERSION, "可选：业务对象的版本", "Optional: the object's version")                   \
+    /* schema validation details (lua/schema.lua): the path is separate, these say what is         \
+     * wrong with the value there. printf formats (%s each, in order as named) */                  \
+    X(SCHEMA_REQUIRED, "为必填项", "is required")                                                  \
+    X(SCHEMA_NOT_ALLOWED, "不是允许的字段", "is not allowed")                                      \
+    X(SCHEMA_NON_STRING_KEY, "含有非字符串的键", "has a non-string key")                           \
+    X(SCHEMA_TOO_DEEP, "嵌套过深", "is nested too deeply")                                         \
+    X(SCHEMA_OR, " 或 ", " or ")                                                                   \
+    X(SCHEMA_TYPE, "类型必须是 %s，实际是 %s", "must be of type %s, got %s") /* types, got */      \
+    X(SCHEMA_ENUM, "必须是以下之一：%s", "must be one of %s")                                      \
+    X(SCHEMA_CONST, "必须是 %s", "must be %s")                                                     \
+    X(SCHEMA_MIN, "必须 >= %s", "must be >= %s")                                                   \
+    X(SCHEMA_MAX, "必须 <= %s", "must be <= %s")                                                   \
+    X(SCHEMA_XMIN, "必须 > %s", "must be > %s")                                                    \
+    X(SCHEMA_XMAX, "必须 < %s", "must be < %s")                                                    \
+    X(SCHEMA_MIN_LENGTH, "长度至少为 %s 个字符", "must be at least %s characters long")            \
+    X(SCHEMA_MAX_LENGTH, "长度最多为 %s 个字符", "must be at most %s characters long")             \
+    X(SCHEMA_MIN_ITEMS, "至少需要 %s 项", "must have at least %s items")                           \
+    X(SCHEMA_MAX_ITEMS, "最多只能有 %s 项", "must have at most %s items")                          \
+    X(SCHEMA_UNIQUE, "第 %s 项与第 %s 项相同；各项必须互不相同",                                   \
+      "items %s and %s are equal; items must be unique")                                           \
+    X(SCHEMA_ANY_OF, "不符合任何一种允许的形式（最接近的：%s %s）",                                \
+      "must match one of the allowed forms (closest: %s %s)") /* path, message */                  \
+    X(SCHEMA_ONE_OF, "必须恰好符合一种允许的形式（最接近的：%s %s）",                              \
+      "must match exactly one of the allowed forms (closest: %s %s)")                              \
+    X(SCHEMA_MANY_OF, "同时符合多种允许的形式；必须恰好符合一种",                                  \
+      "matches more than one of the allowed forms; it must match exactly one")                     \
+    /* MCP progress notifications. printf format: tool name, elapsed ms (long long) */             \
+    X(PROGRESS_RUNNING, "%s 仍在运行（已 %lld 毫秒）", "%s is still running (%lld ms)")            \
     /* error envelopes: next steps and the gateway's own error texts */                            \
     X(ERR_UPSTREAM_RETRY, "依赖服务暂时无法连接或响应超时，请稍候重试",                            \
       "The upstream service could not be reached or timed out; retry after a "                     \

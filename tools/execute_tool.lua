@@ -6,7 +6,11 @@
 --     proxy-only and gated-off tools are refused exactly like unknown ones;
 --   * with toolbox_id, a capability the network mounts in the execution factory:
 --     an MCP tool (toolbox_id = MCP server id) through the MCP proxy, or a
---     function tool of a toolbox through the toolbox proxy.
+--     function tool of a toolbox through the toolbox proxy;
+--   * by the name search_capabilities shows (`name`, or that name given as
+--     tool_id): a Context Loader tool of that name, else (with kn_id) the one
+--     mounted capability of that name, in toolbox_id when given. Two capabilities
+--     of one name in different toolboxes need toolbox_id (the refusal lists them).
 -- The core applies the same auth, lifecycle and idempotency as to any call.
 local cljson = require "cljson"
 local util = require "_lib.util"
@@ -21,10 +25,11 @@ local M = {
     description = {
         ["zh-CN"] = "按 search_capabilities 返回的标识调用一个能力，arguments 按该能力的 input_schema 填写。" ..
             "kind=tool 的能力只传 tool_id；执行工厂的能力（function、mcp_tool）同时传 toolbox_id 与 kn_id。" ..
-            "返回该能力的原始结果。",
+            "也可以用返回的 name 代替 tool_id（执行工厂能力需同时传 kn_id）。返回该能力的原始结果。",
         ["en-US"] = "Runs one capability by the ids search_capabilities returned; fill arguments " ..
             "per its input_schema. For kind=tool pass only tool_id; for execution-factory " ..
-            "capabilities (function, mcp_tool) also pass toolbox_id and kn_id. Returns the " ..
+            "capabilities (function, mcp_tool) also pass toolbox_id and kn_id. The returned name " ..
+            "works in place of tool_id (with kn_id for factory capabilities). Returns the " ..
             "capability's own result.",
     },
     short_description = {
@@ -42,7 +47,7 @@ local M = {
     input_schema = {
         type = "object",
         additionalProperties = false,
-        required = { "tool_id" },
+        anyOf = { { required = { "tool_id" } }, { required = { "name" } } },
         properties = {
             kn_id = {
                 type = "string",
@@ -59,6 +64,15 @@ local M = {
                 description = {
                     ["zh-CN"] = "search_capabilities 返回的 tool_id",
                     ["en-US"] = "The tool_id returned by search_capabilities",
+                },
+            },
+            name = {
+                type = "string",
+                minLength = 1,
+                maxLength = 256,
+                description = {
+                    ["zh-CN"] = "search_capabilities 返回的 name（不传 tool_id 时使用）",
+                    ["en-US"] = "The name search_capabilities returned (instead of tool_id)",
                 },
             },
             toolbox_id = {
@@ -92,6 +106,11 @@ local NOT_MOUNTED = {
     ["zh-CN"] = { "该工具未挂载到此知识网络", "请用 search_capabilities 查找该知识网络可用的能力" },
     ["en-US"] = { "This tool is not mounted on the knowledge network",
                   "Find the network's capabilities with search_capabilities" },
+}
+local AMBIGUOUS = {
+    ["zh-CN"] = { "有多个同名能力，无法确定调用哪一个", "请从 details 的候选中选一个，传入它的 toolbox_id 与 tool_id" },
+    ["en-US"] = { "More than one capability has this name",
+                  "Pick one of the candidates in details and pass its toolbox_id and tool_id" },
 }
 local NOT_EXECUTABLE = {
     ["zh-CN"] = { "该工具不在你可调用的已启用目录中：可能已停用、所属工具箱未发布，或当前账号无权访问",
@@ -132,15 +151,27 @@ local function declares_kn_id(ctx, name)
     return false
 end
 
-local function run_local(args, ctx)
+local function lists_tool(ctx, name)
+    if type(ctx.list_tools) ~= "function" then
+        return false
+    end
+    for _, t in ipairs(ctx.list_tools()) do
+        if t.name == name then
+            return true
+        end
+    end
+    return false
+end
+
+local function run_local(args, ctx, name)
     local inner = args.arguments or cljson.object()
     -- the core's own arguments never reach the inner tool's schema
     inner.bkn_context = nil
     inner.response_format = nil
-    if inner.kn_id == nil and args.kn_id ~= nil and declares_kn_id(ctx, args.tool_id) then
+    if inner.kn_id == nil and args.kn_id ~= nil and declares_kn_id(ctx, name) then
         inner.kn_id = args.kn_id
     end
-    return ctx.invoke(args.tool_id, inner)
+    return ctx.invoke(name, inner)
 end
 
 local function call_factory(ctx, req, summary)
@@ -151,7 +182,50 @@ local function call_factory(ctx, req, summary)
     return as_object(res)
 end
 
-local function run_factory(args, ctx)
+local function runnable(m, box)
+    return (box == nil or m.box_id == box) and (m.capability_type == "mcp_tool" or m.capability_type == "function")
+end
+
+-- The mounted capabilities (in toolbox box when given) whose name is `name`: an MCP
+-- tool's name is its id; a function tool's comes from its toolbox's catalogue.
+-- -> array of {box_id, capability_id, capability_type} | nil, err
+local function by_name(ctx, mounted, box, name)
+    local found, catalogues = {}, {}
+    for _, m in ipairs(mounted) do
+        if runnable(m, box) then
+            local match = m.capability_id == name
+            if not match and m.capability_type == "function" then
+                if catalogues[m.box_id] == nil then
+                    local cat, cerr = capability.catalogue(ctx, m.box_id)
+                    if cat == nil then
+                        return nil, cerr
+                    end
+                    catalogues[m.box_id] = cat
+                end
+                local t = catalogues[m.box_id][m.capability_id]
+                match = t ~= nil and t.name == name
+            end
+            if match then
+                found[#found + 1] = m
+            end
+        end
+    end
+    return found
+end
+
+local function ambiguous(ctx, found)
+    local list = util.array()
+    for i, m in ipairs(found) do
+        local c = cljson.object({}, { "toolbox_id", "tool_id", "kind" })
+        c.toolbox_id, c.tool_id, c.kind = m.box_id, m.capability_id, m.capability_type
+        list[i] = c
+    end
+    return upstream_error.local_error(400, ctx.lang, AMBIGUOUS, { candidates = list })
+end
+
+-- key: tool_id or name. Without toolbox_id, nil, nil when nothing mounted has that
+-- name (the caller then treats it as a Context Loader tool name).
+local function run_factory(args, ctx, key)
     if args.kn_id == nil then
         return nil, upstream_error.local_error(400, ctx.lang, KN_REQUIRED, nil)
     end
@@ -159,17 +233,33 @@ local function run_factory(args, ctx)
     if mounted == nil then
         return nil, merr
     end
-    local kind
+    local kind, box, id
+    -- toolbox_id and tool_id: exactly that capability
     for _, m in ipairs(mounted) do
-        if m.box_id == args.toolbox_id and m.capability_id == args.tool_id and
-            (m.capability_type == "mcp_tool" or m.capability_type == "function") then
-            kind = m.capability_type
+        if args.toolbox_id ~= nil and runnable(m, args.toolbox_id) and m.capability_id == args.tool_id then
+            kind, box, id = m.capability_type, m.box_id, m.capability_id
         end
     end
-    local ids = { toolbox_id = args.toolbox_id, tool_id = args.tool_id }
+    if kind == nil then
+        local found, ferr = by_name(ctx, mounted, args.toolbox_id, key)
+        if found == nil then
+            return nil, ferr
+        end
+        if #found > 1 then
+            return nil, ambiguous(ctx, found)
+        end
+        if #found == 1 then
+            kind, box, id = found[1].capability_type, found[1].box_id, found[1].capability_id
+        elseif args.toolbox_id == nil then
+            return nil, nil
+        end
+    end
+    local ids = { toolbox_id = args.toolbox_id, tool_id = key }
     if kind == nil then
         return nil, upstream_error.local_error(400, ctx.lang, NOT_MOUNTED, ids)
     end
+    args = { toolbox_id = box, tool_id = id, arguments = args.arguments }
+    ids = { toolbox_id = box, tool_id = id }
     local params = args.arguments or cljson.object()
     if kind == "mcp_tool" then
         local body = cljson.object({}, { "tool_name", "parameters" })
@@ -195,10 +285,16 @@ local function run_factory(args, ctx)
 end
 
 function M.handle(args, ctx)
-    if args.toolbox_id == nil then
-        return run_local(args, ctx)
+    local key = args.tool_id or args.name
+    if args.toolbox_id == nil and (args.kn_id == nil or lists_tool(ctx, key)) then
+        return run_local(args, ctx, key)
     end
-    return run_factory(args, ctx)
+    local res, err = run_factory(args, ctx, key)
+    if res == nil and err == nil then
+        -- no capability of that name is mounted: refused like any unknown tool name
+        return run_local(args, ctx, key)
+    end
+    return res, err
 end
 
 return M

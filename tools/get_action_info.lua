@@ -10,6 +10,9 @@
 --    the factory answers with name, description and schemas only. Only those are used
 --    here in any case: never source, server_url or path, and no in-cluster URL is
 --    handed to the model. A refused read stays a 403 with its reason.
+-- No `headers` key: the reference's copy of the gateway's own downstream headers
+-- holds identity values, and without them only correlation ids the model cannot use
+-- remain (docs/security.md, "get_action_info without headers").
 local cljson = require "cljson"
 local util = require "_lib.util"
 local action = require "_lib.action"

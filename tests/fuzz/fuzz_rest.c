@@ -93,8 +93,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const json_value *hv = json_get(args, "openbkn.ai/client-invocation-id");
     if (hv && json_typeof(hv) == JSON_STRING) {
         char hint[257], herr[200];
-        if (callcheck_hint(json_get_str(hv, NULL), "openbkn.ai/client-invocation-id", hint,
-                           sizeof hint, herr, sizeof herr) == 0) {
+        if (callcheck_hint(json_get_str(hv, NULL), "openbkn.ai/client-invocation-id", LANG_EN_US,
+                           hint, sizeof hint, herr, sizeof herr) == 0) {
             size_t n = strlen(hint);
             fuzz_must(n >= 1 && n <= 256, T, "a hint has 1-256 characters");
             for (size_t i = 0; i < n; i++)

@@ -202,6 +202,15 @@ test('get_action_info: class level without identities, instantiated with them', 
   assert.notDeepEqual(ti.fixed_params, t.fixed_params);
 });
 
+// No headers key (docs/security.md): the gateway's own downstream headers carry
+// identity values, and the correlation ids left without them are of no use to a model.
+test('get_action_info: no headers, no identity or credential values in the definition', async () => {
+  const r = await rest('get_action_info', { kn_id: 'kn_ops', at_id: 'at_restart_pod' });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(Object.keys(r.json), ['_dynamic_tools']);
+  assert.ok(!/x-account|authorization|cookie|bearer|x-business-domain|baggage|demo-user-token/i.test(r.text), r.text);
+});
+
 test('get_action_info: output_schema when the bound tool declares one', async () => {
   const r = await rest('get_action_info', { kn_id: 'kn_medical', at_id: 'at_generate_treatment_plan' });
   assert.equal(r.status, 200, r.text);

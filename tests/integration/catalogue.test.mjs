@@ -374,3 +374,30 @@ test('proxy ids that decode to another id, and dot-segment ids, get a 400 naming
     assert.ok(String(r.json.details).includes(`${field} must be an id`), `${tool}: ${r.text}`);
   }
 });
+
+// execute_tool takes the name search_capabilities shows for a function capability
+// (as `name`, or in tool_id), with or without toolbox_id, over MCP and REST.
+test('execute_tool runs a function capability by the name search_capabilities returned', async () => {
+  const found = await rest(off, 'search_capabilities', { kn_id: 'kn_supplychain', query: 'fx convert' });
+  const cap = found.json.capabilities.find((c) => c.tool_id === 'tool_fx_convert');
+  assert.equal(cap.kind, 'function');
+  assert.equal(cap.name, 'fx_convert');
+  const amount = { amount: 2, from: 'USD', to: 'CNY' };
+  for (const args of [
+    { kn_id: 'kn_supplychain', name: cap.name, arguments: amount },
+    { kn_id: 'kn_supplychain', tool_id: cap.name, arguments: amount },
+    { kn_id: 'kn_supplychain', toolbox_id: cap.toolbox_id, name: cap.name, arguments: amount },
+  ]) {
+    const r = await rest(off, 'execute_tool', args);
+    assert.equal(r.status, 200, `${JSON.stringify(args)}: ${r.text}`);
+    assert.equal(r.json.converted, 14.36);
+    const m = await callTool(off, 'execute_tool', { ...args, response_format: 'json' }, 77);
+    assert.equal(m.json.result.isError, false, m.text);
+    assert.equal(m.json.result.structuredContent.converted, 14.36);
+  }
+  // a name nothing has is refused like any unknown tool
+  const ghost = await rest(off, 'execute_tool', { tool_id: 'no_such_tool', arguments: {} });
+  const byName = await rest(off, 'execute_tool', { kn_id: 'kn_supplychain', name: 'no_such_tool', arguments: {} });
+  assert.equal(byName.status, ghost.status, byName.text);
+  assert.equal(byName.text, ghost.text);
+});

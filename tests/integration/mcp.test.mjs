@@ -140,6 +140,13 @@ test('instructions are localized: zh-CN by default, English with Accept-Language
   assert.match(ei, /bkn_start_interaction/);
   assert.match(zi, /bkn_start_interaction/);
   assert.notEqual(zi, ei);
+  // TOON is the MCP default: both say what it is and how to read a table header
+  for (const i of [zi, ei]) {
+    assert.match(i, /TOON/);
+    assert.ok(i.includes('rows[2]{id,name}:'), i);
+  }
+  assert.match(ei, /table of 2 rows with the columns id and name/);
+  assert.match(zi, /2 行的表，列依次为 id 和 name/);
 });
 
 test('notifications/initialized gets 202 with no body; ping answers {}', async () => {

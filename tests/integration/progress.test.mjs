@@ -45,6 +45,23 @@ test('a slow call with a progressToken streams progress, then the result', async
   assert.ok(last.result.structuredContent.datas.length === 1);
 });
 
+// One language per response: the progress messages follow the deployment language
+// (zh-CN here) or the request's Accept-Language, like the result they precede.
+test('progress messages are in the language of the response', async () => {
+  const cjk = /[\u4e00-\u9fff]/;
+  for (const [lang, want] of [[null, true], ['en-US', false]]) {
+    await slowUpstream(800);
+    const headers = lang ? { ...H, 'accept-language': lang } : H;
+    const r = await fetch(stack.server.mcpUrl, { method: 'POST', headers, body: callBody({ progressToken: 'tok-lang' }), signal: AbortSignal.timeout(10000) });
+    const progress = sseEvents(await r.text()).filter((e) => e.method === 'notifications/progress');
+    assert.ok(progress.length >= 1, `no progress events (${lang})`);
+    for (const e of progress) {
+      assert.ok(e.params.message.includes('query_object_instance'), e.params.message);
+      assert.equal(cjk.test(e.params.message), want, `${lang}: ${e.params.message}`);
+    }
+  }
+});
+
 test('without a progressToken a slow call is one JSON response', async () => {
   await slowUpstream(800);
   const r = await fetch(stack.server.mcpUrl, { method: 'POST', headers: H, body: callBody(null), signal: AbortSignal.timeout(10000) });

@@ -86,3 +86,25 @@ test('a reranker fault still answers, with the simple ranking', async () => {
   assert.ok((await rerankRequests(seq)).length >= 1);
   await sim('POST', '/_sim/reset');
 });
+
+// Validation details follow the response's language (the deployment's zh-CN, or
+// Accept-Language) on REST and MCP; the path stays the JSON pointer of the field.
+test('schema validation details are in the language of the response (REST and MCP)', async () => {
+  const bad = { kn_id: 'kn_medical', query: Q, max_concepts: 0 };
+  for (const [lang, want] of [[null, '必须 >= 1'], ['en-US', 'must be >= 1']]) {
+    const headers = lang ? { ...H, 'accept-language': lang } : H;
+    const r = await fetch(`${stack.server.base}${PREFIX}/kn/search_schema`, { method: 'POST', headers, body: JSON.stringify(bad), signal: AbortSignal.timeout(10000) });
+    const j = await r.json();
+    assert.equal(r.status, 400, JSON.stringify(j));
+    assert.deepEqual(j.details, [{ path: '/max_concepts', message: want }], JSON.stringify(j));
+
+    const mh = { ...headers, accept: 'application/json, text/event-stream' };
+    const init = await fetch(stack.server.mcpUrl, { method: 'POST', headers: mh, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {} }), signal: AbortSignal.timeout(5000) });
+    mh['mcp-session-id'] = init.headers.get('mcp-session-id');
+    const m = await fetch(stack.server.mcpUrl, { method: 'POST', headers: mh, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'search_schema', arguments: { ...bad, response_format: 'json' } } }), signal: AbortSignal.timeout(10000) });
+    const res = (await m.json()).result;
+    assert.equal(res.isError, true, JSON.stringify(res));
+    assert.ok(res.content[0].text.includes(want), res.content[0].text);
+    assert.ok(res.content[0].text.includes('/max_concepts'), res.content[0].text);
+  }
+});

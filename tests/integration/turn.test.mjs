@@ -158,9 +158,8 @@ test('finish with another outcome, and start argument validation', { skip: NO_SD
   const t = await start(client, { question: 'q', agent_name: 'turn-agent-2', conversation_mode: 'new' });
   const fin = okResult(await client.callTool({ name: 'bkn_finish_interaction', arguments: { interaction_id: t.interaction_id, outcome: 'failed', reason: 'no data' } }));
   assert.equal(fin.execution_status, 'failed');
-  // completed without answer; continue without conversation_id; new with one
+  // continue without conversation_id; new with one (completed without answer: below)
   for (const [name, args] of [
-    ['bkn_finish_interaction', { interaction_id: t.interaction_id, outcome: 'completed' }],
     ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'continue' }],
     ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'new', conversation_id: t.conversation_id }],
   ]) {
@@ -191,8 +190,17 @@ test('host conversation key via _meta: one conversation per key, the mapping win
   okResult(await client.callTool({ name: 'bkn_finish_interaction', arguments: { interaction_id: c.interaction_id, outcome: 'handed_off', reason: 'human' } }));
   const other = await start(client, { question: 'elsewhere', agent_name: 'host-agent', conversation_mode: 'new' });
   assert.notEqual(other.conversation_id, a.conversation_id);
-  const e = errorOf(await client.callTool({ name: 'bkn_start_interaction', arguments: { question: 'x', agent_name: 'host-agent', conversation_mode: 'continue', conversation_id: other.conversation_id }, _meta: meta }));
-  assert.equal(e.code, 'conversation_context_conflict');
+  // The host's mapping wins over the caller's id and mode: another conversation_id,
+  // "new" with an id, "continue" without one all land on the mapped conversation.
+  for (const args of [
+    { conversation_mode: 'continue', conversation_id: other.conversation_id },
+    { conversation_mode: 'new', conversation_id: other.conversation_id },
+    { conversation_mode: 'continue' },
+  ]) {
+    const m = await start(client, { question: 'x', agent_name: 'host-agent', ...args }, meta);
+    assert.equal(m.conversation_id, a.conversation_id, JSON.stringify(args));
+    okResult(await client.callTool({ name: 'bkn_finish_interaction', arguments: { interaction_id: m.interaction_id, outcome: 'cancelled' } }));
+  }
   // another key: another conversation
   const d = await start(client, { question: 'fourth', agent_name: 'host-agent', conversation_mode: 'new' }, { 'openbkn.ai/host-conversation-key': 'host-thread-43' });
   assert.notEqual(d.conversation_id, a.conversation_id);
@@ -250,4 +258,105 @@ test('REST: managed reads carry receipt headers, ad hoc reads leave no Trace rec
   st = await traceState();
   assert.equal(st.operations.length, before, 'an ad hoc read recorded an operation');
   okResult(await client.callTool({ name: 'bkn_finish_interaction', arguments: { interaction_id: t.interaction_id, outcome: 'completed', answer: 'rest done' } }));
+});
+
+// The refusals of start and finish name the field and the rule, in the response's
+// language (the deployment's zh-CN, or Accept-Language).
+const CJK = /[\u4e00-\u9fff]/;
+const START_REFUSALS = [
+  ['empty question', { question: '', agent_name: 'a', conversation_mode: 'new' }, ['question']],
+  ['missing question', { agent_name: 'a', conversation_mode: 'new' }, ['question']],
+  ['bad mode', { question: 'q', agent_name: 'a', conversation_mode: 'fresh' }, ['conversation_mode', 'new', 'continue']],
+  ['extra field', { question: 'q', agent_name: 'a', conversation_mode: 'new', bkn_context: {} }, ['bkn_context', 'question, agent_name, conversation_mode, conversation_id']],
+  ['new with an id', { question: 'q', agent_name: 'a', conversation_mode: 'new', conversation_id: 'conv_x' }, ['conversation_id', 'new']],
+  ['continue without an id', { question: 'q', agent_name: 'a', conversation_mode: 'continue' }, ['conversation_id', 'continue']],
+  ['long agent_name', { question: 'q', agent_name: 'a'.repeat(129), conversation_mode: 'new' }, ['agent_name', '128']],
+];
+
+test('start refusals name the field and the rule, in the language of the response', { skip: NO_SDK }, async () => {
+  for (const [lang, client] of [['zh-CN', await connect()], ['en-US', await connect(TOKEN, { 'Accept-Language': 'en-US' })]]) {
+    const messages = new Set();
+    for (const [what, args, words] of START_REFUSALS) {
+      const e = errorOf(await client.callTool({ name: 'bkn_start_interaction', arguments: args }));
+      assert.equal(e.code, 'invalid_params', `${what}: ${JSON.stringify(e)}`);
+      assert.equal(e.required_action, 'correct_tool_arguments', what);
+      assert.equal(e.retryable, false, what);
+      for (const w of words) assert.ok(e.message.includes(w), `${lang} ${what}: "${e.message}" does not name ${w}`);
+      assert.equal(CJK.test(e.message), lang === 'zh-CN', `${lang} ${what}: ${e.message}`);
+      messages.add(e.message);
+    }
+    assert.equal(messages.size, START_REFUSALS.length, `${lang}: one message per rule: ${[...messages].join(' | ')}`);
+  }
+});
+
+test('finish: completed without an answer is closure_manifest_invalid / provide_answer; other refusals name the field', { skip: NO_SDK }, async () => {
+  for (const [lang, client] of [['zh-CN', await connect()], ['en-US', await connect(TOKEN, { 'Accept-Language': 'en-US' })]]) {
+    const t = await start(client, { question: 'q', agent_name: 'finish-agent', conversation_mode: 'new' });
+    for (const args of [{ interaction_id: t.interaction_id, outcome: 'completed' }, { interaction_id: t.interaction_id, outcome: 'completed', answer: '' }]) {
+      const e = errorOf(await client.callTool({ name: 'bkn_finish_interaction', arguments: args }));
+      assert.equal(e.code, 'closure_manifest_invalid', JSON.stringify(e));
+      assert.equal(e.required_action, 'provide_answer');
+      assert.equal(e.retryable, false);
+      assert.ok(e.message.includes('answer'), e.message);
+      assert.equal(CJK.test(e.message), lang === 'zh-CN', e.message);
+    }
+    for (const [args, words] of [
+      [{ outcome: 'failed' }, ['interaction_id']],
+      [{ interaction_id: t.interaction_id }, ['outcome', 'completed', 'handed_off']],
+      [{ interaction_id: t.interaction_id, outcome: 'abandoned' }, ['outcome', 'handed_off']],
+      [{ interaction_id: t.interaction_id, outcome: 'failed', note: 'x' }, ['note', 'interaction_id, outcome, answer, reason']],
+      [{ interaction_id: t.interaction_id, outcome: 'failed', reason: 3 }, ['reason']],
+    ]) {
+      const e = errorOf(await client.callTool({ name: 'bkn_finish_interaction', arguments: args }));
+      assert.equal(e.code, 'invalid_params', JSON.stringify(e));
+      for (const w of words) assert.ok(e.message.includes(w), `${lang}: "${e.message}" does not name ${w}`);
+      assert.equal(CJK.test(e.message), lang === 'zh-CN', e.message);
+    }
+    // the interaction is still active: a correct finish goes through
+    okResult(await client.callTool({ name: 'bkn_finish_interaction', arguments: { interaction_id: t.interaction_id, outcome: 'completed', answer: 'done' } }));
+  }
+});
+
+test('tools/list: lifecycle annotations and every parameter described in the listing language', { skip: NO_SDK }, async () => {
+  for (const [lang, client] of [['zh-CN', await connect()], ['en-US', await connect(TOKEN, { 'Accept-Language': 'en-US' })]]) {
+    const { tools } = await client.listTools();
+    const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+    const st = byName.bkn_start_interaction;
+    const fin = byName.bkn_finish_interaction;
+    // a repeated "new" start opens another conversation: not idempotent
+    assert.equal(st.annotations.idempotentHint, false);
+    assert.equal(fin.annotations.idempotentHint, true);
+    for (const t of [st, fin]) {
+      assert.equal(CJK.test(t.title), lang === 'zh-CN', t.title);
+      assert.equal(CJK.test(t.description), lang === 'zh-CN', t.description);
+      for (const [k, p] of Object.entries(t.inputSchema.properties)) {
+        assert.equal(typeof p.description, 'string', `${t.name}.${k} has no description`);
+        assert.equal(CJK.test(p.description), lang === 'zh-CN', `${lang} ${t.name}.${k}: ${p.description}`);
+      }
+    }
+    for (const o of ['completed', 'failed', 'cancelled', 'handed_off']) assert.ok(fin.inputSchema.properties.outcome.description.includes(o), o);
+    // bkn_context: every sub-field described, in the listing language
+    const q = byName.query_object_instance.inputSchema.properties.bkn_context;
+    for (const k of ['conversation_id', 'interaction_id', 'parent_operation_id', 'causation_event_ids', 'business_refs']) {
+      assert.equal(typeof q.properties[k].description, 'string', `bkn_context.${k} has no description`);
+      assert.equal(CJK.test(q.properties[k].description), lang === 'zh-CN', `${lang} bkn_context.${k}: ${q.properties[k].description}`);
+    }
+    const ref = q.properties.business_refs.items.properties;
+    for (const k of ['ref_type', 'ref_id', 'version']) assert.equal(typeof ref[k].description, 'string', `business_refs[].${k} has no description`);
+  }
+});
+
+test('a malformed host hint is refused naming the hint, in the language of the response (MCP and REST)', { skip: NO_SDK }, async () => {
+  for (const [lang, client] of [['zh-CN', await connect()], ['en-US', await connect(TOKEN, { 'Accept-Language': 'en-US' })]]) {
+    const e = errorOf(await client.callTool({ name: 'bkn_start_interaction', arguments: { question: 'q', agent_name: 'hint-agent', conversation_mode: 'new' }, _meta: { 'openbkn.ai/host-conversation-key': 'has space' } }));
+    assert.equal(e.code, 'lifecycle_hint_invalid');
+    assert.ok(e.message.includes('openbkn.ai/host-conversation-key'), e.message);
+    assert.equal(CJK.test(e.message), lang === 'zh-CN', e.message);
+    const r = await post(`${stack.server.base}${PREFIX}/kn/query_object_instance`, { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 },
+      { 'X-OpenBKN-Client-Invocation-Id': 'has space', ...(lang === 'en-US' ? { 'accept-language': 'en-US' } : {}) });
+    assert.equal(r.status, 400, r.text);
+    assert.equal(r.json.error.code, 'lifecycle_hint_invalid', r.text);
+    assert.ok(r.json.error.message.includes('X-OpenBKN-Client-Invocation-Id'), r.text);
+    assert.equal(CJK.test(r.json.error.message), lang === 'zh-CN', r.text);
+  }
 });

@@ -229,6 +229,21 @@ describe("contract.list_entry", function()
         assert.is_nil(e.outputSchema)
     end)
 
+    it("bkn_context: every sub-field described in the listing language", function()
+        for _, lang in ipairs({ "zh-CN", "en-US" }) do
+            local bc = contract.list_entry(tool, lang).inputSchema.properties.bkn_context
+            local props = bc.properties
+            for _, k in ipairs({ "conversation_id", "interaction_id", "parent_operation_id",
+                "causation_event_ids", "business_refs" }) do
+                assert.is_string(props[k].description, k)
+                assert.equal(lang == "zh-CN", props[k].description:find("[\228-\233]") ~= nil, k)
+            end
+            for _, k in ipairs({ "ref_type", "ref_id", "version" }) do
+                assert.is_string(props.business_refs.items.properties[k].description, k)
+            end
+        end
+    end)
+
     it("compact: the short description, shared sub-schemas and outputSchema without prose", function()
         local t = assert(contract.check(valid_tool({
             short_description = { ["zh-CN"] = "短", ["en-US"] = "Short" },
@@ -255,6 +270,7 @@ describe("contract.list_entry", function()
             assert.same(fp.bkn_context.required, cp.bkn_context.required)
             assert.equal("object", cp.bkn_context.type)
             assert.is_nil(cp.bkn_context.additionalProperties)
+            assert.is_string(fp.bkn_context.properties.business_refs.description)
             assert.same(full._meta, c._meta)
             assert.equal(full.title, c.title)
         end

@@ -315,3 +315,39 @@ describe("schema defaults that are false", function()
         assert.is_false(out.f)
     end)
 end)
+
+describe("schema validation details in the caller's language", function()
+    local s = { type = "object", additionalProperties = false, required = { "kn_id" },
+        properties = { kn_id = { type = "string", minLength = 1 }, limit = { type = "integer", minimum = 0 },
+            mode = { enum = { "a", "b" } } } }
+    local function messages(lang)
+        local _, errs = schema.validate(s, { limit = -1, mode = "c", extra = true }, lang)
+        local by = {}
+        for _, e in ipairs(errs) do
+            by[e.path] = e.message
+        end
+        return by
+    end
+
+    it("are zh-CN or en-US; the path (JSON pointer) stays machine-readable", function()
+        local zh, en = messages("zh-CN"), messages("en-US")
+        assert.equal("必须 >= 0", zh["/limit"])
+        assert.equal("must be >= 0", en["/limit"])
+        assert.equal("为必填项", zh["/kn_id"])
+        assert.equal("is required", en["/kn_id"])
+        assert.equal("不是允许的字段", zh["/extra"])
+        assert.equal('必须是以下之一："a", "b"', zh["/mode"])
+        local _, errs = schema.validate({ type = "integer" }, "x", "zh-CN")
+        assert.equal("类型必须是 integer，实际是 string", errs[1].message)
+    end)
+
+    it("read as en-US without a language (the load-time checks)", function()
+        assert.same(messages("en-US"), messages(nil))
+    end)
+
+    it("nested alternatives are localized too", function()
+        local _, errs = schema.validate({ oneOf = { { type = "string" }, { type = "integer" } } }, true, "zh-CN")
+        assert.truthy(errs[1].message:find("必须恰好符合一种允许的形式", 1, true))
+        assert.truthy(errs[1].message:find("类型必须是", 1, true))
+    end)
+end)

@@ -154,7 +154,8 @@ describe("execute_tool", function()
     it("is an execute tool, order 620", function()
         assert.equal("execute", exec.kind)
         assert.equal(620, exec.order)
-        assert.same({ "tool_id" }, exec.input_schema.required)
+        -- tool_id, or the name search_capabilities shows
+        assert.same({ { required = { "tool_id" } }, { required = { "name" } } }, exec.input_schema.anyOf)
     end)
 
     it("runs a Context Loader tool through ctx.invoke, core arguments stripped, kn_id passed on", function()
@@ -218,6 +219,48 @@ describe("execute_tool", function()
                 fixture = "cap_catalogue.json" } } })
         assert.equal(400, err.status)
         assert.truthy(err.description:find("enabled catalogue", 1, true))
+    end)
+
+    it("runs a function tool by the name search_capabilities shows (name, or as tool_id)", function()
+        for _, args in ipairs({
+            '{"kn_id":"k","name":"fx_convert","arguments":{"amount":1}}',
+            '{"kn_id":"k","tool_id":"fx_convert","arguments":{"amount":1}}',
+            '{"kn_id":"k","toolbox_id":"box_finance","name":"fx_convert","arguments":{"amount":1}}',
+            '{"kn_id":"k","toolbox_id":"box_finance","tool_id":"fx_convert","arguments":{"amount":1}}',
+        }) do
+            local res, err, ctx = run(exec, args, {
+                responses = { { status = 200, fixture = "cap_mounted.json" },
+                              { status = 200, fixture = "cap_catalogue.json" },
+                              { status = 200, fixture = "cap_catalogue.json" },
+                              { status = 200, body = '[1,2]' } } })
+            assert.is_nil(err, args)
+            local req = ctx.requests[#ctx.requests]
+            assert.equal("/internal-v1/caller/tool-box/box_finance/proxy/tool_fx_convert", req.path, args)
+            assert.equal('{"body":{"amount":1}}', cljson.encode(req.json))
+            assert.equal('{"result":[1,2]}', cljson.encode(res))
+            assert.equal(0, #ctx.invocations)
+        end
+    end)
+
+    it("by name: an MCP tool's name is its id; no such name is an unknown tool", function()
+        local _, err, ctx = run(exec, '{"kn_id":"k","name":"get_pod_logs"}', {
+            responses = { { status = 200, fixture = "cap_mounted.json" },
+                          { status = 200, fixture = "cap_catalogue.json" },
+                          { status = 200, body = '{"content":[],"isError":false}' } } })
+        assert.is_nil(err)
+        assert.equal("/internal-v1/mcp/proxy/mcp_ops/tool/call", ctx.requests[#ctx.requests].path)
+        -- not mounted, not local: the same refusal as any unknown tool (ctx.invoke's)
+        local _, _, ctx2 = run(exec, '{"kn_id":"k","name":"no_such"}', {
+            responses = { { status = 200, fixture = "cap_mounted.json" },
+                          { status = 200, fixture = "cap_catalogue.json" } },
+            invoke = function()
+                return nil, { status = 404, code = "Public.NotFound" }
+            end })
+        assert.equal("no_such", ctx2.invocations[1].name)
+        -- a Context Loader tool by name runs locally, without a factory lookup
+        local _, _, ctx3 = run(exec, '{"kn_id":"k","name":"get_relation_types"}')
+        assert.equal("get_relation_types", ctx3.invocations[1].name)
+        assert.equal(0, #ctx3.requests)
     end)
 
     it("keeps a tool's 4xx, maps 5xx to 502", function()
