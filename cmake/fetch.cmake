@@ -1,7 +1,7 @@
 # Areas "fetch" and "auth": the curl-multi client and token introspection.
 # The tests compile their sources directly (not clcore) so that half-written modules
 # elsewhere in src/ cannot break them.
-set(CL_FETCH_TEST_SOURCES ${CMAKE_SOURCE_DIR}/src/fetch.c ${CMAKE_SOURCE_DIR}/src/util.c)
+set(CL_FETCH_TEST_SOURCES ${CMAKE_SOURCE_DIR}/src/fetch.c ${CMAKE_SOURCE_DIR}/src/hclient.c ${CMAKE_SOURCE_DIR}/src/util.c)
 
 add_executable(test_fetch ${CMAKE_SOURCE_DIR}/tests/unit/test_fetch.c ${CL_FETCH_TEST_SOURCES})
 target_include_directories(test_fetch PRIVATE ${CMAKE_SOURCE_DIR}/src

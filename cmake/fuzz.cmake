@@ -48,3 +48,6 @@ cl_fuzz_target(rest callcheck.c guard.c json.c util.c texts.c)
 cl_fuzz_target(json_lua json_lua.c json_lua_decode.c json_lua_encode.c json.c util.c)
 target_link_libraries(fuzz_json_lua PRIVATE PkgConfig::LUA)
 cl_fuzz_target(framing framing.c)
+# The lean HTTP client's response parser (hclient.c; the client part needs libevent).
+cl_fuzz_target(hclient hclient.c util.c)
+target_link_libraries(fuzz_hclient PRIVATE PkgConfig::LIBEVENT)

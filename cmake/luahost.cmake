@@ -9,7 +9,7 @@ set(CL_LUAHOST_TEST_SOURCES
     ${CMAKE_SOURCE_DIR}/src/toon.c ${CMAKE_SOURCE_DIR}/src/toon_lua.c
     ${CMAKE_SOURCE_DIR}/src/toonview.c
     ${CMAKE_SOURCE_DIR}/src/json.c ${CL_JSON_LUA_SOURCES}
-    ${CMAKE_SOURCE_DIR}/src/fetch.c ${CMAKE_SOURCE_DIR}/src/conf.c ${CMAKE_SOURCE_DIR}/src/log.c
+    ${CMAKE_SOURCE_DIR}/src/fetch.c ${CMAKE_SOURCE_DIR}/src/hclient.c ${CMAKE_SOURCE_DIR}/src/conf.c ${CMAKE_SOURCE_DIR}/src/log.c
     ${CMAKE_SOURCE_DIR}/src/util.c ${CMAKE_SOURCE_DIR}/src/texts.c
     ${CMAKE_SOURCE_DIR}/src/texts_lua.c ${CMAKE_SOURCE_DIR}/src/errenv.c)
 

@@ -9,7 +9,7 @@
 
 #include "util.h"
 
-typedef enum { T_STR, T_PATH, T_INT, T_BOOL, T_LANG, T_ADDR, T_WORKERS } conf_type;
+typedef enum { T_STR, T_PATH, T_INT, T_BOOL, T_LANG, T_ADDR, T_WORKERS, T_CLIENT } conf_type;
 
 typedef struct conf_key {
     const char *key;
@@ -83,6 +83,12 @@ static int check_value(const conf_key *k, const char *v, char *err, size_t errle
         if (strcmp(v, "zh-CN") && strcmp(v, "en-US")) {
             snprintf(err, errlen, "config key %s: '%s' is not a supported language (zh-CN, en-US)",
                      k->key, v);
+            return -1;
+        }
+        return 0;
+    case T_CLIENT:
+        if (strcmp(v, "lean") && strcmp(v, "curl")) {
+            snprintf(err, errlen, "config key %s: '%s' is not lean or curl", k->key, v);
             return -1;
         }
         return 0;
@@ -209,6 +215,7 @@ static void set_member(settings *s, size_t i, const char *v)
     case T_PATH:
     case T_LANG:
     case T_ADDR:
+    case T_CLIENT:
         *(const char **)m = v;
         break;
     }

@@ -148,6 +148,9 @@
       "Retry-After (0: no limit)")                                                                 \
     X(limits_max_response_bytes, "limits.max_response_bytes", NULL, INT, "33554432",               \
       "upstream response size cap")                                                                \
+    X(upstream_client, "upstream_client", NULL, CLIENT, "lean",                                    \
+      "outbound HTTP client: lean (built-in HTTP/1.1 client for http:// URLs with a numeric "      \
+      "host; libcurl for https and host names) or curl (libcurl for everything)")                  \
     X(limits_json_max_depth, "limits.json_max_depth", NULL, INT, "128",                            \
       "JSON nesting limit for request bodies")                                                     \
     X(lua_instruction_budget, "lua.instruction_budget", NULL, INT, "200000000",                    \
@@ -185,6 +188,7 @@
 #define CONF_CTYPE_INT long          /* >= 0 */
 #define CONF_CTYPE_BOOL int          /* 0 | 1 */
 #define CONF_CTYPE_WORKERS int
+#define CONF_CTYPE_CLIENT const char * /* "lean" | "curl" */
 
 typedef struct settings {
 #define CONF_MEMBER(member, key, env, type, def, doc) CONF_CTYPE_##type member;

@@ -1,4 +1,5 @@
-/* fetch: libcurl multi driven by libevent (see fetch.h for the contract).
+/* fetch: the lean client (hclient.c) for http:// URLs with a numeric host, libcurl
+ * multi driven by libevent for everything else (see fetch.h for the contract).
  *
  * Shape: curl tells us which sockets to watch (socket_cb) and when to wake it
  * (timer_cb); libevent events call curl_multi_socket_action. Finished transfers are
@@ -7,6 +8,7 @@
  * callbacks never run inside curl or inside fetch_start and may start or cancel
  * requests (or free the whole context) freely. */
 #include "fetch.h"
+#include "hclient.h"
 #include "util.h"
 
 #include <ctype.h>
@@ -30,7 +32,9 @@ enum req_state {
 
 struct fetch_req {
     fetch_ctx *ctx;
-    CURL *easy;
+    CURL *easy;      /* NULL when the lean client serves the request */
+    hc_req *hc;      /* the lean client's request while it runs */
+    char *hdr_arena; /* owns the strings of resp_headers when set (lean client) */
     enum req_state state;
     fetch_cb cb;
     void *arg;
@@ -61,6 +65,7 @@ typedef TAILQ_HEAD(req_list, fetch_req) req_list;
 struct fetch_ctx {
     struct event_base *base;
     CURLM *multi;
+    hc_ctx *hc; /* NULL when every request goes through libcurl */
     struct event *timer;
     struct event *deliver;
     fetch_config cfg;
@@ -89,12 +94,44 @@ static void req_destroy(fetch_req *r)
     curl_slist_free_all(r->req_headers);
     free(r->body);
     buf_free(&r->resp_body);
+    if (r->hdr_arena)
+        r->n_resp_headers = 0; /* the strings live in the arena */
     for (size_t i = 0; i < r->n_resp_headers; i++) {
         free((char *)r->resp_headers[i].name);
         free((char *)r->resp_headers[i].value);
     }
+    free(r->hdr_arena);
     free(r->resp_headers);
     free(r);
+}
+
+/* Moves a finished request onto the completion queue. */
+static void req_finished(fetch_req *r)
+{
+    fetch_ctx *ctx = r->ctx;
+    TAILQ_REMOVE(&ctx->running, r, link);
+    r->state = REQ_QUEUED;
+    TAILQ_INSERT_TAIL(&ctx->queue, r, link);
+    event_active(ctx->deliver, 0, 0);
+}
+
+/* The lean client's completion: takes the response over (no user code here). */
+static void hc_done(hc_result *res, void *arg)
+{
+    fetch_req *r = arg;
+    hc_parser *p = res->parser;
+    r->hc = NULL;
+    r->result = res->result;
+    r->error = res->error;
+    if (res->result == FETCH_OK) {
+        r->status = p->status;
+        r->resp_headers = hc_parser_headers(p);
+        r->n_resp_headers = p->n_headers;
+        r->hdr_arena = buf_steal(&p->arena, NULL);
+        r->resp_body = p->body;
+        memset(&p->body, 0, sizeof(p->body));
+    }
+    req_finished(r);
 }
 
 /* ---- curl callbacks (never call user code from here) ---- */
@@ -175,7 +212,6 @@ static void check_multi_info(fetch_ctx *ctx)
 {
     CURLMsg *msg;
     int left;
-    int any = 0;
     while ((msg = curl_multi_info_read(ctx->multi, &left))) {
         if (msg->msg != CURLMSG_DONE)
             continue;
@@ -195,13 +231,8 @@ static void check_multi_info(fetch_ctx *ctx)
             r->error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
         }
         curl_multi_remove_handle(ctx->multi, easy);
-        TAILQ_REMOVE(&ctx->running, r, link);
-        r->state = REQ_QUEUED;
-        TAILQ_INSERT_TAIL(&ctx->queue, r, link);
-        any = 1;
+        req_finished(r);
     }
-    if (any)
-        event_active(ctx->deliver, 0, 0);
 }
 
 static void deliver_cb(evutil_socket_t fd, short what, void *arg)
@@ -353,6 +384,11 @@ fetch_ctx *fetch_new(struct event_base *base, const fetch_config *cfg, const cha
     curl_multi_setopt(ctx->multi, CURLMOPT_MAX_HOST_CONNECTIONS, ctx->cfg.max_host_connections);
     /* Keep enough idle connections around for the per-host limit to be reused. */
     curl_multi_setopt(ctx->multi, CURLMOPT_MAXCONNECTS, ctx->cfg.max_host_connections * 4);
+    if (ctx->cfg.client == FETCH_CLIENT_LEAN &&
+        !(ctx->hc = hc_new(base, ctx->cfg.max_host_connections))) {
+        *err = "cannot create the lean HTTP client";
+        goto fail;
+    }
     return ctx;
 fail:
     if (ctx) {
@@ -387,6 +423,7 @@ void fetch_free(fetch_ctx *ctx)
         fetch_cancel(TAILQ_FIRST(&ctx->queue));
     while (ctx->n_spare)
         curl_easy_cleanup(ctx->spare[--ctx->n_spare]);
+    hc_free(ctx->hc);
     curl_multi_cleanup(ctx->multi); /* may still report sockets to socket_cb */
     while (!LIST_EMPTY(&ctx->socks))
         sock_unlink_free(ctx, LIST_FIRST(&ctx->socks));
@@ -435,11 +472,33 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
         *err = "body_len without body";
         goto fail;
     }
+    for (size_t i = 0; i < req->n_headers; i++) {
+        const fetch_header *h = &req->headers[i];
+        if (!h->name || !valid_token(h->name) || !h->value || strpbrk(h->value, "\r\n")) {
+            *err = "invalid request header";
+            goto fail;
+        }
+    }
     r = xcalloc(1, sizeof(*r));
     r->ctx = ctx;
     r->cb = cb;
     r->arg = arg;
     r->max_response = req->max_response ? req->max_response : ctx->cfg.default_max_response;
+    long timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : ctx->cfg.default_timeout_ms;
+    int is_head = strcmp(req->method, "HEAD") == 0;
+    hc_target target;
+    if (ctx->hc && hc_parse_url(req->url, &target) == 0) {
+        r->started_ms = now_mono_ms();
+        r->state = REQ_RUNNING;
+        r->hc = hc_start(ctx->hc, &target, req->method, req->headers, req->n_headers, req->body,
+                         req->body_len, !is_head && (req->body || method_has_body(req->method)),
+                         timeout_ms, r->max_response, hc_done, r, err);
+        if (!r->hc)
+            goto fail;
+        TAILQ_INSERT_TAIL(&ctx->running, r, link);
+        ctx->inflight++;
+        return r;
+    }
     r->easy = ctx->n_spare ? ctx->spare[--ctx->n_spare] : curl_easy_init();
     if (!r->easy) {
         *err = "curl_easy_init failed";
@@ -447,10 +506,6 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
     }
     for (size_t i = 0; i < req->n_headers; i++) {
         const fetch_header *h = &req->headers[i];
-        if (!h->name || !valid_token(h->name) || !h->value || strpbrk(h->value, "\r\n")) {
-            *err = "invalid request header";
-            goto fail;
-        }
         buf_reset(&line);
         /* "Name;" is curl's way to send a header with an empty value. */
         buf_puts(&line, h->name); /* per header of every upstream call: no printf */
@@ -471,8 +526,7 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(e, CURLOPT_PROXY, ""); /* ignore http_proxy & co. from env */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                     req->timeout_ms > 0 ? req->timeout_ms : ctx->cfg.default_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
@@ -480,7 +534,7 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->req_headers);
-    if (strcmp(req->method, "HEAD") == 0) {
+    if (is_head) {
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else if (req->body || method_has_body(req->method)) {
         /* An owned copy rather than COPYPOSTFIELDS: the body may contain NULs. */
@@ -518,7 +572,10 @@ void fetch_cancel(fetch_req *r)
     fetch_ctx *ctx = r->ctx;
     switch (r->state) {
     case REQ_RUNNING:
-        curl_multi_remove_handle(ctx->multi, r->easy);
+        if (r->hc)
+            hc_cancel(r->hc);
+        else
+            curl_multi_remove_handle(ctx->multi, r->easy);
         TAILQ_REMOVE(&ctx->running, r, link);
         break;
     case REQ_QUEUED:

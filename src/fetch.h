@@ -1,5 +1,8 @@
-/* fetch: asynchronous HTTP client, one libcurl multi handle driven by the libevent
- * loop (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION -> events). Nothing blocks the loop.
+/* fetch: asynchronous HTTP client driven by the libevent loop. Plain http:// URLs
+ * with a numeric host go through a lean HTTP/1.1 client (hclient.h) unless the
+ * config asks for libcurl; everything else (https, host names) goes through one
+ * libcurl multi handle (CURLMOPT_SOCKETFUNCTION / TIMERFUNCTION -> events). Nothing
+ * blocks the loop.
  *
  * Every outbound call of the process (upstreams, introspection, Trace Core) goes
  * through one fetch_ctx. Connections are reused (keep-alive pool of the multi
@@ -62,10 +65,16 @@ typedef struct fetch_response {
 
 typedef void (*fetch_cb)(const fetch_response *resp, void *arg);
 
+typedef enum {
+    FETCH_CLIENT_LEAN = 0, /* http:// with a numeric host: the lean client; else libcurl */
+    FETCH_CLIENT_CURL,     /* libcurl for everything */
+} fetch_client;
+
 typedef struct fetch_config {
     long default_timeout_ms;     /* 0 -> 10000 */
     size_t default_max_response; /* 0 -> 16 MiB */
-    long max_host_connections;   /* 0 -> 64 */
+    long max_host_connections;   /* 0 -> 64 (per host:port, both clients) */
+    fetch_client client;         /* 0 -> FETCH_CLIENT_LEAN */
 } fetch_config;
 
 /* Returns NULL and sets *err (static text) on failure. */

@@ -131,7 +131,12 @@ static struct {
     int ready; /* 1 ok, -1 unavailable (counting starts at once), 0 not tried */
     timer_t id;
 } slice_timer;
-static lvm *volatile live_vm; /* the state the armed timer is for */
+static lvm *volatile live_vm; /* the state running Lua under an uncounted budget */
+/* When the armed timer fires (monotonic us; 0 = not armed). Leaving does not disarm
+ * it - a signal that finds no live_vm is ignored - so an entry arms it only when it
+ * would fire too late for this budget or has fired already: one timer_settime per
+ * few entries instead of two per entry. Firing early only starts counting early. */
+static int64_t timer_due_us;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void lvm_hook(lua_State *L, lua_Debug *ar);
@@ -153,6 +158,7 @@ static void slice_timer_forget(void)
 {
     slice_timer.ready = 0;
     live_vm = NULL;
+    timer_due_us = 0;
 }
 
 static void slice_timer_atfork(void)
@@ -224,10 +230,14 @@ void lvm_enter(lvm *vm, lvm_budget *b, lua_State *on)
     if (!b)
         return;
     if (!b->counting && b->uncounted_us > 0 && slice_timer_ready()) {
-        vm->entered_us = mono_us();
+        int64_t now = mono_us(), want = now + b->uncounted_us;
+        vm->entered_us = now;
         vm->armed = 1;
         live_vm = vm;
-        slice_timer_set(b->uncounted_us);
+        if (timer_due_us <= now || timer_due_us > want) {
+            slice_timer_set(b->uncounted_us);
+            timer_due_us = want;
+        }
         return;
     }
     b->counting = 1;
@@ -238,8 +248,7 @@ void lvm_leave(lvm *vm)
 {
     lvm_budget *b = vm->cur;
     if (vm->armed) {
-        slice_timer_set(0);
-        live_vm = NULL;
+        live_vm = NULL; /* the timer stays armed: see timer_due_us */
         vm->armed = 0;
         if (b && !b->counting) {
             int64_t used = mono_us() - vm->entered_us;

@@ -271,7 +271,9 @@ static int run_worker(settings *cfg, const worker_opts *w)
         log_fatal("event_base_new failed");
         goto done;
     }
-    fetch_config fc = {0, (size_t)a.cfg->limits_max_response_bytes, 0};
+    fetch_config fc = {0, (size_t)a.cfg->limits_max_response_bytes, 0,
+                       strcmp(a.cfg->upstream_client, "curl") ? FETCH_CLIENT_LEAN
+                                                              : FETCH_CLIENT_CURL};
     const char *ferr = NULL;
     a.fetch = fetch_new(a.base, &fc, &ferr);
     if (!a.fetch) {

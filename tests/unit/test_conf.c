@@ -23,6 +23,8 @@ static void sample(const char *type, size_t i, int v, char *out, size_t outlen)
         snprintf(out, outlen, "10.0.0.%d:%zu", v, 4000 + i);
     else if (!strcmp(type, "WORKERS"))
         snprintf(out, outlen, "%s", v == 1 ? "auto" : "5");
+    else if (!strcmp(type, "CLIENT"))
+        snprintf(out, outlen, "%s", v == 1 ? "curl" : "lean");
     else if (!strcmp(type, "PATH")) /* absolute: a relative one is read against the file */
         snprintf(out, outlen, "/value %d of key %zu", v, i);
     else
@@ -47,6 +49,7 @@ static void show_long(long m, const char *type, char *out, size_t outlen)
 #define SHOW_ADDR SHOW_STR
 #define SHOW_PATH SHOW_STR
 #define SHOW_LANG SHOW_STR
+#define SHOW_CLIENT SHOW_STR
 #define SHOW_INT(m, type, out, outlen) show_long(m, type, out, outlen)
 #define SHOW_BOOL SHOW_INT
 #define SHOW_WORKERS SHOW_INT
@@ -180,6 +183,7 @@ static void test_errors(const char *path)
         {"limits.max_body_bytes = -1\n", "limits.max_body_bytes"},
         {"access_log = maybe\n", "access_log"},
         {"language = fr-FR\n", "language"},
+        {"upstream_client = http2\n", "upstream_client: 'http2' is not lean or curl"},
         {"workers = 65\n", "workers"},
         {"listen = nonsense\n", "listen"},
         {"just text\n", "expected 'key = value'"},

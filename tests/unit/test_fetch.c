@@ -1,7 +1,11 @@
 /* test_fetch: fetch against an in-process evhttp server on 127.0.0.1 in the same
- * event base. Routes: /echo, /slow?ms=N, /big?n=M, /status?code=S. */
+ * event base (routes: /echo, /slow?ms=N, /big?n=M, /status?code=S) and a scripted
+ * raw server (fixed response bytes, written whole, split or byte by byte, optionally
+ * closing), once with the lean client and once with libcurl for everything. The
+ * lean client's response parser is also fed directly at every split point. */
 #include "check.h"
 #include "fetch.h"
+#include "hclient.h"
 #include "util.h"
 
 #include <arpa/inet.h>
@@ -9,12 +13,15 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 static struct event_base *base;
+static fetch_config g_cfg; /* the client under test */
 static struct evhttp *http;
 static int port;
 static unsigned char seen_port[65536];
@@ -403,6 +410,20 @@ static void test_refused(fetch_ctx *f)
     result_clear(&r);
 }
 
+/* A host name goes through libcurl's resolver with either client. */
+static void test_host_name(fetch_ctx *f)
+{
+    result r = {0};
+    char u[128];
+    const char *err = NULL;
+    snprintf(u, sizeof(u), "http://localhost:%d/echo", port);
+    fetch_request rq = {.method = "GET", .url = u, .timeout_ms = 3000};
+    CHECK(fetch_start(f, &rq, collect_cb, &r, &err) != NULL);
+    CHECK(run_until(&r.done, 1, 4000));
+    CHECK(r.res == FETCH_OK && r.status == 200);
+    result_clear(&r);
+}
+
 static void test_invalid(fetch_ctx *f)
 {
     const char *err = NULL;
@@ -490,7 +511,7 @@ static void selfkill_cb(const fetch_response *resp, void *arg)
 static void test_free_inflight(void)
 {
     const char *err = NULL;
-    fetch_ctx *f = fetch_new(base, NULL, &err);
+    fetch_ctx *f = fetch_new(base, &g_cfg, &err);
     CHECK(f != NULL);
     after_free_calls = 0;
     for (int i = 0; i < 5; i++) {
@@ -504,7 +525,7 @@ static void test_free_inflight(void)
     run_for(300);
     CHECK(after_free_calls == before);
 
-    selfkill_f = fetch_new(base, NULL, &err);
+    selfkill_f = fetch_new(base, &g_cfg, &err);
     selfkill_calls = 0;
     start(selfkill_f, "GET", "/echo", NULL, NULL, 0, 0, 0, selfkill_cb, NULL);
     for (int i = 0; i < 5; i++) {
@@ -514,6 +535,605 @@ static void test_free_inflight(void)
     run_for(400);
     CHECK(selfkill_calls == 1);
     CHECK(selfkill_f == NULL);
+}
+
+/* ---- scripted raw server ---- */
+
+static struct {
+    int lfd;
+    struct event *lev;
+    int port;
+    const char *resp; /* the response to every request */
+    size_t resp_len;
+    int bytewise;    /* one byte per loop turn */
+    size_t split;    /* else: this many bytes first, the rest a moment later */
+    int close_after; /* close the connection after the response */
+    int drop_on;     /* close without a reply on this request of a connection (1-based) */
+    int accepted;    /* connections accepted since fake_set */
+    int requests;    /* requests read since fake_set */
+    int open;        /* connections open */
+} fk;
+
+typedef struct fake_conn {
+    LIST_ENTRY(fake_conn) link;
+    int fd;
+    struct event *ev, *tmr;
+    buf in;
+    int nreq;
+    size_t out_off;
+    int sending;
+} fake_conn;
+
+static LIST_HEAD(, fake_conn) fake_conns = LIST_HEAD_INITIALIZER(fake_conns);
+
+static void fake_set(const char *resp, size_t len)
+{
+    fk.resp = resp;
+    fk.resp_len = len;
+    fk.bytewise = 0;
+    fk.split = 0;
+    fk.close_after = 0;
+    fk.drop_on = 0;
+    fk.accepted = fk.requests = 0;
+}
+
+static void fake_close(fake_conn *c)
+{
+    LIST_REMOVE(c, link);
+    event_free(c->ev);
+    event_free(c->tmr);
+    close(c->fd);
+    buf_free(&c->in);
+    free(c);
+    fk.open--;
+}
+
+static void fake_send_step(fake_conn *c)
+{
+    size_t left = fk.resp_len - c->out_off;
+    size_t n = fk.bytewise ? 1 : (c->out_off == 0 && fk.split ? fk.split : left);
+    if (n > left)
+        n = left;
+    while (n) {
+        ssize_t w = send(c->fd, fk.resp + c->out_off, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EAGAIN)
+            continue; /* small responses on loopback: a short spin at most */
+        if (w <= 0) {
+            fake_close(c);
+            return;
+        }
+        c->out_off += (size_t)w;
+        n -= (size_t)w;
+    }
+    if (c->out_off < fk.resp_len) {
+        struct timeval tv = {0, 1000};
+        evtimer_add(c->tmr, &tv);
+        return;
+    }
+    c->sending = 0;
+    if (fk.close_after)
+        fake_close(c);
+}
+
+static void fake_tmr(evutil_socket_t fd, short what, void *arg)
+{
+    fake_send_step(arg);
+}
+
+/* Length of the first complete request in c->in (headers + Content-Length body), or 0. */
+static size_t fake_request_len(fake_conn *c)
+{
+    if (!c->in.len)
+        return 0;
+    const char *end = strstr(c->in.data, "\r\n\r\n");
+    if (!end)
+        return 0;
+    size_t head = (size_t)(end - c->in.data) + 4, body = 0;
+    const char *cl = strstr(c->in.data, "\r\nContent-Length:");
+    if (cl && cl < end)
+        body = strtoul(cl + 17, NULL, 10);
+    return c->in.len >= head + body ? head + body : 0;
+}
+
+static void fake_read(evutil_socket_t fd, short what, void *arg)
+{
+    fake_conn *c = arg;
+    char tmp[4096];
+    ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
+    if (n <= 0) {
+        if (n == 0 || errno != EAGAIN)
+            fake_close(c);
+        return;
+    }
+    buf_append(&c->in, tmp, (size_t)n);
+    size_t len;
+    while (!c->sending && (len = fake_request_len(c))) {
+        memmove(c->in.data, c->in.data + len, c->in.len - len + 1);
+        c->in.len -= len;
+        c->nreq++;
+        fk.requests++;
+        if (c->nreq == fk.drop_on) {
+            fake_close(c);
+            return;
+        }
+        c->sending = 1;
+        c->out_off = 0;
+        fake_send_step(c);
+        return; /* c may be gone */
+    }
+}
+
+static void fake_accept(evutil_socket_t lfd, short what, void *arg)
+{
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0)
+        return;
+    evutil_make_socket_nonblocking(fd);
+    fake_conn *c = xcalloc(1, sizeof(*c));
+    c->fd = fd;
+    c->ev = event_new(base, fd, EV_READ | EV_PERSIST, fake_read, c);
+    c->tmr = evtimer_new(base, fake_tmr, c);
+    event_add(c->ev, NULL);
+    LIST_INSERT_HEAD(&fake_conns, c, link);
+    fk.accepted++;
+    fk.open++;
+}
+
+/* The server closes every connection, and the clients notice: the next request
+ * starts on a fresh one. */
+static void fake_fresh(void)
+{
+    while (!LIST_EMPTY(&fake_conns))
+        fake_close(LIST_FIRST(&fake_conns));
+    run_for(30);
+}
+
+static void fake_listen(void)
+{
+    struct sockaddr_in a = {0};
+    socklen_t len = sizeof(a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fk.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fk.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    bind(fk.lfd, (struct sockaddr *)&a, sizeof(a));
+    listen(fk.lfd, 128);
+    getsockname(fk.lfd, (struct sockaddr *)&a, &len);
+    fk.port = ntohs(a.sin_port);
+    evutil_make_socket_nonblocking(fk.lfd);
+    fk.lev = event_new(base, fk.lfd, EV_READ | EV_PERSIST, fake_accept, NULL);
+    event_add(fk.lev, NULL);
+}
+
+static void fake_unlisten(void)
+{
+    event_free(fk.lev);
+    close(fk.lfd);
+}
+
+static fetch_req *fake_start(fetch_ctx *f, const char *method, const char *body, size_t max,
+                             long timeout, result *r)
+{
+    char u[128];
+    const char *err = NULL;
+    snprintf(u, sizeof(u), "http://127.0.0.1:%d/fake", fk.port);
+    fetch_request rq = {method, u, NULL, 0, body, body ? strlen(body) : 0, timeout, max};
+    fetch_req *q = fetch_start(f, &rq, collect_cb, r, &err);
+    if (!q)
+        fprintf(stderr, "fetch_start: %s\n", err);
+    return q;
+}
+
+/* One request against the scripted server; returns its result (r filled). */
+static fetch_result fake_fetch(fetch_ctx *f, const char *method, size_t max, result *r)
+{
+    result_clear(r);
+    CHECK(fake_start(f, method, NULL, max, 3000, r) != NULL);
+    CHECK(run_until(&r->done, 1, 4000));
+    return r->done ? r->res : (fetch_result)-1;
+}
+
+#define LIT(s) s, sizeof(s) - 1
+
+static const char CHUNKED[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+                              "X-Reply-Header: Chunky\r\n\r\n"
+                              "5;name=value\r\nhello\r\n6 ; x\r\n world\r\n"
+                              "0\r\nX-Trailer: t\r\n\r\n";
+static const char INTERIM[] = "HTTP/1.1 100 Continue\r\nX-Reply-Header: interim\r\n\r\n"
+                              "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Reply-Header: Final\r\n"
+                              "\r\nok";
+
+/* Body framings written whole and byte by byte: Content-Length, chunked with
+ * extensions and trailers, close-delimited, a 1xx before the final response, HEAD
+ * and 204 without a body on a kept connection. */
+static void test_fake_shapes(fetch_ctx *f)
+{
+    result r = {0};
+    for (int bytewise = 0; bytewise <= 1; bytewise++) {
+        fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Reply-Header: A\r\n\r\nhello"));
+        fk.bytewise = bytewise;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+        CHECK(r.status == 200 && r.body_len == 5);
+        CHECK_STR(r.body, "hello");
+        CHECK_STR(r.xreply, "A");
+        CHECK(r.lower_names);
+
+        fake_set(LIT(CHUNKED));
+        fk.bytewise = bytewise;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+        CHECK_STR(r.body, "hello world");
+        CHECK_STR(r.xreply, "Chunky");
+
+        fake_set(LIT("HTTP/1.1 200 OK\r\nX-Reply-Header: close\r\n\r\nuntil the end"));
+        fk.bytewise = bytewise;
+        fk.close_after = 1;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+        CHECK_STR(r.body, "until the end");
+        CHECK_STR(r.xreply, "close");
+
+        fake_set(LIT(INTERIM));
+        fk.bytewise = bytewise;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+        CHECK(r.status == 200);
+        CHECK_STR(r.body, "ok");
+        CHECK_STR(r.xreply, "Final");
+
+        /* No body after HEAD (even with a Content-Length) nor after 204 / 304: the
+         * connection serves the next request. */
+        fake_fresh();
+        fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"));
+        fk.bytewise = bytewise;
+        CHECK(fake_fetch(f, "HEAD", 0, &r) == FETCH_OK);
+        CHECK(r.status == 200 && r.body_len == 0);
+        CHECK(fake_fetch(f, "HEAD", 0, &r) == FETCH_OK);
+        CHECK(fk.accepted == 1);
+        fake_set(LIT("HTTP/1.1 204 No Content\r\n\r\n"));
+        fk.bytewise = bytewise;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK && r.status == 204 && r.body_len == 0);
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK && r.status == 204);
+        CHECK(fk.accepted == 0); /* still the HEAD's connection */
+        fake_set(LIT("HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n"));
+        fk.bytewise = bytewise;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK && r.status == 304 && r.body_len == 0);
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK && r.status == 304);
+    }
+    result_clear(&r);
+}
+
+/* The response arrives in two pieces, split at every byte boundary. */
+static void test_fake_splits(fetch_ctx *f)
+{
+    const char *resps[] = {CHUNKED, INTERIM};
+    const char *bodies[] = {"hello world", "ok"};
+    result r = {0};
+    for (size_t k = 0; k < 2; k++) {
+        size_t len = strlen(resps[k]);
+        int ok = 0;
+        for (size_t split = 1; split < len; split++) {
+            fake_set(resps[k], len);
+            fk.split = split;
+            if (fake_fetch(f, "GET", 0, &r) == FETCH_OK && r.status == 200 &&
+                strcmp(r.body, bodies[k]) == 0)
+                ok++;
+        }
+        CHECK(ok == (int)len - 1);
+    }
+    result_clear(&r);
+}
+
+/* A body cut short by the server's close, a malformed status line or chunk: errors. */
+static void test_fake_errors(fetch_ctx *f)
+{
+    static const char *const bad[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n",
+        "SMTP ready\r\n\r\n",
+        "", /* a fresh connection closed without a byte */
+    };
+    result r = {0};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        fake_set(bad[i], strlen(bad[i]));
+        fk.close_after = 1;
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
+    }
+    result_clear(&r);
+}
+
+/* Bodies beyond max_response in each framing: FETCH_TOO_LARGE; at the cap: fine. */
+static void test_fake_too_large(fetch_ctx *f)
+{
+    result r = {0};
+    buf b = BUF_INIT;
+    buf_puts(&b, "HTTP/1.1 200 OK\r\nContent-Length: 1001\r\n\r\n");
+    for (int i = 0; i < 1001; i++)
+        buf_putc(&b, 'x');
+    fake_set(b.data, b.len);
+    CHECK(fake_fetch(f, "GET", 1000, &r) == FETCH_TOO_LARGE);
+    CHECK(fake_fetch(f, "GET", 1001, &r) == FETCH_OK && r.body_len == 1001);
+    buf_reset(&b);
+    buf_puts(&b, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int c = 0; c < 3; c++) {
+        buf_puts(&b, "258\r\n"); /* 600 bytes */
+        for (int i = 0; i < 600; i++)
+            buf_putc(&b, 'y');
+        buf_puts(&b, "\r\n");
+    }
+    buf_puts(&b, "0\r\n\r\n");
+    fake_set(b.data, b.len);
+    CHECK(fake_fetch(f, "GET", 1000, &r) == FETCH_TOO_LARGE);
+    CHECK(fake_fetch(f, "GET", 1800, &r) == FETCH_OK && r.body_len == 1800);
+    buf_reset(&b);
+    buf_puts(&b, "HTTP/1.1 200 OK\r\n\r\n");
+    for (int i = 0; i < 2000; i++)
+        buf_putc(&b, 'z');
+    fake_set(b.data, b.len);
+    fk.close_after = 1;
+    CHECK(fake_fetch(f, "GET", 1000, &r) == FETCH_TOO_LARGE);
+    run_for(20);
+    buf_free(&b);
+    result_clear(&r);
+}
+
+/* Connections are reused only when the response allows it. */
+static void test_fake_keepalive(fetch_ctx *f)
+{
+    result r = {0};
+    fake_fresh();
+    fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+    for (int i = 0; i < 5; i++)
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+    CHECK(fk.accepted == 1);
+    fake_fresh();
+    fake_set(LIT("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok"));
+    for (int i = 0; i < 3; i++)
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+    CHECK(fk.accepted == 3);
+    fake_fresh();
+    fake_set(LIT("HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+    fk.close_after = 1;
+    for (int i = 0; i < 3; i++)
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK && strcmp(r.body, "ok") == 0);
+    CHECK(fk.accepted == 3);
+    /* The server closes a kept connection while it is idle: the next request
+     * gets a new one. */
+    fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+    fk.close_after = 1;
+    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+    run_for(30);
+    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+    CHECK(fk.accepted == 2);
+    result_clear(&r);
+}
+
+/* A kept connection that the server closes on receiving the next request (the
+ * keep-alive race): an idempotent request is retried once on a new connection; a
+ * POST that was sent is not (lean client; libcurl has its own rules). */
+static void test_fake_retry(fetch_ctx *f, int lean)
+{
+    result r = {0};
+    fake_fresh();
+    fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+    fk.drop_on = 2;
+    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK && strcmp(r.body, "ok") == 0);
+    CHECK(fk.accepted == 2 && fk.requests == 3);
+    if (lean) {
+        result_clear(&r);
+        CHECK(fake_start(f, "POST", "once", 0, 3000, &r) != NULL);
+        CHECK(run_until(&r.done, 1, 4000));
+        CHECK(r.res == FETCH_ERROR);
+        CHECK(fk.accepted == 2 && fk.requests == 4);
+    }
+    /* A response that never arrives is not retried either: the server closes a
+     * fresh connection. */
+    fake_fresh();
+    fake_set(LIT(""));
+    fk.drop_on = 1;
+    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
+    CHECK(fk.accepted == 1);
+    result_clear(&r);
+}
+
+static void test_fake_timeout(fetch_ctx *f)
+{
+    result r = {0};
+    fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial"));
+    CHECK(fake_start(f, "GET", NULL, 0, 200, &r) != NULL);
+    CHECK(run_until(&r.done, 1, 3000));
+    CHECK(r.res == FETCH_TIMEOUT);
+    CHECK(r.elapsed >= 150 && r.elapsed < 1000);
+    run_for(20);
+    result_clear(&r);
+}
+
+/* max_host_connections bounds the pool; the rest wait and are served in turn. */
+static void test_fake_pool_bound(void)
+{
+    const char *err = NULL;
+    fetch_config cfg = g_cfg;
+    cfg.max_host_connections = 2;
+    fetch_ctx *f = fetch_new(base, &cfg, &err);
+    CHECK(f != NULL);
+    fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+    fk.split = 1; /* keeps each response in flight for a moment */
+    enum { N = 10 };
+    result rs[N];
+    memset(rs, 0, sizeof(rs));
+    for (int i = 0; i < N; i++)
+        CHECK(fake_start(f, "GET", NULL, 0, 3000, &rs[i]) != NULL);
+    int64_t end = now_mono_ms() + 4000;
+    int done = 0;
+    while (done < N && now_mono_ms() < end) {
+        event_base_loop(base, EVLOOP_ONCE);
+        done = 0;
+        for (int i = 0; i < N; i++)
+            done += rs[i].done;
+    }
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        ok += rs[i].res == FETCH_OK && rs[i].body && strcmp(rs[i].body, "ok") == 0;
+        result_clear(&rs[i]);
+    }
+    CHECK(ok == N);
+    CHECK(fk.accepted >= 1 && fk.accepted <= 2);
+    fetch_free(f);
+    run_for(20);
+}
+
+/* ---- the lean client's parser, fed directly ---- */
+
+/* Feeds resp in two pieces (at split; 0 = byte by byte) the way a connection does
+ * (unconsumed bytes are offered again with the next ones). Returns the final code. */
+static int parse_in_pieces(const char *resp, size_t len, size_t split, int head, size_t max,
+                           hc_parser *p, int eof)
+{
+    buf pend = BUF_INIT;
+    size_t pos = 0;
+    int rc = HC_MORE;
+    hc_parser_init(p, head, max);
+    while (rc == HC_MORE && pos < len) {
+        size_t n = split ? (pos == 0 ? split : len - pos) : 1;
+        buf_append(&pend, resp + pos, n);
+        pos += n;
+        size_t used = 0;
+        rc = hc_parser_feed(p, pend.data, pend.len, &used);
+        memmove(pend.data, pend.data + used, pend.len - used);
+        pend.len -= used;
+    }
+    if (rc == HC_MORE && eof)
+        rc = hc_parser_eof(p);
+    buf_free(&pend);
+    return rc;
+}
+
+static void test_parser_splits(void)
+{
+    static const struct {
+        const char *resp, *body;
+        int head, eof;
+        long status;
+        const char *header, *value;
+    } cases[] = {
+        {CHUNKED, "hello world", 0, 0, 200, "x-reply-header", "Chunky"},
+        {INTERIM, "ok", 0, 0, 200, "x-reply-header", "Final"},
+        {"HTTP/1.1 201 Created\r\ncontent-LENGTH: 3\r\nX-A:  spaced value \t\r\n\r\nabc", "abc", 0,
+         0, 201, "x-a", "spaced value"},
+        {"HTTP/1.1 200 OK\nContent-Length: 2\n\nhi", "hi", 0, 0, 200, "content-length", "2"},
+        {"HTTP/1.0 200 OK\r\nX-B: 1\r\n\r\nto the end", "to the end", 0, 1, 200, "x-b", "1"},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", "", 1, 0, 200, "content-length", "9"},
+        {"HTTP/1.1 204 No Content\r\nX-C: c\r\n\r\n", "", 0, 0, 204, "x-c", "c"},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+         "A\r\n0123456789\r\n0\r\n\r\n",
+         "0123456789", 0, 0, 200, "transfer-encoding", "gzip, chunked"},
+    };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        size_t len = strlen(cases[k].resp);
+        for (size_t split = 0; split < len; split++) {
+            hc_parser p;
+            int rc =
+                parse_in_pieces(cases[k].resp, len, split, cases[k].head, 1000, &p, cases[k].eof);
+            fetch_header *h = hc_parser_headers(&p);
+            const char *v = NULL;
+            for (size_t i = 0; i < p.n_headers; i++)
+                if (strcmp(h[i].name, cases[k].header) == 0)
+                    v = h[i].value;
+            if (rc != HC_DONE || p.status != cases[k].status ||
+                p.body.len != strlen(cases[k].body) ||
+                (p.body.len && memcmp(p.body.data, cases[k].body, p.body.len) != 0) || !v ||
+                strcmp(v, cases[k].value) != 0) {
+                fprintf(stderr, "parser case %zu split %zu: rc %d status %ld\n", k, split, rc,
+                        p.status);
+                bad++;
+            }
+            free(h);
+            hc_parser_free(&p);
+        }
+    }
+    CHECK(bad == 0);
+}
+
+/* Which URLs the lean client takes (numeric hosts, plain paths) and how it splits
+ * them; the rest goes to libcurl. */
+static void test_parse_url(void)
+{
+    hc_target t;
+    CHECK(hc_parse_url("http://127.0.0.1:8080/a/b?c=d#frag", &t) == 0);
+    CHECK(t.addr.ss_family == AF_INET && t.addrlen == sizeof(struct sockaddr_in));
+    CHECK(ntohs(((struct sockaddr_in *)&t.addr)->sin_port) == 8080);
+    CHECK(t.authority_len == 14 && memcmp(t.authority, "127.0.0.1:8080", 14) == 0);
+    CHECK(t.path_len == 8 && memcmp(t.path, "/a/b?c=d", 8) == 0);
+    CHECK(hc_parse_url("HTTP://10.1.2.3", &t) == 0);
+    CHECK(ntohs(((struct sockaddr_in *)&t.addr)->sin_port) == 80 && t.path_len == 0);
+    CHECK(hc_parse_url("http://[::1]:9/x", &t) == 0);
+    CHECK(t.addr.ss_family == AF_INET6 && t.authority_len == 7);
+    CHECK(hc_parse_url("http://127.0.0.1?q=1", &t) == 0 && t.path[0] == '?');
+    const char *curl_only[] = {
+        "https://127.0.0.1/x",
+        "http://localhost:80/x",
+        "http://user@127.0.0.1/x",
+        "http://127.0.0.1:0/x",
+        "http://127.0.0.1:70000",
+        "http://127.0.0.1:/x",
+        "http://127.0.0.1/a b",
+        "http://[::1/x",
+        "http://::1/x",
+        "http://1.2.3/x",
+        "http:///x",
+        "http://127.0.0.1:8a/x",
+    };
+    for (size_t i = 0; i < sizeof(curl_only) / sizeof(curl_only[0]); i++)
+        CHECK(hc_parse_url(curl_only[i], &t) == -1);
+}
+
+static void test_parser_errors(void)
+{
+    static const struct {
+        const char *resp;
+        int want;
+    } cases[] = {
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nab", HC_FAIL}, /* early close */
+        {"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 2000 OK\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\n folded\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n", HC_TOO_LARGE},
+        {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n5\r\n", HC_TOO_LARGE},
+        {"HTTP/1.1 200 OK\r\n\r\n0123456789A", HC_TOO_LARGE},
+        {"", HC_FAIL},
+    };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        hc_parser p;
+        int rc = parse_in_pieces(cases[k].resp, strlen(cases[k].resp), 0, 0, 10, &p, 1);
+        if (strlen(cases[k].resp) == 0)
+            rc = hc_parser_eof(&p);
+        if (rc != cases[k].want) {
+            fprintf(stderr, "parser error case %zu: rc %d\n", k, rc);
+            bad++;
+        }
+        hc_parser_free(&p);
+    }
+    CHECK(bad == 0);
+    /* A NUL inside a header line (names and values are kept NUL-separated). */
+    static const char nul[] = "HTTP/1.1 200 OK\r\nX-Nul: a\0b\r\nContent-Length: 0\r\n\r\n";
+    hc_parser p;
+    CHECK(parse_in_pieces(nul, sizeof(nul) - 1, 0, 0, 10, &p, 0) == HC_FAIL);
+    hc_parser_free(&p);
+    /* Header block beyond the limit. */
+    hc_parser_init(&p, 0, 10);
+    buf b = BUF_INIT;
+    buf_puts(&b, "HTTP/1.1 200 OK\r\n");
+    while (b.len < 300 * 1024)
+        buf_puts(&b, "X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+    size_t used = 0;
+    CHECK(hc_parser_feed(&p, b.data, b.len, &used) == HC_FAIL);
+    hc_parser_free(&p);
+    buf_free(&b);
 }
 
 int main(void)
@@ -537,26 +1157,43 @@ int main(void)
     struct timeval tv = {0, 10000};
     event_add(tick, &tv);
 
-    const char *err = NULL;
-    fetch_ctx *f = fetch_new(base, NULL, &err);
-    CHECK(f != NULL);
-    if (!f)
-        return CHECK_DONE();
-
-    test_methods(f);
-    test_handle_reuse(f);
-    test_status(f);
-    test_concurrent(f);
-    test_reuse_chain(f);
-    test_timeout(f);
-    test_too_large(f);
-    test_refused(f);
-    test_invalid(f);
-    test_cancel_before(f);
-    test_cancel_in_callback(f);
-    test_free_inflight();
-
-    fetch_free(f);
+    fake_listen();
+    test_parser_splits();
+    test_parser_errors();
+    test_parse_url();
+    for (int client = FETCH_CLIENT_LEAN; client <= FETCH_CLIENT_CURL; client++) {
+        const char *err = NULL;
+        memset(&g_cfg, 0, sizeof(g_cfg));
+        g_cfg.client = (fetch_client)client;
+        fprintf(stderr, "== client: %s\n", client == FETCH_CLIENT_LEAN ? "lean" : "curl");
+        fetch_ctx *f = fetch_new(base, &g_cfg, &err);
+        CHECK(f != NULL);
+        if (!f)
+            return CHECK_DONE();
+        test_methods(f);
+        test_handle_reuse(f);
+        test_status(f);
+        test_concurrent(f);
+        test_reuse_chain(f);
+        test_timeout(f);
+        test_too_large(f);
+        test_refused(f);
+        test_invalid(f);
+        test_host_name(f);
+        test_cancel_before(f);
+        test_cancel_in_callback(f);
+        test_free_inflight();
+        test_fake_shapes(f);
+        test_fake_splits(f);
+        test_fake_errors(f);
+        test_fake_too_large(f);
+        test_fake_keepalive(f);
+        test_fake_retry(f, client == FETCH_CLIENT_LEAN);
+        test_fake_timeout(f);
+        fetch_free(f);
+        test_fake_pool_bound();
+    }
+    fake_unlisten();
     /* Let outstanding slow replies go out before the server is freed. */
     int64_t end = now_mono_ms() + 3000;
     while (slow_pending > 0 && now_mono_ms() < end)

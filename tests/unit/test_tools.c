@@ -294,7 +294,7 @@ int main(void)
         port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
     }
     evhttp_set_gencb(http, upstream_cb, NULL);
-    fetch = fetch_new(base, &(fetch_config){2000, 0, 0}, &ferr);
+    fetch = fetch_new(base, &(fetch_config){.default_timeout_ms = 2000}, &ferr);
     if (!fetch)
         return 2;
     snprintf(base_url, sizeof base_url, "http://127.0.0.1:%d/api", port);

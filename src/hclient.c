@@ -1,0 +1,958 @@
+/* hclient: lean HTTP/1.1 client on libevent (see hclient.h for the contract).
+ *
+ * Shape: one hc_host per address (numeric host:port) with its idle and busy
+ * connections and a FIFO of requests waiting for a connection. A connection has one
+ * event (write interest while connecting or sending, read interest while waiting for
+ * the response or idle); an idle connection that turns readable was closed by the
+ * server (or sent junk) and is dropped. Each request has its own total-timeout timer.
+ * Requests never do I/O inside hc_start: the connection joins the context's kick list,
+ * whose event the loop runs next, so every completion comes from the loop. A kept
+ * connection keeps its read interest from idle through the next request (no event
+ * change, hence no epoll_ctl, per request). */
+#include "hclient.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <unistd.h>
+
+#define HC_MAX_HEAD (256u * 1024u) /* status line + headers (or trailers) of a response */
+#define HC_MAX_LINE 4096u          /* a chunk-size line */
+#define HC_READ_CHUNK 16384u
+#define HC_IDLE_MAX_MS 50000 /* idle connections older than this are not reused */
+
+/* ---- response parser ---- */
+
+enum {
+    P_STATUS,
+    P_HEADERS,
+    P_BODY_LEN,
+    P_BODY_CLOSE,
+    P_CHUNK_SIZE,
+    P_CHUNK_DATA,
+    P_CHUNK_CRLF,
+    P_TRAILERS,
+    P_DONE,
+};
+
+void hc_parser_init(hc_parser *p, int no_body, size_t max_body)
+{
+    memset(p, 0, sizeof(*p));
+    p->no_body = no_body;
+    p->max_body = max_body;
+    p->state = P_STATUS;
+}
+
+void hc_parser_free(hc_parser *p)
+{
+    buf_free(&p->arena);
+    buf_free(&p->body);
+}
+
+static int fail(hc_parser *p, const char *why)
+{
+    p->error = why;
+    return HC_FAIL;
+}
+
+static int lower_eq(const char *s, size_t n, const char *lit)
+{
+    size_t i = 0;
+    for (; i < n && lit[i]; i++) {
+        char c = s[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c + 32);
+        if (c != lit[i])
+            return 0;
+    }
+    return i == n && !lit[i];
+}
+
+/* Does the comma-separated list v (lower-cased or not) hold token tok? With last,
+ * only its last element counts. */
+static int list_has(const char *v, size_t n, const char *tok, int last)
+{
+    const char *end = v + n, *s = v;
+    int found = 0;
+    while (s < end) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *e = comma ? comma : end;
+        const char *a = s, *b = e;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        int eq = lower_eq(a, (size_t)(b - a), tok);
+        if (last)
+            found = eq;
+        else if (eq)
+            return 1;
+        s = comma ? comma + 1 : end;
+    }
+    return found;
+}
+
+static int parse_status(hc_parser *p, const char *l, size_t n)
+{
+    /* HTTP/d.d SP ddd [SP reason] */
+    if (n < 12 || memcmp(l, "HTTP/", 5) != 0 || l[5] < '0' || l[5] > '9' || l[6] != '.' ||
+        l[7] < '0' || l[7] > '9' || l[8] != ' ')
+        return fail(p, "malformed status line");
+    for (int i = 9; i < 12; i++)
+        if (l[i] < '0' || l[i] > '9')
+            return fail(p, "malformed status line");
+    if (n > 12 && l[12] != ' ')
+        return fail(p, "malformed status line");
+    p->status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
+    if (p->status < 100)
+        return fail(p, "malformed status line");
+    p->http11 = l[5] > '1' || (l[5] == '1' && l[7] >= '1');
+    p->conn_close = p->chunked = p->have_len = 0;
+    p->remaining = 0;
+    buf_reset(&p->arena);
+    p->n_headers = 0;
+    p->state = P_HEADERS;
+    return HC_MORE;
+}
+
+static int parse_header(hc_parser *p, const char *l, size_t n)
+{
+    if (l[0] == ' ' || l[0] == '\t')
+        return fail(p, "folded header line");
+    if (memchr(l, '\0', n))
+        return fail(p, "NUL in a header line"); /* the arena is NUL-separated */
+    const char *colon = memchr(l, ':', n);
+    if (!colon || colon == l)
+        return fail(p, "malformed header line");
+    size_t nlen = (size_t)(colon - l);
+    for (size_t i = 0; i < nlen; i++)
+        if ((unsigned char)l[i] <= ' ' || (unsigned char)l[i] >= 127)
+            return fail(p, "malformed header name");
+    const char *v = colon + 1, *end = l + n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    size_t vlen = (size_t)(end - v);
+    buf_reserve(&p->arena, nlen + vlen + 2);
+    char *o = p->arena.data + p->arena.len;
+    for (size_t i = 0; i < nlen; i++) {
+        char c = l[i];
+        o[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    }
+    o[nlen] = '\0';
+    memcpy(o + nlen + 1, v, vlen);
+    o[nlen + 1 + vlen] = '\0';
+    p->arena.len += nlen + vlen + 2;
+    p->arena.data[p->arena.len] = '\0';
+    p->n_headers++;
+    if (nlen == 14 && memcmp(o, "content-length", 14) == 0) {
+        uint64_t len = 0;
+        if (!vlen)
+            return fail(p, "bad Content-Length");
+        for (size_t i = 0; i < vlen; i++) {
+            if (v[i] < '0' || v[i] > '9' || len > (UINT64_MAX - 9) / 10)
+                return fail(p, "bad Content-Length");
+            len = len * 10 + (uint64_t)(v[i] - '0');
+        }
+        if (p->have_len && p->remaining != len)
+            return fail(p, "conflicting Content-Length");
+        p->have_len = 1;
+        p->remaining = len;
+    } else if (nlen == 17 && memcmp(o, "transfer-encoding", 17) == 0) {
+        /* Only a final "chunked" frames the body; anything else ends at close. */
+        p->chunked = list_has(v, vlen, "chunked", 1) ? 1 : -1;
+    } else if (nlen == 10 && memcmp(o, "connection", 10) == 0) {
+        if (list_has(v, vlen, "close", 0))
+            p->conn_close = 1;
+    }
+    return HC_MORE;
+}
+
+/* The blank line after the headers: decides how the body is framed. */
+static int end_of_head(hc_parser *p)
+{
+    if (p->status < 200 && p->status != 101) {
+        p->state = P_STATUS; /* interim response: its headers are dropped */
+        return HC_MORE;
+    }
+    if (p->no_body || p->status == 204 || p->status == 304 || p->status == 101) {
+        p->state = P_DONE;
+        return HC_DONE;
+    }
+    if (p->chunked == 1) {
+        p->state = P_CHUNK_SIZE;
+        p->remaining = 0;
+        return HC_MORE;
+    }
+    if (p->chunked == -1 || !p->have_len) {
+        p->close_framed = 1;
+        p->state = P_BODY_CLOSE;
+        return HC_MORE;
+    }
+    if (p->remaining > p->max_body)
+        return HC_TOO_LARGE;
+    p->state = p->remaining ? P_BODY_LEN : P_DONE;
+    return p->remaining ? HC_MORE : HC_DONE;
+}
+
+static int parse_chunk_size(hc_parser *p, const char *l, size_t n)
+{
+    uint64_t size = 0;
+    size_t i = 0;
+    for (; i < n; i++) {
+        char c = l[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            break;
+        if (size >> 59)
+            return fail(p, "chunk size too large");
+        size = size * 16 + (uint64_t)d;
+    }
+    if (i == 0)
+        return fail(p, "malformed chunk size");
+    while (i < n && (l[i] == ' ' || l[i] == '\t'))
+        i++;
+    if (i < n && l[i] != ';')
+        return fail(p, "malformed chunk size");
+    if (size == 0) {
+        p->state = P_TRAILERS;
+        return HC_MORE;
+    }
+    if (size > p->max_body - p->body.len)
+        return HC_TOO_LARGE;
+    p->remaining = size;
+    p->state = P_CHUNK_DATA;
+    return HC_MORE;
+}
+
+static int is_line_state(int s)
+{
+    return s == P_STATUS || s == P_HEADERS || s == P_CHUNK_SIZE || s == P_CHUNK_CRLF ||
+           s == P_TRAILERS;
+}
+
+int hc_parser_feed(hc_parser *p, const char *data, size_t len, size_t *used)
+{
+    size_t pos = 0;
+    int rc = HC_MORE;
+    while (rc == HC_MORE && pos < len && p->state != P_DONE) {
+        if (is_line_state(p->state)) {
+            const char *nl = memchr(data + pos, '\n', len - pos);
+            size_t avail = nl ? (size_t)(nl - (data + pos)) : len - pos;
+            size_t limit = p->state == P_CHUNK_SIZE || p->state == P_CHUNK_CRLF
+                               ? HC_MAX_LINE
+                               : HC_MAX_HEAD - p->head_bytes;
+            if (avail > limit || (!nl && avail == limit)) {
+                rc = fail(p, "response header or chunk line too long");
+                break;
+            }
+            if (!nl)
+                break; /* wait for the rest of the line */
+            const char *l = data + pos;
+            size_t n = avail;
+            pos += avail + 1;
+            if (p->state != P_CHUNK_SIZE && p->state != P_CHUNK_CRLF)
+                p->head_bytes += avail + 1;
+            if (n && l[n - 1] == '\r')
+                n--;
+            switch (p->state) {
+            case P_STATUS:
+                rc = parse_status(p, l, n);
+                break;
+            case P_HEADERS:
+                rc = n ? parse_header(p, l, n) : end_of_head(p);
+                break;
+            case P_CHUNK_SIZE:
+                rc = parse_chunk_size(p, l, n);
+                break;
+            case P_CHUNK_CRLF:
+                if (n)
+                    rc = fail(p, "missing CRLF after chunk data");
+                else
+                    p->state = P_CHUNK_SIZE;
+                break;
+            case P_TRAILERS:
+                if (!n) {
+                    p->state = P_DONE;
+                    rc = HC_DONE;
+                }
+                break;
+            }
+            continue;
+        }
+        size_t n = len - pos;
+        if (p->state != P_BODY_CLOSE && n > p->remaining)
+            n = (size_t)p->remaining;
+        if (n > p->max_body - p->body.len) {
+            rc = HC_TOO_LARGE;
+            break;
+        }
+        buf_append(&p->body, data + pos, n);
+        pos += n;
+        if (p->state == P_BODY_CLOSE)
+            continue;
+        p->remaining -= n;
+        if (p->remaining == 0) {
+            if (p->state == P_CHUNK_DATA) {
+                p->state = P_CHUNK_CRLF;
+            } else {
+                p->state = P_DONE;
+                rc = HC_DONE;
+            }
+        }
+    }
+    if (rc == HC_MORE && p->state == P_DONE)
+        rc = HC_DONE;
+    *used = pos;
+    return rc;
+}
+
+int hc_parser_eof(hc_parser *p)
+{
+    if (p->state == P_BODY_CLOSE || p->state == P_DONE) {
+        p->state = P_DONE;
+        return HC_DONE;
+    }
+    return fail(p, "connection closed before the response was complete");
+}
+
+fetch_header *hc_parser_headers(const hc_parser *p)
+{
+    fetch_header *h = xmalloc((p->n_headers ? p->n_headers : 1) * sizeof(*h));
+    const char *s = p->arena.data;
+    for (size_t i = 0; i < p->n_headers; i++) {
+        h[i].name = s;
+        s += strlen(s) + 1;
+        h[i].value = s;
+        s += strlen(s) + 1;
+    }
+    return h;
+}
+
+/* ---- URL ---- */
+
+int hc_parse_url(const char *url, hc_target *t)
+{
+    if (!str_istartswith(url, "http://"))
+        return -1;
+    const char *a = url + 7;
+    size_t alen = strcspn(a, "/?#");
+    const char *end = a + alen;
+    char host[64];
+    const char *hend;
+    const char *port = NULL;
+    memset(t, 0, sizeof(*t));
+    if (memchr(a, '@', alen) || alen == 0)
+        return -1;
+    if (*a == '[') {
+        const char *rb = memchr(a, ']', alen);
+        if (!rb || (size_t)(rb - a - 1) >= sizeof(host))
+            return -1;
+        memcpy(host, a + 1, (size_t)(rb - a - 1));
+        host[rb - a - 1] = '\0';
+        hend = rb + 1;
+    } else {
+        const char *colon = memchr(a, ':', alen);
+        hend = colon ? colon : end;
+        if ((size_t)(hend - a) >= sizeof(host))
+            return -1;
+        memcpy(host, a, (size_t)(hend - a));
+        host[hend - a] = '\0';
+    }
+    if (hend < end) {
+        if (*hend != ':' || hend + 1 == end)
+            return -1;
+        port = hend + 1;
+    }
+    long pn = 80;
+    if (port) {
+        pn = 0;
+        for (const char *s = port; s < end; s++) {
+            if (*s < '0' || *s > '9' || pn > 65535)
+                return -1;
+            pn = pn * 10 + (*s - '0');
+        }
+        if (pn < 1 || pn > 65535)
+            return -1;
+    }
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&t->addr;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&t->addr;
+    if (*a != '[' && inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)pn);
+        t->addrlen = sizeof(*v4);
+    } else if (*a == '[' && inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)pn);
+        t->addrlen = sizeof(*v6);
+    } else {
+        return -1; /* a name: resolved by libcurl */
+    }
+    t->authority = a;
+    t->authority_len = alen;
+    t->path = end;
+    t->path_len = strcspn(end, "#");
+    for (size_t i = 0; i < t->path_len; i++)
+        if ((unsigned char)end[i] <= ' ' || (unsigned char)end[i] >= 127)
+            return -1;
+    return 0;
+}
+
+/* ---- client ---- */
+
+enum { C_CONNECTING, C_WRITING, C_READING, C_IDLE };
+
+typedef struct hc_host hc_host;
+typedef struct hc_conn hc_conn;
+
+struct hc_conn {
+    hc_host *host;
+    int fd;
+    int state;
+    int connect_err; /* errno of a connect that failed at once */
+    int ev_added;    /* ev is pending */
+    short ev_what;   /* what ev is assigned for */
+    int kicked;      /* in ctx->kicks */
+    struct event *ev;
+    hc_req *req;
+    unsigned nreq; /* responses completed on this connection */
+    int64_t idle_since;
+    buf in;
+    size_t in_off;
+    TAILQ_ENTRY(hc_conn) link;      /* in host->idle or host->busy */
+    TAILQ_ENTRY(hc_conn) kick_link; /* in ctx->kicks */
+};
+
+struct hc_req {
+    hc_ctx *ctx;
+    hc_host *host;
+    hc_conn *conn;
+    buf out; /* the whole request */
+    size_t out_off;
+    int idempotent, retried, on_reused, queued, no_body;
+    size_t got; /* response bytes received on the current connection */
+    size_t max_response;
+    hc_parser p;
+    struct event *timer;
+    hc_done_cb cb;
+    void *arg;
+    TAILQ_ENTRY(hc_req) link; /* in host->pending */
+};
+
+struct hc_host {
+    hc_ctx *ctx;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    long n_conns; /* connecting + busy + idle */
+    TAILQ_HEAD(, hc_conn) idle, busy;
+    TAILQ_HEAD(, hc_req) pending;
+    hc_host *next;
+};
+
+struct hc_ctx {
+    struct event_base *base;
+    struct event *kick_ev;       /* runs the kicked connections */
+    TAILQ_HEAD(, hc_conn) kicks; /* connections to write (or fail) next */
+    long max_conns;
+    hc_host *hosts;
+    size_t opened;
+};
+
+static void conn_cb(evutil_socket_t fd, short what, void *arg);
+
+static void conn_watch(hc_conn *c, short what)
+{
+    if (c->ev_added && c->ev_what == what)
+        return;
+    if (c->ev_added)
+        event_del(c->ev);
+    if (c->ev_what != what) {
+        event_assign(c->ev, c->host->ctx->base, c->fd, what | EV_PERSIST, conn_cb, c);
+        c->ev_what = what;
+    }
+    event_add(c->ev, NULL);
+    c->ev_added = 1;
+}
+
+/* Runs conn_cb from the loop as if the socket were writable; the socket's event
+ * stays as it is. */
+static void conn_kick(hc_conn *c)
+{
+    hc_ctx *ctx = c->host->ctx;
+    if (c->kicked)
+        return;
+    c->kicked = 1;
+    TAILQ_INSERT_TAIL(&ctx->kicks, c, kick_link);
+    event_active(ctx->kick_ev, 0, 0);
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    hc_ctx *ctx = arg;
+    hc_conn *c;
+    while ((c = TAILQ_FIRST(&ctx->kicks))) {
+        TAILQ_REMOVE(&ctx->kicks, c, kick_link);
+        c->kicked = 0;
+        conn_cb(c->fd, EV_WRITE, c);
+    }
+}
+
+/* Frees the connection; its request (if any) stays alive, detached. */
+static void conn_destroy(hc_conn *c)
+{
+    hc_host *h = c->host;
+    if (c->state == C_IDLE)
+        TAILQ_REMOVE(&h->idle, c, link);
+    else
+        TAILQ_REMOVE(&h->busy, c, link);
+    if (c->req)
+        c->req->conn = NULL;
+    if (c->kicked)
+        TAILQ_REMOVE(&h->ctx->kicks, c, kick_link);
+    event_free(c->ev);
+    if (c->fd >= 0)
+        close(c->fd);
+    buf_free(&c->in);
+    free(c);
+    h->n_conns--;
+}
+
+static hc_conn *conn_open(hc_host *h)
+{
+    hc_conn *c = xcalloc(1, sizeof(*c));
+    c->host = h;
+    c->state = C_CONNECTING;
+    c->fd = socket(h->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        c->connect_err = errno ? errno : EMFILE;
+    } else {
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        if (connect(c->fd, (struct sockaddr *)&h->addr, h->addrlen) != 0 && errno != EINPROGRESS)
+            c->connect_err = errno ? errno : ECONNREFUSED;
+    }
+    c->ev = event_new(h->ctx->base, c->fd, EV_WRITE | EV_PERSIST, conn_cb, c);
+    if (!c->ev)
+        abort(); /* allocation failure, like xmalloc */
+    c->ev_what = EV_WRITE;
+    h->n_conns++;
+    h->ctx->opened++;
+    TAILQ_INSERT_TAIL(&h->busy, c, link);
+    return c;
+}
+
+static void req_attach(hc_req *r, hc_conn *c)
+{
+    r->conn = c;
+    c->req = r;
+    r->on_reused = c->nreq > 0;
+    r->out_off = 0;
+    r->got = 0;
+    if (c->state == C_CONNECTING) {
+        if (c->connect_err)
+            conn_kick(c);
+        else
+            conn_watch(c, EV_WRITE);
+        return;
+    }
+    c->state = C_WRITING;
+    conn_kick(c);
+}
+
+/* Gives r a connection: an idle one, a new one, or a place in the queue. */
+static void req_dispatch(hc_req *r)
+{
+    hc_host *h = r->host;
+    hc_conn *c;
+    int64_t now = now_mono_ms();
+    while ((c = TAILQ_FIRST(&h->idle))) {
+        if (now - c->idle_since > HC_IDLE_MAX_MS) {
+            conn_destroy(c);
+            continue;
+        }
+        TAILQ_REMOVE(&h->idle, c, link);
+        TAILQ_INSERT_TAIL(&h->busy, c, link);
+        req_attach(r, c);
+        return;
+    }
+    if (h->n_conns < h->ctx->max_conns) {
+        req_attach(r, conn_open(h));
+        return;
+    }
+    r->queued = 1;
+    TAILQ_INSERT_TAIL(&h->pending, r, link);
+}
+
+/* Serves waiting requests while a connection is available. */
+static void host_pump(hc_host *h)
+{
+    hc_req *r;
+    while ((r = TAILQ_FIRST(&h->pending)) &&
+           (!TAILQ_EMPTY(&h->idle) || h->n_conns < h->ctx->max_conns)) {
+        TAILQ_REMOVE(&h->pending, r, link);
+        r->queued = 0;
+        req_dispatch(r);
+    }
+}
+
+static void req_free(hc_req *r)
+{
+    if (r->timer)
+        event_free(r->timer);
+    buf_free(&r->out);
+    hc_parser_free(&r->p);
+    free(r);
+}
+
+/* Detaches r from its connection (closing that) or the queue. */
+static void req_detach(hc_req *r)
+{
+    hc_host *h = r->host;
+    if (r->conn) {
+        conn_destroy(r->conn);
+        host_pump(h);
+    }
+    if (r->queued) {
+        TAILQ_REMOVE(&h->pending, r, link);
+        r->queued = 0;
+    }
+}
+
+static void req_complete(hc_req *r, fetch_result res, const char *error)
+{
+    req_detach(r);
+    hc_result out = {res, res == FETCH_OK ? NULL : error, &r->p};
+    r->cb(&out, r->arg);
+    req_free(r);
+}
+
+/* The response is complete: the connection goes back to the pool (or serves the
+ * next waiting request) when the response allows it, else it is closed. */
+static void conn_finish(hc_conn *c, int reusable)
+{
+    hc_req *r = c->req;
+    hc_host *h = c->host;
+    r->conn = NULL;
+    c->req = NULL;
+    if (!reusable) {
+        conn_destroy(c);
+        host_pump(h);
+    } else {
+        c->nreq++;
+        c->in.len = c->in_off = 0;
+        c->state = C_IDLE;
+        c->idle_since = now_mono_ms();
+        TAILQ_REMOVE(&h->busy, c, link);
+        hc_req *next = TAILQ_FIRST(&h->pending);
+        if (next) {
+            TAILQ_REMOVE(&h->pending, next, link);
+            next->queued = 0;
+            TAILQ_INSERT_TAIL(&h->busy, c, link);
+            req_attach(next, c);
+        } else {
+            TAILQ_INSERT_HEAD(&h->idle, c, link); /* LIFO: the warmest first */
+            conn_watch(c, EV_READ);
+        }
+    }
+    req_complete(r, FETCH_OK, NULL);
+}
+
+/* The connection failed before any response byte; retry once on a new connection
+ * when it was a reused one (the server may have closed it while idle). */
+static int maybe_retry(hc_req *r, int sent_nothing)
+{
+    if (!r->on_reused || r->retried || r->got || !(r->idempotent || sent_nothing))
+        return 0;
+    hc_host *h = r->host;
+    conn_destroy(r->conn);
+    r->retried = 1;
+    hc_parser_free(&r->p);
+    hc_parser_init(&r->p, r->no_body, r->max_response);
+    req_attach(r, conn_open(h));
+    return 1;
+}
+
+static void on_readable(hc_conn *c)
+{
+    hc_req *r = c->req;
+    for (;;) {
+        buf_reserve(&c->in, HC_READ_CHUNK);
+        size_t room = c->in.cap - c->in.len - 1;
+        ssize_t n = recv(c->fd, c->in.data + c->in.len, room, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        if (n <= 0) {
+            if (maybe_retry(r, 0))
+                return;
+            if (n == 0 && hc_parser_eof(&r->p) == HC_DONE) {
+                conn_finish(c, 0);
+                return;
+            }
+            req_complete(r, FETCH_ERROR,
+                         n == 0 ? r->p.error : "connection reset while reading the response");
+            return;
+        }
+        r->got += (size_t)n;
+        c->in.len += (size_t)n;
+        size_t used = 0;
+        int rc = hc_parser_feed(&r->p, c->in.data + c->in_off, c->in.len - c->in_off, &used);
+        c->in_off += used;
+        if (rc == HC_DONE) {
+            hc_parser *p = &r->p;
+            conn_finish(c,
+                        p->http11 && !p->conn_close && !p->close_framed && c->in_off == c->in.len);
+            return;
+        }
+        if (rc == HC_TOO_LARGE) {
+            req_complete(r, FETCH_TOO_LARGE, "response body exceeds the size limit");
+            return;
+        }
+        if (rc == HC_FAIL) {
+            req_complete(r, FETCH_ERROR, r->p.error);
+            return;
+        }
+        if (c->in_off == c->in.len) {
+            c->in.len = c->in_off = 0;
+        } else if (c->in_off) {
+            memmove(c->in.data, c->in.data + c->in_off, c->in.len - c->in_off);
+            c->in.len -= c->in_off;
+            c->in_off = 0;
+        }
+        if ((size_t)n < room)
+            return; /* drained; the next readiness brings more */
+    }
+}
+
+static void on_writable(hc_conn *c)
+{
+    hc_req *r = c->req;
+    while (r->out_off < r->out.len) {
+        ssize_t n = send(c->fd, r->out.data + r->out_off, r->out.len - r->out_off, MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+            conn_watch(c, EV_WRITE);
+            return;
+        }
+        if (n < 0) {
+            if (maybe_retry(r, r->out_off == 0))
+                return;
+            req_complete(r, FETCH_ERROR, "connection lost while sending the request");
+            return;
+        }
+        r->out_off += (size_t)n;
+    }
+    c->state = C_READING;
+    conn_watch(c, EV_READ);
+}
+
+static void conn_cb(evutil_socket_t fd, short what, void *arg)
+{
+    hc_conn *c = arg;
+    hc_host *h = c->host;
+    if (c->state == C_IDLE) {
+        conn_destroy(c); /* closed by the server (or unexpected bytes) */
+        host_pump(h);
+        return;
+    }
+    if (c->state == C_CONNECTING) {
+        int err = c->connect_err;
+        socklen_t len = sizeof(err);
+        if (!err && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+            err = errno;
+        if (err) {
+            req_complete(c->req, FETCH_CONNECT, "could not connect to the server");
+            return;
+        }
+        c->state = C_WRITING;
+    }
+    if (c->state == C_WRITING)
+        on_writable(c);
+    else if (c->state == C_READING && (what & EV_READ))
+        on_readable(c);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+    req_complete(arg, FETCH_TIMEOUT, "request timed out");
+}
+
+hc_ctx *hc_new(struct event_base *base, long max_conns)
+{
+    hc_ctx *ctx = xcalloc(1, sizeof(*ctx));
+    ctx->base = base;
+    ctx->max_conns = max_conns > 0 ? max_conns : 64;
+    TAILQ_INIT(&ctx->kicks);
+    ctx->kick_ev = event_new(base, -1, 0, kick_cb, ctx);
+    if (!ctx->kick_ev) {
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+void hc_free(hc_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    hc_host *h;
+    while ((h = ctx->hosts)) {
+        ctx->hosts = h->next;
+        hc_req *r;
+        while ((r = TAILQ_FIRST(&h->pending))) {
+            TAILQ_REMOVE(&h->pending, r, link);
+            req_free(r);
+        }
+        hc_conn *c;
+        while ((c = TAILQ_FIRST(&h->busy))) {
+            hc_req *cr = c->req;
+            conn_destroy(c);
+            if (cr)
+                req_free(cr);
+        }
+        while ((c = TAILQ_FIRST(&h->idle)))
+            conn_destroy(c);
+        free(h);
+    }
+    event_free(ctx->kick_ev);
+    free(ctx);
+}
+
+static hc_host *host_get(hc_ctx *ctx, const hc_target *t)
+{
+    for (hc_host *h = ctx->hosts; h; h = h->next)
+        if (h->addrlen == t->addrlen && memcmp(&h->addr, &t->addr, t->addrlen) == 0)
+            return h;
+    hc_host *h = xcalloc(1, sizeof(*h));
+    h->ctx = ctx;
+    memcpy(&h->addr, &t->addr, t->addrlen);
+    h->addrlen = t->addrlen;
+    TAILQ_INIT(&h->idle);
+    TAILQ_INIT(&h->busy);
+    TAILQ_INIT(&h->pending);
+    h->next = ctx->hosts;
+    ctx->hosts = h;
+    return h;
+}
+
+static int is_idempotent(const char *m)
+{
+    static const char *const list[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
+    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
+        if (strcmp(m, list[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void put_lit(buf *b, const char *s, size_t n)
+{
+    buf_append(b, s, n);
+}
+#define PUT(b, lit) put_lit((b), (lit), sizeof(lit) - 1)
+
+static void put_size(buf *b, size_t v)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    buf_append(b, d + i, sizeof(d) - i);
+}
+
+hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *method, const fetch_header *headers,
+                 size_t n_headers, const char *body, size_t body_len, int send_body,
+                 long timeout_ms, size_t max_response, hc_done_cb cb, void *arg, const char **err)
+{
+    if (!ctx || !t || !method || !cb) {
+        *err = "missing context, target, method or callback";
+        return NULL;
+    }
+    hc_req *r = xcalloc(1, sizeof(*r));
+    r->ctx = ctx;
+    r->cb = cb;
+    r->arg = arg;
+    r->no_body = strcmp(method, "HEAD") == 0;
+    r->idempotent = is_idempotent(method);
+    r->max_response = max_response;
+    hc_parser_init(&r->p, r->no_body, max_response);
+
+    buf *b = &r->out;
+    size_t hsize = 64 + t->authority_len + t->path_len + (send_body ? body_len : 0);
+    for (size_t i = 0; i < n_headers; i++)
+        hsize += strlen(headers[i].name) + strlen(headers[i].value) + 4;
+    buf_reserve(b, hsize);
+    buf_puts(b, method);
+    buf_putc(b, ' ');
+    if (t->path_len == 0 || t->path[0] != '/')
+        buf_putc(b, '/');
+    buf_append(b, t->path, t->path_len);
+    PUT(b, " HTTP/1.1\r\n");
+    int have_host = 0, have_accept = 0, have_ctype = 0;
+    for (size_t i = 0; i < n_headers; i++) {
+        const char *name = headers[i].name;
+        size_t nlen = strlen(name);
+        if (lower_eq(name, nlen, "content-length") || lower_eq(name, nlen, "transfer-encoding") ||
+            lower_eq(name, nlen, "expect"))
+            continue; /* the client frames the body itself */
+        have_host |= lower_eq(name, nlen, "host");
+        have_accept |= lower_eq(name, nlen, "accept");
+        have_ctype |= lower_eq(name, nlen, "content-type");
+        buf_append(b, name, nlen);
+        PUT(b, ": ");
+        buf_puts(b, headers[i].value);
+        PUT(b, "\r\n");
+    }
+    if (!have_host) {
+        PUT(b, "Host: ");
+        buf_append(b, t->authority, t->authority_len);
+        PUT(b, "\r\n");
+    }
+    if (!have_accept)
+        PUT(b, "Accept: */*\r\n");
+    if (send_body) {
+        if (!have_ctype) /* what libcurl sends for a POST body without one */
+            PUT(b, "Content-Type: application/x-www-form-urlencoded\r\n");
+        PUT(b, "Content-Length: ");
+        put_size(b, body_len);
+        PUT(b, "\r\n\r\n");
+        if (body_len)
+            buf_append(b, body, body_len);
+    } else {
+        PUT(b, "\r\n");
+    }
+
+    r->timer = evtimer_new(ctx->base, timer_cb, r);
+    if (!r->timer) {
+        *err = "cannot create the request timer";
+        req_free(r);
+        return NULL;
+    }
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(r->timer, &tv);
+    r->host = host_get(ctx, t);
+    req_dispatch(r);
+    return r;
+}
+
+void hc_cancel(hc_req *r)
+{
+    if (!r)
+        return;
+    req_detach(r);
+    req_free(r);
+}
+
+size_t hc_connections_opened(const hc_ctx *ctx)
+{
+    return ctx ? ctx->opened : 0;
+}
