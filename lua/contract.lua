@@ -1,4 +1,4 @@
--- contract: validates a tool table (SPEC §10) and builds its tools/list entry.
+-- contract: validates a tool table (docs/writing-tools.md) and builds its tools/list entry.
 -- One source of truth for the server loader, --check-tools and the busted specs.
 local schema = require "schema"
 local catalog = require "catalog"
@@ -431,9 +431,9 @@ function M.check_set(tools)
     return true
 end
 
--- contract.list_entry(tool, lang) -> the tools/list entry (SPEC §5, §9.4) with
+-- contract.list_entry(tool, lang) -> the tools/list entry (name, title, schemas, annotations, group _meta) with
 -- every localized text resolved for lang. tool: a normalized tool.
--- bkn_context as every business tool advertises it on the MCP surfaces (SPEC §5, §7).
+-- bkn_context as every business tool advertises it on the MCP surfaces.
 -- The core reads and strips it before the tool's own schema is checked.
 local REF_TYPES = {
     "knowledge_network", "object_type", "object_instance", "property", "relation_type",
@@ -476,7 +476,7 @@ local function bkn_context_schema(lang)
     }
 end
 
--- response_format as every business tool advertises it on MCP (SPEC §12): the core
+-- response_format as every business tool advertises it on MCP: the core
 -- reads and strips it; MCP defaults to toon when the tool can render it.
 local function response_format_schema(formats, lang)
     local en = lang == "en-US"

@@ -186,7 +186,7 @@ local function has_surface(tool, surface)
     return false
 end
 
--- Gated-off tools do not exist for this call (SPEC §9.1: indistinguishable from
+-- Gated-off tools do not exist for this call (indistinguishable from
 -- never built). gates comes from ctx.config.gates ({NAME = true|false}).
 local function gated_off(tool, ctx)
     if tool.gate == nil then
@@ -198,14 +198,14 @@ local function gated_off(tool, ctx)
 end
 
 -- What ctx.invoke may run: tools an agent may call by name (listed on /mcp or
--- /mcp-compact). REST-only and proxy-only tools answer by other rules (SPEC §9.1).
+-- /mcp-compact). REST-only and proxy-only tools answer by other rules.
 local function invocable(tool, ctx)
     return tool ~= nil and (has_surface(tool, "mcp") or has_surface(tool, "compact")) and
         not gated_off(tool, ctx)
 end
 
 -- The one error for unknown, REST-only, proxy-only and gated-off names, so that a
--- caller cannot tell them apart (SPEC §5).
+-- caller cannot tell them apart.
 local function unknown_tool_error(name, lang)
     return {
         status = 404,

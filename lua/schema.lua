@@ -1,4 +1,4 @@
--- schema: the JSON Schema subset the core enforces (SPEC §10).
+-- schema: the JSON Schema subset the core enforces before a tool runs.
 --
 -- One small, exact subset: what a tool declares is what the model is told and
 -- what the core checks before handle() runs. Any keyword outside the subset is a

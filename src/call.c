@@ -343,7 +343,7 @@ static int ctx_http(lua_State *L)
         return luaL_error(L, "ctx.http: headers must be a table");
     }
     /* managed_proxy = <kn_id>: a read of a bound tool's published definition as the
-     * network's managed proxy account (SPEC §9.1 get_action_info), which may read only
+     * network's managed proxy account (get_action_info), which may read only
      * name, description and schemas. Only GETs on the execution factory. */
     char proxy_id[300];
     const char *proxy_kn = NULL;
@@ -359,7 +359,7 @@ static int ctx_http(lua_State *L)
     }
     lua_pop(L, 1); /* keep the stack slots of the later fields where they are */
     /* caller_token = true: the caller's own bearer token as Authorization, for the
-     * execution factory's public face only (SPEC §14: PTC runs with the caller's
+     * execution factory's public face only (PTC runs with the caller's
      * own token). The token never enters Lua. */
     char authz[4200];
     lua_getfield(L, 1, "caller_token");

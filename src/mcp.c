@@ -1,4 +1,4 @@
-/* mcp: the MCP Streamable HTTP surface (SPEC §5): JSON-RPC framing, sessions,
+/* mcp: the MCP Streamable HTTP surface: JSON-RPC framing, sessions,
  * initialize / ping / tools/list / tools/call, GET streams and DELETE. */
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -102,7 +102,7 @@ static void reply_outcome(req_ctx *c, const call_outcome *o)
 
 /* The call is still running after mcp.progress_interval_ms: switch the response to
  * an SSE stream (the client's Accept admits it) and send notifications/progress,
- * again at every interval, until the result ends the stream (SPEC §5, §20). */
+ * again at every interval, until the result ends the stream. */
 static void on_progress(evutil_socket_t fd, short ev, void *arg)
 {
     req_ctx *c = arg;
@@ -404,7 +404,7 @@ static void list_digest(app *a, tools_gen *g, char out[65])
 static char g_list_digest[65]; /* of the current generation; "" before the first */
 
 /* After a reload swapped cur in: tells every open GET stream, once, when the
- * listed catalogue changed (SPEC §5, §10). */
+ * listed catalogue changed. */
 void mcp_tools_changed(app *a, tools_gen *cur)
 {
     char d[65];
@@ -443,7 +443,7 @@ void mcp_close_streams(app *a)
 
 /* ---- entry ---- */
 
-/* ---- sessions: ended ids live in the state store (shared with Redis, SPEC §19) ---- */
+/* ---- sessions: ended ids live in the state store (shared through Redis by several instances) ---- */
 
 /* The store could not be asked: a retryable error, never a silent accept. */
 static void session_store_unavailable(req_ctx *c)

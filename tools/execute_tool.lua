@@ -1,5 +1,4 @@
--- execute_tool: the on-demand gateway's execution half (SPEC §9.2;
--- reference/downstream.md §1.21). Runs one capability found by
+-- execute_tool: the on-demand gateway's execution half. Runs one capability found by
 -- search_capabilities:
 --   * without toolbox_id, tool_id names a Context Loader tool, run through
 --     ctx.invoke with the same validation and ctx as a direct call. REST-only,

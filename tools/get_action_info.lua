@@ -1,5 +1,5 @@
 -- get_action_info: the executable definition of an action type in function-call
--- form (seed 002; SPEC §9.1; reference/downstream.md §1.6).
+-- form.
 -- 1. ontology-query POST-as-GET …/action-types/{at} with _instance_identities (an
 --    empty array = the class-level definition; instances = instantiated parameters).
 --    It checks view_detail on the action type and query_data on the object type.

@@ -1,5 +1,5 @@
 -- query_instance_subgraph: instances linked along relation-type paths
--- (reference/downstream.md §1.4; ontology-query POST-as-GET
+-- (ontology-query POST-as-GET
 -- /in/v1/knowledge-networks/{kn}/subgraph?query_type=relation_path).
 local cljson = require "cljson"
 local util = require "_lib.util"

@@ -1,5 +1,5 @@
 -- query_object_instance: instances of one object type by condition
--- (reference/downstream.md §1.3; ontology-query POST-as-GET
+-- (ontology-query POST-as-GET
 -- /in/v1/knowledge-networks/{kn}/object-types/{ot}).
 local cljson = require "cljson"
 local util = require "_lib.util"
@@ -214,7 +214,7 @@ end
 
 -- Maps a failed call (util.upstream_failure: a 4xx keeps its status, 5xx and
 -- transport failures follow the gateway's one mapping). A 403 targets this one
--- object type: it carries permission_guidance (SPEC §13).
+-- object type: it carries permission_guidance.
 local function map_error(res, err, args, ctx)
     local e = util.upstream_failure(res, err, ctx.lang)
     if res ~= nil and res.status == 403 then

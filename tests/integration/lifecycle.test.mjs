@@ -1,4 +1,4 @@
-// Process lifecycle (SPEC §10, §17, §20): graceful SIGTERM, start refused on a
+// Process lifecycle: graceful SIGTERM, start refused on a
 // broken tools directory or bad configuration, --check-tools, and hot reload
 // through the admin listener keeping the old generation on failure.
 import { test, after } from 'node:test';
@@ -86,7 +86,7 @@ function openStream(server, sid) {
   });
 }
 
-// Every stderr line of the server is one JSON object (structured logs, SPEC §20).
+// Every stderr line of the server is one JSON object (structured logs).
 function assertJsonLogs(server) {
   const lines = server.logs.join('').split('\n').filter((l) => l.length);
   assert.ok(lines.length > 0);

@@ -1,4 +1,4 @@
-// The MCP Streamable HTTP surface (SPEC §5): initialize and version negotiation,
+// The MCP Streamable HTTP surface: initialize and version negotiation,
 // notifications, ping, tools/list (metadata, localization, pagination),
 // tools/call, sessions, the GET stream, header checks and transport security.
 import { test, before, after } from 'node:test';
@@ -167,7 +167,7 @@ test('tools/list entries carry the display metadata, localized per Accept-Langua
   assert.equal(zh.status, 200, zh.text);
   const tools = zh.json.result.tools;
   // the two lifecycle tools come first (orders 10, 20), then the business tools by order
-  assert.equal(MCP_TOOLS.length, 17, MCP_NAMES.join(' ')); // SPEC §9.1: 2 lifecycle + 17 business
+  assert.equal(MCP_TOOLS.length, 17, MCP_NAMES.join(' ')); // 2 lifecycle + 17 business
   for (const n of ['list_knowledge_networks', 'query_object_instance', 'execute_action', 'execute_tool'])
     assert.ok(MCP_NAMES.includes(n), `${n} is not declared for /mcp`);
   for (const n of ['run_sql', 'list_resources', 'describe_resource', 'execute_skill', 'mcp_proxy_call'])
@@ -241,7 +241,7 @@ test('tools/call success has a text block, structuredContent and isError false',
   assert.equal(res.isError, false);
   assert.equal(res.content.length, 1);
   assert.equal(res.content[0].type, 'text');
-  // the default text block is TOON (SPEC §12): a table of the two entries
+  // the default text block is TOON: a table of the two entries
   const lines = res.content[0].text.split('\n');
   assert.match(lines[0], /^entries\[2\]\{id,/, res.content[0].text);
   assert.deepEqual(lines.slice(1, 3).map((l) => l.trim().split(',')[0]), ['kn_supplychain', 'kn_medical']);

@@ -39,7 +39,7 @@ end
 
 local SAFE_OS = { time = os.time, clock = os.clock, date = os.date }
 
--- Globals a tool may read (DESIGN §4: base, string, table, math, utf8, coroutine,
+-- Globals a tool may read (base, string, table, math, utf8, coroutine,
 -- and os.time/clock/date). No io, package, debug, load, dofile, loadfile.
 local BASE = {
     "assert", "error", "ipairs", "next", "pairs", "pcall", "xpcall", "select", "tonumber",

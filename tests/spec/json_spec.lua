@@ -1,4 +1,4 @@
--- Spec for the Lua face of the exact JSON codec (module "cljson", SPEC §11).
+-- Spec for the Lua face of the exact JSON codec (module "cljson", docs/json.md).
 -- Run from the repo root: CLJSON_CPATH=build/?.so lua5.4 /usr/bin/busted tests/spec/json_spec.lua
 -- (under the lua_busted test, --cpath and CLJSON_CPATH point at the build directory
 -- under test; build/ comes last so it never shadows it)

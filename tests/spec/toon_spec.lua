@@ -1,4 +1,4 @@
--- Spec for the Lua face of the TOON encoder (module "cltoon", SPEC §12).
+-- Spec for the Lua face of the TOON encoder (module "cltoon", docs/toon.md).
 -- Run from the repo root: CLTOON_CPATH=build/?.so lua5.4 /usr/bin/busted tests/spec/toon_spec.lua
 -- (under the lua_busted test, --cpath already points at the build directory)
 local cpath = os.getenv("CLTOON_CPATH") or os.getenv("CLJSON_CPATH")
