@@ -443,7 +443,7 @@ void mcp_close_streams(app *a)
 
 /* ---- entry ---- */
 
-/* ---- sessions: ended ids live in the state store (shared through Redis by several instances) ---- */
+/* ---- sessions: ended ids live in the state store (Redis: shared by instances) ---- */
 
 /* The store could not be asked: a retryable error, never a silent accept. */
 static void session_store_unavailable(req_ctx *c)
