@@ -27,7 +27,7 @@ console.log(JSON.stringify(fill(info.client_config.generic), null, 2));
 console.log('\nClaude Desktop (through mcp-remote):');
 console.log(JSON.stringify(fill(info.client_config.claude_desktop), null, 2));
 console.log(`\nREST: curl -s -X POST -H 'Authorization: Bearer ${token}' -H 'Content-Type: application/json' \\\n  -d '{"kn_id":"kn_medical","ot_id":"ot_drug","limit":2}' ${base}/kn/query_object_instance`);
-console.log(`\nCatalogue page: curl -s -H 'Authorization: Bearer ${token}' -H 'Accept: text/html' ${url}/info > catalogue.html   (JSON without the Accept header)`);
+console.log(`\nCatalogue (browser): ${url}/info   (paste the token when the page asks)`);
 console.log(`Metrics: ${server.admin}/metrics   Tools: ${server.admin}/admin/tools   Admin routes: ${server.admin}/`);
 console.log(`Service log: ${logFile}   (CL_VERBOSE=1 also prints it here)   Simulator: ${sim.base}`);
 console.log('\nCtrl-C stops the service and the simulator.');

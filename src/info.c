@@ -821,6 +821,88 @@ void info_well_known(req_ctx *c, const char *path)
     buf_free(&b);
 }
 
+/* ---- the public page shell ---- */
+
+int info_shell_wanted(req_ctx *c)
+{
+    return !strcmp(c->method, "GET") && !req_header(c, "Authorization") &&
+           wants_html(req_header(c, "Accept"));
+}
+
+/* The shell a browser gets without a token: a form for one, then the script fetches
+ * this same URL with it (Authorization header, never the URL) and shows the catalogue
+ * in place. Styles and scripts of the fetched page get the shell's nonce, so the
+ * shell's CSP (which also allows fetch to 'self') covers them. The token is kept in
+ * memory only. */
+void info_shell(req_ctx *c)
+{
+    int en = c->lang == LANG_EN_US;
+    unsigned char rnd[16];
+    char nonce[33];
+    random_bytes(rnd, sizeof rnd);
+    hex_encode(rnd, sizeof rnd, nonce);
+    buf b = BUF_INIT, csp = BUF_INIT;
+    buf_printf(
+        &b,
+        "<!doctype html>\n<html lang=\"%s\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<title>Context Loader</title><style nonce=\"%s\">"
+        "body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1c2430}"
+        "main{max-width:36rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;"
+        "box-shadow:0 2px 12px rgba(0,0,0,.08)}h1{font-size:1.4rem;margin:0 0 .5rem}"
+        "label{display:block;margin:1rem 0 .3rem;font-weight:600}"
+        "input{width:100%%;box-sizing:border-box;padding:.6rem;font:inherit;border:1px solid "
+        "#c8ced8;"
+        "border-radius:8px}button{margin-top:1rem;padding:.6rem 1.2rem;font:inherit;border:0;"
+        "border-radius:8px;background:#2855d8;color:#fff;cursor:pointer}"
+        "#err{color:#b3261e;min-height:1.5em}</style></head>\n<body><main>"
+        "<h1>Context Loader</h1><p>%s</p>"
+        "<form id=\"f\"><label for=\"t\">%s</label>"
+        "<input id=\"t\" type=\"password\" autocomplete=\"off\" spellcheck=\"false\" required>"
+        "<button type=\"submit\">%s</button><p id=\"err\" role=\"alert\"></p></form></main>\n"
+        "<script nonce=\"%s\">(function(){"
+        "var nonce=document.currentScript.nonce;"
+        "var msg={401:%s,403:%s};"
+        "document.getElementById('f').addEventListener('submit',function(e){"
+        "e.preventDefault();var err=document.getElementById('err');err.textContent='';"
+        "var tok=document.getElementById('t').value.trim();"
+        "fetch(location.pathname,{headers:{'Authorization':'Bearer '+tok,'Accept':'text/html'},"
+        "cache:'no-store',credentials:'omit'}).then(function(r){"
+        "if(!r.ok){err.textContent=msg[r.status]||('HTTP '+r.status);return null;}"
+        "return r.text();}).then(function(html){if(!html)return;"
+        "var d=new DOMParser().parseFromString(html,'text/html');"
+        "d.querySelectorAll('style').forEach(function(s){s.setAttribute('nonce',nonce);});"
+        "var scripts=[];d.querySelectorAll('script').forEach(function(s){"
+        "scripts.push(s.textContent);s.remove();});"
+        "document.replaceChild(document.adoptNode(d.documentElement),document.documentElement);"
+        "scripts.forEach(function(t){var s=document.createElement('script');s.nonce=nonce;"
+        "s.textContent=t;document.body.appendChild(s);});"
+        "}).catch(function(x){err.textContent=String(x);});});})();</script>\n</body></html>\n",
+        lang_tag(c->lang), nonce,
+        en ? "This catalogue lists the tools of this MCP endpoint. Paste an access token to open "
+             "it: it is sent in the Authorization header and kept in this page only."
+           : "此目录列出本 MCP 端点的工具。请粘贴访问令牌后打开：令牌仅通过 Authorization "
+             "请求头发送，只保存在本页面中。",
+        en ? "Access token" : "访问令牌", en ? "Open the catalogue" : "打开目录", nonce,
+        en ? "'The token was not accepted.'" : "'令牌未通过认证。'",
+        en ? "'This token may not read the catalogue.'" : "'该令牌无权读取目录。'");
+    buf_printf(&csp,
+               "default-src 'none'; style-src 'nonce-%s'; script-src 'nonce-%s'; "
+               "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+               "frame-ancestors 'none'",
+               nonce, nonce);
+    req_add_header(c, "Content-Security-Policy", csp.data);
+    req_add_header(c, "X-Content-Type-Options", "nosniff");
+    req_add_header(c, "Referrer-Policy", "no-referrer");
+    req_add_header(c, "Cache-Control", "no-store");
+    req_add_header(c, "Vary", "Accept, Accept-Language, Authorization");
+    req_add_header(c, "Content-Language", lang_tag(c->lang));
+    c->outcome = "shell";
+    req_reply(c, 200, "text/html; charset=utf-8", b.data, b.len);
+    buf_free(&b);
+    buf_free(&csp);
+}
+
 void info_handle(req_ctx *c)
 {
     char err[256] = "";

@@ -117,6 +117,10 @@ route_handler route_request(req_ctx *c, const char *rest)
         /* Self-description and the PTC toolkit: authenticated GETs, never gated. */
         c->kind = strstr(rest, "toolkit") ? ROUTE_TOOLKIT : ROUTE_INFO;
         handler = c->kind == ROUTE_TOOLKIT ? toolkit_handle : info_handle;
+        if (c->kind == ROUTE_INFO && info_shell_wanted(c)) {
+            info_shell(c); /* public: the shell holds no data */
+            return NULL;
+        }
         snprintf(c->surface, sizeof c->surface, "%s",
                  !strncmp(rest, "/mcp-compact", 12) ? "compact"
                  : !strncmp(rest, "/mcp/ptc", 8)    ? "ptc"

@@ -35,6 +35,12 @@ void mcp_tools_changed(app *a, tools_gen *cur);
 /* info.c: GET /mcp/info, /mcp-compact/info, /mcp/ptc/info (c->surface says which),
  * JSON or, for Accept: text/html, the catalogue page. */
 void info_handle(req_ctx *c);
+/* info.c: whether a GET on an info route is a browser without a token (prefers
+ * text/html, no Authorization header), and the public page shell it gets: a form for a
+ * token that fetches the catalogue with it (the token never in the URL). The shell
+ * holds no data. info_shell answers (c is gone). */
+int info_shell_wanted(req_ctx *c);
+void info_shell(req_ctx *c);
 /* info.c: GET /.well-known/oauth-protected-resource[<prefix>/mcp...] - the RFC 9728
  * metadata when oauth.authorization_servers is set, else 404. No authentication.
  * Answers (c is gone). */
