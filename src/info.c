@@ -557,8 +557,9 @@ static const char PAGE_CSS[] =
     "min-width:0}"
     ".cfgh{display:flex;justify-content:space-between;align-items:center;gap:8px;font-weight:600;"
     "margin-bottom:8px}"
+    /* wrapped, not scrolled: a long endpoint URL stays visible in the config boxes */
     "pre{background:var(--code);border-radius:8px;padding:10px 12px;margin:0;overflow:auto;"
-    "white-space:pre}"
+    "white-space:pre-wrap;overflow-wrap:anywhere}"
     "button{font:inherit;font-size:13px;border:1px solid var(--acc);color:var(--acc);"
     "background:transparent;border-radius:6px;padding:3px 12px;cursor:pointer}"
     "button:hover{background:var(--accbg)}"

@@ -81,6 +81,8 @@ test('headless Chromium: the shell takes a token and shows the catalogue', { ski
     const { sessionId } = await cdp.send('Target.attachToTarget', { targetId, flatten: true });
     const evaluate = async (expression) => (await cdp.send('Runtime.evaluate', { expression, awaitPromise: true, returnByValue: true }, sessionId)).result.value;
     await cdp.send('Page.enable', {}, sessionId);
+    // a narrow window (a phone, a side panel), where a long line would need a scrollbar
+    await cdp.send('Emulation.setDeviceMetricsOverride', { width: 420, height: 900, deviceScaleFactor: 1, mobile: false }, sessionId);
     await cdp.send('Page.navigate', { url }, sessionId);
     const until = async (expression, what) => {
       for (let i = 0; i < 200; i++) {
@@ -100,6 +102,8 @@ test('headless Chromium: the shell takes a token and shows the catalogue', { ski
     const text = await evaluate('document.body.innerText');
     for (const name of ['bkn_start_interaction', 'list_knowledge_networks', 'search_capabilities']) assert.ok(text.includes(name), name);
     assert.equal(await evaluate('location.href'), url, 'the token never enters the URL');
+    // the client-config boxes wrap: the endpoint URL is visible, not behind a scrollbar
+    assert.equal(await evaluate("[...document.querySelectorAll('pre')].filter((p)=>p.textContent.includes('mcpServers')).every((p)=>p.scrollWidth<=p.clientWidth+1)"), true);
     // the catalogue's own script runs under the shell's nonce (its copy buttons are wired)
     assert.equal(await evaluate("document.querySelectorAll('button').length > 0"), true);
   } finally {
