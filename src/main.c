@@ -2,6 +2,7 @@
  * must succeed. With workers > 1 a master process (master.c) binds the public socket
  * and supervises N forked workers, each of which runs what a single process runs
  * (docs/operations.md, "Workers"). */
+#include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
@@ -486,13 +487,30 @@ static void warn_unknown_env(int to_stderr)
     free(unknown);
 }
 
+/* lua_dir and tools_dir must be readable directories: the error names the key, the
+ * path as resolved (relative ones against the config file) and the system's reason. */
+static int check_dirs(const settings *cfg, char *err, size_t errlen)
+{
+    const char *keys[] = {"lua_dir", "tools_dir"};
+    const char *dirs[] = {cfg->lua_dir, cfg->tools_dir};
+    for (size_t i = 0; i < 2; i++) {
+        DIR *d = opendir(dirs[i]);
+        if (!d) {
+            snprintf(err, errlen, "config key %s: %s: %s", keys[i], dirs[i], strerror(errno));
+            return -1;
+        }
+        closedir(d);
+    }
+    return 0;
+}
+
 /* --check-config: every check the service makes at start, without starting. */
 static int check_config(settings *cfg)
 {
+    char err[600];
     warn_unknown_env(1);
-    if (access(cfg->lua_dir, R_OK | X_OK) != 0) {
-        fprintf(stderr, "context-loader: config key lua_dir: %s: %s\n", cfg->lua_dir,
-                strerror(errno));
+    if (check_dirs(cfg, err, sizeof err) < 0) {
+        fprintf(stderr, "context-loader: %s\n", err);
         return 2;
     }
     if (check_tools(cfg->tools_dir, cfg) != 0)
@@ -546,7 +564,8 @@ int main(int argc, char **argv)
         conf_free(cfg);
         return 0;
     }
-    if (check_process_model(cfg, err, sizeof err) < 0 || check_edge(cfg, err, sizeof err) < 0) {
+    if (check_process_model(cfg, err, sizeof err) < 0 || check_edge(cfg, err, sizeof err) < 0 ||
+        (!check_dir && !check_tools_default && check_dirs(cfg, err, sizeof err) < 0)) {
         log_fatal("%s", err);
         conf_free(cfg);
         return 2;

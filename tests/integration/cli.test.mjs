@@ -69,6 +69,15 @@ test('--check-config and --check-tools without a directory use the configured pa
   r = run(['--check-tools', '--config', conf]);
   assert.equal(r.status, 1);
   assert.match(r.stderr, /broken\.lua:3:/);
+  // a missing directory names its key and the path as resolved, at start and in the check
+  const gone = path.join(dir, 'cl-missing.conf');
+  fs.writeFileSync(gone, 'tools_dir = no-such-tools\nlua_dir = runtime\n');
+  r = run(['--config', gone]);
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, new RegExp(`config key tools_dir: ${dir}/no-such-tools: No such file or directory`));
+  r = run(['--check-config', '--config', gone]);
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /config key tools_dir: .*no-such-tools/);
   // a config error names the key
   r = run(['--check-config', '--config', conf], { CL_WORKERS: '0' });
   assert.equal(r.status, 2);
