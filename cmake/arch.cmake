@@ -12,6 +12,12 @@ add_test(NAME check_error_codes
          COMMAND sh ${CMAKE_SOURCE_DIR}/scripts/check-error-codes ${CMAKE_SOURCE_DIR})
 set_tests_properties(check_error_codes PROPERTIES TIMEOUT 60 LABELS "arch")
 
+# The repository stands alone: no citations of the spec, seeds, reference notes or
+# issue numbers in code, tests or docs.
+add_test(NAME check_standalone
+         COMMAND sh ${CMAKE_SOURCE_DIR}/scripts/check-standalone ${CMAKE_SOURCE_DIR})
+set_tests_properties(check_standalone PROPERTIES TIMEOUT 60 LABELS "arch")
+
 # The call sequencing (flow.c) with link-time fakes of Trace Core, the idempotency
 # store and the tool (tests/unit/test_flow.c): probe verdicts, the lease cache,
 # receipt reuse, idempotent replay and refusals, cancellation at each stage.
