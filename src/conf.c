@@ -327,20 +327,6 @@ static int is_secret(const conf_key *k)
     return strstr(k->key, "secret") != NULL || strstr(k->key, "password") != NULL;
 }
 
-/* "scheme://user:password@host..." -> "scheme://user:***@host..."; others as they are. */
-static void write_masked_url(FILE *out, const char *v)
-{
-    const char *scheme = strstr(v, "://");
-    const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
-    const char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
-    const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
-    if (!at || (slash && slash < at) || !colon || colon > at) {
-        fputs(v, out);
-        return;
-    }
-    fprintf(out, "%.*s:***%s", (int)(colon - v), v, at);
-}
-
 void conf_print_effective(const settings *s, FILE *out)
 {
     const conf_store *c = (const conf_store *)s;
@@ -349,8 +335,11 @@ void conf_print_effective(const settings *s, FILE *out)
         fprintf(out, "%s = ", KEYS[i].key);
         if (is_secret(&KEYS[i]) && *v)
             fputs("********", out);
-        else
-            write_masked_url(out, v);
+        else {
+            char shown[4096];
+            url_redact(v, shown, sizeof shown);
+            fputs(shown, out);
+        }
         fprintf(out, "  # %s\n", c->origins[i] ? c->origins[i] : "default");
     }
 }

@@ -779,11 +779,10 @@ void info_well_known(req_ctx *c, const char *path)
     if (rest && !*rest)
         surface = "mcp"; /* the service as a whole: its MCP endpoint */
     else if (rest && !strncmp(rest, c->app->prefix, plen)) {
-        const char *p = rest + plen;
-        surface = !strcmp(p, "/mcp")           ? "mcp"
-                  : !strcmp(p, "/mcp-compact") ? "compact"
-                  : !strcmp(p, "/mcp/ptc")     ? "ptc"
-                                               : NULL;
+        static const char *const SURFACES[] = {"mcp", "compact", "ptc"};
+        for (size_t i = 0; i < sizeof SURFACES / sizeof SURFACES[0]; i++)
+            if (!strcmp(rest + plen, surface_path(SURFACES[i])))
+                surface = SURFACES[i];
     }
     if (!surface || !*servers) {
         req_not_found(c);
@@ -822,6 +821,25 @@ void info_well_known(req_ctx *c, const char *path)
     buf_free(&b);
 }
 
+/* A fresh nonce for a page's inline style and script, and the headers every page
+ * carries: a CSP that admits only them (connect: also fetch to the same origin), no
+ * sniffing, no referrer. */
+static void page_security(req_ctx *c, char nonce[33], int connect)
+{
+    unsigned char rnd[16];
+    buf csp = BUF_INIT;
+    random_bytes(rnd, sizeof rnd);
+    hex_encode(rnd, sizeof rnd, nonce);
+    buf_printf(&csp,
+               "default-src 'none'; style-src 'nonce-%s'; script-src 'nonce-%s'; %s"
+               "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+               nonce, nonce, connect ? "connect-src 'self'; " : "");
+    req_add_header(c, "Content-Security-Policy", csp.data);
+    req_add_header(c, "X-Content-Type-Options", "nosniff");
+    req_add_header(c, "Referrer-Policy", "no-referrer");
+    buf_free(&csp);
+}
+
 /* ---- the public page shell ---- */
 
 int info_shell_wanted(req_ctx *c)
@@ -838,11 +856,9 @@ int info_shell_wanted(req_ctx *c)
 void info_shell(req_ctx *c)
 {
     int en = c->lang == LANG_EN_US;
-    unsigned char rnd[16];
     char nonce[33];
-    random_bytes(rnd, sizeof rnd);
-    hex_encode(rnd, sizeof rnd, nonce);
-    buf b = BUF_INIT, csp = BUF_INIT;
+    page_security(c, nonce, 1);
+    buf b = BUF_INIT;
     buf_printf(
         &b,
         "<!doctype html>\n<html lang=\"%s\"><head><meta charset=\"utf-8\">"
@@ -887,21 +903,12 @@ void info_shell(req_ctx *c)
         en ? "Access token" : "访问令牌", en ? "Open the catalogue" : "打开目录", nonce,
         en ? "'The token was not accepted.'" : "'令牌未通过认证。'",
         en ? "'This token may not read the catalogue.'" : "'该令牌无权读取目录。'");
-    buf_printf(&csp,
-               "default-src 'none'; style-src 'nonce-%s'; script-src 'nonce-%s'; "
-               "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
-               "frame-ancestors 'none'",
-               nonce, nonce);
-    req_add_header(c, "Content-Security-Policy", csp.data);
-    req_add_header(c, "X-Content-Type-Options", "nosniff");
-    req_add_header(c, "Referrer-Policy", "no-referrer");
     req_add_header(c, "Cache-Control", "no-store");
     req_add_header(c, "Vary", "Accept, Accept-Language, Authorization");
     req_add_header(c, "Content-Language", lang_tag(c->lang));
     c->outcome = "shell";
     req_reply(c, 200, "text/html; charset=utf-8", b.data, b.len);
     buf_free(&b);
-    buf_free(&csp);
 }
 
 void info_handle(req_ctx *c)
@@ -923,20 +930,9 @@ void info_handle(req_ctx *c)
     }
     c->outcome = "ok";
     if (wants_html(req_header(c, "Accept"))) {
-        unsigned char rnd[16];
         char nonce[33];
-        random_bytes(rnd, sizeof rnd);
-        hex_encode(rnd, sizeof rnd, nonce);
+        page_security(c, nonce, 0);
         render_html(doc, c->lang, nonce, &out);
-        buf csp = BUF_INIT;
-        buf_printf(&csp,
-                   "default-src 'none'; style-src 'nonce-%s'; script-src 'nonce-%s'; "
-                   "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-                   nonce, nonce);
-        req_add_header(c, "Content-Security-Policy", csp.data);
-        buf_free(&csp);
-        req_add_header(c, "X-Content-Type-Options", "nosniff");
-        req_add_header(c, "Referrer-Policy", "no-referrer");
         req_reply(c, 200, "text/html; charset=utf-8", out.data, out.len);
     } else {
         json_write(&out, doc, 0);

@@ -196,23 +196,13 @@ static int check_process_model(const settings *cfg, char *err, size_t errlen)
     return admin_token_load(&t, cfg->admin_listen, cfg->admin_token_file, err, errlen);
 }
 
-/* The state store for a log line: "memory", or a redis URL without its password. */
-static void store_label(const char *ss, char *out, size_t outlen)
-{
-    const char *at = strchr(ss, '@');
-    if (!strncmp(ss, "redis://", 8) && at)
-        snprintf(out, outlen, "redis://***%s", at);
-    else
-        snprintf(out, outlen, "%s", ss);
-}
-
 /* One line that says what started: version, config, tools, language, store, workers,
  * upstreams, listeners. */
 static void log_started(app *a, int workers)
 {
     char store[256], ups[256] = "";
     size_t n = 0;
-    store_label(a->cfg->state_store, store, sizeof store);
+    url_redact(a->cfg->state_store, store, sizeof store);
     for (size_t i = 0; i < a->n_upstreams; i++)
         if (a->upstreams[i].base_url && *a->upstreams[i].base_url && n + 1 < sizeof ups)
             n += (size_t)snprintf(ups + n, sizeof ups - n, "%s%s", n ? "," : "",
@@ -507,12 +497,7 @@ static int check_dirs(const settings *cfg, char *err, size_t errlen)
 /* --check-config: every check the service makes at start, without starting. */
 static int check_config(settings *cfg)
 {
-    char err[600];
-    warn_unknown_env(1);
-    if (check_dirs(cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "context-loader: %s\n", err);
-        return 2;
-    }
+    warn_unknown_env(1); /* main checked lua_dir and tools_dir before it got here */
     if (check_tools(cfg->tools_dir, cfg) != 0)
         return 2;
     printf("context-loader: configuration %s is valid\n",

@@ -156,6 +156,18 @@ void time_rfc3339(int64_t wall_ms, char out[25])
     snprintf(out + n, 25 - n, ".%03dZ", (int)(wall_ms % 1000));
 }
 
+void url_redact(const char *url, char *out, size_t outlen)
+{
+    const char *scheme = strstr(url, "://");
+    const char *at = scheme ? strchr(scheme + 3, '@') : NULL;
+    const char *slash = scheme ? strchr(scheme + 3, '/') : NULL;
+    const char *colon = scheme ? strchr(scheme + 3, ':') : NULL;
+    if (!at || (slash && slash < at) || !colon || colon > at)
+        snprintf(out, outlen, "%s", url);
+    else
+        snprintf(out, outlen, "%.*s:***%s", (int)(colon - url), url, at);
+}
+
 void random_bytes(void *out, size_t n)
 {
     if (RAND_bytes(out, (int)n) != 1) {

@@ -44,6 +44,9 @@ int64_t now_wall_ms(void);
 /* Wall-clock milliseconds as RFC 3339 in UTC with milliseconds:
  * "2026-12-03T13:10:05.123Z" (24 characters and a NUL). */
 void time_rfc3339(int64_t wall_ms, char out[25]);
+/* url with the password of its user-info replaced by "***"
+ * ("redis://app:pw@h:6379/0" -> "redis://app:***@h:6379/0"); other text as it is. */
+void url_redact(const char *url, char *out, size_t outlen);
 
 /* Cryptographically strong random bytes (OpenSSL RAND_bytes); aborts on failure. */
 void random_bytes(void *out, size_t n);
