@@ -734,10 +734,366 @@ validate = function(st, s, v, path)
     return out
 end
 
+----------------------------------------------------------------------------
+-- the compiled check: the same rules as validate, as a tree of closures built once
+-- per schema (schemas do not change after loading; a reload builds new tables).
+-- It answers only "valid, and with these defaults" or FAIL, without paths or
+-- messages; on FAIL validate runs and reports, so every error is worded and
+-- ordered as validate words and orders it, and a valid value costs no path strings,
+-- key sorts or error tables.
+
+local FAIL = {} -- the check's one answer for "invalid"
+local MAX_DEPTH = 200
+
+local function no_type(v)
+    return false, v
+end
+
+local compile
+
+-- The type test of validate for one type name: (v) -> ok, value (integer-valued
+-- floats become integers when the name is "integer").
+local TYPE_TESTS = {
+    null = function(v)
+        return is_null(v), v
+    end,
+    boolean = function(v)
+        return type(v) == "boolean", v
+    end,
+    string = function(v)
+        return type(v) == "string", v
+    end,
+    integer = function(v)
+        if is_integer(v) then
+            if math.type(v) == "float" then
+                return true, math.tointeger(v) or v
+            end
+            return true, v
+        end
+        return false, v
+    end,
+    number = function(v)
+        return is_number(v), v
+    end,
+    array = function(v)
+        local k = container_kind(v)
+        return k == "array" or k == "both", v
+    end,
+    object = function(v)
+        local k = container_kind(v)
+        return k == "object" or k == "both", v
+    end,
+}
+
+local function compile_types(types)
+    if type(types) == "string" then
+        types = { types }
+    end
+    local tests = {}
+    for i, t in ipairs(types) do
+        tests[i] = TYPE_TESTS[t] or no_type
+    end
+    if #tests == 1 then
+        return tests[1]
+    end
+    return function(v)
+        for _, test in ipairs(tests) do
+            local ok, out = test(v)
+            if ok then
+                return true, out
+            end
+        end
+        return false, v
+    end
+end
+
+local function compile_object(cache, root, s)
+    local props = s.properties or {}
+    local sub = {}
+    for name, p in pairs(props) do
+        sub[name] = compile(cache, root, p)
+    end
+    local must = {}
+    for _, name in ipairs(s.required or {}) do
+        if props[name] == nil or props[name].default == nil then
+            must[#must + 1] = name
+        end
+    end
+    local closed = s.additionalProperties == false
+    local extra = type(s.additionalProperties) == "table" and compile(cache, root, s.additionalProperties)
+    local defaults = s.properties ~= nil and names_with_defaults(props) or {}
+    return function(v, depth)
+        for i = 1, #must do
+            if v[must[i]] == nil then
+                return FAIL
+            end
+        end
+        local out = v
+        for k, x in next, v do
+            if type(k) ~= "string" then
+                return FAIL
+            end
+            local f = sub[k] or extra
+            if f then
+                local nv = f(x, depth)
+                if nv == FAIL then
+                    return FAIL
+                end
+                if nv ~= x then
+                    if out == v then
+                        out = setmetatable({}, getmetatable(v))
+                        for kk, vv in pairs(v) do
+                            out[kk] = vv
+                        end
+                    end
+                    out[k] = nv
+                end
+            elseif closed then
+                return FAIL
+            end
+        end
+        for i = 1, #defaults do
+            local name = defaults[i]
+            if v[name] == nil then
+                if out == v then
+                    out = setmetatable({}, getmetatable(v))
+                    for kk, vv in pairs(v) do
+                        out[kk] = vv
+                    end
+                end
+                out[name] = deep_copy(props[name].default)
+            end
+        end
+        return out
+    end
+end
+
+local function compile_array(cache, root, s)
+    local min, max, unique = s.minItems, s.maxItems, s.uniqueItems
+    local item = s.items and compile(cache, root, s.items)
+    return function(v, depth)
+        local out = v
+        local n = #v
+        if (min and n < min) or (max and n > max) then
+            return FAIL
+        end
+        if item then
+            for i = 1, n do
+                local x = v[i]
+                local nv = item(x, depth)
+                if nv == FAIL then
+                    return FAIL
+                end
+                if nv ~= x then
+                    if out == v then
+                        out = setmetatable({}, getmetatable(v))
+                        for j = 1, n do
+                            out[j] = v[j]
+                        end
+                    end
+                    out[i] = nv
+                end
+            end
+        end
+        if unique then
+            for i = 1, n do
+                for j = i + 1, n do
+                    if json_equal(v[i], v[j]) then
+                        return FAIL
+                    end
+                end
+            end
+        end
+        return out
+    end
+end
+
+local function compile_alts(cache, root, list)
+    local fns = {}
+    for i, alt in ipairs(list) do
+        fns[i] = compile(cache, root, alt)
+    end
+    return fns
+end
+
+-- compile(cache, root, s) -> check(v, depth) -> value | FAIL, once per schema node;
+-- $ref targets are looked up at the first call (definitions may refer to each other).
+compile = function(cache, root, s)
+    local done = cache[s]
+    if done then
+        return done
+    end
+    local ref, ref_name = nil, s["$ref"] and s["$ref"]:match("^#/%$defs/(.+)$")
+    local test = s.type and compile_types(s.type)
+    local enum, const = s.enum, s.const
+    local minimum, maximum = s.minimum, s.maximum
+    local xmin, xmax = s.exclusiveMinimum, s.exclusiveMaximum
+    local ranged = minimum or maximum or xmin or xmax
+    local min_len, max_len = s.minLength, s.maxLength
+    local as_array_if_empty = wants_array(s)
+    local array_check, object_check -- built at the first container
+    local any_of, one_of
+    local only_string = s.type == "string"
+    -- a string equals an entry of the enum exactly when it is that string
+    local enum_strings = {}
+    if type(enum) == "table" then
+        for _, e in ipairs(enum) do
+            if type(e) == "string" then
+                enum_strings[e] = true
+            end
+        end
+    end
+    local function check(v, depth)
+        depth = depth + 1
+        if depth > MAX_DEPTH then
+            return FAIL
+        end
+        local out = v
+        if ref_name then
+            if not ref then
+                ref = compile(cache, root, root["$defs"][ref_name])
+            end
+            out = ref(out, depth)
+            if out == FAIL then
+                return FAIL
+            end
+        end
+        if only_string then
+            if type(out) ~= "string" then
+                return FAIL
+            end
+        elseif test then
+            local ok
+            ok, out = test(out)
+            if not ok then
+                return FAIL
+            end
+        end
+        if enum then
+            if type(out) == "string" then
+                if not enum_strings[out] then
+                    return FAIL
+                end
+            else
+                local found = false
+                for _, e in ipairs(enum) do
+                    if json_equal(out, e) then
+                        found = true
+                        break
+                    end
+                end
+                if not found then
+                    return FAIL
+                end
+            end
+        end
+        if const ~= nil and not json_equal(out, const) then
+            return FAIL
+        end
+        local tv = type(out)
+        if tv == "string" then
+            if min_len or max_len then
+                local len = utf8.len(out) or #out
+                if (min_len and len < min_len) or (max_len and len > max_len) then
+                    return FAIL
+                end
+            end
+        elseif tv == "number" or is_boxed(out) then
+            if ranged then
+                local x = num_value(out)
+                if (minimum and x < num_value(minimum)) or (maximum and x > num_value(maximum)) or
+                    (xmin and x <= num_value(xmin)) or (xmax and x >= num_value(xmax)) then
+                    return FAIL
+                end
+            end
+        elseif tv == "table" then
+            local k = container_kind(out)
+            if k == "array" or (k == "both" and as_array_if_empty) then
+                if k == "both" and cljson then
+                    out = setmetatable({}, cljson.array_mt)
+                end
+                array_check = array_check or compile_array(cache, root, s)
+                out = array_check(out, depth)
+            elseif k == "object" or k == "both" then
+                object_check = object_check or compile_object(cache, root, s)
+                out = object_check(out, depth)
+            end
+            if out == FAIL then
+                return FAIL
+            end
+        end
+        if any_of then
+            local matched = false
+            for _, alt in ipairs(any_of) do
+                local nv = alt(out, depth)
+                if nv ~= FAIL then
+                    out = nv
+                    matched = true
+                    break
+                end
+            end
+            if not matched then
+                return FAIL
+            end
+        end
+        if one_of then
+            local count, first = 0, nil
+            for _, alt in ipairs(one_of) do
+                local nv = alt(out, depth)
+                if nv ~= FAIL then
+                    count = count + 1
+                    first = first or nv
+                end
+            end
+            if count ~= 1 then
+                return FAIL
+            end
+            out = first
+        end
+        return out
+    end
+    cache[s] = check
+    any_of = s.anyOf and compile_alts(cache, root, s.anyOf)
+    one_of = s.oneOf and compile_alts(cache, root, s.oneOf)
+    return check
+end
+
+-- root -> { node -> check }
+local checks = setmetatable({}, { __mode = "k" })
+
+-- fast(root, node, value) -> true, value | false (invalid, or not decided here)
+local function fast(root, node, value)
+    if type(root) ~= "table" or type(node) ~= "table" then
+        return false
+    end
+    local cache = checks[root]
+    if cache == nil then
+        cache = {}
+        checks[root] = cache
+    end
+    local check = cache[node]
+    if check == nil then
+        local ok, c = pcall(compile, cache, root, node)
+        if not ok then
+            return false
+        end
+        check = c
+    end
+    local ok, out = pcall(check, value, 0)
+    if ok and out ~= FAIL then
+        return true, out
+    end
+    return false
+end
+
 -- Validates value against node, a part of root (for $ref resolution). lang: the
 -- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
 -- the load-time checks operators read).
 function M.validate_node(root, node, value, lang)
+    local valid, checked = fast(root, node, value)
+    if valid then
+        return checked
+    end
     local st = { errors = {}, root = root, depth = 0, lang = lang or "en-US" }
     local out = validate(st, node, value, "/")
     if #st.errors > 0 then
