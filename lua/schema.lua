@@ -744,6 +744,7 @@ end
 
 local FAIL = {} -- the check's one answer for "invalid"
 local MAX_DEPTH = 200
+local math_type = math.type
 
 local function no_type(v)
     return false, v
@@ -916,6 +917,28 @@ local function compile_alts(cache, root, list)
     return fns
 end
 
+-- The kind of a table for the check, from its metatable: "number" (boxed), "array",
+-- "object", "both" (empty plain table), or nil (not a JSON value).
+local NUMBER_MT = cljson and cljson.number_mt or false
+local ARRAY_MT = cljson and cljson.array_mt or false
+local OBJECT_MT = cljson and cljson.object_mt or false
+
+local function table_kind(t)
+    local mt = getmetatable(t)
+    if mt == OBJECT_MT then
+        return "object"
+    elseif mt == ARRAY_MT then
+        return "array"
+    elseif mt == NUMBER_MT then
+        return "number"
+    elseif mt ~= nil then
+        return nil
+    elseif next(t) == nil then
+        return "both"
+    end
+    return is_sequence(t) and "array" or "object"
+end
+
 -- compile(cache, root, s) -> check(v, depth) -> value | FAIL, once per schema node;
 -- $ref targets are looked up at the first call (definitions may refer to each other).
 compile = function(cache, root, s)
@@ -925,6 +948,8 @@ compile = function(cache, root, s)
     end
     local ref, ref_name = nil, s["$ref"] and s["$ref"]:match("^#/%$defs/(.+)$")
     local test = s.type and compile_types(s.type)
+    -- one declared type whose test needs no function call in the common case
+    local only = type(s.type) == "string" and s.type or nil
     local enum, const = s.enum, s.const
     local minimum, maximum = s.minimum, s.maximum
     local xmin, xmax = s.exclusiveMinimum, s.exclusiveMaximum
@@ -933,7 +958,6 @@ compile = function(cache, root, s)
     local as_array_if_empty = wants_array(s)
     local array_check, object_check -- built at the first container
     local any_of, one_of
-    local only_string = s.type == "string"
     -- a string equals an entry of the enum exactly when it is that string
     local enum_strings = {}
     if type(enum) == "table" then
@@ -958,19 +982,28 @@ compile = function(cache, root, s)
                 return FAIL
             end
         end
-        if only_string then
-            if type(out) ~= "string" then
-                return FAIL
-            end
-        elseif test then
+        local tv = type(out)
+        local kind = tv == "table" and table_kind(out) or nil
+        if test then
             local ok
-            ok, out = test(out)
+            if only == "string" then
+                ok = tv == "string"
+            elseif only == "object" then
+                ok = kind == "object" or kind == "both"
+            elseif only == "array" then
+                ok = kind == "array" or kind == "both"
+            elseif only == "integer" and math_type(out) == "integer" then
+                ok = true
+            else
+                ok, out = test(out)
+                tv = type(out)
+            end
             if not ok then
                 return FAIL
             end
         end
         if enum then
-            if type(out) == "string" then
+            if tv == "string" then
                 if not enum_strings[out] then
                     return FAIL
                 end
@@ -990,7 +1023,6 @@ compile = function(cache, root, s)
         if const ~= nil and not json_equal(out, const) then
             return FAIL
         end
-        local tv = type(out)
         if tv == "string" then
             if min_len or max_len then
                 local len = utf8.len(out) or #out
@@ -998,7 +1030,7 @@ compile = function(cache, root, s)
                     return FAIL
                 end
             end
-        elseif tv == "number" or is_boxed(out) then
+        elseif tv == "number" or kind == "number" then
             if ranged then
                 local x = num_value(out)
                 if (minimum and x < num_value(minimum)) or (maximum and x > num_value(maximum)) or
@@ -1006,18 +1038,18 @@ compile = function(cache, root, s)
                     return FAIL
                 end
             end
-        elseif tv == "table" then
-            local k = container_kind(out)
-            if k == "array" or (k == "both" and as_array_if_empty) then
-                if k == "both" and cljson then
-                    out = setmetatable({}, cljson.array_mt)
-                end
-                array_check = array_check or compile_array(cache, root, s)
-                out = array_check(out, depth)
-            elseif k == "object" or k == "both" then
-                object_check = object_check or compile_object(cache, root, s)
-                out = object_check(out, depth)
+        elseif kind == "array" or (kind == "both" and as_array_if_empty) then
+            if kind == "both" and cljson then
+                out = setmetatable({}, cljson.array_mt)
             end
+            array_check = array_check or compile_array(cache, root, s)
+            out = array_check(out, depth)
+            if out == FAIL then
+                return FAIL
+            end
+        elseif kind == "object" or kind == "both" then
+            object_check = object_check or compile_object(cache, root, s)
+            out = object_check(out, depth)
             if out == FAIL then
                 return FAIL
             end
@@ -1089,17 +1121,30 @@ end
 -- Validates value against node, a part of root (for $ref resolution). lang: the
 -- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
 -- the load-time checks operators read).
-function M.validate_node(root, node, value, lang)
-    local valid, checked = fast(root, node, value)
-    if valid then
-        return checked
-    end
+local function interpret(root, node, value, lang)
     local st = { errors = {}, root = root, depth = 0, lang = lang or "en-US" }
     local out = validate(st, node, value, "/")
     if #st.errors > 0 then
         return nil, st.errors
     end
     return out
+end
+
+function M.validate_node(root, node, value, lang)
+    local valid, checked = fast(root, node, value)
+    if valid then
+        return checked
+    end
+    return interpret(root, node, value, lang)
+end
+
+-- schema.validate_reference(s, value, lang): validate without the compiled check,
+-- the interpreter alone (the reference the check is tested against).
+function M.validate_reference(s, value, lang)
+    if value == nil then
+        value = {}
+    end
+    return interpret(s, s, value, lang)
 end
 
 -- schema.validate(s, value, lang) -> value_with_defaults | nil, errors ({path=, message=})
