@@ -939,6 +939,78 @@ local function table_kind(t)
     return is_sequence(t) and "array" or "object"
 end
 
+-- The common nodes (one declared type, nothing that combines or refers) get a check
+-- with only their own tests, handing anything unusual to the full check: an
+-- integer-valued float, a boxed number, a plain Lua table.
+local function specialize(cache, root, s, check)
+    if s["$ref"] or s.anyOf or s.oneOf or s.const ~= nil or type(s.type) ~= "string" then
+        return nil
+    end
+    local t = s.type
+    if t == "string" then
+        local min_len, max_len = s.minLength, s.maxLength
+        local enum_strings
+        if s.enum then
+            enum_strings = {}
+            for _, e in ipairs(s.enum) do
+                if type(e) == "string" then
+                    enum_strings[e] = true
+                end
+            end
+        end
+        return function(v, depth)
+            if depth >= MAX_DEPTH or type(v) ~= "string" or
+                (enum_strings and not enum_strings[v]) then
+                return FAIL
+            end
+            if min_len or max_len then
+                local len = utf8.len(v) or #v
+                if (min_len and len < min_len) or (max_len and len > max_len) then
+                    return FAIL
+                end
+            end
+            return v
+        end
+    end
+    if s.enum then
+        return nil
+    end
+    if t == "integer" then
+        local lo, hi = s.minimum and num_value(s.minimum), s.maximum and num_value(s.maximum)
+        local xlo = s.exclusiveMinimum and num_value(s.exclusiveMinimum)
+        local xhi = s.exclusiveMaximum and num_value(s.exclusiveMaximum)
+        return function(v, depth)
+            if depth >= MAX_DEPTH or math_type(v) ~= "integer" then
+                return check(v, depth)
+            end
+            if (lo and v < lo) or (hi and v > hi) or (xlo and v <= xlo) or (xhi and v >= xhi) then
+                return FAIL
+            end
+            return v
+        end
+    elseif t == "boolean" then
+        return function(v, depth)
+            if depth >= MAX_DEPTH or type(v) ~= "boolean" then
+                return FAIL
+            end
+            return v
+        end
+    elseif t == "object" or t == "array" then
+        local mark = t == "object" and OBJECT_MT or ARRAY_MT
+        local contents -- the object or array part of check
+        return function(v, depth)
+            if depth >= MAX_DEPTH or not mark or getmetatable(v) ~= mark then
+                return check(v, depth)
+            end
+            if not contents then
+                contents = (t == "object" and compile_object or compile_array)(cache, root, s)
+            end
+            return contents(v, depth + 1)
+        end
+    end
+    return nil
+end
+
 -- compile(cache, root, s) -> check(v, depth) -> value | FAIL, once per schema node;
 -- $ref targets are looked up at the first call (definitions may refer to each other).
 compile = function(cache, root, s)
@@ -1084,10 +1156,10 @@ compile = function(cache, root, s)
         end
         return out
     end
-    cache[s] = check
+    cache[s] = specialize(cache, root, s, check) or check
     any_of = s.anyOf and compile_alts(cache, root, s.anyOf)
     one_of = s.oneOf and compile_alts(cache, root, s.oneOf)
-    return check
+    return cache[s]
 end
 
 -- root -> { node -> check }
