@@ -962,8 +962,28 @@ void json_write_string(buf *out, const char *s, size_t len)
         out->len = (size_t)(w - out->data);
         buf_reserve(out, (size_t)(stop - p) * 6 + 1);
         w = out->data + out->len;
-        for (; p < stop; p++) {
-            unsigned c = *p;
+        while (p < stop) {
+#if JSON_TEXT_WORDS
+            /* Eight bytes at a time up to the next one to escape (the slice's room of
+             * 6 bytes per input byte covers the whole word). */
+            while (stop - p >= 8) {
+                uint64_t x;
+                memcpy(&x, p, 8);
+                uint64_t m = json_special_mask(x, 0);
+                memcpy(w, &x, 8);
+                if (m) {
+                    unsigned k = json_first_flagged(m);
+                    w += k;
+                    p += k;
+                    break;
+                }
+                w += 8;
+                p += 8;
+            }
+            if (p >= stop)
+                break;
+#endif
+            unsigned c = *p++;
             if (c >= 0x20 && c != '"' && c != '\\') {
                 *w++ = (char)c;
                 continue;

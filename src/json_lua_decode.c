@@ -159,8 +159,14 @@ static inline const unsigned char *plain_run(const unsigned char *p, const unsig
     while (end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
+#if JSON_TEXT_WORDS
+        uint64_t m = json_special_mask(w, 1);
+        if (m)
+            return p + json_first_flagged(m);
+#else
         if (word_special(w))
             break;
+#endif
         p += 8;
     }
     while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)

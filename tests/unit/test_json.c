@@ -962,8 +962,85 @@ static void test_lua_key_order(void)
     lua_close(L);
 }
 
+/* The byte-by-byte escape the word-at-a-time loops must match. */
+static void ref_escape(buf *b, const unsigned char *s, size_t n)
+{
+    buf_append(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = s[i];
+        if (c == '"' || c == '\\')
+            buf_printf(b, "\\%c", c);
+        else if (c == '\n')
+            buf_append(b, "\\n", 2);
+        else if (c < 0x20 && c != '\b' && c != '\f' && c != '\r' && c != '\t')
+            buf_printf(b, "\\u%04x", c);
+        else if (c < 0x20)
+            buf_printf(b, "\\%c", c == '\b' ? 'b' : c == '\f' ? 'f' : c == '\r' ? 'r' : 't');
+        else
+            buf_append(b, (const char *)&s[i], 1);
+    }
+    buf_append(b, "\"", 1);
+}
+
+/* Strings of every length up to 40 with a byte to escape (or a multi-byte
+ * character) at every position, so each word and tail boundary is crossed: the
+ * writer, the Lua encoder and the Lua decoder agree with the byte-by-byte rules. */
+static void test_string_words(void)
+{
+    static const char *const inserts[] = {"\"", "\\",   "\n",       "\x01",         "\x1f",
+                                          " ",  "\x7f", "\xc3\xa9", "\xe4\xb8\xad", "\t"};
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    luaL_requiref(L, "cljson", luaopen_cljson, 1);
+    lua_pop(L, 1);
+    int bad = 0;
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (size_t k = 0; k < sizeof inserts / sizeof inserts[0]; k++) {
+                char s[64];
+                size_t n = 0, il = strlen(inserts[k]);
+                for (size_t i = 0; i < len; i++) {
+                    if (i == at) {
+                        memcpy(s + n, inserts[k], il);
+                        n += il;
+                    }
+                    s[n++] = (char)('a' + i % 26);
+                }
+                if (at == len) {
+                    memcpy(s + n, inserts[k], il);
+                    n += il;
+                }
+                buf want = {0}, got = {0};
+                ref_escape(&want, (const unsigned char *)s, n);
+                json_write_string(&got, s, n);
+                if (got.len != want.len || memcmp(got.data, want.data, want.len) != 0)
+                    bad++;
+                lua_getglobal(L, "cljson");
+                lua_getfield(L, -1, "encode");
+                lua_pushlstring(L, s, n);
+                if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1) ||
+                    lua_rawlen(L, -1) != want.len ||
+                    memcmp(lua_tostring(L, -1), want.data, want.len))
+                    bad++;
+                lua_pop(L, 1);
+                lua_getfield(L, -1, "decode");
+                lua_pushlstring(L, want.data, want.len);
+                if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1) ||
+                    lua_rawlen(L, -1) != n || memcmp(lua_tostring(L, -1), s, n))
+                    bad++;
+                lua_pop(L, 2);
+                buf_free(&want);
+                buf_free(&got);
+            }
+        }
+    }
+    CHECK(bad == 0);
+    lua_close(L);
+}
+
 static int run_unit(void)
 {
+    test_string_words();
     test_types();
     test_numbers();
     test_errors();
