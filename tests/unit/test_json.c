@@ -360,6 +360,43 @@ static void open_cljson(lua_State *L)
 }
 
 /* The C bridge to Lua: push, to_value, encode; exercised without busted. */
+/* Objects pushed from a tree keep their key order whether the order string stays
+ * short or grows past the pusher's stack buffer (long keys, many keys, a duplicate). */
+static void test_push_order(void)
+{
+    lua_State *L = luaL_newstate();
+    open_cljson(L);
+    for (int nkeys = 1; nkeys <= 40; nkeys += 3) {
+        buf doc = BUF_INIT, want = BUF_INIT;
+        buf_puts(&doc, "{");
+        buf_puts(&want, "{");
+        for (int i = 0; i < nkeys; i++) {
+            /* descending names: a sorted encoding would reverse them */
+            buf_printf(&doc, "%s\"%c%0*d\":%d", i ? "," : "", 'z' - i % 26, 5 + i * 3, nkeys - i,
+                       i);
+            buf_printf(&want, "%s\"%c%0*d\":%d", i ? "," : "", 'z' - i % 26, 5 + i * 3, nkeys - i,
+                       i == 0 && nkeys > 1 ? 99 : i);
+        }
+        if (nkeys > 1) /* the first key again: its first position, the last value */
+            buf_printf(&doc, ",\"%c%0*d\":99", 'z', 5, nkeys);
+        buf_puts(&doc, "}");
+        buf_puts(&want, "}");
+        json_value *v = parse(doc.data);
+        CHECK(v != NULL);
+        cljson_push(L, v);
+        json_free(v);
+        buf b = BUF_INIT;
+        char err[256];
+        CHECK(cljson_encode(L, -1, &b, 0, err, sizeof err) == 0);
+        CHECK_STR(b.data, want.data);
+        lua_pop(L, 1);
+        buf_free(&b);
+        buf_free(&doc);
+        buf_free(&want);
+    }
+    lua_close(L);
+}
+
 static void test_lua_bridge(void)
 {
     lua_State *L = luaL_newstate();
@@ -1049,6 +1086,7 @@ static int run_unit(void)
     test_limits();
     test_builders();
     test_lua_bridge();
+    test_push_order();
     test_lua_encode_equivalence();
     test_lua_key_order();
     test_lua_encode_oom();
