@@ -723,14 +723,14 @@ enum {
 /* The runtime's modules tool code may require, and the fields each shows; the rest
  * of lua/ (host, contract, schema, ...) stays private to the runtime. Kept in step
  * with docs/writing-tools.md. */
-static const char *const PUBLIC_CATALOG[] = {"text", "error_text", "status_name",
-                                             "default_language", "languages", NULL};
-static const char *const PUBLIC_ERRORS[] = {"UPSTREAM_CODES", "RETRY_AFTER_MS", "body_of",
-                                            "envelope", "from_status", "transport",
-                                            "upstream", "next_of", "link", "platform",
-                                            NULL};
-static const char *const PUBLIC_PTC[] = {"timeout_schema", "output_schema", "blank_error",
-                                         "wrap_code", "stub_for", "execute", "result", NULL};
+static const char *const PUBLIC_CATALOG[] = {
+    "text", "error_text", "status_name", "default_language", "languages", NULL};
+static const char *const PUBLIC_ERRORS[] = {
+    "UPSTREAM_CODES", "RETRY_AFTER_MS", "body_of", "envelope", "from_status", "transport",
+    "upstream",       "next_of",        "link",    "platform", NULL};
+static const char *const PUBLIC_PTC[] = {
+    "timeout_schema", "output_schema", "blank_error", "wrap_code",
+    "stub_for",       "execute",       "result",      NULL};
 static const char *const PUBLIC_SQLGUARD[] = {"check", NULL};
 static const struct {
     const char *name;
@@ -934,11 +934,10 @@ static int sb_require_public(lua_State *L)
             return 1;
         }
     }
-    if (!in_list(BUILTIN_MODULES, name) && !in_list(PUBLIC_C_MODULES, name) &&
-        !is_lib_name(name)) {
+    if (!in_list(BUILTIN_MODULES, name) && !in_list(PUBLIC_C_MODULES, name) && !is_lib_name(name)) {
         lua_rawgeti(L, lua_upvalueindex(1), GEN_SOURCES);
-        int runtime = lua_getfield(L, -1, name) == LUA_TTABLE ||
-                      strcmp(name, "cltexts") == 0 || strcmp(name, "clruntime") == 0;
+        int runtime = lua_getfield(L, -1, name) == LUA_TTABLE || strcmp(name, "cltexts") == 0 ||
+                      strcmp(name, "clruntime") == 0;
         lua_pop(L, 2);
         if (runtime)
             return luaL_error(L,
