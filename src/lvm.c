@@ -657,6 +657,33 @@ static void mark_readonly(lua_State *L, int idx)
     lua_pop(L, 1);
 }
 
+/* Pushes map[value at idx] (map: a registry table) and returns 1 when it is a table;
+ * else pushes nothing and returns 0. */
+static int map_get(lua_State *L, const void *map, int idx)
+{
+    idx = lua_absindex(L, idx);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, map);
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+        lua_remove(L, -2);
+        return 1;
+    }
+    lua_pop(L, 2);
+    return 0;
+}
+
+/* map[value at k] = value at v (map: a registry table). */
+static void map_set(lua_State *L, const void *map, int k, int v)
+{
+    k = lua_absindex(L, k);
+    v = lua_absindex(L, v);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, map);
+    lua_pushvalue(L, k);
+    lua_pushvalue(L, v);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
 void lvm_push_proxy(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
@@ -664,13 +691,8 @@ void lvm_push_proxy(lua_State *L, int idx)
         lua_pushvalue(L, idx);
         return;
     }
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_PROXIES);
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, -2) == LUA_TTABLE) {
-        lua_remove(L, -2);
+    if (map_get(L, &KEY_PROXIES, idx))
         return;
-    }
-    lua_pop(L, 1);
     lua_newtable(L);          /* proxy */
     lua_createtable(L, 0, 5); /* its metatable */
     lua_pushvalue(L, idx);
@@ -687,10 +709,7 @@ void lvm_push_proxy(lua_State *L, int idx)
     lua_setfield(L, -2, "__len");
     lua_setmetatable(L, -2);
     mark_readonly(L, -1);
-    lua_pushvalue(L, idx);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, -4); /* proxies[real] = proxy */
-    lua_remove(L, -2);
+    map_set(L, &KEY_PROXIES, idx, -1); /* proxies[real] = proxy */
 }
 
 /* __index of the globals copy behind every _ENV: only misses get here, since the
@@ -1032,26 +1051,14 @@ void lvm_push_view(lua_State *L, int idx)
         lua_pushvalue(L, idx);
         return;
     }
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWOF);
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, -2) == LUA_TTABLE) {
-        lua_remove(L, -2);
+    if (map_get(L, &KEY_VIEWOF, idx))
         return;
-    }
-    lua_pop(L, 1);
-    lua_newtable(L); /* viewof, view */
+    lua_newtable(L);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWMT);
     lua_setmetatable(L, -2);
     mark_readonly(L, -1);
-    lua_pushvalue(L, idx);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, -4); /* viewof[real] = view */
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWS);
-    lua_pushvalue(L, -2);
-    lua_pushvalue(L, idx);
-    lua_rawset(L, -3); /* views[view] = real */
-    lua_pop(L, 1);
-    lua_remove(L, -2);
+    map_set(L, &KEY_VIEWOF, idx, -1); /* viewof[real] = view */
+    map_set(L, &KEY_VIEWS, -1, idx);  /* views[view] = real */
 }
 
 static int rt_readonly(lua_State *L)
@@ -1181,21 +1188,18 @@ static void setup_libs(lua_State *L, int own)
         {LUA_STRLIBNAME, luaopen_string},   {LUA_TABLIBNAME, luaopen_table},
         {LUA_MATHLIBNAME, luaopen_math},    {LUA_UTF8LIBNAME, luaopen_utf8},
         {LUA_COLIBNAME, luaopen_coroutine}, {NULL, NULL}};
+    static const luaL_Reg view_mt[] = {{"__index", view_index},
+                                       {"__newindex", view_newindex},
+                                       {"__pairs", view_pairs},
+                                       {"__len", view_len},
+                                       {NULL, NULL}};
     int g, real, i;
 
     new_weak_table(L, "k", &KEY_READONLY);
     new_weak_table(L, "k", &KEY_PROXIES);
     new_weak_table(L, "k", &KEY_VIEWS);
     new_weak_table(L, "k", &KEY_VIEWOF);
-    lua_createtable(L, 0, 5);
-    lua_pushcfunction(L, view_index);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, view_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushcfunction(L, view_pairs);
-    lua_setfield(L, -2, "__pairs");
-    lua_pushcfunction(L, view_len);
-    lua_setfield(L, -2, "__len");
+    luaL_newlib(L, view_mt);
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "__metatable");
     lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_VIEWMT);
@@ -1375,6 +1379,10 @@ static int mod_load(lua_State *L)
 
 static int mod_new(lua_State *L)
 {
+    static const luaL_Reg fns[] = {{"require", sb_require_private},
+                                   {"tool_require", sb_require_public},
+                                   {"load", mod_load},
+                                   {NULL, NULL}};
     snap_args sa;
     const char *lua_dir = luaL_checkstring(L, 1);
     const char *lib_dir = luaL_optstring(L, 2, NULL);
@@ -1393,16 +1401,9 @@ static int mod_new(lua_State *L)
     }
     lua_pushvalue(L, gen);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_GEN);
-    lua_createtable(L, 0, 3);
+    luaL_newlibtable(L, fns);
     lua_pushvalue(L, gen);
-    lua_pushcclosure(L, sb_require_private, 1);
-    lua_setfield(L, -2, "require");
-    lua_pushvalue(L, gen);
-    lua_pushcclosure(L, sb_require_public, 1);
-    lua_setfield(L, -2, "tool_require");
-    lua_pushvalue(L, gen);
-    lua_pushcclosure(L, mod_load, 1);
-    lua_setfield(L, -2, "load");
+    luaL_setfuncs(L, fns, 1); /* each closes over the generation */
     return 1;
 }
 
