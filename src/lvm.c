@@ -1303,6 +1303,29 @@ static void push_env_base(lua_State *L, int gen, lua_CFunction require)
     mark_readonly(L, g);
 }
 
+/* cljson's marker metatables are the real ones (the encoder compares them by
+ * identity), so their proxies hand them out as they are. Guard them: a field they
+ * lack cannot be added (array_mt and object_mt have none: a tool cannot give every
+ * JSON array or object an __index), rawset refuses them, and their own metatable is
+ * locked. Fields they have (number_mt's __tostring, ...) stay as they are. */
+static void guard_cljson_metatables(lua_State *L, int cljson)
+{
+    static const char *const mts[] = {"array_mt", "object_mt", "number_mt", "raw_mt", NULL};
+    for (int i = 0; mts[i]; i++) {
+        if (lua_getfield(L, cljson, mts[i]) == LUA_TTABLE && !is_readonly(L, -1) &&
+            !lua_getmetatable(L, -1)) {
+            lua_createtable(L, 0, 2);
+            lua_pushcfunction(L, ro_newindex);
+            lua_setfield(L, -2, "__newindex");
+            lua_pushboolean(L, 0);
+            lua_setfield(L, -2, "__metatable");
+            lua_setmetatable(L, -2);
+            mark_readonly(L, -1);
+        }
+        lua_settop(L, cljson);
+    }
+}
+
 static void preload(lua_State *L, int loaded, const char *name, lua_CFunction open)
 {
     luaL_requiref(L, name, open, 0);
@@ -1321,6 +1344,9 @@ static void push_gen(lua_State *L)
     lua_newtable(L);
     loaded = lua_gettop(L);
     preload(L, loaded, "cljson", luaopen_cljson);
+    lua_getfield(L, loaded, "cljson");
+    guard_cljson_metatables(L, lua_gettop(L));
+    lua_pop(L, 1);
     preload(L, loaded, "cltoon", luaopen_cltoon);
     preload(L, loaded, "cltexts", luaopen_cltexts);
     luaL_newlib(L, runtime);

@@ -483,6 +483,8 @@ int main(void)
     check_escape(g, "lib_requires_host", "module 'host' is private to the runtime");
     check_escape(g, "write_module", "read-only table (field 'encode')");
     check_escape(g, "write_lib", "read-only table (field 'tool')");
+    check_escape(g, "write_cljson_mt", "read-only table (field '__index')");
+    check_escape(g, "rawset_cljson_mt", "attempt to modify a read-only table");
     check_escape(g, "write_facade", "read-only table (field 'envelope')");
     check_escape(g, "write_facade_nested", "read-only table");
     check_escape(g, "facade_private_field", "attempt to index a nil value");
