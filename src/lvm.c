@@ -992,7 +992,13 @@ static int view_real(lua_State *L, int view)
 /* Replaces the value on top with its view when it is a table that is not read-only. */
 static void wrap_top(lua_State *L)
 {
-    if (lua_type(L, -1) == LUA_TTABLE && !is_readonly(L, -1)) {
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return;
+    if (map_get(L, &KEY_VIEWOF, -1)) { /* read before: its view (the common case) */
+        lua_remove(L, -2);
+        return;
+    }
+    if (!is_readonly(L, -1)) {
         lvm_push_view(L, -1);
         lua_remove(L, -2);
     }
