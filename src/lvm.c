@@ -1074,6 +1074,13 @@ static int rt_readonly(lua_State *L)
     return 1;
 }
 
+/* is_view(v): v is a view the runtime made (a tool cannot forge one). */
+static int rt_is_view(lua_State *L)
+{
+    lua_pushboolean(L, lua_type(L, 1) == LUA_TTABLE && view_real(L, 1));
+    return 1;
+}
+
 /* ---- building the state ---- */
 
 typedef struct snap_args {
@@ -1341,7 +1348,8 @@ static void preload(lua_State *L, int loaded, const char *name, lua_CFunction op
 /* Pushes a new generation: empty sources, the C modules preloaded, both envs. */
 static void push_gen(lua_State *L)
 {
-    static const luaL_Reg runtime[] = {{"readonly", rt_readonly}, {NULL, NULL}};
+    static const luaL_Reg runtime[] = {
+        {"readonly", rt_readonly}, {"is_view", rt_is_view}, {NULL, NULL}};
     int gen, loaded;
     lua_createtable(L, GEN_RT_ENV, 0);
     gen = lua_gettop(L);

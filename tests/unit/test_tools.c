@@ -489,6 +489,7 @@ int main(void)
     check_escape(g, "write_facade_nested", "read-only table");
     check_escape(g, "facade_private_field", "attempt to index a nil value");
     check_escape(g, "load_env_escape", "module 'host' is private to the runtime");
+    check_escape(g, "poison_stub", "the forged list stayed out of the cache");
     check_escape(g, "write_ctx", "read-only table (field 'stash'): ctx and its tables");
     check_escape(g, "rawset_ctx", "attempt to modify a read-only table");
     check_escape(g, "write_ctx_config", "read-only table (field 'gates'): ctx and its tables");
