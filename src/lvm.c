@@ -657,6 +657,19 @@ static void mark_readonly(lua_State *L, int idx)
     lua_pop(L, 1);
 }
 
+/* Finishes the metatable on top for the table just below it: writes go to
+ * newindex (which raises), the metatable is locked, and rawset refuses the table.
+ * Pops the metatable. */
+static void seal(lua_State *L, lua_CFunction newindex)
+{
+    lua_pushcfunction(L, newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    mark_readonly(L, -1);
+}
+
 /* Pushes map[value at idx] (map: a registry table) and returns 1 when it is a table;
  * else pushes nothing and returns 0. */
 static int map_get(lua_State *L, const void *map, int idx)
@@ -697,18 +710,13 @@ void lvm_push_proxy(lua_State *L, int idx)
     lua_createtable(L, 0, 5); /* its metatable */
     lua_pushvalue(L, idx);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, ro_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushboolean(L, 0);
-    lua_setfield(L, -2, "__metatable");
     lua_pushvalue(L, idx);
     lua_pushcclosure(L, proxy_pairs, 1);
     lua_setfield(L, -2, "__pairs");
     lua_pushvalue(L, idx);
     lua_pushcclosure(L, proxy_len, 1);
     lua_setfield(L, -2, "__len");
-    lua_setmetatable(L, -2);
-    mark_readonly(L, -1);
+    seal(L, ro_newindex);
     map_set(L, &KEY_PROXIES, idx, -1); /* proxies[real] = proxy */
 }
 
@@ -788,12 +796,7 @@ static void push_env(lua_State *L, int gen, int runtime)
     lua_createtable(L, 0, 3);
     lua_rawgeti(L, gen, runtime ? GEN_RT_ENV : GEN_TOOL_ENV);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, env_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushboolean(L, 0);
-    lua_setfield(L, -2, "__metatable");
-    lua_setmetatable(L, -2);
-    mark_readonly(L, -1);
+    seal(L, env_newindex);
 }
 
 static int load_in(lua_State *L, int gen, const char *text, size_t len, const char *chunkname,
@@ -1328,12 +1331,7 @@ static void guard_cljson_metatables(lua_State *L, int cljson)
         if (lua_getfield(L, cljson, mts[i]) == LUA_TTABLE && !is_readonly(L, -1) &&
             !lua_getmetatable(L, -1)) {
             lua_createtable(L, 0, 2);
-            lua_pushcfunction(L, ro_newindex);
-            lua_setfield(L, -2, "__newindex");
-            lua_pushboolean(L, 0);
-            lua_setfield(L, -2, "__metatable");
-            lua_setmetatable(L, -2);
-            mark_readonly(L, -1);
+            seal(L, ro_newindex);
         }
         lua_settop(L, cljson);
     }
