@@ -63,25 +63,38 @@ local function is_sequence(t)
     return true
 end
 
--- "array", "object", "both" (empty plain table) or nil (not a container)
-local function container_kind(v)
-    if type(v) ~= "table" or is_boxed(v) then
-        return nil
-    end
-    local mt = getmetatable(v)
-    if cljson ~= nil and mt == cljson.array_mt then
-        return "array"
-    end
-    if cljson ~= nil and mt == cljson.object_mt then
+-- The kind of a table for the check, from its metatable: "number" (boxed), "array",
+-- "object", "both" (empty plain table), or nil (not a JSON value).
+local NUMBER_MT = cljson and cljson.number_mt or false
+local ARRAY_MT = cljson and cljson.array_mt or false
+local OBJECT_MT = cljson and cljson.object_mt or false
+
+local function table_kind(t)
+    local mt = getmetatable(t)
+    if mt == OBJECT_MT then
         return "object"
-    end
-    if mt ~= nil then
+    elseif mt == ARRAY_MT then
+        return "array"
+    elseif mt == NUMBER_MT then
+        return "number"
+    elseif mt ~= nil then
         return nil
-    end
-    if next(v) == nil then
+    elseif next(t) == nil then
         return "both"
     end
-    return is_sequence(v) and "array" or "object"
+    return is_sequence(t) and "array" or "object"
+end
+
+-- "array", "object", "both" (empty plain table) or nil (not a container)
+local function container_kind(v)
+    if type(v) ~= "table" then
+        return nil
+    end
+    local k = table_kind(v)
+    if k == "number" then
+        return nil
+    end
+    return k
 end
 
 local function boxed_text(v)
@@ -179,6 +192,16 @@ local function json_equal(a, b)
     return true
 end
 M.equal = json_equal
+
+-- Whether v equals (JSON equality) an entry of the array enum.
+local function in_enum(v, enum)
+    for _, e in ipairs(enum) do
+        if json_equal(v, e) then
+            return true
+        end
+    end
+    return false
+end
 
 -- Deep copy keeping metatables (array/object marks); boxed numbers and null are
 -- immutable and shared.
@@ -488,17 +511,42 @@ local function tostring_less(a, b)
     return tostring(a) < tostring(b)
 end
 
+-- Copy on write: out when it is already a copy of v, else a new copy of v with its
+-- mark (the caller's table stays untouched). n: an array's length; nil for an object.
+local function writable(out, v, n)
+    if out ~= v then
+        return out
+    end
+    out = setmetatable({}, getmetatable(v))
+    if n then
+        for i = 1, n do
+            out[i] = v[i]
+        end
+    else
+        for k, x in pairs(v) do
+            out[k] = x
+        end
+    end
+    return out
+end
+
+-- The first two equal items of array v (n items): i, j (1-based), or nil.
+local function first_duplicate(v, n)
+    for i = 1, n do
+        for j = i + 1, n do
+            if json_equal(v[i], v[j]) then
+                return i, j
+            end
+        end
+    end
+    return nil
+end
+
 -- Returns the (possibly new) value; errors are appended to st.errors.
 local function validate_object(st, s, v, path)
     local out = v
     local function set(k, x)
-        if out == v then
-            -- copy on first change so the caller's table stays untouched
-            out = setmetatable({}, getmetatable(v))
-            for kk, vv in pairs(v) do
-                out[kk] = vv
-            end
-        end
+        out = writable(out, v)
         out[k] = x
     end
     local props = s.properties or {}
@@ -557,24 +605,15 @@ local function validate_array(st, s, v, path)
         for i = 1, n do
             local nv = validate(st, s.items, v[i], join(path, i - 1))
             if nv ~= v[i] then
-                if out == v then
-                    out = setmetatable({}, getmetatable(v))
-                    for j = 1, n do
-                        out[j] = v[j]
-                    end
-                end
+                out = writable(out, v, n)
                 out[i] = nv
             end
         end
     end
     if s.uniqueItems then
-        for i = 1, n do
-            for j = i + 1, n do
-                if json_equal(v[i], v[j]) then
-                    fail(st, path, "schema_unique", i - 1, j - 1)
-                    return out
-                end
-            end
+        local i, j = first_duplicate(v, n)
+        if i then
+            fail(st, path, "schema_unique", i - 1, j - 1)
         end
     end
     return out
@@ -639,14 +678,7 @@ validate = function(st, s, v, path)
         end
     end
     if s.enum then
-        local found = false
-        for _, e in ipairs(s.enum) do
-            if json_equal(out, e) then
-                found = true
-                break
-            end
-        end
-        if not found then
+        if not in_enum(out, s.enum) then
             local list = {}
             for _, e in ipairs(s.enum) do
                 list[#list + 1] = describe(e)
@@ -841,12 +873,7 @@ local function compile_object(cache, root, s)
                     return FAIL
                 end
                 if nv ~= x then
-                    if out == v then
-                        out = setmetatable({}, getmetatable(v))
-                        for kk, vv in pairs(v) do
-                            out[kk] = vv
-                        end
-                    end
+                    out = writable(out, v)
                     out[k] = nv
                 end
             elseif closed then
@@ -856,12 +883,7 @@ local function compile_object(cache, root, s)
         for i = 1, #defaults do
             local name = defaults[i]
             if v[name] == nil then
-                if out == v then
-                    out = setmetatable({}, getmetatable(v))
-                    for kk, vv in pairs(v) do
-                        out[kk] = vv
-                    end
-                end
+                out = writable(out, v)
                 out[name] = deep_copy(props[name].default)
             end
         end
@@ -886,24 +908,13 @@ local function compile_array(cache, root, s)
                     return FAIL
                 end
                 if nv ~= x then
-                    if out == v then
-                        out = setmetatable({}, getmetatable(v))
-                        for j = 1, n do
-                            out[j] = v[j]
-                        end
-                    end
+                    out = writable(out, v, n)
                     out[i] = nv
                 end
             end
         end
-        if unique then
-            for i = 1, n do
-                for j = i + 1, n do
-                    if json_equal(v[i], v[j]) then
-                        return FAIL
-                    end
-                end
-            end
+        if unique and first_duplicate(v, n) then
+            return FAIL
         end
         return out
     end
@@ -917,26 +928,22 @@ local function compile_alts(cache, root, list)
     return fns
 end
 
--- The kind of a table for the check, from its metatable: "number" (boxed), "array",
--- "object", "both" (empty plain table), or nil (not a JSON value).
-local NUMBER_MT = cljson and cljson.number_mt or false
-local ARRAY_MT = cljson and cljson.array_mt or false
-local OBJECT_MT = cljson and cljson.object_mt or false
-
-local function table_kind(t)
-    local mt = getmetatable(t)
-    if mt == OBJECT_MT then
-        return "object"
-    elseif mt == ARRAY_MT then
-        return "array"
-    elseif mt == NUMBER_MT then
-        return "number"
-    elseif mt ~= nil then
-        return nil
-    elseif next(t) == nil then
-        return "both"
+-- The string entries of an enum as a set: a string equals an entry exactly when it
+-- is that string.
+local function string_set(enum)
+    local set = {}
+    for _, e in ipairs(enum) do
+        if type(e) == "string" then
+            set[e] = true
+        end
     end
-    return is_sequence(t) and "array" or "object"
+    return set
+end
+
+-- Whether string v has the length bounds (in characters, as validate counts them).
+local function length_fits(v, min_len, max_len)
+    local len = utf8.len(v) or #v
+    return not ((min_len and len < min_len) or (max_len and len > max_len))
 end
 
 -- The common nodes (one declared type, nothing that combines or refers) get a check
@@ -949,25 +956,12 @@ local function specialize(cache, root, s, check)
     local t = s.type
     if t == "string" then
         local min_len, max_len = s.minLength, s.maxLength
-        local enum_strings
-        if s.enum then
-            enum_strings = {}
-            for _, e in ipairs(s.enum) do
-                if type(e) == "string" then
-                    enum_strings[e] = true
-                end
-            end
-        end
+        local enum_strings = s.enum and string_set(s.enum)
         return function(v, depth)
             if depth >= MAX_DEPTH or type(v) ~= "string" or
-                (enum_strings and not enum_strings[v]) then
+                (enum_strings and not enum_strings[v]) or
+                ((min_len or max_len) and not length_fits(v, min_len, max_len)) then
                 return FAIL
-            end
-            if min_len or max_len then
-                local len = utf8.len(v) or #v
-                if (min_len and len < min_len) or (max_len and len > max_len) then
-                    return FAIL
-                end
             end
             return v
         end
@@ -1030,15 +1024,7 @@ compile = function(cache, root, s)
     local as_array_if_empty = wants_array(s)
     local array_check, object_check -- built at the first container
     local any_of, one_of
-    -- a string equals an entry of the enum exactly when it is that string
-    local enum_strings = {}
-    if type(enum) == "table" then
-        for _, e in ipairs(enum) do
-            if type(e) == "string" then
-                enum_strings[e] = true
-            end
-        end
-    end
+    local enum_strings = type(enum) == "table" and string_set(enum) or {}
     local function check(v, depth)
         depth = depth + 1
         if depth > MAX_DEPTH then
@@ -1079,28 +1065,16 @@ compile = function(cache, root, s)
                 if not enum_strings[out] then
                     return FAIL
                 end
-            else
-                local found = false
-                for _, e in ipairs(enum) do
-                    if json_equal(out, e) then
-                        found = true
-                        break
-                    end
-                end
-                if not found then
-                    return FAIL
-                end
+            elseif not in_enum(out, enum) then
+                return FAIL
             end
         end
         if const ~= nil and not json_equal(out, const) then
             return FAIL
         end
         if tv == "string" then
-            if min_len or max_len then
-                local len = utf8.len(out) or #out
-                if (min_len and len < min_len) or (max_len and len > max_len) then
-                    return FAIL
-                end
+            if (min_len or max_len) and not length_fits(out, min_len, max_len) then
+                return FAIL
             end
         elseif tv == "number" or kind == "number" then
             if ranged then
@@ -1190,9 +1164,7 @@ local function fast(root, node, value)
     return false
 end
 
--- Validates value against node, a part of root (for $ref resolution). lang: the
--- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
--- the load-time checks operators read).
+-- The interpreter: every error, with its path and message.
 local function interpret(root, node, value, lang)
     local st = { errors = {}, root = root, depth = 0, lang = lang or "en-US" }
     local out = validate(st, node, value, "/")
@@ -1202,6 +1174,9 @@ local function interpret(root, node, value, lang)
     return out
 end
 
+-- Validates value against node, a part of root (for $ref resolution). lang: the
+-- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
+-- the load-time checks operators read).
 function M.validate_node(root, node, value, lang)
     local valid, checked = fast(root, node, value)
     if valid then
@@ -1210,24 +1185,18 @@ function M.validate_node(root, node, value, lang)
     return interpret(root, node, value, lang)
 end
 
--- schema.validate_reference(s, value, lang): validate without the compiled check,
--- the interpreter alone (the reference the check is tested against).
-function M.validate_reference(s, value, lang)
-    if value == nil then
-        value = {}
-    end
-    return interpret(s, s, value, lang)
-end
-
 -- schema.validate(s, value, lang) -> value_with_defaults | nil, errors ({path=, message=})
 -- path is the JSON pointer of the value, message says what is wrong with it in lang
 -- (as validate_node). The input is never mutated: changed tables are copied (copy on
 -- write).
 function M.validate(s, value, lang)
-    if value == nil then
-        value = {}
-    end
-    return M.validate_node(s, s, value, lang)
+    return M.validate_node(s, s, value == nil and {} or value, lang)
+end
+
+-- schema.validate_reference(s, value, lang): the same without the compiled check, the
+-- interpreter alone (the reference the check is tested against).
+function M.validate_reference(s, value, lang)
+    return interpret(s, s, value == nil and {} or value, lang)
 end
 
 ----------------------------------------------------------------------------

@@ -33,7 +33,7 @@ sent=$(node "$BENCH_DIR/mix.mjs" "$GW" "$N")
 # Each dump holds the counts since the previous one: callgrind.out.1 is this mix.
 dumps=0
 phase_dump() {
-  callgrind_control -d "$GW_PID" >/dev/null
+  callgrind_control -d "$GW_PID" >/dev/null 2>&1
   dumps=$((dumps + 1))
   i=0
   until [ -s "$WORK/callgrind.out.$dumps" ]; do

@@ -359,7 +359,20 @@ static void open_cljson(lua_State *L)
     lua_pop(L, 1);
 }
 
-/* The C bridge to Lua: push, to_value, encode; exercised without busted. */
+/* Parses doc, pushes its tree (left on the stack) and encodes it into b (stored
+ * order); 0 or -1. */
+static int push_encode(lua_State *L, const char *doc, buf *b)
+{
+    char err[256];
+    json_value *v = parse(doc);
+    CHECK(v != NULL);
+    if (!v)
+        return -1;
+    cljson_push(L, v);
+    json_free(v);
+    return cljson_encode(L, -1, b, 0, err, sizeof err);
+}
+
 /* Objects pushed from a tree keep their key order whether the order string stays
  * short or grows past the pusher's stack buffer (long keys, many keys, a duplicate). */
 static void test_push_order(void)
@@ -381,13 +394,8 @@ static void test_push_order(void)
             buf_printf(&doc, ",\"%c%0*d\":99", 'z', 5, nkeys);
         buf_puts(&doc, "}");
         buf_puts(&want, "}");
-        json_value *v = parse(doc.data);
-        CHECK(v != NULL);
-        cljson_push(L, v);
-        json_free(v);
         buf b = BUF_INIT;
-        char err[256];
-        CHECK(cljson_encode(L, -1, &b, 0, err, sizeof err) == 0);
+        CHECK(push_encode(L, doc.data, &b) == 0);
         CHECK_STR(b.data, want.data);
         lua_pop(L, 1);
         buf_free(&b);
@@ -397,19 +405,16 @@ static void test_push_order(void)
     lua_close(L);
 }
 
+/* The C bridge to Lua: push, to_value, encode; exercised without busted. */
 static void test_lua_bridge(void)
 {
     lua_State *L = luaL_newstate();
     open_cljson(L);
     const char *doc = "{\"drug_id\":9007199254740993,\"batch_no\":12345678901234567890123,"
                       "\"tags\":[],\"ext\":{},\"f\":1.0,\"n\":null,\"s\":\"\xc3\xa9\"}";
-    json_value *v = parse(doc);
-    CHECK(v != NULL);
-    cljson_push(L, v);
-    json_free(v);
     buf b = BUF_INIT;
     char err[256];
-    CHECK(cljson_encode(L, -1, &b, 0, err, sizeof err) == 0);
+    CHECK(push_encode(L, doc, &b) == 0);
     CHECK_STR(b.data, doc);
     buf_reset(&b);
     CHECK(cljson_encode(L, -1, &b, 1, err, sizeof err) == 0);
@@ -1027,9 +1032,7 @@ static void test_string_words(void)
     static const char *const inserts[] = {"\"", "\\",   "\n",       "\x01",         "\x1f",
                                           " ",  "\x7f", "\xc3\xa9", "\xe4\xb8\xad", "\t"};
     lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    luaL_requiref(L, "cljson", luaopen_cljson, 1);
-    lua_pop(L, 1);
+    open_cljson(L);
     int bad = 0;
     for (size_t len = 0; len <= 40; len++) {
         for (size_t at = 0; at <= len; at++) {
