@@ -536,7 +536,19 @@ static char *parse_string(parser *ps, size_t *outlen)
     const unsigned char *run = p;
     int escaped = 0;
     for (;;) {
-        /* Fast scan over bytes that need no work. */
+        /* Fast scan over bytes that need no work, eight at a time first. */
+#if JSON_TEXT_WORDS
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t m = json_special_mask(w, 1);
+            if (m) {
+                p += json_first_flagged(m);
+                break;
+            }
+            p += 8;
+        }
+#endif
         while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
             p++;
         if (p >= end) {
@@ -551,7 +563,7 @@ static char *parse_string(parser *ps, size_t *outlen)
             return NULL;
         }
         if (c >= 0x80) {
-            int n = json_utf8_seq(p, end);
+            int n = json_utf8_seq_fast(p, end);
             if (n < 0) {
                 fail(ps, p + (-n - 1), "invalid UTF-8 in string");
                 return NULL;

@@ -206,18 +206,12 @@ static inline uint64_t text_hash(const void *k, size_t len)
  * valid UTF-8. */
 static inline const unsigned char *utf8_run(const unsigned char *p, const unsigned char *end)
 {
-    unsigned c = *p;
     do {
-        int n;
-        if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
-            (p[2] & 0xC0) == 0x80)
-            n = 3; /* the common 3-byte form: no range limits to check */
-        else
-            n = dec_utf8(p, end);
-        if (n == 0)
+        int n = json_utf8_seq_fast(p, end);
+        if (n <= 0)
             return NULL;
         p += n;
-    } while (p < end && (c = *p) >= 0x80);
+    } while (p < end && *p >= 0x80);
     return p;
 }
 

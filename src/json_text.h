@@ -91,6 +91,17 @@ static inline void json_put_utf8(buf *b, unsigned cp)
     buf_append(b, t, n);
 }
 
+/* json_utf8_seq with the common case first: a 3-byte sequence from E1..EF but ED
+ * (CJK text), whose second and third bytes need no range check. */
+static inline int json_utf8_seq_fast(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
+        (p[2] & 0xC0) == 0x80)
+        return 3;
+    return json_utf8_seq(p, end);
+}
+
 /* Eight bytes of text at a time (little-endian only: a byte's borrow then runs
  * towards the later bytes, so the first flagged byte is exact). */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__

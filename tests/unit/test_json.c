@@ -1026,7 +1026,8 @@ static void ref_escape(buf *b, const unsigned char *s, size_t n)
 
 /* Strings of every length up to 40 with a byte to escape (or a multi-byte
  * character) at every position, so each word and tail boundary is crossed: the
- * writer, the Lua encoder and the Lua decoder agree with the byte-by-byte rules. */
+ * writer, the Lua encoder, the Lua decoder and the parser agree with the
+ * byte-by-byte rules. */
 static void test_string_words(void)
 {
     static const char *const inserts[] = {"\"", "\\",   "\n",       "\x01",         "\x1f",
@@ -1069,6 +1070,12 @@ static void test_string_words(void)
                     lua_rawlen(L, -1) != n || memcmp(lua_tostring(L, -1), s, n))
                     bad++;
                 lua_pop(L, 2);
+                size_t pl = 0;
+                json_value *pv = parse(want.data);
+                const char *ps = pv ? json_get_str(pv, &pl) : NULL;
+                if (!ps || pl != n || memcmp(ps, s, n) != 0)
+                    bad++;
+                json_free(pv);
                 buf_free(&want);
                 buf_free(&got);
             }
