@@ -2,19 +2,50 @@
 -- allow-listed set of globals, unknown globals raising, `require` limited to lua/
 -- and tools/_lib/, the result checked by contract.check) and provides a fake ctx
 -- whose http() records requests and answers with recorded fixtures.
+--
+-- Two homes, found from this file's own path: the repository (tests/spec/helper.lua:
+-- lua/, tools/ and tests/spec/fixtures/ of the repository) and the installed kit
+-- (<prefix>/share/context-loader/kit/helper.lua, run as busted --helper from an
+-- operator's directory: the runtime in ../lua, the C modules next to this file, the
+-- operator's tools/ and spec/fixtures/ in the working directory; CL_TOOLS_DIR and
+-- CL_LUA_DIR override the two directories, and a tool's `_lib.*` not found in its
+-- own tools/_lib/ comes from the installed tools/_lib/).
+local function file_exists(path)
+    local f = io.open(path, "rb")
+    if f then
+        f:close()
+    end
+    return f ~= nil
+end
+
+local HERE = debug.getinfo(1, "S").source:gsub("^@", ""):match("^(.*)/[^/]*$") or "."
+local REPO = HERE == "tests/spec" and "." or HERE:match("^(.*)/tests/spec$")
+local paths = {}
+if REPO and file_exists(REPO .. "/lua/contract.lua") then
+    paths.root = REPO
+    paths.lua_dir = REPO .. "/lua"
+    paths.tools_dir = REPO .. "/tools"
+    paths.fixtures_dir = REPO .. "/tests/spec/fixtures"
+else
+    paths.root = "."
+    paths.lua_dir = os.getenv("CL_LUA_DIR") or HERE .. "/../lua"
+    paths.tools_dir = os.getenv("CL_TOOLS_DIR") or "tools"
+    paths.fixtures_dir = "spec/fixtures"
+    paths.shared_lib_dir = HERE .. "/../tools/_lib"
+    package.path = paths.lua_dir .. "/?.lua;" .. HERE .. "/?.lua;" .. package.path
+    package.cpath = HERE .. "/?.so;" .. package.cpath
+end
+
 local cljson = require "cljson"
 local contract = require "contract"
 local schema = require "schema"
 
 local M = {}
 
--- repo root, from this file's own path (tests/spec/helper.lua)
-local function root_dir()
-    local src = debug.getinfo(1, "S").source:gsub("^@", "")
-    local dir = src:match("^(.*)/tests/spec/helper%.lua$")
-    return dir or "."
-end
-M.root = root_dir()
+M.root = paths.root
+M.lua_dir = paths.lua_dir
+M.tools_dir = paths.tools_dir
+M.fixtures_dir = paths.fixtures_dir
 
 local function read_file(path)
     local f, err = io.open(path, "rb")
@@ -76,8 +107,8 @@ end
 
 -- A sandbox generation: its own module cache, like one server generation.
 function M.sandbox(tools_dir, lua_dir)
-    tools_dir = tools_dir or (M.root .. "/tools")
-    lua_dir = lua_dir or (M.root .. "/lua")
+    tools_dir = tools_dir or M.tools_dir
+    lua_dir = lua_dir or M.lua_dir
     local loaded = {}
     local sb = {}
     local function sandbox_require(name)
@@ -99,6 +130,9 @@ function M.sandbox(tools_dir, lua_dir)
         local lib = name:match("^_lib%.([%w_]+)$")
         if lib then
             path = tools_dir .. "/_lib/" .. lib .. ".lua"
+            if paths.shared_lib_dir and not file_exists(path) then
+                path = paths.shared_lib_dir .. "/" .. lib .. ".lua"
+            end
         elseif name:match("^[%w_]+$") then
             path = lua_dir .. "/" .. name .. ".lua"
         else
@@ -145,7 +179,7 @@ function M.load_tool(name)
 end
 
 function M.fixture(name)
-    return read_file(M.root .. "/tests/spec/fixtures/" .. name)
+    return read_file(M.fixtures_dir .. "/" .. name)
 end
 
 function M.decode(text, opts)
@@ -240,4 +274,6 @@ function M.paths(errs)
     return out
 end
 
+-- run as busted --helper (a dofile): specs still `require "helper"`
+package.loaded.helper = package.loaded.helper or M
 return M
