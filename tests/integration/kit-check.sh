@@ -18,7 +18,7 @@ fail() { echo "kit-check: FAIL: $*" >&2; exit 1; }
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
 kit=$prefix/share/context-loader/kit
-for f in helper.lua cljson.so cltexts.so writing-tools.md example/tools/kn_names.lua example/spec/kn_names_spec.lua; do
+for f in helper.lua cljson.so cltexts.so clsandbox.so writing-tools.md example/tools/kn_names.lua example/spec/kn_names_spec.lua; do
   [ -e "$kit/$f" ] || fail "kit/$f is not installed"
 done
 [ -e "$prefix/share/doc/context-loader/writing-tools.md" ] || fail "share/doc/context-loader/writing-tools.md is not installed"

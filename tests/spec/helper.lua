@@ -1,15 +1,17 @@
--- Busted harness: loads tool files the way the server does (a fresh _ENV with an
--- allow-listed set of globals, unknown globals raising, `require` limited to lua/
--- and tools/_lib/, the result checked by contract.check) and provides a fake ctx
--- whose http() records requests and answers with recorded fixtures.
+-- Busted harness: loads tool files through the server's own sandbox (src/lvm.c,
+-- built as the Lua C module clsandbox.so): the same allow-listed globals, unknown
+-- globals raising, the same `require` rules (tool code reaches only the public
+-- modules, the runtime's are private), the result checked by contract.check. It
+-- also provides a fake ctx - read-only to the tool, as on the server - whose http()
+-- records requests and answers with recorded fixtures.
 --
--- Two homes, found from this file's own path: the repository (tests/spec/helper.lua:
--- lua/, tools/ and tests/spec/fixtures/ of the repository) and the installed kit
--- (<prefix>/share/context-loader/kit/helper.lua, run as busted --helper from an
--- operator's directory: the runtime in ../lua, the C modules next to this file, the
--- operator's tools/ and spec/fixtures/ in the working directory; CL_TOOLS_DIR and
--- CL_LUA_DIR override the two directories, and a tool's `_lib.*` not found in its
--- own tools/_lib/ comes from the installed tools/_lib/).
+-- Paths: CL_LUA_DIR and CL_TOOLS_DIR (the runtime's lua/ and tools/ directories)
+-- and CL_SPEC_FIXTURES (the recorded answers) when set; else found from this file's
+-- own path. In the repository (tests/spec/helper.lua): its lua/, tools/ and
+-- tests/spec/fixtures/. In the installed kit (<prefix>/share/context-loader/kit/
+-- helper.lua, run as busted --helper from an operator's directory): the runtime in
+-- ../lua, the C modules next to this file, the operator's tools/ and spec/fixtures/
+-- in the working directory, and the installed tools/_lib/ when tools/ has no _lib/.
 local function file_exists(path)
     local f = io.open(path, "rb")
     if f then
@@ -23,20 +25,21 @@ local REPO = HERE == "tests/spec" and "." or HERE:match("^(.*)/tests/spec$")
 local paths = {}
 if REPO and file_exists(REPO .. "/lua/contract.lua") then
     paths.root = REPO
-    paths.lua_dir = REPO .. "/lua"
-    paths.tools_dir = REPO .. "/tools"
-    paths.fixtures_dir = REPO .. "/tests/spec/fixtures"
+    paths.lua_dir = os.getenv("CL_LUA_DIR") or REPO .. "/lua"
+    paths.tools_dir = os.getenv("CL_TOOLS_DIR") or REPO .. "/tools"
+    paths.fixtures_dir = os.getenv("CL_SPEC_FIXTURES") or REPO .. "/tests/spec/fixtures"
 else
     paths.root = "."
     paths.lua_dir = os.getenv("CL_LUA_DIR") or HERE .. "/../lua"
     paths.tools_dir = os.getenv("CL_TOOLS_DIR") or "tools"
-    paths.fixtures_dir = "spec/fixtures"
+    paths.fixtures_dir = os.getenv("CL_SPEC_FIXTURES") or "spec/fixtures"
     paths.shared_lib_dir = HERE .. "/../tools/_lib"
     package.path = paths.lua_dir .. "/?.lua;" .. HERE .. "/?.lua;" .. package.path
     package.cpath = HERE .. "/?.so;" .. package.cpath
 end
 
 local cljson = require "cljson"
+local clsandbox = require "clsandbox"
 local contract = require "contract"
 local schema = require "schema"
 
@@ -58,104 +61,33 @@ local function read_file(path)
 end
 M.read_file = read_file
 
-local function readonly(t, name)
-    return setmetatable({}, {
-        __index = t,
-        __newindex = function(_, k)
-            error("attempt to modify read-only library " .. name .. " (" .. tostring(k) .. ")", 2)
-        end,
-        __metatable = false,
-    })
-end
+-- The read-only view the server gives a tool as ctx.
+M.readonly = clsandbox.readonly
 
-local SAFE_OS = { time = os.time, clock = os.clock, date = os.date }
+local current -- the latest sandbox: its runtime serves the fake ctx (ctx.authz)
 
--- Globals a tool may read (base, string, table, math, utf8, coroutine,
--- and os.time/clock/date). No io, package, debug, load, dofile, loadfile.
-local BASE = {
-    "assert", "error", "ipairs", "next", "pairs", "pcall", "xpcall", "select", "tonumber",
-    "tostring", "type", "rawequal", "rawlen", "rawget", "rawset", "setmetatable",
-    "getmetatable", "_VERSION",
-}
-
-local function new_env(require_fn)
-    local g = {}
-    for _, k in ipairs(BASE) do
-        g[k] = _G[k]
-    end
-    g.string = readonly(string, "string")
-    g.table = readonly(table, "table")
-    g.math = readonly(math, "math")
-    g.utf8 = readonly(utf8, "utf8")
-    g.coroutine = readonly(coroutine, "coroutine")
-    g.os = readonly(SAFE_OS, "os")
-    g.require = require_fn
-    local env = setmetatable({}, {
-        __index = function(_, k)
-            local v = g[k]
-            if v == nil then
-                error("unknown global '" .. tostring(k) .. "'", 2)
-            end
-            return v
-        end,
-        __newindex = function(_, k)
-            error("assignment to undeclared global '" .. tostring(k) .. "'", 2)
-        end,
-    })
-    return env
-end
-
--- A sandbox generation: its own module cache, like one server generation.
+-- A sandbox generation: its own snapshot of lua_dir and tools_dir/_lib and its own
+-- module caches, like one server generation.
+--   sb.require(name)      the runtime's require (lua/ modules, private ones too)
+--   sb.tool_require(name) the require tool code gets
+--   sb.load(name)         tools_dir/<name>.lua -> normalized tool | nil, errors
 function M.sandbox(tools_dir, lua_dir)
     tools_dir = tools_dir or M.tools_dir
     lua_dir = lua_dir or M.lua_dir
-    local loaded = {}
-    local sb = {}
-    local function sandbox_require(name)
-        if type(name) ~= "string" then
-            error("module name must be a string", 2)
-        end
-        if loaded[name] ~= nil then
-            return loaded[name]
-        end
-        if name == "cljson" then
-            loaded[name] = cljson
-            return cljson
-        end
-        if name == "cltexts" then
-            loaded[name] = require "cltexts"
-            return loaded[name]
-        end
-        local path
-        local lib = name:match("^_lib%.([%w_]+)$")
-        if lib then
-            path = tools_dir .. "/_lib/" .. lib .. ".lua"
-            if paths.shared_lib_dir and not file_exists(path) then
-                path = paths.shared_lib_dir .. "/" .. lib .. ".lua"
-            end
-        elseif name:match("^[%w_]+$") then
-            path = lua_dir .. "/" .. name .. ".lua"
-        else
-            error("module '" .. name .. "' not allowed", 2)
-        end
-        local f = io.open(path, "rb")
-        if not f then
-            error("module '" .. name .. "' not found", 2)
-        end
-        f:close()
-        local chunk, err = loadfile(path, "t", new_env(sandbox_require))
-        if not chunk then
-            error(err, 2)
-        end
-        local v = chunk(name)
-        loaded[name] = v == nil and true or v
-        return loaded[name]
+    local lib_dir = tools_dir .. "/_lib"
+    if paths.shared_lib_dir and not file_exists(lib_dir) then
+        lib_dir = paths.shared_lib_dir -- a kit user's tools/ without _lib/
     end
-    sb.require = sandbox_require
-    -- Loads tools_dir/<name>.lua -> normalized tool | nil, errors
+    local gen = clsandbox.new(lua_dir, lib_dir)
+    local sb = { require = gen.require, tool_require = gen.tool_require }
     function sb.load(name)
-        local path = tools_dir .. "/" .. name .. ".lua"
-        local chunk, err = loadfile(path, "t", new_env(sandbox_require))
+        local f, ferr = io.open(tools_dir .. "/" .. name .. ".lua", "rb")
+        if not f then
+            return nil, { ferr }
+        end
+        local text = f:read("a")
+        f:close()
+        local chunk, err = gen.load(text, "@" .. name .. ".lua")
         if not chunk then
             return nil, { err }
         end
@@ -165,7 +97,13 @@ function M.sandbox(tools_dir, lua_dir)
         end
         return contract.check(tool, name)
     end
+    current = sb
     return sb
+end
+
+-- The runtime's authorization cache of the latest sandbox (ctx.authz's store).
+function M.authz()
+    return (current or M.sandbox()).require("authz")
 end
 
 -- Loads a tool of tools/ through the sandbox and the contract; raises with every
@@ -244,6 +182,12 @@ function M.ctx(opts)
     ctx.log = function(level, msg)
         ctx.logs[#ctx.logs + 1] = { level = level, msg = msg }
     end
+    ctx.authz = M.authz().handle(ctx.principal, function()
+        if type(ctx.now_ms) == "function" then
+            return ctx.now_ms()
+        end
+        return os.time() * 1000
+    end)
     return ctx
 end
 
@@ -257,7 +201,7 @@ function M.call(tool, args, opts)
         return nil, { status = 400, code = "invalid_arguments", errors = errs }, ctx
     end
     local co = coroutine.create(tool.handle)
-    local ok, res, err = coroutine.resume(co, v, ctx)
+    local ok, res, err = coroutine.resume(co, v, M.readonly(ctx))
     if not ok then
         error(debug.traceback(co, res), 2)
     end

@@ -53,7 +53,7 @@ local function generation()
     host.configure({ upstreams = UPSTREAMS })
     local g = { host = host }
     function g.load(name, source, mtime)
-        local chunk = assert(load(source, "@" .. name .. ".lua", "t", setmetatable({ require = sb.require },
+        local chunk = assert(load(source, "@" .. name .. ".lua", "t", setmetatable({ require = sb.tool_require },
             { __index = _G })))
         local file = { path = "tools/" .. name .. ".lua", source = source, mtime = mtime or 0, line = 30 }
         return host.register(name, chunk(), false, file)
