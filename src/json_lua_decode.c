@@ -555,8 +555,12 @@ static int scan_object(dec *d, size_t depth, int *canon)
     }
     if (!d->keys)
         d->keys = dec_buf(d, 1);
+    /* Room for this object's key references, reserved at once (a nested object's
+     * come after them). */
     buf *kb = d->keys;
     size_t start = kb->len;
+    buf_reserve(kb, RAW_MAX_KEYS * sizeof(rawkey_ref));
+    kb->len = start + RAW_MAX_KEYS * sizeof(rawkey_ref);
     uint64_t mask = 0;
     int n = 0, rc = -1;
     int row = depth == d->rowdepth && d->ro && d->ro->ndrop;
@@ -592,7 +596,7 @@ static int scan_object(dec *d, size_t depth, int *canon)
                 }
                 mask |= bit;
                 rawkey_ref r = {p, klen, h};
-                buf_append(kb, &r, sizeof r);
+                memcpy(kb->data + start + (size_t)(n - 1) * sizeof r, &r, sizeof r);
             }
         }
         q = dec_ws(d->p, d->end);
