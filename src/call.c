@@ -921,6 +921,20 @@ static void on_start(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
+/* Pushes ctx.config: the deployment settings, fixed before the first call, so
+ * their Lua table is built once per state (the registry keeps it under the
+ * settings' address) and shared by every call; tools see it through ctx's
+ * read-only view. */
+static void push_shared_config(lua_State *L, const json_value *config)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, config) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    cljson_push(L, config);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, config);
+}
+
 static int setup_p(lua_State *L)
 {
     call *c = lua_touserdata(L, 1);
@@ -989,7 +1003,7 @@ static int setup_p(lua_State *L)
         lua_setfield(L, ctx, "request");
     }
     if (c->env_config) {
-        cljson_push(L, c->env_config);
+        push_shared_config(L, c->env_config);
         lua_setfield(L, ctx, "config");
     }
     if (c->env_bkn && json_typeof(c->env_bkn) == JSON_OBJECT) {
