@@ -130,6 +130,8 @@ static const char *canon_skip(const char *p, const char *end)
     return p;
 }
 
+const char cljson_reg_key = 'r';
+
 void cljson_ensure_registry(lua_State *L)
 {
     luaL_newmetatable(L, REG_ARRAY);
@@ -173,6 +175,14 @@ void cljson_ensure_registry(lua_State *L)
     } else {
         lua_pop(L, 1);
     }
+    static const char *const names[REGI_N] = {REG_ARRAY, REG_OBJECT, REG_NUMBER, REG_ORDER,
+                                              REG_RAW};
+    lua_createtable(L, REGI_N, 0);
+    for (int i = 0; i < REGI_N; i++) {
+        lua_getfield(L, LUA_REGISTRYINDEX, names[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &cljson_reg_key);
 }
 
 /* order_put of the string at stack index idx. */

@@ -1038,7 +1038,7 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     d.rowdepth = 0;
     d.ncut = 0;
     if (d.ro) {
-        luaL_getmetatable(L, REG_RAW); /* base + 8 */
+        cljson_push_reg_at(L, REGI_RAW); /* base + 8 */
         d.rawmt = base + 8;
     }
     if (dec_value(&d, 0) < 0 || dec_ws(d.p, d.end) != d.end) {

@@ -742,7 +742,7 @@ static int convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int tre
     e->pamt = lua_topointer(L, e->amt);
     e->pomt = lua_topointer(L, e->omt);
     e->pnmt = lua_topointer(L, e->nmt);
-    lua_getfield(L, LUA_REGISTRYINDEX, REG_RAW); /* anchored by the registry */
+    cljson_push_reg_at(L, REGI_RAW); /* anchored by the registry */
     e->prawmt = lua_topointer(L, -1);
     lua_pop(L, 1);
     e->grown = base + 5;

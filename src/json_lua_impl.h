@@ -53,6 +53,27 @@ CLJSON_HIDDEN cbox *cljson_box_new(lua_State *L);
 /* Creates the registry entries once per lua_State; later calls reuse them so that
  * values made before a second require stay recognised. */
 CLJSON_HIDDEN void cljson_ensure_registry(lua_State *L);
+/* The registry entries below that are never replaced (not REG_LISTS), in one table
+ * made by cljson_ensure_registry and found by address (no string lookups): its
+ * REGI_* elements. */
+enum { REGI_ARRAY = 1, REGI_OBJECT, REGI_NUMBER, REGI_ORDER, REGI_RAW, REGI_N = REGI_RAW };
+CLJSON_HIDDEN extern const char cljson_reg_key;
+/* Pushes that table (making the entries at the first use). */
+static inline void cljson_push_reg(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &cljson_reg_key) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    cljson_ensure_registry(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &cljson_reg_key);
+}
+/* Pushes element i (REGI_*) of that table. */
+static inline void cljson_push_reg_at(lua_State *L, int i)
+{
+    cljson_push_reg(L);
+    lua_rawgeti(L, -1, i);
+    lua_remove(L, -2);
+}
 
 /* An order string is the keys in order, each as its length (LEB128) and bytes,
  * no key twice. Equal orders are equal strings. */
@@ -116,13 +137,12 @@ static inline int word_special(uint64_t w)
  * in that order; returns the stack top before them. */
 static inline int cljson_push_tables(lua_State *L, int room)
 {
-    cljson_ensure_registry(L);
     luaL_checkstack(L, room, "cljson");
     int base = lua_gettop(L);
-    luaL_getmetatable(L, REG_ARRAY);
-    luaL_getmetatable(L, REG_OBJECT);
-    luaL_getmetatable(L, REG_NUMBER);
-    lua_getfield(L, LUA_REGISTRYINDEX, REG_ORDER);
+    cljson_push_reg(L);
+    for (int i = 1; i <= 4; i++)
+        lua_rawgeti(L, base + 1, i);
+    lua_remove(L, base + 1);
     return base;
 }
 
