@@ -89,9 +89,19 @@ static int valid_traceparent(const char *s)
 
 /* ---- replies ---- */
 
+/* As evhttp_find_header (the first value, the name compared without case), with a
+ * test of the first letter before the full comparison: a request asks for a dozen
+ * names, most of them absent. */
 const char *req_header(req_ctx *c, const char *name)
 {
-    return evhttp_find_header(evhttp_request_get_input_headers(c->req), name);
+    struct evkeyval *kv;
+    unsigned char f = (unsigned char)(name[0] | 0x20);
+    TAILQ_FOREACH(kv, evhttp_request_get_input_headers(c->req), next)
+    {
+        if ((unsigned char)(kv->key[0] | 0x20) == f && strcasecmp(kv->key, name) == 0)
+            return kv->value;
+    }
+    return NULL;
 }
 
 void req_add_header(req_ctx *c, const char *name, const char *value)
