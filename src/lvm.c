@@ -655,6 +655,16 @@ static int is_readonly(lua_State *L, int idx)
     return r;
 }
 
+/* type(v): the base library's, with the names kept as upvalues (no C-string
+ * lookup per call; tools and the runtime ask it dozens of times per call). */
+static int sb_type(lua_State *L)
+{
+    int t = lua_type(L, 1);
+    luaL_argcheck(L, t != LUA_TNONE, 1, "value expected");
+    lua_pushvalue(L, lua_upvalueindex(t + 1));
+    return 1;
+}
+
 static int sb_rawset(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -1327,6 +1337,10 @@ static void setup_libs(lua_State *L, int own)
     g = lua_gettop(L);
     copy_fields(L, real, g, BASE_ALLOWED);
 
+    for (i = 0; i < LUA_NUMTYPES; i++)
+        lua_pushstring(L, lua_typename(L, i));
+    lua_pushcclosure(L, sb_type, LUA_NUMTYPES);
+    lua_setfield(L, g, "type");
     lua_pushcfunction(L, sb_pcall);
     lua_setfield(L, g, "pcall");
     lua_pushcfunction(L, sb_xpcall);
