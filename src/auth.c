@@ -176,7 +176,7 @@ static void make_ready(auth_ctx *a, auth_wait *w, auth_status st, const principa
     w->st = st;
     if (st == AUTH_OK && who)
         w->who = *who;
-    snprintf(w->detail, sizeof(w->detail), "%s", detail ? detail : "");
+    str_copy(w->detail, sizeof(w->detail), detail ? detail : "");
     TAILQ_INSERT_TAIL(&a->ready, w, link);
     event_active(a->deliver, 0, 0);
 }
@@ -266,7 +266,7 @@ static auth_status map_response(auth_ctx *a, int apikey, const json_value *doc, 
     int bad = 0;
     if (apikey) {
         const char *at = json_get_string(doc, "account_type");
-        snprintf(p->account_type, sizeof(p->account_type), "%s",
+        str_copy(p->account_type, sizeof(p->account_type),
                  at && strcmp(at, "app") == 0 ? "app" : "user");
         snprintf(p->auth_method, sizeof(p->auth_method), "api_key");
         bad |= put_field(p->account_id, sizeof(p->account_id), sub);
@@ -281,7 +281,7 @@ static auth_status map_response(auth_ctx *a, int apikey, const json_value *doc, 
             type = "app"; /* client-credentials token */
         else if (vt && strcmp(vt, "realname") == 0)
             type = "user";
-        snprintf(p->account_type, sizeof(p->account_type), "%s", type);
+        str_copy(p->account_type, sizeof(p->account_type), type);
         snprintf(p->auth_method, sizeof(p->auth_method), "oauth");
         bad |= put_field(p->account_id, sizeof(p->account_id), sub);
         bad |= put_field(p->client_id, sizeof(p->client_id), cid);

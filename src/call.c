@@ -445,8 +445,8 @@ static int ctx_http(lua_State *L)
     req.max_response = c->cfg->max_response_bytes;
     c->fetch_t0 = now_mono_ms();
     c->fetch_up = up;
-    snprintf(c->fetch_method, sizeof c->fetch_method, "%s", method);
-    snprintf(c->fetch_path, sizeof c->fetch_path, "%s", path);
+    str_copy(c->fetch_method, sizeof c->fetch_method, method);
+    str_copy(c->fetch_path, sizeof c->fetch_path, path);
     c->freq = fetch_start(c->cfg->fetch, &req, on_fetch, c, &ferr);
     memset(authz, 0, sizeof authz); /* curl holds its own copy of the headers */
     if (!c->freq)

@@ -38,9 +38,9 @@ int callcheck_format(const char *query, const json_value *arg, int mcp, int tool
 {
     char given[64] = "";
     if (!mcp && query)
-        snprintf(given, sizeof given, "%s", query);
+        str_copy(given, sizeof given, query);
     else if (arg && json_typeof(arg) == JSON_STRING)
-        snprintf(given, sizeof given, "%s", json_get_str(arg, NULL));
+        str_copy(given, sizeof given, json_get_str(arg, NULL));
     else if (arg)
         snprintf(given, sizeof given, "(not a string)");
     if (!given[0]) {

@@ -101,7 +101,7 @@ static void finish(flow *f, int store_it)
         f->idem_owned = 0;
     }
     if (!f->o.code[0])
-        snprintf(f->o.code, sizeof f->o.code, "%s", f->o.is_error ? "tool_error" : "ok");
+        str_copy(f->o.code, sizeof f->o.code, f->o.is_error ? "tool_error" : "ok");
     f->done(&f->o, f->done_arg);
     flow_free(f);
 }
@@ -145,7 +145,7 @@ static int rest_status_of(const char *code)
 static void refuse_api(flow *f, const trace_reply *r)
 {
     const char *code = r->error_code && *r->error_code ? r->error_code : "internal_error";
-    snprintf(f->o.code, sizeof f->o.code, "%s", code);
+    str_copy(f->o.code, sizeof f->o.code, code);
     buf_reset(&f->o.json);
     guard_write_api_error(&f->o.json, r->body);
     f->o.is_error = 1;
@@ -248,7 +248,7 @@ static void on_finalized(const trace_reply *r, const json_value *receipt, void *
     if (f->o.receipt) {
         const json_value *rid = json_get(f->o.receipt, "receipt_id");
         if (rid && json_typeof(rid) == JSON_STRING)
-            snprintf(f->o.receipt_id, sizeof f->o.receipt_id, "%s", json_get_str(rid, NULL));
+            str_copy(f->o.receipt_id, sizeof f->o.receipt_id, json_get_str(rid, NULL));
     }
     finish(f, 1);
 }
@@ -307,7 +307,7 @@ static void on_call_done(const call_result *res, void *arg)
         f->error_value = res->value;
     else
         o->result = res->value;
-    snprintf(o->code, sizeof o->code, "%s",
+    str_copy(o->code, sizeof o->code,
              res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok");
     if (f->record)
         finalize(f);
@@ -390,8 +390,8 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
         refuse_unavailable(f);
         return;
     }
-    snprintf(f->o.operation_id, sizeof f->o.operation_id, "%s", op->operation_id);
-    snprintf(f->o.receipt_id, sizeof f->o.receipt_id, "%s", op->receipt_id);
+    str_copy(f->o.operation_id, sizeof f->o.operation_id, op->operation_id);
+    str_copy(f->o.receipt_id, sizeof f->o.receipt_id, op->receipt_id);
     f->attempt = op->attempt;
     if (op->execute) {
         run_tool(f);
@@ -453,7 +453,7 @@ static void on_interaction(const trace_reply *r, const trace_interaction *it, vo
         refuse(f, 409, "interaction_terminal", m, 0, "bkn_start_interaction", "start_interaction");
         return;
     }
-    snprintf(f->lease_token, sizeof f->lease_token, "%s", it->lease_token ? it->lease_token : "");
+    str_copy(f->lease_token, sizeof f->lease_token, it->lease_token ? it->lease_token : "");
     json_free(f->lease_epoch);
     f->lease_epoch = it->lease_epoch ? json_clone(it->lease_epoch) : NULL;
     trace_lease_put(f->in.trace, f->lease_key, cid, f->lease_token, f->lease_epoch);
@@ -649,7 +649,7 @@ void flow_run(flow *f)
     const char *kn = in->args ? json_get_string(in->args, "kn_id") : NULL;
     if (!kn)
         kn = in->env.kn_id_header;
-    snprintf(f->kn_id, sizeof f->kn_id, "%s", kn ? kn : "");
+    str_copy(f->kn_id, sizeof f->kn_id, kn ? kn : "");
     guard_refusal why;
     if (guard_parse(in->args, f->kn_id[0] ? f->kn_id : NULL, in->env.lang, &f->ctx, &why) < 0) {
         refuse(f, why.rest_status, why.code, why.message, why.retryable, why.mcp_action,

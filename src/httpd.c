@@ -70,8 +70,20 @@ static void new_request_id(char *out, size_t outlen)
     r[6] = (r[6] & 0x0f) | 0x40;
     r[8] = (r[8] & 0x3f) | 0x80;
     hex_encode(r, sizeof r, hex);
-    snprintf(out, outlen, "req_%.8s-%.4s-%.4s-%.4s-%.12s", hex, hex + 8, hex + 12, hex + 16,
-             hex + 20);
+    /* req_ and the UUID form 8-4-4-4-12 */
+    char id[4 + 36 + 1], *w = id;
+    static const unsigned char groups[] = {8, 4, 4, 4, 12};
+    memcpy(w, "req_", 4);
+    w += 4;
+    for (size_t g = 0, at = 0; g < sizeof groups; g++) {
+        if (g)
+            *w++ = '-';
+        memcpy(w, hex + at, groups[g]);
+        w += groups[g];
+        at += groups[g];
+    }
+    *w = '\0';
+    str_copy(out, outlen, id);
 }
 
 static int valid_traceparent(const char *s)
@@ -583,22 +595,22 @@ static void gencb(struct evhttp_request *req, void *arg)
     c->req = req;
     c->t0 = now_mono_ms();
     a->requests_total++;
-    snprintf(c->method, sizeof c->method, "%s", method_name(evhttp_request_get_command(req)));
+    str_copy(c->method, sizeof c->method, method_name(evhttp_request_get_command(req)));
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    snprintf(c->path, sizeof c->path, "%s", path && *path ? path : "/");
+    str_copy(c->path, sizeof c->path, path && *path ? path : "/");
 
     const char *rid = req_header(c, "bkn-request-id");
     if (!valid_request_id(rid))
         rid = req_header(c, "x-request-id");
     if (valid_request_id(rid)) {
-        snprintf(c->request_id, sizeof c->request_id, "%s", rid);
+        str_copy(c->request_id, sizeof c->request_id, rid);
         c->caller_request_id = 1;
     } else
         new_request_id(c->request_id, sizeof c->request_id);
     const char *tp = req_header(c, "traceparent");
     if (valid_traceparent(tp))
-        snprintf(c->traceparent, sizeof c->traceparent, "%s", tp);
+        str_copy(c->traceparent, sizeof c->traceparent, tp);
     c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
     if (refused.status) {
         reply_refused(c, &refused);
@@ -647,7 +659,7 @@ static void gencb(struct evhttp_request *req, void *arg)
 static int split_listen_addr(const char *addr, char host[256], const char **h, const char **port,
                              char *err, size_t errlen)
 {
-    snprintf(host, 256, "%s", addr);
+    str_copy(host, 256, addr);
     char *colon = strrchr(host, ':');
     if (!colon) {
         snprintf(err, errlen, "listen address '%s' is not host:port", addr);
@@ -985,10 +997,10 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     c->app = a;
     c->req = req;
     c->t0 = now_mono_ms();
-    snprintf(c->method, sizeof c->method, "%s", method_name(evhttp_request_get_command(req)));
+    str_copy(c->method, sizeof c->method, method_name(evhttp_request_get_command(req)));
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    snprintf(c->path, sizeof c->path, "%s", path && *path ? path : "/");
+    str_copy(c->path, sizeof c->path, path && *path ? path : "/");
     new_request_id(c->request_id, sizeof c->request_id);
     c->lang = a->default_lang;
     if (refused.status) {

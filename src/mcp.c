@@ -281,7 +281,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     char err[128];
     int code = mcp_parse_call(params, &mc, err, sizeof err);
     if (mc.name)
-        snprintf(c->tool, sizeof c->tool, "%s", mc.name);
+        str_copy(c->tool, sizeof c->tool, mc.name);
     if (code) {
         rpc_error(c, 200, code, err);
         return;
@@ -357,7 +357,7 @@ static void open_stream(req_ctx *c, const char *sid)
     sse_stream *s = xcalloc(1, sizeof *s);
     s->app = a;
     s->req = c->req;
-    snprintf(s->session, sizeof s->session, "%s", sid);
+    str_copy(s->session, sizeof s->session, sid);
     struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
     evhttp_add_header(h, "Content-Type", "text/event-stream");
     evhttp_add_header(h, "Cache-Control", "no-store");

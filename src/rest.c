@@ -60,7 +60,7 @@ void rest_handle(req_ctx *c)
         json_free(c->msg);
         c->msg = args;
     }
-    snprintf(c->tool, sizeof c->tool, "%s", ti->name);
+    str_copy(c->tool, sizeof c->tool, ti->name);
     req_async_begin(c);
     req_flow_start(c, ti, c->msg, NULL, rest_reply_outcome);
 }

@@ -140,5 +140,10 @@ int upstream_traceparent_child(const char *in, const char *span_hex, char out[56
 
 void upstream_traceparent_new(const char *trace_hex, const char *span_hex, char out[56])
 {
-    snprintf(out, 56, "00-%.32s-%.16s-01", trace_hex, span_hex);
+    /* 00-<32 hex>-<16 hex>-01 (both given at their full lengths) */
+    memcpy(out, "00-", 3);
+    memcpy(out + 3, trace_hex, 32);
+    out[35] = '-';
+    memcpy(out + 36, span_hex, 16);
+    memcpy(out + 52, "-01", 4);
 }

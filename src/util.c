@@ -244,6 +244,13 @@ void sha256_hex(const void *data, size_t len, char out[65])
     hex_encode(md, 32, out);
 }
 
+void str_copy(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 int str_ieq(const char *a, const char *b)
 {
     return strcasecmp(a, b) == 0;

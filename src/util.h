@@ -60,6 +60,10 @@ void hex_encode(const unsigned char *in, size_t n, char *out);
 /* SHA-256 of data as 64 hex chars + NUL. */
 void sha256_hex(const void *data, size_t len, char out[65]);
 
+/* Copies src into dst (cap bytes, cap > 0) as snprintf(dst, cap, "%s", src) does:
+ * cut to cap - 1 bytes, always terminated. */
+void str_copy(char *dst, size_t cap, const char *src);
+
 /* Case-insensitive ASCII compare helpers. */
 int str_ieq(const char *a, const char *b);
 int str_istartswith(const char *s, const char *prefix);
