@@ -217,6 +217,29 @@ void req_pending_clear(req_ctx *c)
     c->pending.cancel = NULL;
 }
 
+/* Freed request contexts kept for the next requests (a context is a few kB: a
+ * malloc of that size and its free cost more than clearing a kept one). */
+#define CTX_KEEP 32
+static req_ctx *g_ctx_kept[CTX_KEEP];
+static int g_ctx_nkept;
+
+static req_ctx *ctx_new(void)
+{
+    if (g_ctx_nkept == 0)
+        return xcalloc(1, sizeof(req_ctx));
+    req_ctx *c = g_ctx_kept[--g_ctx_nkept];
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+static void ctx_release(req_ctx *c)
+{
+    if (g_ctx_nkept < CTX_KEEP)
+        g_ctx_kept[g_ctx_nkept++] = c;
+    else
+        free(c);
+}
+
 static void ctx_free(req_ctx *c)
 {
     if (c->plimit_held)
@@ -234,7 +257,7 @@ static void ctx_free(req_ctx *c)
         event_free(c->progress_timer);
     if (c->close_watch)
         event_free(c->close_watch);
-    free(c);
+    ctx_release(c);
 }
 
 static void on_conn_close(struct evhttp_connection *evcon, void *arg);
@@ -590,7 +613,7 @@ static void gencb(struct evhttp_request *req, void *arg)
     app *a = arg;
     connguard_refusal refused = {0, NULL};
     connguard_request_done(g_guard, req, &refused);
-    req_ctx *c = xcalloc(1, sizeof *c);
+    req_ctx *c = ctx_new();
     c->app = a;
     c->req = req;
     c->t0 = now_mono_ms();
@@ -993,7 +1016,7 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     app *a = arg;
     connguard_refusal refused = {0, NULL};
     connguard_request_done(g_admin_guard, req, &refused);
-    req_ctx *c = xcalloc(1, sizeof *c);
+    req_ctx *c = ctx_new();
     c->app = a;
     c->req = req;
     c->t0 = now_mono_ms();
@@ -1183,6 +1206,8 @@ void httpd_free(app *a)
     if (g_share_ev)
         event_free(g_share_ev);
     g_share_ev = NULL;
+    while (g_ctx_nkept > 0)
+        free(g_ctx_kept[--g_ctx_nkept]);
 }
 
 void req_detach(req_ctx *c, int status)
