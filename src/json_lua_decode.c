@@ -217,7 +217,8 @@ static inline const unsigned char *utf8_run(const unsigned char *p, const unsign
 
 /* The next '"' or backslash of a string from p; NULL at its end or at a byte a
  * string cannot hold (a control character, invalid UTF-8). */
-static inline const unsigned char *str_next(const unsigned char *p, const unsigned char *end)
+static inline __attribute__((always_inline)) const unsigned char *str_next(const unsigned char *p,
+                                                                           const unsigned char *end)
 {
     for (;;) {
         p = plain_run(p, end);
@@ -493,7 +494,7 @@ static int scan_value(dec *d, size_t depth, int *canon);
 
 /* Validates the string at d->p (on '"') and moves past it; *h gets a hash of
  * its text (keys). */
-static int scan_string(dec *d, int *canon, uint32_t *h)
+static inline __attribute__((always_inline)) int scan_string(dec *d, int *canon, uint32_t *h)
 {
     const unsigned char *p = d->p + 1, *end = d->end;
     for (;;) {
@@ -516,8 +517,17 @@ static int scan_string(dec *d, int *canon, uint32_t *h)
                 *canon = 0;
         }
     }
-    if (h)
-        *h = (uint32_t)(text_hash(d->p + 1, (size_t)(p - d->p - 1)) >> 32);
+    if (h) {
+        size_t len = (size_t)(p - d->p - 1);
+        uint64_t a = 0;
+        if (len >= 8 || end - (d->p + 1) < 8 || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__) {
+            *h = (uint32_t)(text_hash(d->p + 1, len) >> 32);
+        } else { /* a short key with 8 bytes of text from its start: text_hash in one load */
+            memcpy(&a, d->p + 1, 8);
+            a &= ~(~0ULL << (len * 8));
+            *h = (uint32_t)(((a ^ len) * 0xFF51AFD7ED558CCDULL) >> 32);
+        }
+    }
     d->p = p + 1;
     return 0;
 }
