@@ -40,9 +40,9 @@
  * small objects, each a malloc/free pair otherwise. Sanitizer builds go to malloc
  * directly so that a use after free is still caught. */
 #define LVM_POOL_STEP 16
-#define LVM_POOL_MAX_BLOCK 256
+#define LVM_POOL_MAX_BLOCK 1024
 #define LVM_POOL_CLASSES (LVM_POOL_MAX_BLOCK / LVM_POOL_STEP)
-#define LVM_POOL_BYTES ((size_t)256 << 10)
+#define LVM_POOL_BYTES ((size_t)1 << 20)
 #if defined(__SANITIZE_ADDRESS__)
 #define LVM_POOL 0
 #elif defined(__has_feature)
