@@ -22,7 +22,6 @@
 #define TOOLS_DEFAULT_INSTR 100000000L
 #define TOOLS_MAX_FILE ((size_t)4 << 20)
 
-
 /* ---- config copy ---- */
 
 static void config_copy(tools_config *dst, tools_upstream **ups, const tools_config *src)
@@ -39,6 +38,8 @@ static void config_copy(tools_config *dst, tools_upstream **ups, const tools_con
         (*ups)[i].name = xstrdup(src->upstreams[i].name);
         (*ups)[i].base_url = xstrdup(src->upstreams[i].base_url);
         (*ups)[i].timeout_ms = src->upstreams[i].timeout_ms;
+        (*ups)[i].caller_token = src->upstreams[i].caller_token;
+        (*ups)[i].managed_proxy = src->upstreams[i].managed_proxy;
     }
     dst->upstreams = *ups;
 }

@@ -58,6 +58,8 @@ typedef struct tools_upstream {
     const char *name;     /* e.g. "ontology_query" */
     const char *base_url; /* e.g. "http://127.0.0.1:9100/api/ontology-query" (no trailing /) */
     long timeout_ms;
+    int caller_token;  /* ctx.http may forward the caller's bearer token (caller_token) */
+    int managed_proxy; /* ctx.http GETs may go out as a managed proxy account */
 } tools_upstream;
 
 typedef struct tools_config {
