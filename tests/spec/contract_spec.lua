@@ -412,16 +412,20 @@ describe("contract routes", function()
         fails_with(with_routes({ { method = "POST", path = "/x/{id}/{id}" } }), "names {id} twice")
         fails_with(with_routes({ { method = "POST", path = "/x/../y" } }), "segment '..'")
         fails_with(with_routes({ { method = "POST", path = "/x//y" } }), "segment ''")
-        fails_with(with_routes({ { method = "POST", path = "/x/{id}", body = "n" } }), "body must name an object parameter")
+        fails_with(with_routes({ { method = "POST", path = "/x/{id}", body = "n" } }),
+            "body must name an object parameter")
         fails_with(with_routes({ { method = "POST", path = "/x/{id}", verb = "y" } }), "unknown key 'verb'")
     end)
 
     it("refuses a route that shadows one of the core's, whatever the method", function()
-        fails_with(with_routes({ { method = "POST", path = "/mcp/info" } }), "POST /mcp/info clashes with the core's route /mcp/info")
+        fails_with(with_routes({ { method = "POST", path = "/mcp/info" } }),
+            "POST /mcp/info clashes with the core's route /mcp/info")
         fails_with(with_routes({ { method = "POST", path = "/mcp/{id}" } }), "clashes with the core's route /mcp/ptc")
-        fails_with(with_routes({ { method = "POST", path = "/mcp-compact" } }), "clashes with the core's route /mcp-compact")
+        fails_with(with_routes({ { method = "POST", path = "/mcp-compact" } }),
+            "clashes with the core's route /mcp-compact")
         fails_with(with_routes({ { method = "POST", path = "/kn/{id}/x" } }), "clashes with the core's route /kn/…")
-        fails_with(with_routes({ { method = "POST", path = "/.well-known/x" } }), "clashes with the core's route /.well-known/…")
+        fails_with(with_routes({ { method = "POST", path = "/.well-known/x" } }),
+            "clashes with the core's route /.well-known/…")
         fails_with(with_routes({ { method = "POST", path = "/x/{id}" }, { method = "POST", path = "/x/y" } }),
             "routes[2]: POST /x/y clashes with the tool's route POST /x/{id}")
         assert(contract.check(with_routes({ { method = "POST", path = "/mcp/proxy/{id}/call" } }), "sample_tool"))
@@ -439,7 +443,8 @@ describe("contract routes", function()
         for fn, lit in src:gmatch("(strn?cmp)%(rest, \"(/[^\"]*)\"") do
             n = n + 1
             local want = (fn == "strcmp" and lit ~= "/") and lit:gsub("/$", "") or lit
-            assert.is_true(known[want] == true, "src/route.c matches " .. lit .. "; contract.builtin_routes lacks " .. want)
+            assert.is_true(known[want] == true,
+                "src/route.c matches " .. lit .. "; contract.builtin_routes lacks " .. want)
         end
         assert.is_true(n >= 10)
     end)
