@@ -188,15 +188,13 @@ static int refuse_arguments(lifecycle *l)
         return -1;
     }
     const char *code = json_get_string(r, "code");
-    snprintf(l->o.code, sizeof l->o.code, "%s", code ? code : "invalid_params");
     buf_reset(&l->o.json);
     buf_puts(&l->o.json, "{\"error\":");
     json_write(&l->o.json, r, 0);
     buf_putc(&l->o.json, '}');
-    json_free(r);
     l->o.is_error = 1;
-    l->done(&l->o, l->done_arg);
-    lc_free(l);
+    lc_send(l, code ? code : "invalid_params");
+    json_free(r);
     return -1;
 }
 
