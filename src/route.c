@@ -122,15 +122,14 @@ static int route_declared(req_ctx *c, const char *rest)
             if (template_matches(t->routes[k].path, rest))
                 ti = t, r = &t->routes[k];
     }
-    if (!r) {
-        if (g)
-            tools_gen_release(g);
-        return 0;
+    int rc = r ? -1 : 0;
+    if (r) {
+        c->kind = ROUTE_REST;
+        snprintf(c->surface, sizeof c->surface, "rest");
     }
-    c->kind = ROUTE_REST;
-    snprintf(c->surface, sizeof c->surface, "rest");
-    int rc = -1;
-    if (!ti->gate_open) {
+    if (!r) {
+        /* not a declared route */
+    } else if (!ti->gate_open) {
         req_not_found(c);
     } else if (strcmp(c->method, "POST")) {
         req_add_header(c, "Allow", "POST");
@@ -141,9 +140,10 @@ static int route_declared(req_ctx *c, const char *rest)
         c->ti = ti;
         c->route_body = r->body;
         snprintf(c->tool, sizeof c->tool, "%s", ti->name);
-        return 1;
+        rc = 1;
     }
-    tools_gen_release(g);
+    if (rc != 1 && g)
+        tools_gen_release(g);
     return rc;
 }
 
@@ -191,12 +191,13 @@ route_handler route_request(req_ctx *c, const char *rest)
                             "Origin or Host header not allowed (DNS rebinding protection)");
             return NULL;
         }
-    } else if ((declared = route_declared(c, rest)) != 0) {
-        if (declared < 0)
-            return NULL;
-        handler = rest_handle;
     } else if (!strncmp(rest, "/kn/", 4) && rest[4]) {
         if (route_tool(c, rest + 4, SURFACE_REST, "use POST on /kn routes") < 0)
+            return NULL;
+        handler = rest_handle;
+    } else if ((declared = route_declared(c, rest)) != 0) {
+        /* the routes tools declare never shadow the core's (lua/contract.lua) */
+        if (declared < 0)
             return NULL;
         handler = rest_handle;
     } else {
