@@ -80,7 +80,7 @@ static int template_matches(const char *tpl, const char *path)
 }
 
 /* The {name} segments of path under template tpl (template_matches holds), decoded,
- * into an object; NULL after a 400 naming the parameter. */
+ * into an object; NULL after a 400 naming the parameter (the reply frees c). */
 static json_value *template_params(req_ctx *c, const char *tpl, const char *path)
 {
     json_value *o = json_new_object();
@@ -109,8 +109,8 @@ static json_value *template_params(req_ctx *c, const char *tpl, const char *path
 
 /* A route a tool of the current generation declares (tools_info.routes): 0 when none
  * matches rest; 1 when one does (c->gen pinned, c->ti, c->route_params and
- * c->route_body set); -1 after a reply (wrong method 405, a malformed parameter 400,
- * the tool gated off 404). */
+ * c->route_body set); -1 after a reply, which freed c (wrong method 405, a malformed
+ * parameter 400, the tool gated off 404). */
 static int route_declared(req_ctx *c, const char *rest)
 {
     tools_gen *g = tools_host_acquire(c->app->tools);
@@ -123,6 +123,7 @@ static int route_declared(req_ctx *c, const char *rest)
                 ti = t, r = &t->routes[k];
     }
     int rc = r ? -1 : 0;
+    json_value *params = NULL;
     if (r) {
         c->kind = ROUTE_REST;
         snprintf(c->surface, sizeof c->surface, "rest");
@@ -134,8 +135,9 @@ static int route_declared(req_ctx *c, const char *rest)
     } else if (strcmp(c->method, "POST")) {
         req_add_header(c, "Allow", "POST");
         req_reply_error(c, 405, NULL, "use POST on this route");
-    } else if ((c->route_params = template_params(c, r->path, rest)) != NULL) {
+    } else if ((params = template_params(c, r->path, rest)) != NULL) {
         /* The generation is pinned here, once: the call runs on what routing saw. */
+        c->route_params = params;
         c->gen = g;
         c->ti = ti;
         c->route_body = r->body;
