@@ -116,6 +116,8 @@ test('tool code cannot reach the runtime\'s private modules nor write modules or
     write_cljson: "attempt to modify a read-only table (field 'encode')",
     write_ctx: "attempt to modify a read-only table (field 'stash'): ctx and its tables are read-only",
     write_ctx_config: "attempt to modify a read-only table (field 'EXECUTE_SKILL_ENABLED')",
+    rawset_ctx_config: 'attempt to modify a read-only table',
+    type_no_value: "bad argument #1 to 'type' (value expected)",
     write_ctx_principal: "attempt to modify a read-only table (field 'account_id')",
     debug: "unknown global 'debug'",
     package: "unknown global 'package'",
@@ -127,6 +129,13 @@ test('tool code cannot reach the runtime\'s private modules nor write modules or
     assert.equal(r.json.ok, false, what);
     assert.ok(r.json.err.includes(message), `${what}: ${r.json.err}`);
   }
+  // ctx.config is built once and shared by the calls: the refused writes left it as it was
+  for (let i = 0; i < 2; i++) {
+    const r = await callTool('trust_probe', { what: 'read_ctx_config' });
+    assert.deepEqual(r.json, { ok: true, err: 'false' });
+  }
+  const names = await callTool('trust_probe', { what: 'type_names' });
+  assert.equal(names.json.err, 'nil,boolean,number,string,table,function,thread');
 });
 
 test('a gate is evaluated once: direct calls and ctx.invoke agree', async () => {
