@@ -311,16 +311,21 @@ static int page_call_p(lua_State *L)
     return 0;
 }
 
-/* page_call_p under lvm_traceback, as a tool runs: an error carries its stack. */
+/* page_call_p under lvm_traceback, as a tool runs: an error carries its stack. A
+ * memory error is recorded as the budget's kill (the allocator only refuses). */
 static int page_p(lua_State *L)
 {
     void *a = lua_touserdata(L, 1);
     lua_pushcfunction(L, lvm_traceback);
     lua_pushcfunction(L, page_call_p);
     lua_pushlightuserdata(L, a);
-    if (lua_pcall(L, 1, 0, 2) != LUA_OK)
-        return lua_error(L);
-    return 0;
+    int status = lua_pcall(L, 1, 0, 2);
+    if (status == LUA_OK)
+        return 0;
+    lvm_budget *b = lvm_budget_current(lvm_of(L));
+    if (status == LUA_ERRMEM && b && !b->killed)
+        b->killed = LVM_KILL_MEM;
+    return lua_error(L);
 }
 
 /* Renders a page in the current generation under the tools' budgets (instructions,
