@@ -21,19 +21,30 @@ local function esc(s)
     if type(s) ~= "string" then
         return ""
     end
+    if not s:find("[&<>\"']") then
+        return s
+    end
     return (s:gsub("[&<>\"']", ENTITIES))
 end
 M.escape = esc
 
 -- ---------------------------------------------------------------- JSON values
 
+-- The codec's metatables, compared directly (the page asks for every value it reads).
+local ARRAY_MT = getmetatable(cljson.array())
+local NUMBER_MT = getmetatable(cljson.number(0))
+
 local function is_array(v)
-    return type(v) == "table" and cljson.is_array(v)
+    return type(v) == "table" and getmetatable(v) == ARRAY_MT
 end
 
 -- An object: a table that is neither an array nor a boxed number.
 local function is_object(v)
-    return type(v) == "table" and not cljson.is_array(v) and not cljson.is_number(v)
+    if type(v) ~= "table" then
+        return false
+    end
+    local mt = getmetatable(v)
+    return mt ~= ARRAY_MT and mt ~= NUMBER_MT
 end
 
 -- get(v, k) -> member k of an object, nil for any other value.
@@ -162,15 +173,21 @@ local function prop_rows(out, L, schema, prefix, depth)
     if not is_object(props) then
         return
     end
-    local names = keys(props)
     -- Required, then optional; the turn context, the same on every business tool,
     -- comes last so that each table opens with what is particular to the tool.
-    for pass = 0, 2 do
-        for _, k in ipairs(names) do
-            local p = props[k]
+    local rows = {}
+    for _, k in ipairs(keys(props)) do
+        local p = props[k]
+        if is_object(p) then
             local req = is_required(schema, k)
-            local last = depth == 0 and k == "bkn_context"
-            if is_object(p) and (pass == 2) == last and (last or req == (pass == 0)) then
+            rows[#rows + 1] = { k = k, p = p, req = req, pass = (depth == 0 and k == "bkn_context") and 2
+                or req and 0 or 1 }
+        end
+    end
+    for pass = 0, 2 do
+        for _, row in ipairs(rows) do
+            local k, p, req = row.k, row.p, row.req
+            if row.pass == pass then
                 out[#out + 1] = ('<tr class="d%d"><td><code>'):format(math.min(depth, 3))
                 out[#out + 1] = esc(prefix) .. esc(k) .. '</code></td><td class="ty">' .. type_label(p)
                 out[#out + 1] = '</td><td class="rq">' .. (req and L.yes or "") .. "</td><td>"
