@@ -115,6 +115,15 @@ end
 
 -- ---------------------------------------------------------------- schemas
 
+-- "a | b | c": label(x) of each element x of list.
+local function alternatives(list, label)
+    local parts = {}
+    for i = 1, #list do
+        parts[i] = label(list[i])
+    end
+    return table.concat(parts, " | ")
+end
+
 -- A short type label (escaped): string, integer, array<string>, a | b, → def, enum, any.
 local function type_label(s)
     local ref = get_string(s, "$ref")
@@ -130,20 +139,12 @@ local function type_label(s)
         return esc(t)
     end
     if is_array(t) then
-        local parts = {}
-        for i = 1, #t do
-            parts[i] = esc(t[i])
-        end
-        return table.concat(parts, " | ")
+        return alternatives(t, esc)
     end
     for _, alt in ipairs({ "oneOf", "anyOf" }) do
         local l = get(s, alt)
         if is_array(l) then
-            local parts = {}
-            for i = 1, #l do
-                parts[i] = type_label(l[i])
-            end
-            return table.concat(parts, " | ")
+            return alternatives(l, type_label)
         end
     end
     return get(s, "enum") ~= nil and "enum" or "any"
