@@ -337,15 +337,15 @@ static int render_page(req_ctx *c, page_args *a, char **err)
     lvm_budget b;
     int rc = -1;
     *err = NULL;
-    if (!g) {
-        *err = xstrdup("no tool generation is loaded");
-        return -1;
-    }
     memset(&b, 0, sizeof b);
     b.instr_limit = cfg->lua_instruction_budget;
     b.mem_limit = (size_t)cfg->lua_memory_cap_mb * 1024 * 1024;
     b.uncounted_us = PAGE_UNCOUNTED_US;
     lvm_budget_slice(&b, cfg->lua_max_run_ms);
+    if (!g) {
+        *err = xstrdup("no tool generation is loaded");
+        goto done;
+    }
     lvm_enter(tools_gen_vm(g), &b, NULL);
     rc = lvm_cpcall(lvm_state(tools_gen_vm(g)), page_p, a, err);
     lvm_leave(tools_gen_vm(g));
@@ -355,7 +355,9 @@ static int render_page(req_ctx *c, page_args *a, char **err)
         free(*err);
         *err = buf_steal(&m, NULL);
     }
-    tools_gen_release(g);
+done:
+    if (g)
+        tools_gen_release(g);
     return rc;
 }
 
@@ -365,13 +367,14 @@ static void page_failed(req_ctx *c, const char *err)
 {
     unsigned char rnd[8];
     char incident[24] = "inc_", details[64], extra[64];
-    const char *tb = err ? strstr(err, "\nstack traceback:") : NULL;
+    const char *e = err ? err : "?";
+    const char *tb = strstr(e, "\nstack traceback:");
     buf b = BUF_INIT;
     random_bytes(rnd, sizeof rnd);
     hex_encode(rnd, sizeof rnd, incident + 4);
     log_line *l = log_begin(LOG_ERROR, "page rendering failed");
     log_str(l, "incident_id", incident);
-    log_strn(l, "error", err ? err : "?", tb ? (size_t)(tb - err) : strlen(err ? err : "?"));
+    log_strn(l, "error", e, tb ? (size_t)(tb - e) : strlen(e));
     if (tb)
         log_str(l, "traceback", tb + 1);
     log_end(l);
