@@ -6,6 +6,7 @@
 -- tests/spec/page_spec.lua (under the lua_busted test the paths are already set).
 local cljson = require "cljson"
 local cltexts = require "cltexts"
+local helper = require "helper"
 local page = require "page"
 
 local H = [[<script>alert("x")</script><img src=x onerror='y'>&amp;]]
@@ -191,5 +192,19 @@ describe("page.shell", function()
         local hostile = page.shell('"><script>x</script>', '"><b>')
         assert.equal(1, count(hostile, "<script"))
         assert.is_nil(hostile:find("<b>", 1, true))
+    end)
+end)
+
+describe("page in the server's sandbox", function()
+    it("renders there as it does here, and tool code cannot require it", function()
+        local sb = helper.sandbox()
+        local d = doc("en-US", "[" .. HOSTILE_TOOL .. "]")
+        assert.equal(page.catalogue(d, "/mcp", "n"), sb.require("page").catalogue(d, "/mcp", "n"))
+        assert.equal(page.shell("zh-CN", "n"), sb.require("page").shell("zh-CN", "n"))
+        for _, name in ipairs({ "page", "page_assets" }) do
+            local ok, err = pcall(sb.tool_require, name)
+            assert.is_false(ok, name)
+            assert.truthy(tostring(err):find("module '" .. name .. "' is private to the runtime", 1, true))
+        end
     end)
 end)
