@@ -41,7 +41,7 @@ local M = {
     order = 620,
     surfaces = { "mcp", "compact", "rest" },
     formats = { "json", "toon" },
-    upstream = "operator_integration",
+    upstream = { "operator_integration", "bkn_backend" },
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
     input_schema = {
         type = "object",
