@@ -306,7 +306,7 @@ int main(void)
     fetch_ctx *fetch;
     const char *ferr = NULL;
     char base_url[64];
-    tools_upstream ups[3];
+    tools_upstream ups[4];
     tools_config cfg;
     tools_host *h;
     tools_gen *g;
@@ -339,17 +339,18 @@ int main(void)
     if (!fetch)
         return 2;
     snprintf(base_url, sizeof base_url, "http://127.0.0.1:%d/api", port);
-    ups[0] = (tools_upstream){"up", base_url, 3000};
-    ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000};
+    ups[0] = (tools_upstream){"up", base_url, 3000, 0, 0};
+    ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000, 0, 0};
     /* the hostile fixtures declare it (declared upstreams must be configured) */
-    ups[2] = (tools_upstream){"bkn_backend", "http://127.0.0.1:1/api", 2000};
+    ups[2] = (tools_upstream){"bkn_backend", "http://127.0.0.1:1/api", 2000, 0, 0};
+    ups[3] = (tools_upstream){"up_open", base_url, 3000, 1, 1};
 
     memset(&cfg, 0, sizeof cfg);
     cfg.lua_dir = CL_SOURCE_DIR "/lua";
     cfg.mem_cap_bytes = 16 << 20;
     cfg.instr_budget = 20000000;
     cfg.upstreams = ups;
-    cfg.n_upstreams = 3;
+    cfg.n_upstreams = 4;
     cfg.fetch = fetch;
     cfg.base = base;
 
@@ -542,6 +543,13 @@ int main(void)
     check_escape(g, "auth_header", "cannot be given by a tool");
     check_escape(g, "unknown_upstream", "unknown upstream 'nope'");
     check_escape(g, "dotdot", "'..'");
+    /* caller_token and managed_proxy: per upstream (upstream.<name>.caller_token,
+     * .managed_proxy), refused on an upstream that does not allow them */
+    check_escape(g, "caller_token_closed", "caller_token is not allowed for upstream 'up'");
+    check_escape(g, "managed_proxy_closed", "managed_proxy is not allowed for upstream 'up'");
+    check_escape(g, "caller_token_open", "caller_token_missing");
+    check_escape(g, "managed_proxy_open", "status 200");
+    CHECK_STR(seen.account, "kn-proxy-kn_a");
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
