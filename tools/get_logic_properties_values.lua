@@ -5,6 +5,7 @@
 -- permission_guidance.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local errors = require "_lib.errors"
 local permission = require "_lib.permission"
 
 local text = util.text
@@ -106,16 +107,13 @@ end
 local function logic_properties(args, ctx)
     local res, err = ctx.http { upstream = "bkn_backend", method = "GET", path = ot_path(args),
         query = { include_detail = "true" }, headers = { ["x-http-method-override"] = "GET" } }
-    if res == nil then
-        return nil, util.upstream_failure(nil, err, ctx.lang)
-    end
     if not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, nil, ctx.lang)
+        return nil, errors.from_response(res, err, ctx.lang)
     end
     local body = util.try_json(res)
     local ot = type(body) == "table" and type(body.entries) == "table" and body.entries[1] or nil
     if type(ot) ~= "table" then
-        return nil, util.public_error(404, ctx.lang, "object type " .. args.ot_id ..
+        return nil, errors.refuse(404, ctx.lang, "object type " .. args.ot_id ..
             " not found in knowledge network " .. args.kn_id)
     end
     local by_name, available = {}, {}
@@ -126,7 +124,7 @@ local function logic_properties(args, ctx)
         end
     end
     if #available == 0 then
-        return nil, util.bad_request(ctx.lang, "object type " .. args.ot_id .. " has no logic properties")
+        return nil, errors.refuse(400, ctx.lang, "object type " .. args.ot_id .. " has no logic properties")
     end
     local list, unknown = {}, {}
     for _, name in ipairs(args.properties) do
@@ -137,7 +135,7 @@ local function logic_properties(args, ctx)
         end
     end
     if #unknown > 0 then
-        return nil, util.bad_request(ctx.lang, "properties not found or not logic properties: " ..
+        return nil, errors.refuse(400, ctx.lang, "properties not found or not logic properties: " ..
             quoted_list(unknown) .. " (available logic properties: " .. quoted_list(available) .. ")")
     end
     return list
@@ -179,7 +177,7 @@ local function check_metric_params(p)
 end
 
 local function generation_failed(ctx, name, why)
-    return util.gateway_error(500, "agentRetrieval.InternalServerError.DynamicParamsGenerationFailed", ctx.lang,
+    return errors.new(500, "agentRetrieval.InternalServerError.DynamicParamsGenerationFailed", ctx.lang,
         "DYNAMIC_PARAMS_GENERATION_FAILED: " .. name .. ": " .. why)
 end
 
@@ -206,7 +204,7 @@ local function generate(prop, args, ctx)
         local r, e = ctx.http { upstream = "operator_integration", method = "GET",
             path = "/internal-v1/tool-box/" .. util.escape(ds.box_id) .. "/tool/" .. util.escape(ds.tool_id) }
         if r == nil or not util.is_2xx(r) then
-            return nil, util.upstream_failure(r, e, ctx.lang)
+            return nil, errors.from_response(r, e, ctx.lang)
         end
         local tool = util.try_json(r)
         ask.api_spec = type(tool) == "table" and type(tool.metadata) == "table" and tool.metadata.api_spec or nil
@@ -233,7 +231,7 @@ local function generate(prop, args, ctx)
         return nil, generation_failed(ctx, prop.name, "the model gave no JSON object")
     end
     if answer._error ~= nil then
-        return nil, util.bad_request(ctx.lang, util.object({ error_code = "MISSING_INPUT_PARAMS",
+        return nil, errors.refuse(400, ctx.lang, util.object({ error_code = "MISSING_INPUT_PARAMS",
             property = prop.name, message = tostring(answer._error) }, { "error_code", "property", "message" }))
     end
     local params = answer[prop.name]
@@ -243,7 +241,7 @@ local function generate(prop, args, ctx)
     if prop.type == "metric" then
         local ok, why = check_metric_params(params)
         if not ok then
-            return nil, util.bad_request(ctx.lang, "invalid parameters for " .. prop.name .. ": " .. why)
+            return nil, errors.refuse(400, ctx.lang, "invalid parameters for " .. prop.name .. ": " .. why)
         end
     end
     return params
@@ -268,21 +266,16 @@ function M.handle(args, ctx)
     for i, p in ipairs(props) do
         names[i] = p.name
     end
-    local res
-    res, err = ctx.http { upstream = "ontology_query", method = "POST", path = ot_path(args) .. "/properties",
-        headers = { ["x-http-method-override"] = "GET" },
+    local body, res
+    body, err, res = errors.fetch(ctx, { upstream = "ontology_query", method = "POST",
+        path = ot_path(args) .. "/properties", headers = { ["x-http-method-override"] = "GET" },
         json = util.object({ _instance_identities = args._instance_identities, properties = names,
-            dynamic_params = dynamic }, { "_instance_identities", "properties", "dynamic_params" }) }
-    if res == nil or not util.is_2xx(res) then
-        local e = util.upstream_failure(res, err, ctx.lang)
+            dynamic_params = dynamic }, { "_instance_identities", "properties", "dynamic_params" }) })
+    if body == nil then
         if res and res.status == 403 and permission.names_object_type(res.body, args.kn_id, args.ot_id) then
-            e.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
+            err.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
         end
-        return nil, e
-    end
-    local body = util.try_json(res)
-    if type(body) ~= "table" then
-        return nil, util.invalid_json(ctx.lang)
+        return nil, err
     end
     util.keep_only(body, { "datas" })
     if type(body.datas) ~= "table" then

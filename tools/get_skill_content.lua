@@ -3,20 +3,21 @@
 local cljson = require "cljson"
 local util = require "_lib.util"
 local skill = require "_lib.skill"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local M = {
     name = "get_skill_content",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "技能内容", ["en-US"] = "Skill Content" },
-    description = {
-        ["zh-CN"] = "读取一个技能的 SKILL.md 正文与技能包文件清单（files[].rel_path）。" ..
+    title = text("技能内容", "Skill Content"),
+    description = text(
+        "读取一个技能的 SKILL.md 正文与技能包文件清单（files[].rel_path）。" ..
             "正文超过 40000 字符时截断（truncated=true），此时用 read_skill_file 按 rel_path 读取单个文件。",
-        ["en-US"] = "Reads a skill's SKILL.md and the file list of its package (files[].rel_path). " ..
+        "Reads a skill's SKILL.md and the file list of its package (files[].rel_path). " ..
             "Content over 40000 characters is cut (truncated=true); then read single files by " ..
-            "rel_path with read_skill_file.",
-    },
+            "rel_path with read_skill_file."),
     group = "skill",
     order = 530,
     surfaces = { "mcp", "rest" },
@@ -31,7 +32,7 @@ local M = {
                 type = "string",
                 minLength = 1,
                 maxLength = 256,
-                description = { ["zh-CN"] = "技能 ID（取自 list_skills）", ["en-US"] = "Skill id (from list_skills)" },
+                description = text("技能 ID（取自 list_skills）", "Skill id (from list_skills)"),
             },
         },
     },
@@ -52,11 +53,10 @@ function M.shape_request(args)
     return { upstream = "operator_integration", method = "GET", path = skill.path(args.skill_id, "/content") }
 end
 
-local TRUNCATED = {
-    ["zh-CN"] = "SKILL.md 过大已截断。请用 read_skill_file 读取单个文件。",
-    ["en-US"] = "SKILL.md was truncated because it is too large. Use read_skill_file to read " ..
-        "individual files.",
-}
+local TRUNCATED = text(
+    "SKILL.md 过大已截断。请用 read_skill_file 读取单个文件。",
+    "SKILL.md was truncated because it is too large. Use read_skill_file to read " ..
+        "individual files.")
 
 -- trim_response(meta, content, lang): meta is the factory's answer, content the
 -- downloaded SKILL.md.
@@ -80,20 +80,16 @@ function M.trim_response(meta, content, lang)
     return out
 end
 
-local SUMMARY = { ["zh-CN"] = "无法获取技能内容", ["en-US"] = "Unable to retrieve the skill content" }
+local SUMMARY = text("无法获取技能内容", "Unable to retrieve the skill content")
 
 function M.handle(args, ctx)
-    local bad = util.dot_id_error(ctx.lang, args, "skill_id")
+    local bad = errors.dot_ids(ctx.lang, args, "skill_id")
     if bad then
         return nil, bad
     end
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local meta, merr = upstream_error.json_object(res, ctx.lang)
+    local meta, err = errors.fetch(ctx, M.shape_request(args), SUMMARY)
     if meta == nil then
-        return nil, merr
+        return nil, err
     end
     local content, derr = skill.download(ctx, meta.url)
     if content == nil then

@@ -145,11 +145,11 @@ end
 
 -- The subgraphs are passed through: decoded as raw JSON values (cljson.raw), with
 -- their timing noise cut out while decoding, and copied byte for byte into the result.
-local DECODE = { raw = "entries", drop = { "overall_ms" } }
+M.decode = { raw = "entries", drop = { "overall_ms" } }
 
--- Keeps the subgraphs as decoded; drops only the timing noise (dropped: the
--- entries were decoded without it already).
-function M.trim_response(body, dropped)
+-- Keeps the subgraphs as decoded; drops only the timing noise (args given: called
+-- by the default handle, whose decode options cut it out already).
+function M.trim_response(body, args)
     if type(body) ~= "table" then
         body = cljson.object()
     end
@@ -157,7 +157,7 @@ function M.trim_response(body, dropped)
     if type(body.entries) ~= "table" then
         body.entries = util.array()
     end
-    if not dropped then
+    if args == nil then
         local entries = body.entries
         for i, e in ipairs(entries) do
             if type(e) == "table" or cljson.is_raw(e) then
@@ -168,17 +168,6 @@ function M.trim_response(body, dropped)
     return body
 end
 
-function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, err, ctx.lang)
-    end
-    local body = util.try_json(res, DECODE)
-    if body == nil then
-        return nil, util.invalid_json(ctx.lang)
-    end
-    return M.trim_response(body, true)
-end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
 return M

@@ -5,6 +5,7 @@
 -- trusted runtime.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local errors = require "_lib.errors"
 local sqlguard = require "sqlguard"
 
 local text = util.text
@@ -56,7 +57,13 @@ local M = {
     },
 }
 
-function M.shape_request(args)
+-- shape_request(args, ctx) -> the vega query | nil, a 400 for SQL that is not one
+-- read-only SELECT
+function M.shape_request(args, ctx)
+    local ok, msg = sqlguard.check(args.sql)
+    if not ok then
+        return nil, errors.refuse(400, ctx.lang, msg)
+    end
     local body = util.object({
         query = args.sql, -- forwarded unchanged, placeholders intact
         query_format = "sql",
@@ -84,20 +91,5 @@ function M.trim_response(body)
     return body
 end
 
-function M.handle(args, ctx)
-    local ok, msg = sqlguard.check(args.sql)
-    if not ok then
-        return nil, util.bad_request(ctx.lang, msg)
-    end
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, err, ctx.lang)
-    end
-    local body = util.try_json(res)
-    if body == nil then
-        return nil, util.invalid_json(ctx.lang)
-    end
-    return M.trim_response(body)
-end
 
 return M

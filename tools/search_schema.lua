@@ -7,6 +7,7 @@
 -- reranker; when it is off or fails, the simple ranking stands.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local errors = require "_lib.errors"
 local knschema = require "_lib.knschema"
 
 local text = util.text
@@ -326,7 +327,7 @@ end
 function M.handle(args, ctx)
     local scope = scope_of(args)
     if not (scope.objects or scope.relations or scope.actions or scope.metrics) then
-        return nil, util.bad_request(ctx.lang, "search_scope must enable at least one concept type")
+        return nil, errors.refuse(400, ctx.lang, "search_scope must enable at least one concept type")
     end
     local brief = args.schema_brief
     if brief == nil then

@@ -2,6 +2,9 @@
 -- view of a network, object-type details, related metrics, and id/name matching
 -- (shared by get_kn_detail, get_object_types and get_relation_types).
 local util = require "_lib.util"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local M = {}
 
@@ -19,20 +22,13 @@ M.kn_path = kn_path
 function M.export(ctx, kn_id)
     local res, err = ctx.http { upstream = "bkn_backend", method = "GET", path = kn_path(kn_id),
         query = { include_detail = "true", mode = "export" } }
-    if res == nil then
-        return nil, util.upstream_failure(nil, err, ctx.lang)
+    if res ~= nil and res.status == 404 and (res.body == nil or res.body == "") then
+        return nil, errors.refuse(404, ctx.lang, "knowledge network " .. kn_id .. " not found")
     end
     if not util.is_2xx(res) then
-        if res.status == 404 and (res.body == nil or res.body == "") then
-            return nil, util.public_error(404, ctx.lang, "knowledge network " .. kn_id .. " not found")
-        end
-        return nil, util.upstream_failure(res, nil, ctx.lang)
+        return nil, errors.from_response(res, err, ctx.lang)
     end
-    local kn = util.try_json(res)
-    if type(kn) ~= "table" then
-        return nil, util.invalid_json(ctx.lang)
-    end
-    return kn
+    return errors.json(res, ctx.lang)
 end
 
 -- GET object-type details by ids -> entries | nil (any failure: the caller falls back)
@@ -141,7 +137,7 @@ function M.kn_id_schema()
     return {
         type = "string",
         minLength = 1,
-        description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
+        description = text("知识网络 ID", "Knowledge network id"),
     }
 end
 
@@ -151,7 +147,7 @@ function M.ids_schema(zh, en)
         minItems = 1,
         maxItems = 200,
         items = { type = "string", minLength = 1 },
-        description = { ["zh-CN"] = zh, ["en-US"] = en },
+        description = text(zh, en),
     }
 end
 

@@ -2,7 +2,9 @@
 -- read_skill_file, execute_skill): execution-factory paths, the presigned download
 -- of skill files, rune-based truncation and the text/binary decision.
 local util = require "_lib.util"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local M = {}
 
@@ -78,45 +80,40 @@ function M.presigned_request(url)
     return { upstream = "operator_integration", method = "GET", path = rest, query = q }
 end
 
-local TOO_LARGE = {
-    ["zh-CN"] = { "技能文件过大（超过 5 MiB）", "请用 read_skill_file 读取技能包中的单个较小文件" },
-    ["en-US"] = { "The skill file is too large (over 5 MiB)",
-                  "Read individual, smaller files of the skill package with read_skill_file" },
-}
+local TOO_LARGE = text(
+    { "技能文件过大（超过 5 MiB）", "请用 read_skill_file 读取技能包中的单个较小文件" },
+    { "The skill file is too large (over 5 MiB)",
+                  "Read individual, smaller files of the skill package with read_skill_file" })
 
-local NO_URL = {
-    ["zh-CN"] = { "技能文件的下载地址不可用", "请稍后重试；如持续出现，请联系管理员" },
-    ["en-US"] = { "The skill file download URL is unavailable",
-                  "Retry later; if it persists, contact an administrator" },
-}
+local NO_URL = text(
+    { "技能文件的下载地址不可用", "请稍后重试；如持续出现，请联系管理员" },
+    { "The skill file download URL is unavailable",
+                  "Retry later; if it persists, contact an administrator" })
 
-local DOWNLOAD = {
-    ["zh-CN"] = "无法下载技能文件",
-    ["en-US"] = "Unable to download the skill file",
-}
+local DOWNLOAD = text("无法下载技能文件", "Unable to download the skill file")
 
 -- download(ctx, url) -> body text | nil, err
 function M.download(ctx, url)
     if type(url) ~= "string" or url == "" then
-        return nil, upstream_error.local_error(404, ctx.lang, NO_URL, nil)
+        return nil, errors.refuse(404, ctx.lang, nil, NO_URL)
     end
     local req = M.presigned_request(url)
     if req == nil then
-        return nil, util.bad_gateway(ctx.lang, { reason = "unsupported_download_url" })
+        return nil, errors.bad_gateway(ctx.lang, { reason = "unsupported_download_url" })
     end
     local res, err = ctx.http(req)
     if res == nil or not util.is_2xx(res) then
         -- the download is the factory's own presigned URL: any failure is a bad gateway
-        local e = upstream_error.map(res, err, ctx.lang, DOWNLOAD)
+        local e = errors.from_response(res, err, ctx.lang, DOWNLOAD)
         if e.status ~= 502 then
-            e = util.bad_gateway(ctx.lang, e.details)
-            e.description = upstream_error.map(nil, nil, ctx.lang, DOWNLOAD).description
+            e = errors.bad_gateway(ctx.lang, e.details)
+            e.description = errors.from_response(nil, nil, ctx.lang, DOWNLOAD).description
         end
         return nil, e
     end
     local body = res.body or ""
     if #body > M.MAX_DOWNLOAD then
-        return nil, upstream_error.local_error(413, ctx.lang, TOO_LARGE, { size = #body })
+        return nil, errors.refuse(413, ctx.lang, { size = #body }, TOO_LARGE)
     end
     return body
 end
