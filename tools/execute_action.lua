@@ -5,6 +5,7 @@
 -- scans the targets by the action's own conditions).
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
 
 local text = util.text
@@ -46,25 +47,12 @@ local M = {
         additionalProperties = false,
         required = { "kn_id", "at_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID", "Knowledge network id"),
-            },
-            at_id = {
-                type = "string",
-                minLength = 1,
-                description = text("行动类 ID", "Action type id"),
-            },
-            _instance_identities = {
-                type = "array",
-                maxItems = 10000,
-                items = { type = "object" },
-                description = text(
-                    "目标对象实例（取自查询结果的 _instance_identity）；留空表示按行动类自身的条件扫描",
-                    "Target instances (_instance_identity values from query results); " ..
-                        "empty means scan by the action's own conditions"),
-            },
+            kn_id = fields.kn_id(),
+            at_id = fields.at_id(),
+            _instance_identities = fields.instance_identities(10000,
+                "目标对象实例（取自查询结果的 _instance_identity）；留空表示按行动类自身的条件扫描",
+                "Target instances (_instance_identity values from query results); " ..
+                    "empty means scan by the action's own conditions"),
             dynamic_params = {
                 type = "object",
                 description = text(

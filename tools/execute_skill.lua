@@ -3,6 +3,7 @@
 -- exist on any surface.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local skill = require "_lib.skill"
 local errors = require "_lib.errors"
 
@@ -35,12 +36,7 @@ local M = {
         additionalProperties = false,
         required = { "skill_id", "entry_shell" },
         properties = {
-            skill_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text("技能 ID", "Skill id"),
-            },
+            skill_id = fields.skill_id(),
             entry_shell = {
                 type = "string",
                 minLength = 1,

@@ -13,6 +13,7 @@
 -- The core applies the same auth, lifecycle and idempotency as to any call.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local capability = require "_lib.capability"
 local errors = require "_lib.errors"
 
@@ -48,13 +49,8 @@ local M = {
         additionalProperties = false,
         anyOf = { { required = { "tool_id" } }, { required = { "name" } } },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text(
-                    "知识网络 ID（执行工厂能力必填）",
-                    "Knowledge network id (required for execution-factory capabilities)"),
-            },
+            kn_id = fields.kn_id(text("知识网络 ID（执行工厂能力必填）",
+                "Knowledge network id (required for execution-factory capabilities)")),
             tool_id = {
                 type = "string",
                 minLength = 1,

@@ -4,6 +4,7 @@
 -- legacy path (at most 1000 results); either present switches to paging. So the
 -- schema declares no default for them.
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
 local errors = require "_lib.errors"
 
@@ -51,11 +52,7 @@ local M = {
         additionalProperties = false,
         required = { "kn_id", "execution_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID", "Knowledge network id"),
-            },
+            kn_id = fields.kn_id(),
             execution_id = {
                 type = "string",
                 minLength = 1,

@@ -15,6 +15,7 @@
 -- remain (docs/security.md, "get_action_info without headers").
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
 local errors = require "_lib.errors"
 
@@ -58,27 +59,12 @@ local M = {
         additionalProperties = false,
         required = { "kn_id", "at_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID", "Knowledge network id"),
-            },
-            at_id = {
-                type = "string",
-                minLength = 1,
-                description = text(
-                    "行动类 ID（取自 Schema 检索结果）",
-                    "Action type id (from the schema search results)"),
-            },
-            _instance_identities = {
-                type = "array",
-                maxItems = 1000,
-                items = { type = "object" },
-                description = text(
-                    "目标对象实例标识列表（取自查询结果的 _instance_identity）；不传则返回行动类级别的定义",
-                    "Target instances (_instance_identity values from query results); " ..
-                        "omit for the class-level definition"),
-            },
+            kn_id = fields.kn_id(),
+            at_id = fields.at_id(text("行动类 ID（取自 Schema 检索结果）", "Action type id (from the schema search results)")),
+            _instance_identities = fields.instance_identities(1000,
+                "目标对象实例标识列表（取自查询结果的 _instance_identity）；不传则返回行动类级别的定义",
+                "Target instances (_instance_identity values from query results); " ..
+                    "omit for the class-level definition"),
             _instance_identity = {
                 type = "object",
                 description = text(

@@ -3,6 +3,7 @@
 -- metric counts.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -36,7 +37,7 @@ local M = {
         additionalProperties = false,
         required = { "kn_id" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
+            kn_id = fields.kn_id(),
             detail_level = {
                 type = "string",
                 enum = { "summary", "full" },

@@ -5,6 +5,7 @@
 -- permission_guidance.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local errors = require "_lib.errors"
 local permission = require "_lib.permission"
 
@@ -56,22 +57,16 @@ local M = {
         additionalProperties = false,
         required = { "kn_id", "ot_id", "query", "_instance_identities", "properties" },
         properties = {
-            kn_id = { type = "string", minLength = 1, description = text("知识网络 ID", "Knowledge network id") },
-            ot_id = { type = "string", minLength = 1, description = text("对象类 ID", "Object type id") },
+            kn_id = fields.kn_id(),
+            ot_id = fields.ot_id(),
             query = {
                 type = "string",
                 minLength = 1,
                 maxLength = 4000,
                 description = text("用户的问题，用于生成属性参数", "The user's question, used to derive parameters"),
             },
-            _instance_identities = {
-                type = "array",
-                minItems = 1,
-                maxItems = 1000,
-                items = { type = "object" },
-                description = text("实例标识，取自结果中的 _instance_identity",
-                    "Instance identities, from _instance_identity in results"),
-            },
+            _instance_identities = fields.instance_identities(1000, "实例标识，取自结果中的 _instance_identity",
+                "Instance identities, from _instance_identity in results", 1),
             properties = {
                 type = "array",
                 minItems = 1,

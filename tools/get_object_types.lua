@@ -3,6 +3,7 @@
 -- detail endpoint first, the export view (id, then name) when it fails or misses.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -35,8 +36,8 @@ local M = {
         additionalProperties = false,
         required = { "kn_id", "ids" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
-            ids = knschema.ids_schema("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
+            kn_id = fields.kn_id(),
+            ids = fields.ids("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
                 "Object type ids or names (from get_kn_detail or search_schema)"),
         },
     },

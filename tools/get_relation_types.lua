@@ -2,6 +2,7 @@
 -- bkn-backend export view.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -27,8 +28,8 @@ local M = {
         additionalProperties = false,
         required = { "kn_id", "ids" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
-            ids = knschema.ids_schema("关系类 ID 或名称（来自 get_kn_detail）",
+            kn_id = fields.kn_id(),
+            ids = fields.ids("关系类 ID 或名称（来自 get_kn_detail）",
                 "Relation type ids or names (from get_kn_detail)"),
         },
     },

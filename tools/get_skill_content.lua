@@ -2,6 +2,7 @@
 -- presigned URL, which is then downloaded.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local skill = require "_lib.skill"
 local errors = require "_lib.errors"
 
@@ -28,12 +29,7 @@ local M = {
         additionalProperties = false,
         required = { "skill_id" },
         properties = {
-            skill_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text("技能 ID（取自 list_skills）", "Skill id (from list_skills)"),
-            },
+            skill_id = fields.skill_id(text("技能 ID（取自 list_skills）", "Skill id (from list_skills)")),
         },
     },
     output_schema = {

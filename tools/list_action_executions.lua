@@ -2,6 +2,7 @@
 -- (ontology-query). Offset paging or the
 -- search_after cursor; when search_after is sent, offset is ignored (not an error).
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
 
 local text = util.text
@@ -32,11 +33,7 @@ local M = {
         additionalProperties = false,
         required = { "kn_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID", "Knowledge network id"),
-            },
+            kn_id = fields.kn_id(),
             action_type_id = {
                 type = "string",
                 description = text("按行动类过滤", "Only this action type"),
@@ -70,22 +67,8 @@ local M = {
                     "偏移翻页；传了 search_after 时忽略",
                     "Rows to skip; ignored when search_after is sent"),
             },
-            limit = {
-                type = "integer",
-                minimum = 0,
-                maximum = 1000,
-                default = DEFAULT_LIMIT,
-                description = text(
-                    "每页条数，默认 20，最大 1000（0 表示默认值）",
-                    "Page size, default 20, at most 1000 (0 means the default)"),
-            },
-            search_after = {
-                type = "array",
-                maxItems = 16,
-                description = text(
-                    "游标翻页：上一页返回的 search_after，原样传回",
-                    "Page cursor: the search_after of the previous page, unchanged"),
-            },
+            limit = fields.limit(DEFAULT_LIMIT, 1000),
+            search_after = fields.search_after(16),
         },
     },
     output_schema = {

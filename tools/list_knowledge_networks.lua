@@ -1,6 +1,7 @@
 -- list_knowledge_networks: the knowledge networks the caller can see
 -- (bkn-backend GET /in/v1/knowledge-networks).
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -43,20 +44,8 @@ local M = {
                     "按名称模糊匹配（包含该片段即可）",
                     "Matches networks whose name contains this fragment"),
             },
-            limit = {
-                type = "integer",
-                minimum = 0,
-                maximum = 1000,
-                default = DEFAULT_LIMIT,
-                description = text(
-                    "每页条数，默认 20（0 表示默认值）",
-                    "Page size, default 20 (0 means the default)"),
-            },
-            offset = {
-                type = "integer",
-                minimum = 0,
-                description = text("跳过的条数", "Number of entries to skip"),
-            },
+            limit = fields.limit(DEFAULT_LIMIT, 1000),
+            offset = fields.offset(),
             sort = {
                 type = "string",
                 maxLength = 64,

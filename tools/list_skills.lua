@@ -1,6 +1,7 @@
 -- list_skills: published skills of the execution factory's skill market.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -34,19 +35,8 @@ local M = {
                 maxLength = 128,
                 description = text("技能分类", "Skill category"),
             },
-            page = {
-                type = "integer",
-                minimum = 1,
-                default = 1,
-                description = text("页码，从 1 开始", "Page number, from 1"),
-            },
-            page_size = {
-                type = "integer",
-                minimum = 1,
-                maximum = 100,
-                default = 20,
-                description = text("每页条数，默认 20，最大 100", "Page size, default 20, at most 100"),
-            },
+            page = fields.page(),
+            page_size = fields.limit(20, 100, 1),
         },
     },
     output_schema = {

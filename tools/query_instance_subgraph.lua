@@ -3,6 +3,7 @@
 -- /in/v1/knowledge-networks/{kn}/subgraph?query_type=relation_path).
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local condition = require "_lib.condition"
 
 local text = util.text
@@ -44,13 +45,8 @@ local M = {
         required = { "kn_id", "relation_type_paths" },
         ["$defs"] = { condition = condition.def() },
         properties = {
-            kn_id = { type = "string", minLength = 1, description = text("知识网络 ID", "Knowledge network id") },
-            include_logic_params = {
-                type = "boolean",
-                default = false,
-                description = text("为 true 时返回逻辑属性的参数定义",
-                    "When true, objects include the parameters of logic properties"),
-            },
+            kn_id = fields.kn_id(),
+            include_logic_params = fields.include_logic_params("objects"),
             relation_type_paths = {
                 type = "array",
                 minItems = 1,

@@ -3,6 +3,7 @@
 -- /in/v1/knowledge-networks/{kn}/object-types/{ot}).
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local errors = require "_lib.errors"
 local condition = require "_lib.condition"
 local permission = require "_lib.permission"
@@ -49,34 +50,12 @@ local M = {
         required = { "kn_id", "ot_id" },
         ["$defs"] = { condition = condition.def() },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID", "Knowledge network id"),
-            },
-            ot_id = {
-                type = "string",
-                minLength = 1,
-                description = text("对象类 ID", "Object type id"),
-            },
-            include_logic_params = {
-                type = "boolean",
-                default = false,
-                description = text(
-                    "为 true 时返回逻辑属性的参数定义",
-                    "When true, rows include the parameters of logic properties"),
-            },
+            kn_id = fields.kn_id(),
+            ot_id = fields.ot_id(),
+            include_logic_params = fields.include_logic_params("rows"),
             condition = { ["$ref"] = "#/$defs/condition" },
             filters = condition.filters_schema(),
-            limit = {
-                type = "integer",
-                minimum = 0,
-                maximum = 10000,
-                default = DEFAULT_LIMIT,
-                description = text(
-                    "返回条数，默认 10，范围 1-10000（0 表示默认值）",
-                    "Rows to return, default 10, 1-10000 (0 means the default)"),
-            },
+            limit = fields.limit(DEFAULT_LIMIT, 10000),
             properties = {
                 type = "array",
                 maxItems = 1000,
@@ -86,13 +65,7 @@ local M = {
                     "Return only these properties; all when omitted"),
             },
             sort = condition.sort_schema(),
-            search_after = {
-                type = "array",
-                maxItems = 64,
-                description = text(
-                    "翻页游标：上一页结果中的 search_after，原样传回",
-                    "Page cursor: the search_after of the previous page, unchanged"),
-            },
+            search_after = fields.search_after(64),
             offset = {
                 type = "integer",
                 minimum = 0,

@@ -3,6 +3,7 @@
 -- before any downstream call (hostile input), whatever the factory would do.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local skill = require "_lib.skill"
 local errors = require "_lib.errors"
 
@@ -31,12 +32,7 @@ local M = {
         additionalProperties = false,
         required = { "skill_id", "rel_path" },
         properties = {
-            skill_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text("技能 ID", "Skill id"),
-            },
+            skill_id = fields.skill_id(),
             rel_path = {
                 type = "string",
                 minLength = 1,

@@ -8,6 +8,7 @@
 -- execute_tool takes.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local capability = require "_lib.capability"
 local errors = require "_lib.errors"
 
@@ -48,11 +49,7 @@ local M = {
         additionalProperties = false,
         required = { "kn_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID", "Knowledge network id"),
-            },
+            kn_id = fields.kn_id(),
             query = {
                 type = "string",
                 maxLength = 512,

@@ -9,6 +9,7 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local errors = require "_lib.errors"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -42,7 +43,7 @@ local M = {
         additionalProperties = false,
         required = { "kn_id", "query" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
+            kn_id = fields.kn_id(),
             query = { type = "string", minLength = 1, maxLength = 2000,
                 description = text("自然语言问题", "The question, in natural language") },
             search_scope = {

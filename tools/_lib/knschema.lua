@@ -4,8 +4,6 @@
 local util = require "_lib.util"
 local errors = require "_lib.errors"
 
-local text = util.text
-
 local M = {}
 
 local METRIC_PAGE = 1000
@@ -130,25 +128,6 @@ function M.metric_brief(m)
         out.time_dimension = m.time_dimension.property
     end
     return out
-end
-
--- Common parameter schemas.
-function M.kn_id_schema()
-    return {
-        type = "string",
-        minLength = 1,
-        description = text("知识网络 ID", "Knowledge network id"),
-    }
-end
-
-function M.ids_schema(zh, en)
-    return {
-        type = "array",
-        minItems = 1,
-        maxItems = 200,
-        items = { type = "string", minLength = 1 },
-        description = text(zh, en),
-    }
 end
 
 return M
