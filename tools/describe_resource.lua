@@ -1,6 +1,7 @@
 -- describe_resource (REST only): the columns and connector of one data resource
 -- (vega /in/v1/resources/{id} and /in/v1/catalogs/{id}). The resource is read once.
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local errors = require "_lib.errors"
 
 local text = util.text
@@ -17,21 +18,15 @@ local M = {
     group = "query",
     order = 420,
     surfaces = { "rest" },
-    formats = { "json", "toon" },
     upstream = "vega",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "resource_id" },
-        properties = {
-            resource_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"),
-            },
+    input_schema = fields.input({ "resource_id" }, {
+        resource_id = {
+            type = "string",
+            minLength = 1,
+            maxLength = 256,
+            description = text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"),
         },
-    },
+    }),
     output_schema = {
         type = "object",
         properties = {

@@ -41,49 +41,43 @@ local M = {
     group = "capability",
     order = 620,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     upstream = "operator_integration",
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        anyOf = { { required = { "tool_id" } }, { required = { "name" } } },
-        properties = {
-            kn_id = fields.kn_id(text("知识网络 ID（执行工厂能力必填）",
-                "Knowledge network id (required for execution-factory capabilities)")),
-            tool_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text(
-                    "search_capabilities 返回的 tool_id",
-                    "The tool_id returned by search_capabilities"),
-            },
-            name = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text(
-                    "search_capabilities 返回的 name（不传 tool_id 时使用）",
-                    "The name search_capabilities returned (instead of tool_id)"),
-            },
-            toolbox_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text(
-                    "search_capabilities 返回的 toolbox_id（仅执行工厂能力）",
-                    "The toolbox_id returned by search_capabilities (factory capabilities only)"),
-            },
-            arguments = {
-                type = "object",
-                default = {},
-                description = text(
-                    "调用参数，按该能力的 input_schema 填写",
-                    "Arguments, per the capability's input_schema"),
-            },
+    input_schema = fields.input(nil, {
+        kn_id = fields.kn_id(text("知识网络 ID（执行工厂能力必填）",
+            "Knowledge network id (required for execution-factory capabilities)")),
+        tool_id = {
+            type = "string",
+            minLength = 1,
+            maxLength = 256,
+            description = text(
+                "search_capabilities 返回的 tool_id",
+                "The tool_id returned by search_capabilities"),
         },
-    },
+        name = {
+            type = "string",
+            minLength = 1,
+            maxLength = 256,
+            description = text(
+                "search_capabilities 返回的 name（不传 tool_id 时使用）",
+                "The name search_capabilities returned (instead of tool_id)"),
+        },
+        toolbox_id = {
+            type = "string",
+            minLength = 1,
+            maxLength = 256,
+            description = text(
+                "search_capabilities 返回的 toolbox_id（仅执行工厂能力）",
+                "The toolbox_id returned by search_capabilities (factory capabilities only)"),
+        },
+        arguments = {
+            type = "object",
+            default = {},
+            description = text(
+                "调用参数，按该能力的 input_schema 填写",
+                "Arguments, per the capability's input_schema"),
+        },
+    }, { anyOf = { { required = { "tool_id" } }, { required = { "name" } } } }),
 }
 
 local KN_REQUIRED = text(

@@ -28,19 +28,13 @@ local M = {
     group = "discovery",
     order = 140,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "kn_id", "ids" },
-        properties = {
-            kn_id = fields.kn_id(),
-            ids = fields.ids("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
-                "Object type ids or names (from get_kn_detail or search_schema)"),
-        },
-    },
+    input_schema = fields.input({ "kn_id", "ids" }, {
+        kn_id = fields.kn_id(),
+        ids = fields.ids("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
+            "Object type ids or names (from get_kn_detail or search_schema)"),
+    }),
     output_schema = {
         type = "object",
         properties = {

@@ -20,19 +20,13 @@ local M = {
     group = "discovery",
     order = 150,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "kn_id", "ids" },
-        properties = {
-            kn_id = fields.kn_id(),
-            ids = fields.ids("关系类 ID 或名称（来自 get_kn_detail）",
-                "Relation type ids or names (from get_kn_detail)"),
-        },
-    },
+    input_schema = fields.input({ "kn_id", "ids" }, {
+        kn_id = fields.kn_id(),
+        ids = fields.ids("关系类 ID 或名称（来自 get_kn_detail）",
+            "Relation type ids or names (from get_kn_detail)"),
+    }),
     output_schema = {
         type = "object",
         properties = {

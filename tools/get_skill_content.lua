@@ -22,16 +22,10 @@ local M = {
     group = "skill",
     order = 530,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     upstream = "operator_integration",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "skill_id" },
-        properties = {
-            skill_id = fields.skill_id(text("技能 ID（取自 list_skills）", "Skill id (from list_skills)")),
-        },
-    },
+    input_schema = fields.input({ "skill_id" }, {
+        skill_id = fields.skill_id(text("技能 ID（取自 list_skills）", "Skill id (from list_skills)")),
+    }),
     output_schema = {
         type = "object",
         properties = {

@@ -31,35 +31,30 @@ local M = {
     group = "discovery",
     order = 110,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     upstream = "bkn_backend",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        properties = {
-            name_pattern = {
-                type = "string",
-                maxLength = 256,
-                description = text(
-                    "按名称模糊匹配（包含该片段即可）",
-                    "Matches networks whose name contains this fragment"),
-            },
-            limit = fields.limit(DEFAULT_LIMIT, 1000),
-            offset = fields.offset(),
-            sort = {
-                type = "string",
-                maxLength = 64,
-                description = text(
-                    "排序字段，例如 update_time（默认）、name",
-                    "Sort field, e.g. update_time (the default) or name"),
-            },
-            direction = {
-                type = "string",
-                enum = { "asc", "desc" },
-                description = text("排序方向", "Sort direction"),
-            },
+    input_schema = fields.input(nil, {
+        name_pattern = {
+            type = "string",
+            maxLength = 256,
+            description = text(
+                "按名称模糊匹配（包含该片段即可）",
+                "Matches networks whose name contains this fragment"),
         },
-    },
+        limit = fields.limit(DEFAULT_LIMIT, 1000),
+        offset = fields.offset(),
+        sort = {
+            type = "string",
+            maxLength = 64,
+            description = text(
+                "排序字段，例如 update_time（默认）、name",
+                "Sort field, e.g. update_time (the default) or name"),
+        },
+        direction = {
+            type = "string",
+            enum = { "asc", "desc" },
+            description = text("排序方向", "Sort direction"),
+        },
+    }),
     output_schema = {
         type = "object",
         properties = {

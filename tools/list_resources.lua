@@ -2,6 +2,7 @@
 -- GET /in/v1/resources), or, with kn_id, every resource bound to the network's
 -- object types with the unbound, stale and missing bindings named.
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local errors = require "_lib.errors"
 
 local text = util.text
@@ -24,27 +25,22 @@ local M = {
     group = "query",
     order = 410,
     surfaces = { "rest" },
-    formats = { "json", "toon" },
     upstream = "vega",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID（可选）", "Knowledge network id (optional)"),
-            },
-            catalog_id = { type = "string", minLength = 1, description = text("数据目录 ID", "Catalog id") },
-            type = {
-                type = "string",
-                enum = CATEGORIES,
-                description = text("资源类别", "Resource category"),
-            },
-            offset = { type = "integer", minimum = 0 },
-            limit = { type = "integer", minimum = 1, maximum = 1000 },
+    input_schema = fields.input(nil, {
+        kn_id = {
+            type = "string",
+            minLength = 1,
+            description = text("知识网络 ID（可选）", "Knowledge network id (optional)"),
         },
-    },
+        catalog_id = { type = "string", minLength = 1, description = text("数据目录 ID", "Catalog id") },
+        type = {
+            type = "string",
+            enum = CATEGORIES,
+            description = text("资源类别", "Resource category"),
+        },
+        offset = { type = "integer", minimum = 0 },
+        limit = { type = "integer", minimum = 1, maximum = 1000 },
+    }),
     output_schema = {
         type = "object",
         properties = {

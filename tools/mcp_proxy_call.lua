@@ -7,6 +7,7 @@
 -- and transport failures become 502/503/504; the factory's body is the details.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local errors = require "_lib.errors"
 
 local text = util.text
@@ -26,16 +27,11 @@ local M = {
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "mcp_id", "tool_name" },
-        properties = {
-            mcp_id = { type = "string", minLength = 1, maxLength = 256 },
-            tool_name = { type = "string", minLength = 1, maxLength = 256 },
-            parameters = { type = "object", default = {} },
-        },
-    },
+    input_schema = fields.input({ "mcp_id", "tool_name" }, {
+        mcp_id = { type = "string", minLength = 1, maxLength = 256 },
+        tool_name = { type = "string", minLength = 1, maxLength = 256 },
+        parameters = { type = "object", default = {} },
+    }),
 }
 
 function M.shape_request(args)

@@ -25,24 +25,18 @@ local M = {
     group = "skill",
     order = 540,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     upstream = "operator_integration",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "skill_id", "rel_path" },
-        properties = {
-            skill_id = fields.skill_id(),
-            rel_path = {
-                type = "string",
-                minLength = 1,
-                maxLength = 1024,
-                description = text(
-                    "技能包内的相对路径，如 refs/checklist.md",
-                    "Path relative to the package root, e.g. refs/checklist.md"),
-            },
+    input_schema = fields.input({ "skill_id", "rel_path" }, {
+        skill_id = fields.skill_id(),
+        rel_path = {
+            type = "string",
+            minLength = 1,
+            maxLength = 1024,
+            description = text(
+                "技能包内的相对路径，如 refs/checklist.md",
+                "Path relative to the package root, e.g. refs/checklist.md"),
         },
-    },
+    }),
     output_schema = {
         type = "object",
         properties = {

@@ -7,6 +7,7 @@
 local cljson = require "cljson"
 local ptc = require "ptc"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -25,22 +26,17 @@ local M = {
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { destructiveHint = false, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "code" },
-        properties = {
-            code = {
-                type = "string",
-                minLength = 1,
-                maxLength = 200000,
-                description = text(
-                    "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
-                    "Python code (no need to import the functions); only printed output returns"),
-            },
-            timeout = ptc.timeout_schema(),
+    input_schema = fields.input({ "code" }, {
+        code = {
+            type = "string",
+            minLength = 1,
+            maxLength = 200000,
+            description = text(
+                "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
+                "Python code (no need to import the functions); only printed output returns"),
         },
-    },
+        timeout = ptc.timeout_schema(),
+    }),
     output_schema = ptc.output_schema(),
 }
 

@@ -5,6 +5,7 @@
 local cljson = require "cljson"
 local ptc = require "ptc"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -25,20 +26,15 @@ local M = {
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { destructiveHint = true, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "command" },
-        properties = {
-            command = {
-                type = "string",
-                minLength = 1,
-                maxLength = 20000,
-                description = text("要运行的 shell 命令", "The shell command to run"),
-            },
-            timeout = ptc.timeout_schema(),
+    input_schema = fields.input({ "command" }, {
+        command = {
+            type = "string",
+            minLength = 1,
+            maxLength = 20000,
+            description = text("要运行的 shell 命令", "The shell command to run"),
         },
-    },
+        timeout = ptc.timeout_schema(),
+    }),
     output_schema = ptc.output_schema(),
 }
 

@@ -5,6 +5,7 @@
 -- trusted runtime.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local errors = require "_lib.errors"
 local sqlguard = require "sqlguard"
 
@@ -24,28 +25,22 @@ local M = {
     group = "query",
     order = 240,
     surfaces = { "rest" },
-    formats = { "json", "toon" },
     upstream = "vega",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "sql" },
-        properties = {
-            sql = {
-                type = "string",
-                minLength = 1,
-                maxLength = 65536,
-                description = text("一条只读 SELECT，表写作 {{.resource_id}}",
-                    "One read-only SELECT; tables written as {{.resource_id}}"),
-            },
-            query_timeout = {
-                type = "integer",
-                minimum = 1,
-                maximum = 3600,
-                description = text("查询超时（秒）", "Query timeout in seconds"),
-            },
+    input_schema = fields.input({ "sql" }, {
+        sql = {
+            type = "string",
+            minLength = 1,
+            maxLength = 65536,
+            description = text("一条只读 SELECT，表写作 {{.resource_id}}",
+                "One read-only SELECT; tables written as {{.resource_id}}"),
         },
-    },
+        query_timeout = {
+            type = "integer",
+            minimum = 1,
+            maximum = 3600,
+            description = text("查询超时（秒）", "Query timeout in seconds"),
+        },
+    }),
     output_schema = {
         type = "object",
         properties = {

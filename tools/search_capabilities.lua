@@ -41,39 +41,33 @@ local M = {
     group = "capability",
     order = 610,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "operator_integration",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
-        required = { "kn_id" },
-        properties = {
-            kn_id = fields.kn_id(),
-            query = {
-                type = "string",
-                maxLength = 512,
-                description = text(
-                    "要做的事或能力名称；为空时列出全部",
-                    "What you want to do, or a capability name; empty lists everything"),
-            },
-            types = {
-                type = "array",
-                uniqueItems = true,
-                items = { enum = { "tool", "function", "mcp_tool", "skill" } },
-                description = text(
-                    "只要这些类型：tool（本服务工具）、function、mcp_tool、skill",
-                    "Only these kinds: tool (this service's tools), function, mcp_tool, skill"),
-            },
-            limit = {
-                type = "integer",
-                minimum = 1,
-                maximum = 100,
-                default = DEFAULT_LIMIT,
-                description = text("最多返回条数，默认 20", "At most this many, default 20"),
-            },
+    input_schema = fields.input({ "kn_id" }, {
+        kn_id = fields.kn_id(),
+        query = {
+            type = "string",
+            maxLength = 512,
+            description = text(
+                "要做的事或能力名称；为空时列出全部",
+                "What you want to do, or a capability name; empty lists everything"),
         },
-    },
+        types = {
+            type = "array",
+            uniqueItems = true,
+            items = { enum = { "tool", "function", "mcp_tool", "skill" } },
+            description = text(
+                "只要这些类型：tool（本服务工具）、function、mcp_tool、skill",
+                "Only these kinds: tool (this service's tools), function, mcp_tool, skill"),
+        },
+        limit = {
+            type = "integer",
+            minimum = 1,
+            maximum = 100,
+            default = DEFAULT_LIMIT,
+            description = text("最多返回条数，默认 20", "At most this many, default 20"),
+        },
+    }),
     output_schema = {
         type = "object",
         properties = {

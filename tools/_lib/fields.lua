@@ -8,6 +8,16 @@ local text = util.text
 
 local M = {}
 
+-- input(required, properties [, extra]) -> a tool's input_schema: an object that
+-- takes only the named properties (extra: further keywords, e.g. ["$defs"], anyOf).
+function M.input(required, properties, extra)
+    local s = { type = "object", additionalProperties = false, required = required, properties = properties }
+    for k, v in pairs(extra or {}) do
+        s[k] = v
+    end
+    return s
+end
+
 -- A non-empty string id.
 local function id(description, max)
     return { type = "string", minLength = 1, maxLength = max, description = description }
@@ -66,7 +76,7 @@ function M.search_after(max)
     return {
         type = "array",
         maxItems = max,
-        description = text("翻页游标：上一页结果中的 search_after，原样传回",
+        description = text("游标翻页：上一页返回的 search_after，原样传回",
             "Page cursor: the search_after of the previous page, unchanged"),
     }
 end
