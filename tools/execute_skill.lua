@@ -5,7 +5,6 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local fields = require "_lib.fields"
 local skill = require "_lib.skill"
-local errors = require "_lib.errors"
 
 local text = util.text
 
@@ -61,20 +60,15 @@ local M = {
 }
 
 function M.shape_request(args, ctx)
-    local bad = errors.dot_ids(ctx.lang, args, "skill_id")
-    if bad then
-        return nil, bad
-    end
     local body = cljson.object({}, { "entry_shell", "timeout" })
     body.entry_shell = args.entry_shell
     body.timeout = args.timeout
-    local req = { upstream = "operator_integration", method = "POST",
-                  path = skill.path(args.skill_id, "/execute"), json = body }
-    if args.timeout then
+    local req, err = skill.request(args, ctx, "POST", "/execute", body)
+    if req ~= nil and args.timeout then
         -- leave the sandbox its whole timeout plus a margin for the round trip
         req.timeout_ms = (args.timeout + 30) * 1000
     end
-    return req
+    return req, err
 end
 
 function M.trim_response(body)

@@ -4,7 +4,6 @@ local cljson = require "cljson"
 local util = require "_lib.util"
 local fields = require "_lib.fields"
 local skill = require "_lib.skill"
-local errors = require "_lib.errors"
 
 local text = util.text
 
@@ -39,8 +38,8 @@ local M = {
     },
 }
 
-function M.shape_request(args)
-    return { upstream = "operator_integration", method = "GET", path = skill.path(args.skill_id, "/content") }
+function M.shape_request(args, ctx)
+    return skill.request(args, ctx, "GET", "/content")
 end
 
 local TRUNCATED = text(
@@ -73,17 +72,9 @@ end
 local SUMMARY = text("无法获取技能内容", "Unable to retrieve the skill content")
 
 function M.handle(args, ctx)
-    local bad = errors.dot_ids(ctx.lang, args, "skill_id")
-    if bad then
-        return nil, bad
-    end
-    local meta, err = errors.fetch(ctx, M.shape_request(args), SUMMARY)
+    local meta, content = skill.read(ctx, args, M.shape_request, SUMMARY)
     if meta == nil then
-        return nil, err
-    end
-    local content, derr = skill.download(ctx, meta.url)
-    if content == nil then
-        return nil, derr
+        return nil, content
     end
     if util.is_null(meta.skill_id) then
         meta.skill_id = args.skill_id

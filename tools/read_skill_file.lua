@@ -77,11 +77,15 @@ local function rel_path_ok(p)
     return true
 end
 
-function M.shape_request(args)
+-- shape_request(args, ctx) -> request | nil, a 400 for a path that leaves the package
+function M.shape_request(args, ctx)
     local body = cljson.object()
     body.rel_path = args.rel_path
-    return { upstream = "operator_integration", method = "POST",
-             path = skill.path(args.skill_id, "/files/read"), json = body }
+    local req, err = skill.request(args, ctx, "POST", "/files/read", body)
+    if req ~= nil and not rel_path_ok(args.rel_path) then
+        return nil, errors.refuse(400, ctx.lang, { rel_path = args.rel_path }, TRAVERSAL)
+    end
+    return req, err
 end
 
 local BINARY = text("该技能文件不是文本文件，未返回内容。", "The skill file is not textual; its content is not returned.")
@@ -115,20 +119,9 @@ end
 local SUMMARY = text("无法读取技能文件", "Unable to read the skill file")
 
 function M.handle(args, ctx)
-    local bad = errors.dot_ids(ctx.lang, args, "skill_id")
-    if bad then
-        return nil, bad
-    end
-    if not rel_path_ok(args.rel_path) then
-        return nil, errors.refuse(400, ctx.lang, { rel_path = args.rel_path }, TRAVERSAL)
-    end
-    local meta, err = errors.fetch(ctx, M.shape_request(args), SUMMARY)
+    local meta, content = skill.read(ctx, args, M.shape_request, SUMMARY)
     if meta == nil then
-        return nil, err
-    end
-    local content, derr = skill.download(ctx, meta.url)
-    if content == nil then
-        return nil, derr
+        return nil, content
     end
     return M.trim_response(meta, content, args, ctx.lang)
 end

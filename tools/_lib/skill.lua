@@ -15,6 +15,16 @@ function M.path(skill_id, tail)
     return "/internal-v1/skills/" .. util.escape(skill_id) .. (tail or "")
 end
 
+-- request(args, ctx, method, tail [, json]) -> the factory request for args.skill_id
+-- | nil, the 400 of a skill_id that is "." or "..".
+function M.request(args, ctx, method, tail, json)
+    local bad = errors.dot_ids(ctx.lang, args, "skill_id")
+    if bad then
+        return nil, bad
+    end
+    return { upstream = "operator_integration", method = method, path = M.path(args.skill_id, tail), json = json }
+end
+
 -- truncate(s, n) -> s cut to n UTF-8 characters, cut? (bytes when not UTF-8)
 function M.truncate(s, n)
     if type(s) ~= "string" then
@@ -91,6 +101,27 @@ local NO_URL = text(
                   "Retry later; if it persists, contact an administrator" })
 
 local DOWNLOAD = text("无法下载技能文件", "Unable to download the skill file")
+
+-- read(ctx, args, shape_request, step) -> the factory's answer for the request
+-- shape_request(args, ctx) gives and the file its url names | nil, err (step: what
+-- an upstream failure's description names).
+function M.read(ctx, args, shape_request, step)
+    local req, err = shape_request(args, ctx)
+    if req == nil then
+        return nil, err
+    end
+    local meta
+    meta, err = errors.fetch(ctx, req, step)
+    if meta == nil then
+        return nil, err
+    end
+    local content
+    content, err = M.download(ctx, meta.url)
+    if content == nil then
+        return nil, err
+    end
+    return meta, content
+end
 
 -- download(ctx, url) -> body text | nil, err
 function M.download(ctx, url)
