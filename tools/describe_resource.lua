@@ -20,12 +20,7 @@ local M = {
     surfaces = { "rest" },
     upstream = "vega",
     input_schema = fields.input({ "resource_id" }, {
-        resource_id = {
-            type = "string",
-            minLength = 1,
-            maxLength = 256,
-            description = text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"),
-        },
+        resource_id = fields.string(text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"), 256),
     }),
     output_schema = {
         type = "object",

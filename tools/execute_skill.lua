@@ -31,20 +31,10 @@ local M = {
     annotations = { destructiveHint = false, openWorldHint = true },
     input_schema = fields.input({ "skill_id", "entry_shell" }, {
         skill_id = fields.skill_id(),
-        entry_shell = {
-            type = "string",
-            minLength = 1,
-            maxLength = 4096,
-            description = text(
-                "要运行的入口命令（SKILL.md 中声明的入口）",
-                "The entry command to run (an entry declared in SKILL.md)"),
-        },
-        timeout = {
-            type = "integer",
-            minimum = 1,
-            maximum = 600,
-            description = text("超时秒数，1-600", "Timeout in seconds, 1-600"),
-        },
+        entry_shell = fields.string(text(
+            "要运行的入口命令（SKILL.md 中声明的入口）",
+            "The entry command to run (an entry declared in SKILL.md)"), 4096),
+        timeout = fields.integer(1, 600, text("超时秒数，1-600", "Timeout in seconds, 1-600")),
     }),
     output_schema = {
         type = "object",

@@ -48,13 +48,9 @@ local M = {
     upstream = "ontology_query",
     input_schema = fields.input({ "kn_id", "execution_id" }, {
         kn_id = fields.kn_id(),
-        execution_id = {
-            type = "string",
-            minLength = 1,
-            description = text(
-                "execute_action 返回的执行 ID",
-                "The execution_id returned by execute_action"),
-        },
+        execution_id = fields.string(text(
+            "execute_action 返回的执行 ID",
+            "The execution_id returned by execute_action")),
         results_limit = {
             type = "integer",
             minimum = 0,

@@ -54,12 +54,7 @@ local M = {
     input_schema = fields.input({ "kn_id", "ot_id", "query", "_instance_identities", "properties" }, {
         kn_id = fields.kn_id(),
         ot_id = fields.ot_id(),
-        query = {
-            type = "string",
-            minLength = 1,
-            maxLength = 4000,
-            description = text("用户的问题，用于生成属性参数", "The user's question, used to derive parameters"),
-        },
+        query = fields.string(text("用户的问题，用于生成属性参数", "The user's question, used to derive parameters"), 4000),
         _instance_identities = fields.instance_identities(1000, "实例标识，取自结果中的 _instance_identity",
             "Instance identities, from _instance_identity in results", 1),
         properties = {

@@ -27,11 +27,7 @@ local M = {
     surfaces = { "rest" },
     upstream = "vega",
     input_schema = fields.input(nil, {
-        kn_id = {
-            type = "string",
-            minLength = 1,
-            description = text("知识网络 ID（可选）", "Knowledge network id (optional)"),
-        },
+        kn_id = fields.string(text("知识网络 ID（可选）", "Knowledge network id (optional)")),
         catalog_id = { type = "string", minLength = 1, description = text("数据目录 ID", "Catalog id") },
         type = {
             type = "string",

@@ -28,14 +28,9 @@ local M = {
     upstream = "operator_integration",
     input_schema = fields.input({ "skill_id", "rel_path" }, {
         skill_id = fields.skill_id(),
-        rel_path = {
-            type = "string",
-            minLength = 1,
-            maxLength = 1024,
-            description = text(
-                "技能包内的相对路径，如 refs/checklist.md",
-                "Path relative to the package root, e.g. refs/checklist.md"),
-        },
+        rel_path = fields.string(text(
+            "技能包内的相对路径，如 refs/checklist.md",
+            "Path relative to the package root, e.g. refs/checklist.md"), 1024),
     }),
     output_schema = {
         type = "object",

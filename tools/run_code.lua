@@ -27,14 +27,9 @@ local M = {
     upstream = "operator_integration",
     annotations = { destructiveHint = false, openWorldHint = true },
     input_schema = fields.input({ "code" }, {
-        code = {
-            type = "string",
-            minLength = 1,
-            maxLength = 200000,
-            description = text(
-                "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
-                "Python code (no need to import the functions); only printed output returns"),
-        },
+        code = fields.string(text(
+            "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
+            "Python code (no need to import the functions); only printed output returns"), 200000),
         timeout = ptc.timeout_schema(),
     }),
     output_schema = ptc.output_schema(),

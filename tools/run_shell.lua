@@ -27,12 +27,7 @@ local M = {
     upstream = "operator_integration",
     annotations = { destructiveHint = true, openWorldHint = true },
     input_schema = fields.input({ "command" }, {
-        command = {
-            type = "string",
-            minLength = 1,
-            maxLength = 20000,
-            description = text("要运行的 shell 命令", "The shell command to run"),
-        },
+        command = fields.string(text("要运行的 shell 命令", "The shell command to run"), 20000),
         timeout = ptc.timeout_schema(),
     }),
     output_schema = ptc.output_schema(),

@@ -27,19 +27,9 @@ local M = {
     surfaces = { "rest" },
     upstream = "vega",
     input_schema = fields.input({ "sql" }, {
-        sql = {
-            type = "string",
-            minLength = 1,
-            maxLength = 65536,
-            description = text("一条只读 SELECT，表写作 {{.resource_id}}",
-                "One read-only SELECT; tables written as {{.resource_id}}"),
-        },
-        query_timeout = {
-            type = "integer",
-            minimum = 1,
-            maximum = 3600,
-            description = text("查询超时（秒）", "Query timeout in seconds"),
-        },
+        sql = fields.string(text("一条只读 SELECT，表写作 {{.resource_id}}",
+            "One read-only SELECT; tables written as {{.resource_id}}"), 65536),
+        query_timeout = fields.integer(1, 3600, text("查询超时（秒）", "Query timeout in seconds")),
     }),
     output_schema = {
         type = "object",

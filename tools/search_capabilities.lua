@@ -60,13 +60,7 @@ local M = {
                 "只要这些类型：tool（本服务工具）、function、mcp_tool、skill",
                 "Only these kinds: tool (this service's tools), function, mcp_tool, skill"),
         },
-        limit = {
-            type = "integer",
-            minimum = 1,
-            maximum = 100,
-            default = DEFAULT_LIMIT,
-            description = text("最多返回条数，默认 20", "At most this many, default 20"),
-        },
+        limit = fields.integer(1, 100, text("最多返回条数，默认 20", "At most this many, default 20"), DEFAULT_LIMIT),
     }),
     output_schema = {
         type = "object",

@@ -18,10 +18,17 @@ function M.input(required, properties, extra)
     return s
 end
 
--- A non-empty string id.
-local function id(description, max)
+-- string(description [, max]): a non-empty string of at most max characters.
+function M.string(description, max)
     return { type = "string", minLength = 1, maxLength = max, description = description }
 end
+
+-- integer(min, max, description [, default])
+function M.integer(min, max, description, default)
+    return { type = "integer", minimum = min, maximum = max, default = default, description = description }
+end
+
+local id = M.string
 
 function M.kn_id(description)
     return id(description or text("知识网络 ID", "Knowledge network id"))
