@@ -70,14 +70,12 @@ local KN_REQUIRED = text(
                   "请传入 kn_id（或 X-Kn-ID 请求头）后重试" },
     { "kn_id is required: tool scope is what the knowledge network has mounted",
                   "Pass kn_id (or the X-Kn-ID header) and retry" })
-local NOT_MOUNTED = text(
-    { "该工具未挂载到此知识网络", "请用 search_capabilities 查找该知识网络可用的能力" },
-    { "This tool is not mounted on the knowledge network",
-                  "Find the network's capabilities with search_capabilities" })
+local NOT_MOUNTED = text({ "该工具未挂载到此知识网络", "请用 search_capabilities 查找该知识网络可用的能力" },
+    { "This tool is not mounted on the knowledge network", "Find the network's capabilities with search_capabilities" })
 local AMBIGUOUS = text(
     { "有多个同名能力，无法确定调用哪一个", "请从 details 的候选中选一个，传入它的 toolbox_id 与 tool_id" },
     { "More than one capability has this name",
-                  "Pick one of the candidates in details and pass its toolbox_id and tool_id" })
+        "Pick one of the candidates in details and pass its toolbox_id and tool_id" })
 local NOT_EXECUTABLE = text(
     { "该工具不在你可调用的已启用目录中：可能已停用、所属工具箱未发布，或当前账号无权访问",
                   "请用 search_capabilities 重新查找可用能力，或联系管理员" },

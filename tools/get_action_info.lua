@@ -343,12 +343,12 @@ local SUMMARY = {
 local MCP_NOT_FOUND = text(
     { "行动绑定的 MCP 工具不存在", "请联系管理员检查行动类绑定的 MCP 工具" },
     { "The MCP tool bound to the action was not found",
-                  "Ask an administrator to check the MCP tool bound to the action type" })
+        "Ask an administrator to check the MCP tool bound to the action type" })
 
 local BAD_SOURCE = text(
     { "行动的来源类型不受支持", "行动来源只能是 tool 或 mcp；请联系管理员检查行动类配置" },
     { "The action's source type is not supported",
-                  "An action source is either tool or mcp; ask an administrator to check the action type" })
+        "An action source is either tool or mcp; ask an administrator to check the action type" })
 
 local function read_box_tool(ctx, args, src)
     local tail = "/tool-box/" .. util.escape(src.box_id) .. "/tool/" .. util.escape(src.tool_id)

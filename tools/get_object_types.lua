@@ -35,14 +35,7 @@ local M = {
         ids = fields.ids("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
             "Object type ids or names (from get_kn_detail or search_schema)"),
     }),
-    output_schema = {
-        type = "object",
-        properties = {
-            kn_id = { type = "string" },
-            object_types = { type = "array", items = { type = "object" } },
-            missing = { type = "array", items = { type = "string" } },
-        },
-    },
+    output_schema = knschema.by_ids_output("object_types"),
 }
 
 -- the search operations a model needs spelled out; the comparisons are implied
@@ -109,12 +102,7 @@ function M.handle(args, ctx)
     for _, ot in ipairs(found) do
         trim_object_type(ot, mcp, metrics)
     end
-    local out = util.object({ kn_id = args.kn_id, object_types = util.array(found) },
-        { "kn_id", "object_types", "missing" })
-    if #missing > 0 then
-        out.missing = missing
-    end
-    return out
+    return knschema.by_ids_result(args.kn_id, "object_types", found, missing)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)

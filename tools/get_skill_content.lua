@@ -47,39 +47,26 @@ local TRUNCATED = text(
     "SKILL.md was truncated because it is too large. Use read_skill_file to read " ..
         "individual files.")
 
--- trim_response(meta, content, lang): meta is the factory's answer, content the
+-- trim_response(meta, content, args, lang): meta is the factory's answer, content the
 -- downloaded SKILL.md.
-function M.trim_response(meta, content, lang)
+function M.trim_response(meta, content, args, lang)
     local out = cljson.object({}, { "skill_id", "status", "content", "truncated", "files", "message" })
-    out.skill_id = meta.skill_id
+    out.skill_id = util.is_null(meta.skill_id) and args.skill_id or meta.skill_id
     if not util.is_null(meta.status) then
         out.status = meta.status
     end
-    local cut
-    out.content, cut = skill.truncate(content, skill.MAX_RUNES)
     local files = type(meta.files) == "table" and meta.files or util.array()
     for _, f in ipairs(files) do
         util.keep_only(f, { "rel_path", "file_type", "size", "mime_type" })
     end
     out.files = setmetatable(files, cljson.array_mt)
-    if cut then
-        out.truncated = true
-        out.message = TRUNCATED[lang] or TRUNCATED["zh-CN"]
-    end
-    return out
+    return skill.put_content(out, content, TRUNCATED[lang] or TRUNCATED["zh-CN"])
 end
 
 local SUMMARY = text("无法获取技能内容", "Unable to retrieve the skill content")
 
 function M.handle(args, ctx)
-    local meta, content = skill.read(ctx, args, M.shape_request, SUMMARY)
-    if meta == nil then
-        return nil, content
-    end
-    if util.is_null(meta.skill_id) then
-        meta.skill_id = args.skill_id
-    end
-    return M.trim_response(meta, content, ctx.lang)
+    return skill.read(ctx, args, M, SUMMARY)
 end
 
 return M

@@ -102,23 +102,13 @@ function M.trim_response(meta, content, args, lang)
         out.message = BINARY[l]
         return out
     end
-    local cut
-    out.content, cut = skill.truncate(content, skill.MAX_RUNES)
-    if cut then
-        out.truncated = true
-        out.message = TRUNCATED[l]
-    end
-    return out
+    return skill.put_content(out, content, TRUNCATED[l])
 end
 
 local SUMMARY = text("无法读取技能文件", "Unable to read the skill file")
 
 function M.handle(args, ctx)
-    local meta, content = skill.read(ctx, args, M.shape_request, SUMMARY)
-    if meta == nil then
-        return nil, content
-    end
-    return M.trim_response(meta, content, args, ctx.lang)
+    return skill.read(ctx, args, M, SUMMARY)
 end
 
 return M

@@ -80,23 +80,15 @@ end
 
 -- search_after(max): the cursor of the next page, sent back as the previous page gave it.
 function M.search_after(max)
-    return {
-        type = "array",
-        maxItems = max,
-        description = text("游标翻页：上一页返回的 search_after，原样传回",
-            "Page cursor: the search_after of the previous page, unchanged"),
-    }
+    local zh, en = "游标翻页：上一页返回的 search_after，原样传回", "Page cursor: the search_after of the previous page, unchanged"
+    return { type = "array", maxItems = max, description = text(zh, en) }
 end
 
--- include_logic_params(what): whether the returned what (text(zh, en) of "rows",
--- "objects") carry the parameters of logic properties.
-function M.include_logic_params(en_what)
-    return {
-        type = "boolean",
-        default = false,
-        description = text("为 true 时返回逻辑属性的参数定义",
-            "When true, " .. en_what .. " include the parameters of logic properties"),
-    }
+-- include_logic_params(what): whether the returned what ("rows", "objects", in
+-- English) carry the parameters of logic properties.
+function M.include_logic_params(what)
+    local zh, en = "为 true 时返回逻辑属性的参数定义", "When true, " .. what .. " include the parameters of logic properties"
+    return { type = "boolean", default = false, description = text(zh, en) }
 end
 
 -- instance_identities(max, zh, en [, min]): target instances, as _instance_identity

@@ -108,6 +108,29 @@ function M.match(items, ids)
     return matched, missing
 end
 
+-- by_ids_output(key) -> the output schema of a lookup by ids: kn_id, what was found
+-- under key, the ids not found as missing.
+function M.by_ids_output(key)
+    return {
+        type = "object",
+        properties = {
+            kn_id = { type = "string" },
+            [key] = { type = "array", items = { type = "object" } },
+            missing = { type = "array", items = { type = "string" } },
+        },
+    }
+end
+
+-- by_ids_result(kn_id, key, found, missing) -> {kn_id, <key> = found, missing} (missing
+-- only when an id was not found).
+function M.by_ids_result(kn_id, key, found, missing)
+    local out = util.object({ kn_id = kn_id, [key] = util.array(found) }, { "kn_id", key, "missing" })
+    if #missing > 0 then
+        out.missing = missing
+    end
+    return out
+end
+
 -- Compact related-metric entry for get_object_types (field order stated).
 function M.metric_brief(m)
     local out = util.object({ id = m.id, name = m.name }, { "id", "name", "comment", "metric_type", "unit",

@@ -93,20 +93,18 @@ end
 local TOO_LARGE = text(
     { "技能文件过大（超过 5 MiB）", "请用 read_skill_file 读取技能包中的单个较小文件" },
     { "The skill file is too large (over 5 MiB)",
-                  "Read individual, smaller files of the skill package with read_skill_file" })
+        "Read individual, smaller files of the skill package with read_skill_file" })
 
-local NO_URL = text(
-    { "技能文件的下载地址不可用", "请稍后重试；如持续出现，请联系管理员" },
-    { "The skill file download URL is unavailable",
-                  "Retry later; if it persists, contact an administrator" })
+local NO_URL = text({ "技能文件的下载地址不可用", "请稍后重试；如持续出现，请联系管理员" },
+    { "The skill file download URL is unavailable", "Retry later; if it persists, contact an administrator" })
 
 local DOWNLOAD = text("无法下载技能文件", "Unable to download the skill file")
 
--- read(ctx, args, shape_request, step) -> the factory's answer for the request
--- shape_request(args, ctx) gives and the file its url names | nil, err (step: what
--- an upstream failure's description names).
-function M.read(ctx, args, shape_request, step)
-    local req, err = shape_request(args, ctx)
+-- read(ctx, args, tool, step) -> tool.trim_response(meta, content, args, ctx.lang)
+-- for the factory's answer (meta) to tool.shape_request(args, ctx) and the file its
+-- url names (content) | nil, err (step: what an upstream failure's description names).
+function M.read(ctx, args, tool, step)
+    local req, err = tool.shape_request(args, ctx)
     if req == nil then
         return nil, err
     end
@@ -120,7 +118,19 @@ function M.read(ctx, args, shape_request, step)
     if content == nil then
         return nil, err
     end
-    return meta, content
+    return tool.trim_response(meta, content, args, ctx.lang)
+end
+
+-- put_content(out, content, message) -> out with content cut to MAX_RUNES characters;
+-- when cut, also truncated = true and message.
+function M.put_content(out, content, message)
+    local cut
+    out.content, cut = M.truncate(content, M.MAX_RUNES)
+    if cut then
+        out.truncated = true
+        out.message = message
+    end
+    return out
 end
 
 -- download(ctx, url) -> body text | nil, err
