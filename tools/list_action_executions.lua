@@ -55,13 +55,7 @@ local M = {
                 "开始时间上界（Unix 毫秒）",
                 "Start time upper bound (Unix ms)"),
         },
-        offset = {
-            type = "integer",
-            minimum = 0,
-            description = text(
-                "偏移翻页；传了 search_after 时忽略",
-                "Rows to skip; ignored when search_after is sent"),
-        },
+        offset = fields.offset(text("偏移翻页；传了 search_after 时忽略", "Rows to skip; ignored when search_after is sent")),
         limit = fields.limit(DEFAULT_LIMIT, 1000),
         search_after = fields.search_after(16),
     }),

@@ -60,14 +60,8 @@ local M = {
         },
         sort = condition.sort_schema(),
         search_after = fields.search_after(64),
-        offset = {
-            type = "integer",
-            minimum = 0,
-            description = text(
-                "跳过的条数（仅数据资源类对象类有效；给出 search_after 时忽略）",
-                "Rows to skip (resource-backed object types only; ignored " ..
-                    "with search_after)"),
-        },
+        offset = fields.offset(text("跳过的条数（仅数据资源类对象类有效；给出 search_after 时忽略）",
+            "Rows to skip (resource-backed object types only; ignored with search_after)")),
     }, { ["$defs"] = { condition = condition.def() } }),
     output_schema = {
         type = "object",
