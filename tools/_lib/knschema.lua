@@ -35,14 +35,9 @@ function M.object_types(ctx, kn_id, ids)
     for i, id in ipairs(ids) do
         parts[i] = util.escape(id)
     end
-    local res = ctx.http { upstream = "bkn_backend", method = "GET",
+    return util.entries_of(ctx.http { upstream = "bkn_backend", method = "GET",
         path = kn_path(kn_id) .. "/object-types/" .. table.concat(parts, ","),
-        query = { include_detail = "true" }, headers = { ["x-http-method-override"] = "GET" } }
-    local body = util.is_2xx(res) and util.try_json(res) or nil
-    if type(body) ~= "table" or type(body.entries) ~= "table" then
-        return nil
-    end
-    return body.entries
+        query = { include_detail = "true" }, headers = { ["x-http-method-override"] = "GET" } })
 end
 
 -- Metrics scoped to the given object types -> { [ot_id] = {metric…} } | nil.

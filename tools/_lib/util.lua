@@ -75,6 +75,16 @@ function M.try_json(res, opts)
     return nil
 end
 
+-- entries_of(res) -> the entries array of a 2xx JSON answer | nil: for the
+-- best-effort reads whose failure a tool leaves out (or only logs).
+function M.entries_of(res)
+    local body = M.is_2xx(res) and M.try_json(res) or nil
+    if type(body) ~= "table" or type(body.entries) ~= "table" then
+        return nil
+    end
+    return body.entries
+end
+
 -- res is a 2xx answer of ctx.http (the rule lua/errors.lua maps failures by).
 M.is_2xx = errors.is_2xx
 
