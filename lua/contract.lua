@@ -246,6 +246,7 @@ KEYS.handle = function(v, tool, add)
 end
 KEYS.shape_request = optional_function("shape_request")
 KEYS.trim_response = optional_function("trim_response")
+KEYS.render = optional_function("render")
 
 -- The failed step an upstream failure's description names (default handle).
 KEYS.upstream_step = function(v, _, add)
@@ -279,7 +280,6 @@ function M.default_handle(tool)
         return trim(body, args, ctx)
     end
 end
-KEYS.render = optional_function("render")
 
 -- The token-saving TOON view, applied by the core to the result (src/toonview.c):
 -- true, or { omit_instance_id = true } to also leave the _instance_id column out of
