@@ -2,7 +2,8 @@
 -- one generation. Loaded once per generation, inside the sandbox like any module.
 --
 -- C calls: register(file_name, value) while loading, check_set() once every file
--- is in, info(name) / list_entry(name, lang, compact) to precompute tools/list, invoke(name,
+-- is in, info(name) / list_entry(name, lang, compact) to precompute tools/list,
+-- set_gate(name, open) with the gate the core resolved for the tool, invoke(name,
 -- args, ctx, query) as the body of each call's coroutine, error_text(status, lang)
 -- for the envelopes C builds itself (raised tools, budget kills).
 local contract = require "contract"
@@ -10,12 +11,16 @@ local schema = require "schema"
 local catalog = require "catalog"
 local cljson = require "cljson"
 local errors = require "errors"
+local authz = require "authz"
+local clruntime = require "clruntime"
 
 local M = {}
 
 -- name -> normalized tool; per generation (this module is loaded once per state)
 local tools = {}
 local order = {}
+-- name -> true for a gated tool whose gate the core found open (set_gate)
+local gate_open = {}
 
 -- register(file_name, value) -> normalized tool | nil, errors (array of strings)
 -- unchanged: the same file bytes and runtime as in the previous generation, which
@@ -60,6 +65,13 @@ end
 
 function M.list_entry(name, lang, compact)
     return contract.list_entry(tools[name], lang, compact)
+end
+
+-- set_gate(name, open): the core's one evaluation of a gated tool's switch, made
+-- when the generation loads; direct calls (C) and ctx.invoke / ctx.list_tools
+-- (below) both go by it.
+function M.set_gate(name, open)
+    gate_open[name] = open == true or nil
 end
 
 -- error_text(status_or_code, lang) -> description, solution (the text catalogue's)
@@ -186,22 +198,17 @@ local function has_surface(tool, surface)
     return false
 end
 
--- Gated-off tools do not exist for this call (indistinguishable from
--- never built). gates comes from ctx.config.gates ({NAME = true|false}).
-local function gated_off(tool, ctx)
-    if tool.gate == nil then
-        return false
-    end
-    local cfg = type(ctx) == "table" and ctx.config
-    local gates = type(cfg) == "table" and cfg.gates
-    return not (type(gates) == "table" and gates[tool.gate] == true)
+-- Gated-off tools do not exist for this generation (indistinguishable from never
+-- built), by the core's evaluation of the gate (set_gate).
+local function gated_off(tool)
+    return tool.gate ~= nil and not gate_open[tool.name]
 end
 
 -- What ctx.invoke may run: tools an agent may call by name (listed on /mcp or
 -- /mcp-compact). REST-only and proxy-only tools answer by other rules.
-local function invocable(tool, ctx)
+local function invocable(tool)
     return tool ~= nil and (has_surface(tool, "mcp") or has_surface(tool, "compact")) and
-        not gated_off(tool, ctx)
+        not gated_off(tool)
 end
 
 -- The one error for unknown, REST-only, proxy-only and gated-off names, so that a
@@ -229,7 +236,7 @@ local function make_invoke(ctx)
     local depth = 0
     return function(name, args)
         local tool = tools[name]
-        if type(name) ~= "string" or not invocable(tool, ctx) then
+        if type(name) ~= "string" or not invocable(tool) then
             return nil, unknown_tool_error(name, ctx.lang)
         end
         if depth >= MAX_INVOKE_DEPTH then
@@ -264,7 +271,7 @@ local function make_list_tools(ctx)
         end
         local out = {}
         for _, t in ipairs(order) do
-            if not gated_off(t, ctx) then
+            if not gated_off(t) then
                 local surfaces = {}
                 for i, s in ipairs(t.surfaces) do
                     surfaces[i] = s
@@ -288,18 +295,23 @@ end
 
 -- invoke(name, args, ctx, query) -> status, body, error_code
 -- Runs as the call's coroutine; a raise propagates to C (incident, traceback logged).
+-- The tool gets a read-only view of ctx (clruntime.readonly): it reads every
+-- field, nested tables included, and writes none.
 function M.invoke(name, args, ctx, query)
     local tool = tools[name]
     if not tool then
         error("unknown tool '" .. tostring(name) .. "'", 0)
     end
-    if type(ctx) == "table" then
-        if ctx.invoke == nil then
-            ctx.invoke = make_invoke(ctx)
-        end
-        if ctx.list_tools == nil then
-            ctx.list_tools = make_list_tools(ctx)
-        end
+    local real = ctx
+    ctx = clruntime.readonly(real)
+    if real.invoke == nil then
+        real.invoke = make_invoke(ctx)
+    end
+    if real.list_tools == nil then
+        real.list_tools = make_list_tools(ctx)
+    end
+    if real.authz == nil then
+        real.authz = authz.handle(real.principal, real.now_ms)
     end
     local lang = ctx.lang
     local res, err, bad = run(tool, args, ctx, query)

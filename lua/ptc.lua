@@ -559,8 +559,15 @@ end
 -- language and gate set, rendered once.
 local stub_cache = {}
 
+-- clruntime (the sandbox's, absent outside it): is_view(ctx) tells a ctx the runtime
+-- made from a table a tool built, whose list_tools must not fill the shared cache.
+local has_runtime, clruntime = pcall(require, "clruntime")
+
 -- stub_for(ctx) -> the stub rendered from the tools this call may see.
 function M.stub_for(ctx)
+    if not (has_runtime and clruntime.is_view(ctx)) then
+        return M.stub(M.from_list_tools(ctx.list_tools(), lang_of(ctx.lang)), lang_of(ctx.lang))
+    end
     local lang = lang_of(ctx.lang)
     local gates = {}
     local cfg = type(ctx.config) == "table" and ctx.config.gates

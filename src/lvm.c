@@ -46,13 +46,14 @@ struct lvm {
 };
 
 /* Registry keys (addresses are unique). */
-static const char KEY_GLOBALS = 'g';  /* allow-listed globals (real table) */
+static const char KEY_LIBS = 'g';     /* allow-listed globals but require and _G */
 static const char KEY_READONLY = 'r'; /* weak set of tables rawset must refuse */
 static const char KEY_PROXIES = 'p';  /* weak real -> proxy */
-static const char KEY_SOURCES = 's';  /* module name -> {text, chunkname} */
-static const char KEY_LOADED = 'l';   /* module name -> raw value */
+static const char KEY_GEN = 'n';      /* the current generation (see push_gen) */
 static const char KEY_LOADING = 'i';  /* sentinel for circular requires */
-static const char KEY_ENVBASE = 'e';  /* copy of the globals whose misses raise */
+static const char KEY_VIEWS = 'v';    /* weak view -> the table it shows */
+static const char KEY_VIEWOF = 'o';   /* weak table -> its view */
+static const char KEY_VIEWMT = 'm';   /* the metatable every view shares */
 
 static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -101,8 +102,8 @@ static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 lvm *lvm_of(lua_State *L)
 {
     void *ud = NULL;
-    lua_getallocf(L, &ud);
-    return ud;
+    /* a state lvm_new did not make (the sandbox module loaded into busted) has none */
+    return lua_getallocf(L, &ud) == lvm_alloc ? ud : NULL;
 }
 
 lua_State *lvm_state(lvm *vm)
@@ -277,8 +278,8 @@ void lvm_set_budget(lvm *vm, lvm_budget *b)
 static lua_State *switch_running(lua_State *L, lua_State *co)
 {
     lvm *vm = lvm_of(L);
-    lua_State *prev = vm->running;
-    if (!vm->cur)
+    lua_State *prev = vm ? vm->running : NULL;
+    if (!vm || !vm->cur)
         return prev;
     vm->running = co;
     if (vm->cur->counting)
@@ -289,7 +290,7 @@ static lua_State *switch_running(lua_State *L, lua_State *co)
 static void restore_running(lua_State *L, lua_State *prev)
 {
     lvm *vm = lvm_of(L);
-    if (!vm->cur)
+    if (!vm || !vm->cur)
         return;
     vm->running = prev;
     if (vm->cur->counting && prev)
@@ -328,7 +329,8 @@ void lvm_budget_slice(lvm_budget *b, long ms)
 
 void lvm_charge(lua_State *L, long n)
 {
-    lvm_budget *b = lvm_of(L)->cur;
+    lvm *vm = lvm_of(L);
+    lvm_budget *b = vm ? vm->cur : NULL;
     if (!b)
         return;
     if (!b->killed) {
@@ -352,7 +354,8 @@ static void lvm_hook(lua_State *L, lua_Debug *ar)
  * LUA_ERRMEM, and says whether the error must be re-raised. */
 static int must_rethrow(lua_State *L, int status)
 {
-    lvm_budget *b = lvm_of(L)->cur;
+    lvm *vm = lvm_of(L);
+    lvm_budget *b = vm ? vm->cur : NULL;
     if (!b)
         return 0;
     if (status == LUA_ERRMEM && !b->killed)
@@ -611,15 +614,6 @@ static int sb_load(lua_State *L)
     return 1;
 }
 
-static int sb_require(lua_State *L)
-{
-    const char *name = luaL_checkstring(L, 1);
-    lvm_require(L, name);
-    if (lua_type(L, -1) == LUA_TTABLE)
-        lvm_push_proxy(L, -1);
-    return 1;
-}
-
 /* ---- proxies and environments ---- */
 
 static int ro_newindex(lua_State *L)
@@ -663,6 +657,46 @@ static void mark_readonly(lua_State *L, int idx)
     lua_pop(L, 1);
 }
 
+/* Finishes the metatable on top for the table just below it: writes go to
+ * newindex (which raises), the metatable is locked, and rawset refuses the table.
+ * Pops the metatable. */
+static void seal(lua_State *L, lua_CFunction newindex)
+{
+    lua_pushcfunction(L, newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+    mark_readonly(L, -1);
+}
+
+/* Pushes map[value at idx] (map: a registry table) and returns 1 when it is a table;
+ * else pushes nothing and returns 0. */
+static int map_get(lua_State *L, const void *map, int idx)
+{
+    idx = lua_absindex(L, idx);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, map);
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+        lua_remove(L, -2);
+        return 1;
+    }
+    lua_pop(L, 2);
+    return 0;
+}
+
+/* map[value at k] = value at v (map: a registry table). */
+static void map_set(lua_State *L, const void *map, int k, int v)
+{
+    k = lua_absindex(L, k);
+    v = lua_absindex(L, v);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, map);
+    lua_pushvalue(L, k);
+    lua_pushvalue(L, v);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
 void lvm_push_proxy(lua_State *L, int idx)
 {
     idx = lua_absindex(L, idx);
@@ -670,33 +704,20 @@ void lvm_push_proxy(lua_State *L, int idx)
         lua_pushvalue(L, idx);
         return;
     }
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_PROXIES);
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, -2) == LUA_TTABLE) {
-        lua_remove(L, -2);
+    if (map_get(L, &KEY_PROXIES, idx))
         return;
-    }
-    lua_pop(L, 1);
     lua_newtable(L);          /* proxy */
     lua_createtable(L, 0, 5); /* its metatable */
     lua_pushvalue(L, idx);
     lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, ro_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushboolean(L, 0);
-    lua_setfield(L, -2, "__metatable");
     lua_pushvalue(L, idx);
     lua_pushcclosure(L, proxy_pairs, 1);
     lua_setfield(L, -2, "__pairs");
     lua_pushvalue(L, idx);
     lua_pushcclosure(L, proxy_len, 1);
     lua_setfield(L, -2, "__len");
-    lua_setmetatable(L, -2);
-    mark_readonly(L, -1);
-    lua_pushvalue(L, idx);
-    lua_pushvalue(L, -2);
-    lua_rawset(L, -4); /* proxies[real] = proxy */
-    lua_remove(L, -2);
+    seal(L, ro_newindex);
+    map_set(L, &KEY_PROXIES, idx, -1); /* proxies[real] = proxy */
 }
 
 /* __index of the globals copy behind every _ENV: only misses get here, since the
@@ -713,43 +734,108 @@ static int env_newindex(lua_State *L)
                       lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
 }
 
-/* Pushes a fresh _ENV for one chunk. */
-static void push_env(lua_State *L)
+/* ---- generations: module sources, caches and the two requires ----
+ *
+ * A generation is one Lua table (GEN_* slots) that the requires and chunk loaders
+ * carry as an upvalue: the server makes one per state; the busted module makes one
+ * per sandbox. KEY_GEN names the state's current one for the C API. */
+enum {
+    GEN_SOURCES = 1, /* module name -> {text, chunkname} */
+    GEN_LOADED,      /* module name -> raw value (runtime chunks and tools/_lib) */
+    GEN_PUBLIC,      /* public module name -> read-only facade given to tool code */
+    GEN_TOOL_ENV,    /* globals behind a tool chunk's _ENV (public require) */
+    GEN_RT_ENV,      /* globals behind a runtime chunk's _ENV (private require) */
+};
+
+/* The runtime's modules tool code may require, and the fields each shows; the rest
+ * of lua/ (host, contract, schema, ...) stays private to the runtime. Kept in step
+ * with docs/writing-tools.md. */
+static const char *const PUBLIC_CATALOG[] = {
+    "text", "error_text", "status_name", "default_language", "languages", NULL};
+static const char *const PUBLIC_ERRORS[] = {
+    "UPSTREAM_CODES", "RETRY_AFTER_MS", "body_of", "envelope", "from_status", "transport",
+    "upstream",       "next_of",        "link",    "platform", NULL};
+static const char *const PUBLIC_PTC[] = {
+    "timeout_schema", "output_schema", "blank_error", "wrap_code",
+    "stub_for",       "execute",       "result",      NULL};
+static const char *const PUBLIC_SQLGUARD[] = {"check", NULL};
+static const struct {
+    const char *name;
+    const char *const *fields;
+} PUBLIC_MODULES[] = {{"catalog", PUBLIC_CATALOG},
+                      {"errors", PUBLIC_ERRORS},
+                      {"ptc", PUBLIC_PTC},
+                      {"sqlguard", PUBLIC_SQLGUARD},
+                      {NULL, NULL}};
+
+/* Library names require gives back (the allow-listed tables themselves). */
+static const char *const BUILTIN_MODULES[] = {"string",    "table", "math", "utf8",
+                                              "coroutine", "os",    NULL};
+/* C modules tool code may require; cltexts and clruntime stay with the runtime. */
+static const char *const PUBLIC_C_MODULES[] = {"cljson", "cltoon", NULL};
+
+static int in_list(const char *const *list, const char *name)
 {
-    lua_newtable(L);
-    lua_createtable(L, 0, 3);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_ENVBASE);
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, env_newindex);
-    lua_setfield(L, -2, "__newindex");
-    lua_pushboolean(L, 0);
-    lua_setfield(L, -2, "__metatable");
-    lua_setmetatable(L, -2);
-    mark_readonly(L, -1);
+    for (int i = 0; list[i]; i++)
+        if (strcmp(list[i], name) == 0)
+            return 1;
+    return 0;
 }
 
-int lvm_load(lua_State *L, const char *text, size_t len, const char *chunkname)
+static int is_lib_name(const char *name)
 {
+    return strncmp(name, "_lib.", 5) == 0;
+}
+
+/* Pushes a fresh _ENV for one chunk of generation gen: a tool chunk's (tool code
+ * and tools/_lib) or a runtime chunk's (lua/). */
+static void push_env(lua_State *L, int gen, int runtime)
+{
+    gen = lua_absindex(L, gen);
+    lua_newtable(L);
+    lua_createtable(L, 0, 3);
+    lua_rawgeti(L, gen, runtime ? GEN_RT_ENV : GEN_TOOL_ENV);
+    lua_setfield(L, -2, "__index");
+    seal(L, env_newindex);
+}
+
+static int load_in(lua_State *L, int gen, const char *text, size_t len, const char *chunkname,
+                   int runtime)
+{
+    gen = lua_absindex(L, gen);
     if (luaL_loadbufferx(L, text, len, chunkname, "t") != LUA_OK)
         return -1;
-    push_env(L);
+    push_env(L, gen, runtime);
     set_env_upvalue(L, -2, -1);
     lua_pop(L, 1);
     return 0;
 }
 
-static const char *const BUILTIN_MODULES[] = {"string",    "table", "math", "utf8",
-                                              "coroutine", "os",    NULL};
+int lvm_load(lua_State *L, const char *text, size_t len, const char *chunkname)
+{
+    int rc;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_GEN);
+    rc = load_in(L, -1, text, len, chunkname, 0);
+    lua_remove(L, -2);
+    return rc;
+}
 
-void lvm_require(lua_State *L, const char *name)
+/* Pushes the raw value of module name in generation gen, loading it once. */
+static void require_in(lua_State *L, int gen, const char *name)
 {
     int t;
-    int i;
     const char *text;
     const char *chunk;
     size_t len;
 
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
+    gen = lua_absindex(L, gen);
+    if (in_list(BUILTIN_MODULES, name)) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LIBS);
+        lua_getfield(L, -1, name);
+        lua_remove(L, -2);
+        return;
+    }
+    lua_rawgeti(L, gen, GEN_LOADED);
     t = lua_getfield(L, -1, name);
     if (t == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == (void *)&KEY_LOADING)
         luaL_error(L, "circular require of module '%s'", name);
@@ -758,16 +844,7 @@ void lvm_require(lua_State *L, const char *name)
         return;
     }
     lua_pop(L, 1);
-    for (i = 0; BUILTIN_MODULES[i]; i++) {
-        if (strcmp(name, BUILTIN_MODULES[i]) == 0) {
-            lua_pop(L, 1);
-            lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_GLOBALS);
-            lua_getfield(L, -1, name);
-            lua_remove(L, -2);
-            return;
-        }
-    }
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_SOURCES);
+    lua_rawgeti(L, gen, GEN_SOURCES);
     if (lua_getfield(L, -1, name) != LUA_TTABLE)
         luaL_error(L,
                    "module '%s' not found (only lua/ and tools/_lib/ modules, cljson and "
@@ -777,7 +854,7 @@ void lvm_require(lua_State *L, const char *name)
     lua_rawgeti(L, -2, 2);
     text = lua_tolstring(L, -2, &len);
     chunk = lua_tostring(L, -1);
-    if (lvm_load(L, text, len, chunk) != 0)
+    if (load_in(L, gen, text, len, chunk, !is_lib_name(name)) != 0)
         lua_error(L);
     /* stack: loaded, sources, src, text, chunk, fn */
     lua_pushlightuserdata(L, (void *)&KEY_LOADING);
@@ -798,6 +875,215 @@ void lvm_require(lua_State *L, const char *name)
     lua_pop(L, 4);
 }
 
+void lvm_require(lua_State *L, const char *name)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_GEN);
+    require_in(L, -1, name);
+    lua_remove(L, -2);
+}
+
+/* Pushes a read-only copy of the value at idx: tables are copied (nested ones
+ * too, down to a few levels) and shown through proxies, other values as they are. */
+static void push_frozen(lua_State *L, int idx, int depth)
+{
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) != LUA_TTABLE || depth > 8 || is_readonly(L, idx)) {
+        lua_pushvalue(L, idx);
+        return;
+    }
+    luaL_checkstack(L, 6, NULL);
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        push_frozen(L, -1, depth + 1);
+        lua_remove(L, -2);
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+    }
+    lvm_push_proxy(L, -1);
+    lua_remove(L, -2);
+}
+
+/* Pushes the facade of public runtime module name (cached per generation). */
+static void push_facade(lua_State *L, int gen, const char *name, const char *const *fields)
+{
+    gen = lua_absindex(L, gen);
+    lua_rawgeti(L, gen, GEN_PUBLIC);
+    if (lua_getfield(L, -1, name) == LUA_TTABLE) {
+        lua_remove(L, -2);
+        return;
+    }
+    lua_pop(L, 1);
+    require_in(L, gen, name);
+    lua_newtable(L);
+    for (int i = 0; fields[i]; i++) {
+        if (lua_type(L, -2) == LUA_TTABLE)
+            lua_getfield(L, -2, fields[i]);
+        else
+            lua_pushnil(L);
+        push_frozen(L, -1, 0);
+        lua_remove(L, -2);
+        lua_setfield(L, -2, fields[i]);
+    }
+    lvm_push_proxy(L, -1);
+    lua_replace(L, -3); /* facades, proxy, table */
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, name);
+    lua_remove(L, -2);
+}
+
+/* require for runtime chunks (lua/): every module of the generation. Upvalue 1: gen. */
+static int sb_require_private(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    require_in(L, lua_upvalueindex(1), name);
+    if (lua_type(L, -1) == LUA_TTABLE)
+        lvm_push_proxy(L, -1);
+    return 1;
+}
+
+/* require for tool chunks (tools/ and tools/_lib/): the public modules only, each
+ * through a read-only proxy. Upvalue 1: gen. */
+static int sb_require_public(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    int i;
+    for (i = 0; PUBLIC_MODULES[i].name; i++) {
+        if (strcmp(name, PUBLIC_MODULES[i].name) == 0) {
+            push_facade(L, lua_upvalueindex(1), name, PUBLIC_MODULES[i].fields);
+            return 1;
+        }
+    }
+    if (!in_list(BUILTIN_MODULES, name) && !in_list(PUBLIC_C_MODULES, name) && !is_lib_name(name)) {
+        lua_rawgeti(L, lua_upvalueindex(1), GEN_SOURCES);
+        int runtime = lua_getfield(L, -1, name) == LUA_TTABLE || strcmp(name, "cltexts") == 0 ||
+                      strcmp(name, "clruntime") == 0;
+        lua_pop(L, 2);
+        if (runtime)
+            return luaL_error(L,
+                              "module '%s' is private to the runtime (tool code may require "
+                              "cljson, cltoon, _lib.<name>, catalog, errors, ptc and sqlguard)",
+                              name);
+        return luaL_error(L,
+                          "module '%s' not found (tool code may require cljson, cltoon, "
+                          "_lib.<name>, catalog, errors, ptc and sqlguard)",
+                          name);
+    }
+    require_in(L, lua_upvalueindex(1), name);
+    if (lua_type(L, -1) == LUA_TTABLE)
+        lvm_push_proxy(L, -1);
+    return 1;
+}
+
+/* ---- read-only views (ctx) ----
+ *
+ * A view is an empty table with one shared metatable; KEY_VIEWS maps it to the
+ * table it shows. Reads go through to that table, and a table read through a view
+ * comes back as a view of it (made on first read, then the same one); writes and
+ * rawset raise. Nothing is copied. */
+static int view_real(lua_State *L, int view)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWS);
+    lua_pushvalue(L, view);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+    return lua_type(L, -1) == LUA_TTABLE;
+}
+
+/* Replaces the value on top with its view when it is a table that is not read-only. */
+static void wrap_top(lua_State *L)
+{
+    if (lua_type(L, -1) != LUA_TTABLE)
+        return;
+    if (map_get(L, &KEY_VIEWOF, -1)) { /* read before: its view (the common case) */
+        lua_remove(L, -2);
+        return;
+    }
+    if (!is_readonly(L, -1)) {
+        lvm_push_view(L, -1);
+        lua_remove(L, -2);
+    }
+}
+
+static int view_index(lua_State *L)
+{
+    if (!view_real(L, 1))
+        return 0;
+    lua_pushvalue(L, 2);
+    lua_rawget(L, -2);
+    wrap_top(L);
+    return 1;
+}
+
+static int view_newindex(lua_State *L)
+{
+    return luaL_error(L,
+                      "attempt to modify a read-only table (field '%s'): ctx and its tables "
+                      "are read-only; keep per-call state in locals",
+                      lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?");
+}
+
+static int view_next(lua_State *L)
+{
+    /* upvalue 1: the real table; arguments: (view, key) */
+    lua_settop(L, 2);
+    if (!lua_next(L, lua_upvalueindex(1))) {
+        lua_pushnil(L);
+        return 1;
+    }
+    wrap_top(L);
+    return 2;
+}
+
+static int view_pairs(lua_State *L)
+{
+    if (!view_real(L, 1))
+        return luaL_error(L, "not a read-only view");
+    lua_pushcclosure(L, view_next, 1);
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    return 3;
+}
+
+static int view_len(lua_State *L)
+{
+    lua_pushinteger(L, view_real(L, 1) ? (lua_Integer)lua_rawlen(L, -1) : 0);
+    return 1;
+}
+
+void lvm_push_view(lua_State *L, int idx)
+{
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) != LUA_TTABLE || is_readonly(L, idx)) {
+        lua_pushvalue(L, idx);
+        return;
+    }
+    if (map_get(L, &KEY_VIEWOF, idx))
+        return;
+    lua_newtable(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWMT);
+    lua_setmetatable(L, -2);
+    mark_readonly(L, -1);
+    map_set(L, &KEY_VIEWOF, idx, -1); /* viewof[real] = view */
+    map_set(L, &KEY_VIEWS, -1, idx);  /* views[view] = real */
+}
+
+static int rt_readonly(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    lvm_push_view(L, 1);
+    return 1;
+}
+
+/* is_view(v): v is a view the runtime made (a tool cannot forge one). */
+static int rt_is_view(lua_State *L)
+{
+    lua_pushboolean(L, lua_type(L, 1) == LUA_TTABLE && view_real(L, 1));
+    return 1;
+}
+
 /* ---- building the state ---- */
 
 typedef struct snap_args {
@@ -807,10 +1093,10 @@ typedef struct snap_args {
     int optional;
 } snap_args;
 
-/* Reads every dir/<name>.lua into SOURCES[prefix..name] = {text, "@chunk_dir/name.lua"}. */
-static int snapshot_p(lua_State *L)
+/* Reads every dir/<name>.lua into the sources of the generation at stack index 2:
+ * sources[prefix..name] = {text, "@chunk_dir/name.lua"}. */
+static int snapshot_into(lua_State *L, const snap_args *a, int gen)
 {
-    snap_args *a = lua_touserdata(L, 1);
     DIR *d = opendir(a->dir);
     struct dirent *e;
     if (!d) {
@@ -818,7 +1104,7 @@ static int snapshot_p(lua_State *L)
             return 0;
         return luaL_error(L, "%s: cannot open directory: %s", a->dir, strerror(errno));
     }
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_SOURCES);
+    lua_rawgeti(L, gen, GEN_SOURCES);
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
         char *path;
@@ -848,7 +1134,15 @@ static int snapshot_p(lua_State *L)
         lua_rawset(L, -3);
     }
     closedir(d);
+    lua_pop(L, 1);
     return 0;
+}
+
+static int snapshot_p(lua_State *L)
+{
+    snap_args *a = lua_touserdata(L, 1);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_GEN);
+    return snapshot_into(L, a, lua_gettop(L));
 }
 
 static void new_weak_table(lua_State *L, const char *mode, const void *key)
@@ -874,21 +1168,57 @@ static void copy_fields(lua_State *L, int from, int to, const char *const *names
     }
 }
 
-static int setup_p(lua_State *L)
+/* Pushes a fresh copy of library lib: in a state of our own the loaded one (then
+ * changed in place), in a foreign one (busted) a new table, so the host's own
+ * libraries and the string metatable stay as they were. */
+static void push_lib(lua_State *L, const char *name, lua_CFunction open, int own)
+{
+    if (own) {
+        luaL_requiref(L, name, open, 0);
+        return;
+    }
+    if (open == luaopen_string) {
+        lua_pushliteral(L, "");
+        lua_getmetatable(L, -1);
+        lua_remove(L, -2);
+        lua_pushcfunction(L, open);
+        lua_call(L, 0, 1);
+        lua_pushliteral(L, "");
+        lua_pushvalue(L, -3);
+        lua_setmetatable(L, -2); /* the host's string metatable back */
+        lua_pop(L, 1);
+        lua_remove(L, -2);
+        return;
+    }
+    lua_pushcfunction(L, open);
+    lua_call(L, 0, 1);
+}
+
+/* The allow-listed libraries and base functions, shared by every generation of the
+ * state: KEY_LIBS (everything a chunk's globals hold but require and _G), the
+ * readonly/proxy/view tables. own: the state is ours (lvm_new), not busted's. */
+static void setup_libs(lua_State *L, int own)
 {
     static const char *const os_allowed[] = {"time", "clock", "date", NULL};
     static const luaL_Reg libs[] = {
         {LUA_STRLIBNAME, luaopen_string},   {LUA_TABLIBNAME, luaopen_table},
         {LUA_MATHLIBNAME, luaopen_math},    {LUA_UTF8LIBNAME, luaopen_utf8},
         {LUA_COLIBNAME, luaopen_coroutine}, {NULL, NULL}};
+    static const luaL_Reg view_mt[] = {{"__index", view_index},
+                                       {"__newindex", view_newindex},
+                                       {"__pairs", view_pairs},
+                                       {"__len", view_len},
+                                       {NULL, NULL}};
     int g, real, i;
 
     new_weak_table(L, "k", &KEY_READONLY);
     new_weak_table(L, "k", &KEY_PROXIES);
-    lua_newtable(L);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_SOURCES);
-    lua_newtable(L);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
+    new_weak_table(L, "k", &KEY_VIEWS);
+    new_weak_table(L, "k", &KEY_VIEWOF);
+    luaL_newlib(L, view_mt);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_VIEWMT);
 
     luaL_requiref(L, LUA_GNAME, luaopen_base, 0);
     real = lua_gettop(L);
@@ -906,11 +1236,9 @@ static int setup_p(lua_State *L)
     lua_setfield(L, g, "setmetatable");
     lua_pushcfunction(L, sb_load);
     lua_setfield(L, g, "load");
-    lua_pushcfunction(L, sb_require);
-    lua_setfield(L, g, "require");
 
     for (i = 0; libs[i].name; i++) {
-        luaL_requiref(L, libs[i].name, libs[i].func, 0);
+        push_lib(L, libs[i].name, libs[i].func, own);
         if (strcmp(libs[i].name, LUA_STRLIBNAME) == 0) {
             lpattern_install(L, -1, lvm_charge); /* pattern matching under the budget */
             lua_pushcfunction(L, sb_rep);
@@ -938,36 +1266,40 @@ static int setup_p(lua_State *L)
     lua_setfield(L, g, "os");
     lua_pop(L, 2);
 
-    /* the string metatable stays reachable only as the __index of strings */
-    lua_pushliteral(L, "");
-    lua_getmetatable(L, -1);
-    lua_pushboolean(L, 0);
-    lua_setfield(L, -2, "__metatable");
-    lua_pop(L, 2);
-
-    luaL_requiref(L, "cljson", luaopen_cljson, 0);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
-    lua_pushvalue(L, -2);
-    lua_setfield(L, -2, "cljson");
-    lua_pop(L, 2);
-    luaL_requiref(L, "cltoon", luaopen_cltoon, 0);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
-    lua_pushvalue(L, -2);
-    lua_setfield(L, -2, "cltoon");
-    lua_pop(L, 2);
-    luaL_requiref(L, "cltexts", luaopen_cltexts, 0);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LOADED);
-    lua_pushvalue(L, -2);
-    lua_setfield(L, -2, "cltexts");
-    lua_pop(L, 2);
-
-    lvm_push_proxy(L, g);
-    lua_setfield(L, g, "_G");
+    if (own) {
+        /* the string metatable stays reachable only as the __index of strings */
+        lua_pushliteral(L, "");
+        lua_getmetatable(L, -1);
+        lua_pushboolean(L, 0);
+        lua_setfield(L, -2, "__metatable");
+        lua_pop(L, 2);
+    }
     lua_pushvalue(L, g);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_GLOBALS);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_LIBS);
+    lua_settop(L, real - 1);
+}
 
-    /* What every chunk's _ENV reads through: the allow-list again, with misses
-     * raising. Never reachable from Lua (_ENV's metatable is locked). */
+/* Pushes base (KEY_LIBS) with require = fn(gen) and _G, behind a table whose misses
+ * raise: what a chunk's _ENV reads through. Never reachable from Lua (_ENV's
+ * metatable is locked). */
+static void push_env_base(lua_State *L, int gen, lua_CFunction require)
+{
+    int g;
+    gen = lua_absindex(L, gen);
+    lua_createtable(L, 0, 32);
+    g = lua_gettop(L);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LIBS);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, g);
+    }
+    lua_pop(L, 1);
+    lua_pushvalue(L, gen);
+    lua_pushcclosure(L, require, 1);
+    lua_setfield(L, g, "require");
+    /* _G: the same globals again, read-only (a real table behind it, so misses are nil) */
     lua_createtable(L, 0, 32);
     lua_pushnil(L);
     while (lua_next(L, g)) {
@@ -975,12 +1307,76 @@ static int setup_p(lua_State *L)
         lua_insert(L, -2);
         lua_rawset(L, -4);
     }
+    lvm_push_proxy(L, -1);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "_G");
+    lua_setfield(L, g, "_G");
+    lua_pop(L, 1);
     lua_createtable(L, 0, 1);
     lua_pushcfunction(L, env_unknown);
     lua_setfield(L, -2, "__index");
-    lua_setmetatable(L, -2);
-    mark_readonly(L, -1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_ENVBASE);
+    lua_setmetatable(L, g);
+    mark_readonly(L, g);
+}
+
+/* cljson's marker metatables are the real ones (the encoder compares them by
+ * identity), so their proxies hand them out as they are. Guard them: a field they
+ * lack cannot be added (array_mt and object_mt have none: a tool cannot give every
+ * JSON array or object an __index), rawset refuses them, and their own metatable is
+ * locked. Fields they have (number_mt's __tostring, ...) stay as they are. */
+static void guard_cljson_metatables(lua_State *L, int cljson)
+{
+    static const char *const mts[] = {"array_mt", "object_mt", "number_mt", "raw_mt", NULL};
+    for (int i = 0; mts[i]; i++) {
+        if (lua_getfield(L, cljson, mts[i]) == LUA_TTABLE && !is_readonly(L, -1) &&
+            !lua_getmetatable(L, -1)) {
+            lua_createtable(L, 0, 2);
+            seal(L, ro_newindex);
+        }
+        lua_settop(L, cljson);
+    }
+}
+
+static void preload(lua_State *L, int loaded, const char *name, lua_CFunction open)
+{
+    luaL_requiref(L, name, open, 0);
+    lua_setfield(L, loaded, name);
+}
+
+/* Pushes a new generation: empty sources, the C modules preloaded, both envs. */
+static void push_gen(lua_State *L)
+{
+    static const luaL_Reg runtime[] = {
+        {"readonly", rt_readonly}, {"is_view", rt_is_view}, {NULL, NULL}};
+    int gen, loaded;
+    lua_createtable(L, GEN_RT_ENV, 0);
+    gen = lua_gettop(L);
+    lua_newtable(L);
+    lua_rawseti(L, gen, GEN_SOURCES);
+    lua_newtable(L);
+    loaded = lua_gettop(L);
+    preload(L, loaded, "cljson", luaopen_cljson);
+    lua_getfield(L, loaded, "cljson");
+    guard_cljson_metatables(L, lua_gettop(L));
+    lua_pop(L, 1);
+    preload(L, loaded, "cltoon", luaopen_cltoon);
+    preload(L, loaded, "cltexts", luaopen_cltexts);
+    luaL_newlib(L, runtime);
+    lua_setfield(L, loaded, "clruntime");
+    lua_rawseti(L, gen, GEN_LOADED);
+    lua_newtable(L);
+    lua_rawseti(L, gen, GEN_PUBLIC);
+    push_env_base(L, gen, sb_require_public);
+    lua_rawseti(L, gen, GEN_TOOL_ENV);
+    push_env_base(L, gen, sb_require_private);
+    lua_rawseti(L, gen, GEN_RT_ENV);
+}
+
+static int setup_p(lua_State *L)
+{
+    setup_libs(L, 1);
+    push_gen(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_GEN);
 
     /* Nothing sandboxed sees the real global table; empty it anyway. */
     lua_pushglobaltable(L);
@@ -994,6 +1390,75 @@ static int setup_p(lua_State *L)
     lua_pop(L, 1);
     lua_settop(L, 0);
     return 0;
+}
+
+/* ---- the sandbox as a Lua C module (clsandbox.so, for busted) ----
+ *
+ * clsandbox.new(lua_dir [, lib_dir]) installs the server's sandbox into the calling
+ * state (its libraries once; they leave the host's own untouched) and makes a new
+ * generation of lua_dir's and lib_dir's modules. It returns a table:
+ *   require(name)         the runtime's private require (every lua/ module)
+ *   tool_require(name)    the require tool code gets
+ *   load(text, chunkname) -> function | nil, err: a tool chunk with its own _ENV
+ * clsandbox.readonly(t) is the read-only view the runtime gives tools as ctx. There
+ * is no budget: pcall and friends behave as in a server call that never runs out. */
+static int mod_load(lua_State *L)
+{
+    size_t len;
+    const char *text = luaL_checklstring(L, 1, &len);
+    const char *chunk = luaL_optstring(L, 2, "=(tool)");
+    if (load_in(L, lua_upvalueindex(1), text, len, chunk, 0) != 0) {
+        luaL_pushfail(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    return 1;
+}
+
+static int mod_new(lua_State *L)
+{
+    static const luaL_Reg fns[] = {{"require", sb_require_private},
+                                   {"tool_require", sb_require_public},
+                                   {"load", mod_load},
+                                   {NULL, NULL}};
+    snap_args sa;
+    const char *lua_dir = luaL_checkstring(L, 1);
+    const char *lib_dir = luaL_optstring(L, 2, NULL);
+    int gen;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LIBS);
+    if (lua_isnil(L, -1))
+        setup_libs(L, 0);
+    lua_pop(L, 1);
+    push_gen(L);
+    gen = lua_gettop(L);
+    sa = (snap_args){lua_dir, "", "", 0};
+    snapshot_into(L, &sa, gen);
+    if (lib_dir) {
+        sa = (snap_args){lib_dir, "_lib.", "_lib/", 1};
+        snapshot_into(L, &sa, gen);
+    }
+    lua_pushvalue(L, gen);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_GEN);
+    luaL_newlibtable(L, fns);
+    lua_pushvalue(L, gen);
+    luaL_setfuncs(L, fns, 1); /* each closes over the generation */
+    return 1;
+}
+
+static int mod_readonly(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_LIBS);
+    if (lua_isnil(L, -1))
+        setup_libs(L, 0);
+    lua_settop(L, 1);
+    return rt_readonly(L);
+}
+
+int luaopen_clsandbox(lua_State *L)
+{
+    static const luaL_Reg fns[] = {{"new", mod_new}, {"readonly", mod_readonly}, {NULL, NULL}};
+    luaL_newlib(L, fns);
+    return 1;
 }
 
 lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **err)

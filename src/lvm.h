@@ -14,6 +14,11 @@
  * `require` resolves only against a snapshot taken at lvm_new: lua_dir/<name>.lua
  * and lib_dir/<x>.lua as "_lib.<x>" (flat directories), plus "cljson" and the
  * allow-listed library names. Later edits on disk never leak into a live state.
+ * There are two requires: runtime chunks (lua/) get every module; tool chunks (tool
+ * files and tools/_lib) get only the public ones - cljson, cltoon, "_lib.<x>", the
+ * libraries, and read-only facades of catalog, errors, ptc and sqlguard (a fixed
+ * list of fields each, see PUBLIC_MODULES); any other lua/ module is refused as
+ * private to the runtime. lvm_load gives a tool chunk's _ENV.
  *
  * Memory: one allocator per state that tracks bytes, refuses growth past the state
  * cap, and charges growth to the current budget (lvm_set_budget) while a call runs.
@@ -107,6 +112,13 @@ int lvm_load(lua_State *L, const char *text, size_t len, const char *chunkname);
 void lvm_require(lua_State *L, const char *name);
 /* Pushes a read-only proxy of the table at idx (the same proxy every time). */
 void lvm_push_proxy(lua_State *L, int idx);
+/* Pushes a deep read-only view of the table at idx (the same view every time; tables
+ * read through it come back as views; nothing is copied). Other values are pushed
+ * as they are. The state keeps the view -> table link (weakly). */
+void lvm_push_view(lua_State *L, int idx);
+
+/* The sandbox as a Lua C module for a foreign state (busted): see lvm.c. */
+int luaopen_clsandbox(lua_State *L);
 
 /* Generation internals shared by tools.c and call.c (not part of tools.h). */
 struct tools_gen;

@@ -370,7 +370,15 @@ static int info_p(lua_State *L)
     t->kind = opt_field(L, -1, "kind");
     t->group = opt_field(L, -1, "group");
     t->gate = opt_field(L, -1, "gate");
+    /* the one evaluation of the gate: direct calls read gate_open, ctx.invoke and
+     * ctx.list_tools the same answer handed to host.set_gate */
     t->gate_open = conf_gate_open(c->g->cfg->settings, t->gate);
+    if (t->gate) {
+        push_host_fn(L, c->g, "set_gate");
+        lua_pushstring(L, c->f->name);
+        lua_pushboolean(L, t->gate_open);
+        lua_call(L, 2, 0);
+    }
     t->rest_alias = opt_field(L, -1, "rest_alias");
     if (!t->name)
         t->name = xstrdup(c->f->name);

@@ -22,17 +22,17 @@ before(async () => {
   // 64 MB concatenation) is not interruptible, so the cap bounds the longest such op.
   const release = process.env.CL_RELEASE_BIN;
   const bin = release && fs.existsSync(release) ? release : undefined;
-  stack = await startStack({ ...(bin ? { bin } : {}), capture: 'disabled', env: { CL_TOOLS_DIR: DIR, CL_LUA_MEMORY_CAP_MB: '32', CL_LUA_MAX_RUN_MS: '50' } });
+  stack = await startStack({ ...(bin ? { bin } : {}), capture: 'disabled', env: { CL_TOOLS_DIR: DIR, CL_LUA_MEMORY_CAP_MB: '32', CL_LUA_MAX_RUN_MS: '50', CL_TEST_TRUST_GATE_ON: '1' } });
   asan = fs.readFileSync(`/proc/${stack.server.proc.pid}/maps`, 'utf8').includes('libasan');
 });
 after(async () => { if (stack) await stack.stop(); });
 
-function callTool(name) {
+function callTool(name, args = {}) {
   const t0 = performance.now();
   return fetch(`${stack.server.base}${PREFIX}/kn/${name}`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: 'Bearer demo-user-token' },
-    body: '{}',
+    body: JSON.stringify(args),
     signal: AbortSignal.timeout(30000),
   }).then(async (r) => ({ status: r.status, json: await r.json(), ms: performance.now() - t0 }));
 }
@@ -105,4 +105,39 @@ test('six memory bombs at once all fail fast', { timeout: 60000 }, async () => {
   for (const r of rs) assert.equal(r.status, 500);
   console.log(`six memory bombs: the last answered after ${last.toFixed(0)} ms`);
   assert.ok(last < (asan ? 6000 : 3000), `the last bomb answered after ${last.toFixed(0)} ms`);
+});
+
+test('tool code cannot reach the runtime\'s private modules nor write modules or ctx', async () => {
+  const refused = {
+    require_host: "module 'host' is private to the runtime",
+    require_contract: "module 'contract' is private to the runtime",
+    require_schema: "module 'schema' is private to the runtime",
+    write_public: "attempt to modify a read-only table (field 'text')",
+    write_cljson: "attempt to modify a read-only table (field 'encode')",
+    write_ctx: "attempt to modify a read-only table (field 'stash'): ctx and its tables are read-only",
+    write_ctx_config: "attempt to modify a read-only table (field 'EXECUTE_SKILL_ENABLED')",
+    write_ctx_principal: "attempt to modify a read-only table (field 'account_id')",
+    debug: "unknown global 'debug'",
+    package: "unknown global 'package'",
+    load_foreign_env: 'nil', // a chunk given its own env sees only that table
+  };
+  for (const [what, message] of Object.entries(refused)) {
+    const r = await callTool('trust_probe', { what });
+    assert.equal(r.status, 200, `${what}: ${JSON.stringify(r.json)}`);
+    assert.equal(r.json.ok, false, what);
+    assert.ok(r.json.err.includes(message), `${what}: ${r.json.err}`);
+  }
+});
+
+test('a gate is evaluated once: direct calls and ctx.invoke agree', async () => {
+  const direct = async (name) => (await callTool(name)).status;
+  const nested = async (target) => (await callTool('trust_invoke', { target })).json;
+  // on (switch set in the environment): both paths run it
+  assert.equal(await direct('trust_gated_on'), 200);
+  assert.deepEqual(await nested('trust_gated_on'), { ran: 'trust_gated_on' });
+  // off: both refuse it as if it did not exist
+  assert.equal(await direct('trust_gated_off'), 404);
+  assert.equal(await direct('no_such_tool'), 404);
+  assert.deepEqual(await nested('trust_gated_off'), { refused: 'Public.NotFound', status: 404 });
+  assert.deepEqual(await nested('no_such_tool'), { refused: 'Public.NotFound', status: 404 });
 });

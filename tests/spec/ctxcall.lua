@@ -34,7 +34,7 @@ function M.call(tool, args, opts)
         return nil, { status = 400, code = "invalid_arguments", errors = errs }, ctx
     end
     local co = coroutine.create(tool.handle)
-    local ok, res, err = coroutine.resume(co, v, ctx)
+    local ok, res, err = coroutine.resume(co, v, helper.readonly(ctx))
     if not ok then
         error(debug.traceback(co, res), 2)
     end

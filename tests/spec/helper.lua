@@ -1,20 +1,30 @@
--- Busted harness: loads tool files the way the server does (a fresh _ENV with an
--- allow-listed set of globals, unknown globals raising, `require` limited to lua/
--- and tools/_lib/, the result checked by contract.check) and provides a fake ctx
--- whose http() records requests and answers with recorded fixtures.
+-- Busted harness: loads tool files through the server's own sandbox (src/lvm.c,
+-- built as the Lua C module clsandbox.so): the same allow-listed globals, unknown
+-- globals raising, the same `require` rules (tool code reaches only the public
+-- modules, the runtime's are private), the result checked by contract.check. It
+-- also provides a fake ctx - read-only to the tool, as on the server - whose http()
+-- records requests and answers with recorded fixtures.
+--
+-- Paths: CL_LUA_DIR and CL_TOOLS_DIR (the runtime's lua/ and tools/ directories)
+-- and CL_SPEC_FIXTURES (the recorded answers) when set; else next to this file,
+-- as in the repository (tests/spec/helper.lua) or an installed tree.
 local cljson = require "cljson"
+local clsandbox = require "clsandbox"
 local contract = require "contract"
 local schema = require "schema"
 
 local M = {}
 
--- repo root, from this file's own path (tests/spec/helper.lua)
+-- the tree this file sits in: <root>/tests/spec/helper.lua
 local function root_dir()
     local src = debug.getinfo(1, "S").source:gsub("^@", "")
     local dir = src:match("^(.*)/tests/spec/helper%.lua$")
     return dir or "."
 end
 M.root = root_dir()
+M.lua_dir = os.getenv("CL_LUA_DIR") or (M.root .. "/lua")
+M.tools_dir = os.getenv("CL_TOOLS_DIR") or (M.root .. "/tools")
+M.fixtures_dir = os.getenv("CL_SPEC_FIXTURES") or (M.root .. "/tests/spec/fixtures")
 
 local function read_file(path)
     local f, err = io.open(path, "rb")
@@ -27,101 +37,29 @@ local function read_file(path)
 end
 M.read_file = read_file
 
-local function readonly(t, name)
-    return setmetatable({}, {
-        __index = t,
-        __newindex = function(_, k)
-            error("attempt to modify read-only library " .. name .. " (" .. tostring(k) .. ")", 2)
-        end,
-        __metatable = false,
-    })
-end
+-- The read-only view the server gives a tool as ctx.
+M.readonly = clsandbox.readonly
 
-local SAFE_OS = { time = os.time, clock = os.clock, date = os.date }
+local current -- the latest sandbox: its runtime serves the fake ctx (ctx.authz)
 
--- Globals a tool may read (base, string, table, math, utf8, coroutine,
--- and os.time/clock/date). No io, package, debug, load, dofile, loadfile.
-local BASE = {
-    "assert", "error", "ipairs", "next", "pairs", "pcall", "xpcall", "select", "tonumber",
-    "tostring", "type", "rawequal", "rawlen", "rawget", "rawset", "setmetatable",
-    "getmetatable", "_VERSION",
-}
-
-local function new_env(require_fn)
-    local g = {}
-    for _, k in ipairs(BASE) do
-        g[k] = _G[k]
-    end
-    g.string = readonly(string, "string")
-    g.table = readonly(table, "table")
-    g.math = readonly(math, "math")
-    g.utf8 = readonly(utf8, "utf8")
-    g.coroutine = readonly(coroutine, "coroutine")
-    g.os = readonly(SAFE_OS, "os")
-    g.require = require_fn
-    local env = setmetatable({}, {
-        __index = function(_, k)
-            local v = g[k]
-            if v == nil then
-                error("unknown global '" .. tostring(k) .. "'", 2)
-            end
-            return v
-        end,
-        __newindex = function(_, k)
-            error("assignment to undeclared global '" .. tostring(k) .. "'", 2)
-        end,
-    })
-    return env
-end
-
--- A sandbox generation: its own module cache, like one server generation.
+-- A sandbox generation: its own snapshot of lua_dir and tools_dir/_lib and its own
+-- module caches, like one server generation.
+--   sb.require(name)      the runtime's require (lua/ modules, private ones too)
+--   sb.tool_require(name) the require tool code gets
+--   sb.load(name)         tools_dir/<name>.lua -> normalized tool | nil, errors
 function M.sandbox(tools_dir, lua_dir)
-    tools_dir = tools_dir or (M.root .. "/tools")
-    lua_dir = lua_dir or (M.root .. "/lua")
-    local loaded = {}
-    local sb = {}
-    local function sandbox_require(name)
-        if type(name) ~= "string" then
-            error("module name must be a string", 2)
-        end
-        if loaded[name] ~= nil then
-            return loaded[name]
-        end
-        if name == "cljson" then
-            loaded[name] = cljson
-            return cljson
-        end
-        if name == "cltexts" then
-            loaded[name] = require "cltexts"
-            return loaded[name]
-        end
-        local path
-        local lib = name:match("^_lib%.([%w_]+)$")
-        if lib then
-            path = tools_dir .. "/_lib/" .. lib .. ".lua"
-        elseif name:match("^[%w_]+$") then
-            path = lua_dir .. "/" .. name .. ".lua"
-        else
-            error("module '" .. name .. "' not allowed", 2)
-        end
-        local f = io.open(path, "rb")
-        if not f then
-            error("module '" .. name .. "' not found", 2)
-        end
-        f:close()
-        local chunk, err = loadfile(path, "t", new_env(sandbox_require))
-        if not chunk then
-            error(err, 2)
-        end
-        local v = chunk(name)
-        loaded[name] = v == nil and true or v
-        return loaded[name]
-    end
-    sb.require = sandbox_require
-    -- Loads tools_dir/<name>.lua -> normalized tool | nil, errors
+    tools_dir = tools_dir or M.tools_dir
+    lua_dir = lua_dir or M.lua_dir
+    local gen = clsandbox.new(lua_dir, tools_dir .. "/_lib")
+    local sb = { require = gen.require, tool_require = gen.tool_require }
     function sb.load(name)
-        local path = tools_dir .. "/" .. name .. ".lua"
-        local chunk, err = loadfile(path, "t", new_env(sandbox_require))
+        local f, ferr = io.open(tools_dir .. "/" .. name .. ".lua", "rb")
+        if not f then
+            return nil, { ferr }
+        end
+        local text = f:read("a")
+        f:close()
+        local chunk, err = gen.load(text, "@" .. name .. ".lua")
         if not chunk then
             return nil, { err }
         end
@@ -131,7 +69,13 @@ function M.sandbox(tools_dir, lua_dir)
         end
         return contract.check(tool, name)
     end
+    current = sb
     return sb
+end
+
+-- The runtime's authorization cache of the latest sandbox (ctx.authz's store).
+function M.authz()
+    return (current or M.sandbox()).require("authz")
 end
 
 -- Loads a tool of tools/ through the sandbox and the contract; raises with every
@@ -145,7 +89,7 @@ function M.load_tool(name)
 end
 
 function M.fixture(name)
-    return read_file(M.root .. "/tests/spec/fixtures/" .. name)
+    return read_file(M.fixtures_dir .. "/" .. name)
 end
 
 function M.decode(text, opts)
@@ -210,6 +154,12 @@ function M.ctx(opts)
     ctx.log = function(level, msg)
         ctx.logs[#ctx.logs + 1] = { level = level, msg = msg }
     end
+    ctx.authz = M.authz().handle(ctx.principal, function()
+        if type(ctx.now_ms) == "function" then
+            return ctx.now_ms()
+        end
+        return os.time() * 1000
+    end)
     return ctx
 end
 
@@ -223,7 +173,7 @@ function M.call(tool, args, opts)
         return nil, { status = 400, code = "invalid_arguments", errors = errs }, ctx
     end
     local co = coroutine.create(tool.handle)
-    local ok, res, err = coroutine.resume(co, v, ctx)
+    local ok, res, err = coroutine.resume(co, v, M.readonly(ctx))
     if not ok then
         error(debug.traceback(co, res), 2)
     end

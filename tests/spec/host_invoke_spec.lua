@@ -26,7 +26,7 @@ local function tool(name, order, surfaces, extra)
     return t
 end
 
-local function new_host()
+local function new_host(gate_on)
     local host = helper.sandbox().require("host")
     local results = {}
     local caller = tool("caller", 1, { "mcp", "compact", "rest" }, {
@@ -56,6 +56,7 @@ local function new_host()
         end,
     })))
     assert(host.check_set())
+    host.set_gate("gated", gate_on == true) -- the core's evaluation of the tool's gate
     return host, results
 end
 
@@ -111,7 +112,7 @@ describe("ctx.invoke", function()
     end)
 
     it("runs a gated tool when its gate is on", function()
-        local host = new_host()
+        local host = new_host(true)
         local status = host.invoke("caller", args("gated", cljson.object()), ctx_of(true))
         assert.equal(200, status)
     end)
@@ -138,7 +139,7 @@ describe("ctx.list_tools", function()
         assert.same({ "mcp", "compact", "rest" }, first.surfaces)
         assert.equal("query", first.group)
         assert.equal("read", first.kind)
-        local _, on = host.invoke("lister", nil, ctx_of(true))
+        local _, on = new_host(true).invoke("lister", nil, ctx_of(true))
         assert.equal("gated", on.names[6])
     end)
 end)

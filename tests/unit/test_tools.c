@@ -474,6 +474,28 @@ int main(void)
     check_escape(g, "setmetatable_lib", "read-only");
     check_escape(g, "rawset_lib", "read-only");
     check_escape(g, "gc_mt", "__gc");
+    /* the trust boundary: runtime modules private, public ones and ctx read-only */
+    check_escape(g, "require_host", "module 'host' is private to the runtime");
+    check_escape(g, "require_contract", "module 'contract' is private to the runtime");
+    check_escape(g, "require_schema", "module 'schema' is private to the runtime");
+    check_escape(g, "require_cltexts", "module 'cltexts' is private to the runtime");
+    check_escape(g, "require_runtime", "module 'clruntime' is private to the runtime");
+    check_escape(g, "lib_requires_host", "module 'host' is private to the runtime");
+    check_escape(g, "write_module", "read-only table (field 'encode')");
+    check_escape(g, "write_lib", "read-only table (field 'tool')");
+    check_escape(g, "write_cljson_mt", "read-only table (field '__index')");
+    check_escape(g, "rawset_cljson_mt", "attempt to modify a read-only table");
+    check_escape(g, "write_facade", "read-only table (field 'envelope')");
+    check_escape(g, "write_facade_nested", "read-only table");
+    check_escape(g, "facade_private_field", "attempt to index a nil value");
+    check_escape(g, "load_env_escape", "module 'host' is private to the runtime");
+    check_escape(g, "poison_stub", "the forged list stayed out of the cache");
+    check_escape(g, "write_ctx", "read-only table (field 'stash'): ctx and its tables");
+    check_escape(g, "rawset_ctx", "attempt to modify a read-only table");
+    check_escape(g, "write_ctx_config", "read-only table (field 'gates'): ctx and its tables");
+    check_escape(g, "write_ctx_principal",
+                 "read-only table (field 'account_id'): ctx and its tables");
+    check_escape(g, "setmetatable_ctx", "read-only table");
     check_escape(g, "auth_header", "cannot be given by a tool");
     check_escape(g, "unknown_upstream", "unknown upstream 'nope'");
     check_escape(g, "dotdot", "'..'");

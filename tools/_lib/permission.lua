@@ -9,8 +9,9 @@ local util = require "_lib.util"
 
 local M = {}
 
+-- How long a probe's answer is kept in the runtime's authorization cache (ctx.authz,
+-- per generation and principal).
 local PROBE_TTL_MS = 60000
-local PROBE_CACHE_MAX = 4096
 
 -- Texts per language: the platform's own texts where known, the missing ones
 -- written in the same style.
@@ -49,20 +50,6 @@ local SCOPE_CODE = { grant = "1", row_filter = "2", property_grants = "3" }
 
 local function texts(lang)
     return TEXTS[lang] or TEXTS["zh-CN"]
-end
-
--- probe cache: per generation (module-level), keyed by account, kn and ot
-local cache, cache_size = {}, 0
-
-function M.clear_cache()
-    cache, cache_size = {}, 0
-end
-
-local function now_ms(ctx)
-    if type(ctx.now_ms) == "function" then
-        return ctx.now_ms()
-    end
-    return os.time() * 1000
 end
 
 local function trim(s)
@@ -164,10 +151,9 @@ local function probe(ctx, kn_id, ot_id)
     if p.account_type ~= "user" or type(p.account_id) ~= "string" or p.account_id == "" then
         return false, nil
     end
-    local key = p.account_id .. "\0" .. kn_id .. "\0" .. ot_id
-    local now = now_ms(ctx)
-    local hit = cache[key]
-    if hit and hit.expires > now then
+    local key = "probe\0" .. kn_id .. "\0" .. ot_id
+    local hit = ctx.authz.get(key)
+    if hit then
         return hit.viewable, hit.name
     end
     local base = "/in/v1/knowledge-networks/" .. util.escape(kn_id) .. "/object-types/" ..
@@ -189,13 +175,7 @@ local function probe(ctx, kn_id, ot_id)
             end
         end
     end
-    if cache_size >= PROBE_CACHE_MAX then
-        M.clear_cache()
-    end
-    if cache[key] == nil then
-        cache_size = cache_size + 1
-    end
-    cache[key] = { viewable = viewable, name = name, expires = now + PROBE_TTL_MS }
+    ctx.authz.put(key, { viewable = viewable, name = name }, PROBE_TTL_MS)
     return viewable, name
 end
 

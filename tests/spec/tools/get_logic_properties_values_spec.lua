@@ -6,7 +6,6 @@ local schema = require "schema"
 
 local sb = helper.sandbox()
 local tool = assert(contract.check(assert(sb.load("get_logic_properties_values")), "get_logic_properties_values"))
-local permission = sb.require("_lib.permission")
 
 local function args(props)
     return helper.decode('{"kn_id":"kn_medical","ot_id":"ot_company","query":"2024 下半年每月获批药品数",'
@@ -106,7 +105,7 @@ describe("get_logic_properties_values", function()
     end)
 
     it("attaches permission_guidance to a 403 naming the object type", function()
-        permission.clear_cache()
+        helper.authz().clear()
         local _, err = call(args({ "static_rank" }), {
             DETAIL,
             { status = 403, body = '{"error_code":"Public.Forbidden","error_details":'

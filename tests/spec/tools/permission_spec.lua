@@ -39,7 +39,7 @@ local function answers(first, probe)
 end
 
 local function refused(opts, probe)
-    permission.clear_cache()
+    helper.authz().clear()
     opts.responses = answers({ status = 403, fixture = "oq_error_403_customer.json" }, probe)
     local res, err, ctx = ctxcall.call(tool, { kn_id = KN, ot_id = OT }, opts)
     assert.is_nil(res)
@@ -129,7 +129,7 @@ describe("permission_guidance", function()
         end)
 
         it("caches the probe per account, but not a probe that failed with 5xx", function()
-            permission.clear_cache()
+            helper.authz().clear()
             local args = { kn_id = KN, ot_id = OT }
             local first = { status = 403, fixture = "oq_error_403_customer.json" }
             local _, err, ctx = ctxcall.call(tool, args, { principal = USER,
@@ -149,7 +149,7 @@ describe("permission_guidance", function()
         end)
 
         it("gives no guidance for other statuses", function()
-            permission.clear_cache()
+            helper.authz().clear()
             local _, err = ctxcall.call(tool, { kn_id = KN, ot_id = OT }, { principal = USER,
                 responses = { { status = 404, fixture = "oq_error_404.json" } } })
             assert.equal(404, err.status)
@@ -159,7 +159,7 @@ describe("permission_guidance", function()
 
     describe("on a successful query_object_instance", function()
         local function ok(args, fixture, opts, probe)
-            permission.clear_cache()
+            helper.authz().clear()
             opts = opts or {}
             opts.principal = opts.principal or USER
             opts.responses = answers({ status = 200, fixture = fixture }, probe)
