@@ -9,3 +9,6 @@ exclude_files = { "tests/spec/fixtures/**" }
 files["tests/spec/**/*.lua"] = {
     std = "+busted",
 }
+files["tests/kit/**/spec/*.lua"] = {
+    std = "+busted",
+}

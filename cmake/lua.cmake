@@ -24,7 +24,7 @@ endif()
 if(CL_LUACHECK)
   add_test(NAME lua_luacheck
            COMMAND ${CL_LUACHECK} --config ${CMAKE_SOURCE_DIR}/.luacheckrc --no-color
-                   lua tools tests/spec
+                   lua tools tests/spec tests/kit
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(lua_luacheck PROPERTIES TIMEOUT 120 LABELS lua)
 else()

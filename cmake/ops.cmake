@@ -21,3 +21,13 @@ add_executable(test_sdnotify ${CMAKE_SOURCE_DIR}/tests/unit/test_sdnotify.c
 target_include_directories(test_sdnotify PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
 add_test(NAME unit_sdnotify COMMAND test_sdnotify $<TARGET_FILE:context-loader> ${CMAKE_SOURCE_DIR})
 set_tests_properties(unit_sdnotify PROPERTIES TIMEOUT 60 LABELS "unit;ops")
+
+# The installed kit: busted with the installed helper on the example tool, in a
+# directory outside the repository (tests/integration/kit-check.sh).
+if(CL_LUA54 AND CL_BUSTED)
+  add_test(NAME ops_kit
+           COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/kit-check.sh ${CMAKE_BINARY_DIR} ${CL_LUA54}
+                   ${CL_BUSTED})
+  set_tests_properties(ops_kit PROPERTIES TIMEOUT 120 LABELS "ops"
+                       ENVIRONMENT "${CL_LUA_SANITIZER_ENV}")
+endif()

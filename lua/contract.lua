@@ -2,6 +2,7 @@
 -- One source of truth for the server loader, --check-tools and the busted specs.
 local schema = require "schema"
 local catalog = require "catalog"
+local loaderr = require "loaderr"
 
 local M = {}
 
@@ -157,10 +158,48 @@ KEYS.formats = function(v, _, add)
     end
 end
 
+-- Set by check() from opts.upstreams: the configured upstream names (array), or nil
+-- when the caller knows no configuration (then names are checked for form only).
+local configured_upstreams = nil
+
+-- upstream: the configured upstream a tool calls through ctx.http, or an array of
+-- every one it calls.
 KEYS.upstream = function(v, _, add)
-    if v ~= nil and (type(v) ~= "string" or not v:match("^[a-z][a-z0-9_]*$")) then
-        add("upstream must be a configured upstream name such as \"ontology_query\"")
+    local list = type(v) == "string" and { v } or v
+    if not is_array_of_strings(list) or #list == 0 then
+        return add("upstream must be a configured upstream name such as \"ontology_query\", " ..
+            "or a non-empty array of them")
     end
+    local seen = {}
+    for i, name in ipairs(list) do
+        local key = type(v) == "string" and "upstream" or "upstream/" .. i
+        if not name:match("^[a-z][a-z0-9_]*$") then
+            add("upstream must be a configured upstream name such as \"ontology_query\" (" ..
+                key .. " is '" .. name .. "')")
+        elseif seen[name] then
+            add(key .. ": '" .. name .. "' is listed twice")
+        elseif configured_upstreams and not M.has_upstream(configured_upstreams, name) then
+            add(M.unknown_upstream(key, name, configured_upstreams))
+        end
+        seen[name] = true
+    end
+end
+
+-- has_upstream(names, name) -> whether name is among the configured names
+function M.has_upstream(names, name)
+    for _, n in ipairs(names) do
+        if n == name then
+            return true
+        end
+    end
+    return false
+end
+
+-- The error for an upstream name that is not configured, with the nearest configured
+-- name as a hint.
+function M.unknown_upstream(where, name, names)
+    return where .. ": '" .. name .. "' is not a configured upstream" .. loaderr.suggest(name, names) ..
+        "; configured: " .. table.concat(names, ", ")
 end
 
 -- Set by check() for a file whose bytes and runtime are unchanged since the generation
@@ -357,6 +396,12 @@ local REQUIRED = {
     "input_schema", "handle",
 }
 
+-- The top-level keys of a tool table (a set).
+M.keys = {}
+for k in pairs(KEYS) do
+    M.keys[k] = true
+end
+
 -- Checks in a fixed order so the error list is stable.
 local ORDER = {
     "name", "version", "kind", "title", "description", "short_description", "group", "order", "surfaces",
@@ -375,8 +420,11 @@ end
 
 -- contract.check(tool, name) -> normalized tool | nil, errors (array of strings)
 -- The returned table is a new one; the tool's own table is not modified.
+-- opts: schemas_known_valid (skip the schema walk), upstreams (the configured upstream
+-- names: upstream must name one of them).
 function M.check(tool, file_name, opts)
     schemas_known_valid = type(opts) == "table" and opts.schemas_known_valid == true
+    configured_upstreams = type(opts) == "table" and opts.upstreams or nil
     local errors = {}
     local function add(msg)
         errors[#errors + 1] = msg
@@ -437,35 +485,48 @@ function M.check(tool, file_name, opts)
     return out
 end
 
--- contract.check_set(tools) -> true | nil, errors: rules across tools (unique
--- names, orders and REST names). tools: array of normalized tools.
-function M.check_set(tools)
-    local errors = {}
+-- contract.check_set(tools [, newer]) -> true | nil, errors, refs: rules across tools
+-- (unique names, orders and REST names). tools: array of normalized tools. Of two
+-- tools with the same order the later one in the array is reported, naming the
+-- earlier; newer(a, b) -> true when a is the newer of the two (the one an operator
+-- just added or changed), which is then reported instead. refs[i] says what
+-- errors[i] is about: { name = the tool reported, key = its offending key, other =
+-- the tool it collides with, or nil }, and refs[i].message is errors[i] without the
+-- "<name>: " prefix.
+function M.check_set(tools, newer)
+    local errors, refs = {}, {}
+    local function add(name, key, message, other)
+        errors[#errors + 1] = name .. ": " .. message
+        refs[#refs + 1] = { name = name, key = key, message = message, other = other }
+    end
     local names, orders, rest = {}, {}, {}
     for _, t in ipairs(tools) do
         if names[t.name] then
-            errors[#errors + 1] = t.name .. ": the name is used twice"
+            add(t.name, "name", "the name is used twice")
         end
         names[t.name] = true
         if t.order then
-            if orders[t.order] then
-                errors[#errors + 1] = t.name .. ": order " .. t.order .. " is also used by " ..
-                    orders[t.order]
+            local old, new = orders[t.order], t
+            if old then
+                if newer and newer(old, new) then
+                    old, new = new, old
+                end
+                add(new.name, "order", "order " .. t.order .. " is already used by " .. old.name, old.name)
             end
-            orders[t.order] = t.name
+            orders[t.order] = orders[t.order] or t
         end
     end
     for _, t in ipairs(tools) do
         if t.rest_alias then
             if names[t.rest_alias] or rest[t.rest_alias] then
-                errors[#errors + 1] = t.name .. ": rest_alias " .. t.rest_alias ..
-                    " collides with another tool"
+                add(t.name, "rest_alias", "rest_alias " .. t.rest_alias .. " collides with another tool",
+                    names[t.rest_alias] and t.rest_alias or rest[t.rest_alias])
             end
-            rest[t.rest_alias] = true
+            rest[t.rest_alias] = rest[t.rest_alias] or t.name
         end
     end
     if #errors > 0 then
-        return nil, errors
+        return nil, errors, refs
     end
     return true
 end

@@ -1,16 +1,18 @@
 -- host: the bridge between the C core (src/tools.c, src/call.c) and the tools of
 -- one generation. Loaded once per generation, inside the sandbox like any module.
 --
--- C calls: register(file_name, value) while loading, check_set() once every file
--- is in, info(name) / list_entry(name, lang, compact) to precompute tools/list,
--- set_gate(name, open) with the gate the core resolved for the tool, invoke(name,
--- args, ctx, query) as the body of each call's coroutine, error_text(status, lang)
--- for the envelopes C builds itself (raised tools, budget kills).
+-- C calls: configure{upstreams=} once, register(file_name, value, unchanged, file)
+-- while loading, check_set() once every file is in, info(name) / list_entry(name,
+-- lang, compact) to precompute tools/list, set_gate(name, open) with the gate the core
+-- resolved for the tool, invoke(name, args, ctx, query) as the body of each call's
+-- coroutine, error_text(status, lang) for the envelopes C builds itself (raised tools,
+-- budget kills).
 local contract = require "contract"
 local schema = require "schema"
 local catalog = require "catalog"
 local cljson = require "cljson"
 local errors = require "errors"
+local loaderr = require "loaderr"
 local authz = require "authz"
 local clruntime = require "clruntime"
 
@@ -19,19 +21,105 @@ local M = {}
 -- name -> normalized tool; per generation (this module is loaded once per state)
 local tools = {}
 local order = {}
+-- what check_set needs of the files that failed the contract (name, order, rest_alias
+-- when valid), so that a directory's errors come in one pass
+local rejected = {}
+-- file name -> the file as register got it, until check_set (error lines)
+local files = {}
+-- the configured upstream names (configure), nil: not checked
+local upstreams = nil
 -- name -> true for a gated tool whose gate the core found open (set_gate)
 local gate_open = {}
 
--- register(file_name, value) -> normalized tool | nil, errors (array of strings)
--- unchanged: the same file bytes and runtime as in the previous generation, which
--- validated its schemas already (the C side decides).
-function M.register(file_name, value, unchanged)
+-- configure{upstreams = {names…}}: what the load checks tools against
+function M.configure(opts)
+    upstreams = opts.upstreams
+end
+
+-- loaderr.tokens of a file, computed once and only for a file with errors
+local function tokens_of(file)
+    file.tokens = file.tokens or loaderr.tokens(file.source)
+    return file.tokens
+end
+
+-- "<path>:<line>: msg" for the line of key path (array) in file, else msg as it is
+-- (the C side then points at the tool table's `return`)
+local function at(file, path, msg)
+    local line = path and loaderr.key_line(tokens_of(file), path)
+    if not line then
+        return msg
+    end
+    return file.path .. ":" .. line .. ": " .. msg
+end
+
+-- The upstream names the file's code passes to ctx.http (`upstream = "<name>"`) must
+-- be configured, and declared when the tool declares its upstreams. The token scan
+-- runs only when a plain search finds a name that fails either rule.
+local function check_literals(file, value, errs)
+    local declared = value.upstream
+    if type(declared) == "string" then
+        declared = { declared }
+    end
+    for _, d in ipairs(type(declared) == "table" and declared or {}) do
+        if type(d) ~= "string" then
+            declared = nil -- the contract reports the key itself
+            break
+        end
+    end
+    if type(declared) ~= "table" or #declared == 0 then
+        declared = nil
+    end
+    local function bad(name)
+        return (upstreams and not contract.has_upstream(upstreams, name)) or
+            (declared and not contract.has_upstream(declared, name))
+    end
+    local suspect = false
+    for name in file.source:gmatch("upstream%s*=%s*[\"']([^\"'\n]*)[\"']") do
+        suspect = suspect or bad(name)
+    end
+    if not suspect then
+        return
+    end
+    for _, lit in ipairs(loaderr.upstream_literals(tokens_of(file))) do
+        local where = file.path .. ":" .. lit.line .. ": "
+        if upstreams and not contract.has_upstream(upstreams, lit.name) then
+            errs[#errs + 1] = contract.unknown_upstream(where .. "upstream", lit.name, upstreams)
+        elseif declared and not contract.has_upstream(declared, lit.name) then
+            errs[#errs + 1] = where .. "upstream '" .. lit.name .. "' is called but not declared: " ..
+                "add it to the tool's upstream key (" .. table.concat(declared, ", ") .. ")"
+        end
+    end
+end
+
+-- register(file_name, value [, unchanged, file]) -> normalized tool | nil, errors
+-- (array of strings). unchanged: the same file bytes and runtime as in the previous
+-- generation, which validated its schemas already (the C side decides). file: {path =
+-- the path errors name, source = the file's text, mtime = seconds, line = the line of
+-- its tool table}: errors then point at the offending key's line.
+function M.register(file_name, value, unchanged, file)
     if type(value) ~= "table" then
         return nil, { "a tool file must return a table, got " .. type(value) }
     end
+    if file then
+        file.unchanged = unchanged
+        files[file_name] = file
+    end
     local tool, errs = contract.check(value, file_name,
-        unchanged and { schemas_known_valid = true } or nil)
-    if not tool then
+        { schemas_known_valid = unchanged == true, upstreams = upstreams })
+    errs = errs or {}
+    if file then
+        for i, e in ipairs(errs) do
+            errs[i] = at(file, loaderr.path_of(e, contract.keys), e)
+        end
+        check_literals(file, value, errs)
+    end
+    if #errs > 0 then
+        local o, alias = value.order, value.rest_alias
+        rejected[#rejected + 1] = {
+            name = file_name,
+            order = math.type(o) == "integer" and o > 0 and o or nil,
+            rest_alias = type(alias) == "string" and alias or nil,
+        }
         return nil, errs
     end
     tools[file_name] = tool
@@ -39,9 +127,49 @@ function M.register(file_name, value, unchanged)
     return tool
 end
 
--- check_set() -> true | nil, errors: rules across tools (unique orders, aliases)
+-- Of two files, the one an operator more likely just added or changed: the one that
+-- changed since the previous generation, else the one modified last.
+local function newer(a, b)
+    local fa, fb = files[a.name], files[b.name]
+    if not fa or not fb then
+        return false
+    end
+    if fa.unchanged ~= fb.unchanged then
+        return not fa.unchanged
+    end
+    return (fa.mtime or 0) > (fb.mtime or 0)
+end
+
+-- check_set() -> true | nil, errors: rules across tools (unique orders, aliases),
+-- over every registered file, the rejected ones included. Releases the files.
 function M.check_set()
-    return contract.check_set(order)
+    local all = {}
+    for _, t in ipairs(order) do
+        all[#all + 1] = t
+    end
+    for _, t in ipairs(rejected) do
+        all[#all + 1] = t
+    end
+    table.sort(all, function(a, b)
+        return a.name < b.name
+    end)
+    local ok, errs, refs = contract.check_set(all, newer)
+    if not ok then
+        for i, r in ipairs(refs) do
+            local f, o = files[r.name], r.other and files[r.other]
+            if f then
+                local msg = r.message
+                if o then
+                    local other_line = loaderr.key_line(tokens_of(o), { r.key }) or o.line or 1
+                    msg = msg .. " (" .. o.path .. ":" .. other_line .. ")"
+                end
+                local line = loaderr.key_line(tokens_of(f), { r.key }) or f.line or 1
+                errs[i] = f.path .. ":" .. line .. ": " .. msg
+            end
+        end
+    end
+    files = {}
+    return ok, errs
 end
 
 -- info(name) -> flat fields the C side copies into tools_info

@@ -35,6 +35,30 @@ local KEYWORDS = {
     examples = "array", format = "string",
 }
 
+-- What to write instead of a JSON Schema keyword the subset refuses (appended to the
+-- "unknown keyword" error). pattern is refused because Lua patterns are not ECMA
+-- regular expressions: a pattern the model reads one way and the core enforces
+-- another would lie.
+local REFUSED_HINTS = {
+    pattern = "not supported (Lua patterns are not ECMA regular expressions, so the core " ..
+        "could not enforce what the model reads): use enum or const for a closed set, " ..
+        "maxLength and format (an annotation) with the rule stated in description, and " ..
+        "check the text in handle, returning a 400 error (util.public_error) when it does not fit",
+    patternProperties = "not supported: use additionalProperties with a schema for the values, " ..
+        "and check the names in handle",
+    allOf = "not supported: merge the schemas into one, or use anyOf/oneOf",
+    ["not"] = "not supported: use enum/const for the allowed values, or check in handle",
+    ["if"] = "not supported: use oneOf with one schema per case",
+    ["then"] = "not supported: use oneOf with one schema per case",
+    ["else"] = "not supported: use oneOf with one schema per case",
+    prefixItems = "not supported: items takes one schema for every element",
+    definitions = "use $defs (at the root) with $ref \"#/$defs/<name>\"",
+    minProperties = "not supported: list the needed names in required",
+    maxProperties = "not supported: list the names in properties with additionalProperties = false",
+    dependentRequired = "not supported: use oneOf, or check in handle",
+    nullable = "not JSON Schema: use type = {\"<type>\", \"null\"}",
+}
+
 ----------------------------------------------------------------------------
 -- value model helpers
 
@@ -349,7 +373,9 @@ check_node = function(ctx, path, s)
     for _, kw in ipairs(names) do
         local kind = KEYWORDS[kw]
         if kind == nil then
-            ctx.errors[#ctx.errors + 1] = path .. ": unknown keyword '" .. kw .. "'"
+            local hint = REFUSED_HINTS[kw]
+            ctx.errors[#ctx.errors + 1] = path .. ": unknown keyword '" .. kw .. "'" ..
+                (hint and ": " .. hint or "")
         elseif kind == "defs" and path ~= "/" then
             ctx.errors[#ctx.errors + 1] = path .. ": '$defs' is allowed only at the root"
         else

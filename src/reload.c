@@ -57,26 +57,32 @@ static void name_list_add(buf *b, const char *name)
     json_write_string(b, name, strlen(name));
 }
 
-/* Groups "file:line: message" lines by file for /admin/tools. */
-static void ferr_record(tools_host *h, const char *errs)
+/* Groups "dir/file:line: message" lines by file (the name within dir, as /admin/tools
+ * lists tools) for /admin/tools. */
+static void ferr_record(tools_host *h, const char *dir, const char *errs)
 {
     const char *p = errs;
+    size_t dl = strlen(dir);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
     ferr_clear(h);
     while (p && *p) {
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        const char *colon = memchr(p, ':', len);
-        size_t flen = colon ? (size_t)(colon - p) : len;
+        size_t skip = len > dl && strncmp(p, dir, dl) == 0 && p[dl] == '/' ? dl + 1 : 0;
+        const char *key = p + skip;
+        const char *colon = memchr(key, ':', len - skip);
+        size_t flen = colon ? (size_t)(colon - key) : len - skip;
         size_t i;
         file_errors *fe = NULL;
         h->st.reload_errors++;
         for (i = 0; i < h->n_ferr; i++)
-            if (strlen(h->ferr[i].file) == flen && strncmp(h->ferr[i].file, p, flen) == 0)
+            if (strlen(h->ferr[i].file) == flen && strncmp(h->ferr[i].file, key, flen) == 0)
                 fe = &h->ferr[i];
         if (!fe) {
             h->ferr = xrealloc(h->ferr, (h->n_ferr + 1) * sizeof *h->ferr);
             fe = &h->ferr[h->n_ferr++];
-            fe->file = xstrndup(p, flen);
+            fe->file = xstrndup(key, flen);
             memset(&fe->lines, 0, sizeof fe->lines);
         }
         if (fe->lines.len)
@@ -103,7 +109,7 @@ int tools_host_reload(tools_host *h, const char *dir, char **report)
     if (!g) {
         h->last_rc = TOOLS_RELOAD_REJECTED;
         h->st.reload_failures++;
-        ferr_record(h, errs.data);
+        ferr_record(h, dir, errs.data);
         h->last_report = xstrdup(errs.data ? errs.data : "");
         h->last_duration_ms = now_mono_ms() - t0;
         if (report)

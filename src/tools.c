@@ -22,7 +22,6 @@
 #define TOOLS_DEFAULT_INSTR 100000000L
 #define TOOLS_MAX_FILE ((size_t)4 << 20)
 
-
 /* ---- config copy ---- */
 
 static void config_copy(tools_config *dst, tools_upstream **ups, const tools_config *src)
@@ -166,6 +165,7 @@ typedef struct src_file {
     char *fname; /* with .lua */
     char *text;
     size_t len;
+    double mtime; /* seconds: of two files that collide, the later one is named first */
     char hash[65];
 } src_file;
 
@@ -209,6 +209,7 @@ static int scan_dir(const char *dir, src_file **out, size_t *n_out, buf *errs)
             continue;
         }
         free(path);
+        f.mtime = (double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9;
         f.fname = xstrdup(e->d_name);
         f.name = xstrndup(e->d_name, len - 4);
         sha256_hex(f.text, f.len, f.hash);
@@ -256,18 +257,35 @@ static int return_line(const char *text, size_t len)
     return found;
 }
 
-/* Adds "file:line: message" unless msg already starts with "file:" (Lua errors). */
-static void add_error(buf *errs, const char *fname, int line, const char *msg)
+/* The directory as error lines name it: without trailing slashes ("tools/" -> "tools"). */
+static size_t dir_len(const char *dir)
 {
-    size_t fl = strlen(fname);
-    if (strncmp(msg, fname, fl) == 0 && msg[fl] == ':')
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    return n;
+}
+
+/* Adds "dir/file:line: message" for a message about file fname of dir. A message
+ * that already names a place in dir ("dir/..." from lua/host.lua) is kept; one that
+ * starts with "fname:" (Lua's own errors: chunks are named by the file name) gets the
+ * directory in front. fname NULL: a message about the directory ("dir: message"). */
+static void add_error(buf *errs, const char *dir, const char *fname, int line, const char *msg)
+{
+    size_t dl = dir_len(dir), fl = fname ? strlen(fname) : 0;
+    if (strncmp(msg, dir, dl) == 0 && msg[dl] == '/')
         buf_printf(errs, "%s\n", msg);
+    else if (!fname)
+        buf_printf(errs, "%.*s: %s\n", (int)dl, dir, msg);
+    else if (strncmp(msg, fname, fl) == 0 && msg[fl] == ':')
+        buf_printf(errs, "%.*s/%s\n", (int)dl, dir, msg);
     else
-        buf_printf(errs, "%s:%d: %s\n", fname, line, msg);
+        buf_printf(errs, "%.*s/%s:%d: %s\n", (int)dl, dir, fname, line, msg);
 }
 
 typedef struct load_ctx {
     tools_gen *g;
+    const char *dir; /* the tools directory as given: error lines name files under it */
     src_file *f;
     int line;
     buf *errs;
@@ -283,6 +301,19 @@ static int host_p(lua_State *L)
     if (!lua_istable(L, -1))
         return luaL_error(L, "lua/host.lua must return a table");
     g->host_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (g->cfg->n_upstreams) { /* host.configure{upstreams = {names...}} */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, g->host_ref);
+        lua_getfield(L, -1, "configure");
+        lua_createtable(L, 0, 1);
+        lua_createtable(L, (int)g->cfg->n_upstreams, 0);
+        for (size_t i = 0; i < g->cfg->n_upstreams; i++) {
+            lua_pushstring(L, g->cfg->upstreams[i].name);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_setfield(L, -2, "upstreams");
+        lua_call(L, 1, 0);
+        lua_pop(L, 1);
+    }
     return 0;
 }
 
@@ -294,23 +325,42 @@ static void push_host_fn(lua_State *L, tools_gen *g, const char *fname)
     lua_remove(L, -2);
 }
 
-static void add_error_list(lua_State *L, int idx, buf *errs, const char *fname, int line)
+static void add_error_list(lua_State *L, int idx, buf *errs, const char *dir, const char *fname,
+                           int line)
 {
     lua_Integer i, n;
     idx = lua_absindex(L, idx);
     if (!lua_istable(L, idx)) {
-        add_error(errs, fname, line, lua_isstring(L, idx) ? lua_tostring(L, idx) : "invalid");
+        add_error(errs, dir, fname, line, lua_isstring(L, idx) ? lua_tostring(L, idx) : "invalid");
         return;
     }
     n = (lua_Integer)lua_rawlen(L, idx);
     for (i = 1; i <= n; i++) {
         lua_rawgeti(L, idx, i);
-        add_error(errs, fname, line,
+        add_error(errs, dir, fname, line,
                   lua_isstring(L, -1) ? lua_tostring(L, -1) : "(invalid message)");
         lua_pop(L, 1);
     }
     if (n == 0)
-        add_error(errs, fname, line, "rejected by the contract check");
+        add_error(errs, dir, fname, line, "rejected by the contract check");
+}
+
+/* Pushes {path = "dir/fname", source = the text, mtime = seconds, line = c->line}:
+ * what host.register needs to point errors at the offending key's line. */
+static void push_file(lua_State *L, const load_ctx *c)
+{
+    const src_file *f = c->f;
+    lua_createtable(L, 0, 4);
+    lua_pushlstring(L, c->dir, dir_len(c->dir));
+    lua_pushfstring(L, "/%s", f->fname);
+    lua_concat(L, 2);
+    lua_setfield(L, -2, "path");
+    lua_pushlstring(L, f->text, f->len);
+    lua_setfield(L, -2, "source");
+    lua_pushnumber(L, f->mtime);
+    lua_setfield(L, -2, "mtime");
+    lua_pushinteger(L, c->line);
+    lua_setfield(L, -2, "line");
 }
 
 /* Loads one file, runs it, registers it with host.register. Errors go to c->errs;
@@ -322,24 +372,25 @@ static int load_file_p(lua_State *L)
     char chunk[300];
     snprintf(chunk, sizeof chunk, "@%s", f->fname);
     if (lvm_load(L, f->text, f->len, chunk) != 0) {
-        add_error(c->errs, f->fname, 1, lua_tostring(L, -1));
+        add_error(c->errs, c->dir, f->fname, 1, lua_tostring(L, -1));
         return 0;
     }
     if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
         const char *m = lua_tostring(L, -1);
-        add_error(c->errs, f->fname, 1, m ? m : "the file raised a non-string error");
+        add_error(c->errs, c->dir, f->fname, 1, m ? m : "the file raised a non-string error");
         return 0;
     }
     push_host_fn(L, c->g, "register");
     lua_pushstring(L, f->name);
     lua_pushvalue(L, -3);
     lua_pushboolean(L, c->unchanged);
-    if (lua_pcall(L, 3, 2, 0) != LUA_OK) {
-        add_error(c->errs, f->fname, c->line, lua_tostring(L, -1));
+    push_file(L, c);
+    if (lua_pcall(L, 4, 2, 0) != LUA_OK) {
+        add_error(c->errs, c->dir, f->fname, c->line, lua_tostring(L, -1));
         return 0;
     }
     if (lua_isnil(L, -2))
-        add_error_list(L, -1, c->errs, f->fname, c->line);
+        add_error_list(L, -1, c->errs, c->dir, f->fname, c->line);
     return 0;
 }
 
@@ -445,7 +496,7 @@ static int check_set_p(lua_State *L)
     push_host_fn(L, c->g, "check_set");
     lua_call(L, 0, 2);
     if (lua_isnil(L, -2))
-        add_error_list(L, -1, c->errs, "tools", 1);
+        add_error_list(L, -1, c->errs, c->dir, NULL, 1);
     return 0;
 }
 
@@ -563,6 +614,7 @@ tools_gen *tools_gen_build(const tools_config *cfg, const char *dir, const tools
         g->nfiles++;
         memset(&c, 0, sizeof c);
         c.g = g;
+        c.dir = dir;
         c.f = &files[i];
         c.errs = errs;
         c.line = return_line(files[i].text, files[i].len);
@@ -575,16 +627,17 @@ tools_gen *tools_gen_build(const tools_config *cfg, const char *dir, const tools
         lvm_budget_slice(&budget, cfg->max_run_ms * 20); /* loads: operator code, rarer */
         lvm_set_budget(g->vm, &budget);
         if (lvm_cpcall(lvm_state(g->vm), load_file_p, &c, &err) != 0) {
-            add_error(errs, files[i].fname, 1, err);
+            add_error(errs, dir, files[i].fname, 1, err);
             free(err);
             err = NULL;
         }
         lvm_set_budget(g->vm, NULL);
     }
-    if (errs->len != before)
-        goto done;
+    /* the rules across files run even when a file failed, over every file that
+     * returned a table: one pass reports every error of the directory */
     memset(&c, 0, sizeof c);
     c.g = g;
+    c.dir = dir;
     c.errs = errs;
     if (lvm_cpcall(lvm_state(g->vm), check_set_p, &c, &err) != 0) {
         buf_printf(errs, "tools:1: %s\n", err);
@@ -599,7 +652,7 @@ tools_gen *tools_gen_build(const tools_config *cfg, const char *dir, const tools
         c.same =
             old_hash && !strcmp(old_hash, files[i].hash) ? find_info(prev, files[i].name) : NULL;
         if (lvm_cpcall(lvm_state(g->vm), info_p, &c, &err) != 0) {
-            add_error(errs, files[i].fname, c.line, err);
+            add_error(errs, dir, files[i].fname, c.line, err);
             free(err);
             err = NULL;
             info_free(c.info);

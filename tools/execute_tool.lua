@@ -41,7 +41,7 @@ local M = {
     group = "capability",
     order = 620,
     surfaces = { "mcp", "compact", "rest" },
-    upstream = "operator_integration",
+    upstream = { "operator_integration", "bkn_backend" },
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
     input_schema = fields.input(nil, {
         kn_id = fields.kn_id(text("知识网络 ID（执行工厂能力必填）",

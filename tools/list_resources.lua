@@ -25,7 +25,7 @@ local M = {
     group = "query",
     order = 410,
     surfaces = { "rest" },
-    upstream = "vega",
+    upstream = { "vega", "bkn_backend" },
     input_schema = fields.input(nil, {
         kn_id = fields.string(text("知识网络 ID（可选）", "Knowledge network id (optional)")),
         catalog_id = { type = "string", minLength = 1, description = text("数据目录 ID", "Catalog id") },

@@ -36,7 +36,7 @@ local M = {
     group = "discovery",
     order = 130,
     surfaces = { "mcp", "compact", "rest" },
-    upstream = "bkn_backend",
+    upstream = { "bkn_backend", "mf_model_api" },
     input_schema = fields.input({ "kn_id", "query" }, {
         kn_id = fields.kn_id(),
         query = { type = "string", minLength = 1, maxLength = 2000,

@@ -144,3 +144,77 @@ test('a port in use is a fatal error that names the system reason', async () => 
     blocker.close();
   }
 });
+
+// A copy of list_knowledge_networks made into a new tool with four mistakes: a
+// misspelt upstream (declared and in the request), a refused schema keyword and the
+// original's order. Returns the text and the 1-based line of each needle.
+function brokenCopy() {
+  const src = fs.readFileSync(path.join(ROOT, 'tools/list_knowledge_networks.lua'), 'utf8');
+  const text = src.replaceAll('list_knowledge_networks', 'get_kn_name').replaceAll('"bkn_backend"', '"bkn_backnd"')
+    .replace(/(\n\s*limit = \{\n)/, '$1                pattern = "^[0-9]+$",\n');
+  const lines = text.split('\n');
+  const lineOf = (re, from = 0) => lines.findIndex((l, i) => i >= from && re.test(l)) + 1;
+  const origOrder = src.split('\n').findIndex((l) => /^\s*order = 110,/.test(l)) + 1;
+  const decl = lineOf(/^\s*upstream = "bkn_backnd"/);
+  return {
+    text, origOrder, decl, order: lineOf(/^\s*order = 110,/), pattern: lineOf(/^\s*pattern = /),
+    call: lineOf(/upstream = "bkn_backnd"/, decl),
+  };
+}
+
+test('--check-tools --config: every error of the directory in one pass, each at its own line', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-loaderr-'));
+  const tools = path.join(dir, 'tools');
+  fs.mkdirSync(tools);
+  fs.symlinkSync(path.join(ROOT, 'tools/_lib'), path.join(tools, '_lib'));
+  fs.symlinkSync(path.join(ROOT, 'lua'), path.join(dir, 'runtime'));
+  fs.writeFileSync(path.join(dir, 'cl.conf'), 'tools_dir = tools\nlua_dir = runtime\n');
+  fs.copyFileSync(path.join(ROOT, 'tools/list_knowledge_networks.lua'), path.join(tools, 'list_knowledge_networks.lua'));
+  fs.utimesSync(path.join(tools, 'list_knowledge_networks.lua'), new Date(2020, 1, 1), new Date(2020, 1, 1));
+  const b = brokenCopy();
+  assert.ok(b.decl > 0 && b.call > b.decl && b.pattern > 0 && b.order > 0 && b.origOrder > 0, JSON.stringify(b));
+  fs.writeFileSync(path.join(tools, 'get_kn_name.lua'), b.text);
+  const r = run(['--check-tools', 'tools', '--config', 'cl.conf'], {}, dir);
+  assert.equal(r.status, 1, r.stdout);
+  const up = "upstream: 'bkn_backnd' is not a configured upstream (did you mean bkn_backend?); configured: " +
+    'ontology_query, bkn_backend, vega, operator_integration, mf_model_api';
+  const lines = r.stderr.split('\n').filter((l) => l.startsWith('tools/'));
+  assert.deepEqual(lines, [
+    `tools/get_kn_name.lua:${b.decl}: ${up}`,
+    `tools/get_kn_name.lua:${b.pattern}: input_schema/properties/limit: unknown keyword 'pattern': not supported ` +
+      '(Lua patterns are not ECMA regular expressions, so the core could not enforce what the model reads): use ' +
+      'enum or const for a closed set, maxLength and format (an annotation) with the rule stated in description, ' +
+      'and check the text in handle, returning a 400 error (util.public_error) when it does not fit',
+    `tools/get_kn_name.lua:${b.call}: ${up}`,
+    `tools/get_kn_name.lua:${b.order}: order 110 is already used by list_knowledge_networks ` +
+      `(tools/list_knowledge_networks.lua:${b.origOrder})`,
+  ], r.stderr);
+  assert.match(r.stderr, /context-loader: tools: 4 error\(s\)/);
+});
+
+test('a misspelt upstream stops the start and a reload, not the first call', async () => {
+  const b = brokenCopy();
+  // only the upstream mistake: its own order, no refused keyword
+  const text = b.text.replace(/order = 110,/, 'order = 119,').replace(/\n\s*pattern = "\^\[0-9\]\+\$",/, '');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-loaderr-up-'));
+  fs.copyFileSync(path.join(ROOT, 'tools/list_knowledge_networks.lua'), path.join(dir, 'list_knowledge_networks.lua'));
+  fs.symlinkSync(path.join(ROOT, 'tools/_lib'), path.join(dir, '_lib'));
+  const want = new RegExp(`${dir}/get_kn_name\\.lua:${b.decl}: upstream: 'bkn_backnd' is not a configured upstream ` +
+    '\\(did you mean bkn_backend\\?\\)');
+  fs.writeFileSync(path.join(dir, 'get_kn_name.lua'), text);
+  const start = run(['--config', path.join(ROOT, 'etc/context-loader.conf')], {
+    CL_LISTEN: '127.0.0.1:0', CL_ADMIN_LISTEN: '', CL_TOOLS_DIR: dir, CL_LUA_DIR: path.join(ROOT, 'lua'),
+  });
+  assert.notEqual(start.status, 0);
+  assert.match(start.stderr, want);
+  fs.rmSync(path.join(dir, 'get_kn_name.lua'));
+  const stack = await startStack({ capture: 'disabled', env: { CL_TOOLS_DIR: dir } });
+  try {
+    fs.writeFileSync(path.join(dir, 'get_kn_name.lua'), text);
+    const r = await fetch(`${stack.server.admin}/admin/reload`, { method: 'POST', signal: AbortSignal.timeout(5000) });
+    assert.equal(r.status, 422);
+    assert.match((await r.json()).report, want);
+  } finally {
+    assert.equal(await stack.stop(), 0);
+  }
+});

@@ -188,12 +188,66 @@ describe("contract.check_set", function()
         local b = assert(contract.check(valid_tool({ name = "other_tool" }), "other_tool"))
         local ok, errs = contract.check_set({ a, b })
         assert.is_nil(ok)
-        assert.truthy(errs[1]:find("order 999 is also used by", 1, true))
+        assert.equal("other_tool: order 999 is already used by sample_tool", errs[1])
         b.order = 1000
         assert.is_true(contract.check_set({ a, b }))
         b.rest_alias = "sample_tool"
         assert.is_nil(contract.check_set({ a, b }))
         assert.is_nil(contract.check_set({ a, a }))
+    end)
+end)
+
+describe("contract.check_set: which of two tools is reported", function()
+    it("names the newer tool first and the one it collides with", function()
+        local a = { name = "list_knowledge_networks", order = 110 }
+        local b = { name = "get_kn_name", order = 110 }
+        local ok, errs, refs = contract.check_set({ b, a })
+        assert.is_nil(ok)
+        assert.same({ "list_knowledge_networks: order 110 is already used by get_kn_name" }, errs)
+        assert.same({ { name = "list_knowledge_networks", key = "order", other = "get_kn_name",
+            message = "order 110 is already used by get_kn_name" } }, refs)
+        local function newer(x)
+            return x.name == "get_kn_name"
+        end
+        ok, errs = contract.check_set({ b, a }, newer)
+        assert.is_nil(ok)
+        assert.same({ "get_kn_name: order 110 is already used by list_knowledge_networks" }, errs)
+    end)
+end)
+
+describe("contract.check: upstream", function()
+    local UPS = { "ontology_query", "bkn_backend", "vega" }
+
+    it("takes one name or an array of names", function()
+        assert.truthy(contract.check(valid_tool({ upstream = { "bkn_backend", "vega" } }), "sample_tool",
+            { upstreams = UPS }))
+        fails_with(valid_tool({ upstream = {} }), "upstream must be")
+        fails_with(valid_tool({ upstream = { "vega", 3 } }), "upstream must be")
+        fails_with(valid_tool({ upstream = { "vega", "vega" } }), "upstream/2: 'vega' is listed twice")
+    end)
+
+    it("refuses a name that is not configured, with the nearest one as a hint", function()
+        local out, errs = contract.check(valid_tool({ upstream = "bkn_backnd" }), "sample_tool", { upstreams = UPS })
+        assert.is_nil(out)
+        assert.same({ "upstream: 'bkn_backnd' is not a configured upstream (did you mean bkn_backend?); " ..
+            "configured: ontology_query, bkn_backend, vega" }, errs)
+        out, errs = contract.check(valid_tool({ upstream = { "vega", "elastic" } }), "sample_tool", { upstreams = UPS })
+        assert.is_nil(out)
+        assert.same({ "upstream/2: 'elastic' is not a configured upstream; configured: ontology_query, " ..
+            "bkn_backend, vega" }, errs)
+        -- without a configuration (the specs, a tool tested alone) only the form is checked
+        assert.truthy(contract.check(valid_tool({ upstream = "bkn_backnd" }), "sample_tool"))
+    end)
+
+    it("says what to use instead of pattern", function()
+        fails_with(valid_tool({ input_schema = { type = "object", properties = {
+            code = { type = "string", pattern = "^[a-z]+$" } } } }),
+            "input_schema/properties/code: unknown keyword 'pattern': not supported (Lua patterns are " ..
+            "not ECMA regular expressions")
+        fails_with(valid_tool({ input_schema = { type = "object", properties = {
+            code = { type = "string", pattern = "^[a-z]+$" } } } }),
+            "use enum or const for a closed set, maxLength and format (an annotation) with the rule " ..
+            "stated in description, and check the text in handle")
     end)
 end)
 

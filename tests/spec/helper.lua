@@ -6,8 +6,38 @@
 -- records requests and answers with recorded fixtures.
 --
 -- Paths: CL_LUA_DIR and CL_TOOLS_DIR (the runtime's lua/ and tools/ directories)
--- and CL_SPEC_FIXTURES (the recorded answers) when set; else next to this file,
--- as in the repository (tests/spec/helper.lua) or an installed tree.
+-- and CL_SPEC_FIXTURES (the recorded answers) when set; else found from this file's
+-- own path. In the repository (tests/spec/helper.lua): its lua/, tools/ and
+-- tests/spec/fixtures/. In the installed kit (<prefix>/share/context-loader/kit/
+-- helper.lua, run as busted --helper from an operator's directory): the runtime in
+-- ../lua, the C modules next to this file, the operator's tools/ and spec/fixtures/
+-- in the working directory, and the installed tools/_lib/ when tools/ has no _lib/.
+local function file_exists(path)
+    local f = io.open(path, "rb")
+    if f then
+        f:close()
+    end
+    return f ~= nil
+end
+
+local HERE = debug.getinfo(1, "S").source:gsub("^@", ""):match("^(.*)/[^/]*$") or "."
+local REPO = HERE == "tests/spec" and "." or HERE:match("^(.*)/tests/spec$")
+local paths = {}
+if REPO and file_exists(REPO .. "/lua/contract.lua") then
+    paths.root = REPO
+    paths.lua_dir = os.getenv("CL_LUA_DIR") or REPO .. "/lua"
+    paths.tools_dir = os.getenv("CL_TOOLS_DIR") or REPO .. "/tools"
+    paths.fixtures_dir = os.getenv("CL_SPEC_FIXTURES") or REPO .. "/tests/spec/fixtures"
+else
+    paths.root = "."
+    paths.lua_dir = os.getenv("CL_LUA_DIR") or HERE .. "/../lua"
+    paths.tools_dir = os.getenv("CL_TOOLS_DIR") or "tools"
+    paths.fixtures_dir = os.getenv("CL_SPEC_FIXTURES") or "spec/fixtures"
+    paths.shared_lib_dir = HERE .. "/../tools/_lib"
+    package.path = paths.lua_dir .. "/?.lua;" .. HERE .. "/?.lua;" .. package.path
+    package.cpath = HERE .. "/?.so;" .. package.cpath
+end
+
 local cljson = require "cljson"
 local clsandbox = require "clsandbox"
 local contract = require "contract"
@@ -15,16 +45,10 @@ local schema = require "schema"
 
 local M = {}
 
--- the tree this file sits in: <root>/tests/spec/helper.lua
-local function root_dir()
-    local src = debug.getinfo(1, "S").source:gsub("^@", "")
-    local dir = src:match("^(.*)/tests/spec/helper%.lua$")
-    return dir or "."
-end
-M.root = root_dir()
-M.lua_dir = os.getenv("CL_LUA_DIR") or (M.root .. "/lua")
-M.tools_dir = os.getenv("CL_TOOLS_DIR") or (M.root .. "/tools")
-M.fixtures_dir = os.getenv("CL_SPEC_FIXTURES") or (M.root .. "/tests/spec/fixtures")
+M.root = paths.root
+M.lua_dir = paths.lua_dir
+M.tools_dir = paths.tools_dir
+M.fixtures_dir = paths.fixtures_dir
 
 local function read_file(path)
     local f, err = io.open(path, "rb")
@@ -50,7 +74,11 @@ local current -- the latest sandbox: its runtime serves the fake ctx (ctx.authz)
 function M.sandbox(tools_dir, lua_dir)
     tools_dir = tools_dir or M.tools_dir
     lua_dir = lua_dir or M.lua_dir
-    local gen = clsandbox.new(lua_dir, tools_dir .. "/_lib")
+    local lib_dir = tools_dir .. "/_lib"
+    if paths.shared_lib_dir and not file_exists(lib_dir) then
+        lib_dir = paths.shared_lib_dir -- a kit user's tools/ without _lib/
+    end
+    local gen = clsandbox.new(lua_dir, lib_dir)
     local sb = { require = gen.require, tool_require = gen.tool_require }
     function sb.load(name)
         local f, ferr = io.open(tools_dir .. "/" .. name .. ".lua", "rb")
@@ -190,4 +218,6 @@ function M.paths(errs)
     return out
 end
 
+-- run as busted --helper (a dofile): specs still `require "helper"`
+package.loaded.helper = package.loaded.helper or M
 return M

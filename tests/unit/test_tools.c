@@ -265,7 +265,7 @@ int main(void)
     fetch_ctx *fetch;
     const char *ferr = NULL;
     char base_url[64];
-    tools_upstream ups[2];
+    tools_upstream ups[3];
     tools_config cfg;
     tools_host *h;
     tools_gen *g;
@@ -300,13 +300,15 @@ int main(void)
     snprintf(base_url, sizeof base_url, "http://127.0.0.1:%d/api", port);
     ups[0] = (tools_upstream){"up", base_url, 3000};
     ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000};
+    /* the hostile fixtures declare it (declared upstreams must be configured) */
+    ups[2] = (tools_upstream){"bkn_backend", "http://127.0.0.1:1/api", 2000};
 
     memset(&cfg, 0, sizeof cfg);
     cfg.lua_dir = CL_SOURCE_DIR "/lua";
     cfg.mem_cap_bytes = 16 << 20;
     cfg.instr_budget = 20000000;
     cfg.upstreams = ups;
-    cfg.n_upstreams = 2;
+    cfg.n_upstreams = 3;
     cfg.fetch = fetch;
     cfg.base = base;
 
