@@ -19,9 +19,13 @@ local M = {
     order = 420,
     surfaces = { "rest" },
     upstream = "vega",
-    input_schema = fields.input({ "resource_id" }, {
-        resource_id = fields.string(text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"), 256),
-    }),
+    input_schema = fields.input {
+        required = { "resource_id" },
+        properties = {
+            resource_id = fields.string(
+                text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"), 256),
+        },
+    },
     output_schema = {
         type = "object",
         properties = {

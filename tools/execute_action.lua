@@ -41,21 +41,24 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     upstream = "ontology_query",
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
-    input_schema = fields.input({ "kn_id", "at_id" }, {
-        kn_id = fields.kn_id(),
-        at_id = fields.at_id(),
-        _instance_identities = fields.instance_identities(10000,
-            "目标对象实例（取自查询结果的 _instance_identity）；留空表示按行动类自身的条件扫描",
-            "Target instances (_instance_identity values from query results); " ..
-                "empty means scan by the action's own conditions"),
-        dynamic_params = {
-            type = "object",
-            description = text(
-                "动态参数取值（get_action_info 中 value_from=input 的参数），由下游校验",
-                "Values of the dynamic parameters (value_from=input in get_action_info); " ..
-                    "checked downstream"),
+    input_schema = fields.input {
+        required = { "kn_id", "at_id" },
+        properties = {
+            kn_id = fields.kn_id(),
+            at_id = fields.at_id(),
+            _instance_identities = fields.instance_identities(10000,
+                "目标对象实例（取自查询结果的 _instance_identity）；留空表示按行动类自身的条件扫描",
+                "Target instances (_instance_identity values from query results); " ..
+                    "empty means scan by the action's own conditions"),
+            dynamic_params = {
+                type = "object",
+                description = text(
+                    "动态参数取值（get_action_info 中 value_from=input 的参数），由下游校验",
+                    "Values of the dynamic parameters (value_from=input in get_action_info); " ..
+                        "checked downstream"),
+            },
         },
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

@@ -29,13 +29,16 @@ local M = {
     surfaces = { "mcp", "rest" },
     upstream = "operator_integration",
     annotations = { destructiveHint = false, openWorldHint = true },
-    input_schema = fields.input({ "skill_id", "entry_shell" }, {
-        skill_id = fields.skill_id(),
-        entry_shell = fields.string(text(
-            "要运行的入口命令（SKILL.md 中声明的入口）",
-            "The entry command to run (an entry declared in SKILL.md)"), 4096),
-        timeout = fields.integer(1, 600, text("超时秒数，1-600", "Timeout in seconds, 1-600")),
-    }),
+    input_schema = fields.input {
+        required = { "skill_id", "entry_shell" },
+        properties = {
+            skill_id = fields.skill_id(),
+            entry_shell = fields.string(text(
+                "要运行的入口命令（SKILL.md 中声明的入口）",
+                "The entry command to run (an entry declared in SKILL.md)"), 4096),
+            timeout = fields.integer(1, 600, text("超时秒数，1-600", "Timeout in seconds, 1-600")),
+        },
+    },
     output_schema = {
         type = "object",
         properties = {

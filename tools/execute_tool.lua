@@ -43,26 +43,29 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     upstream = { "operator_integration", "bkn_backend" },
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
-    input_schema = fields.input(nil, {
-        kn_id = fields.kn_id(text("知识网络 ID（执行工厂能力必填）",
-            "Knowledge network id (required for execution-factory capabilities)")),
-        tool_id = fields.string(text(
-            "search_capabilities 返回的 tool_id",
-            "The tool_id returned by search_capabilities"), 256),
-        name = fields.string(text(
-            "search_capabilities 返回的 name（不传 tool_id 时使用）",
-            "The name search_capabilities returned (instead of tool_id)"), 256),
-        toolbox_id = fields.string(text(
-            "search_capabilities 返回的 toolbox_id（仅执行工厂能力）",
-            "The toolbox_id returned by search_capabilities (factory capabilities only)"), 256),
-        arguments = {
-            type = "object",
-            default = {},
-            description = text(
-                "调用参数，按该能力的 input_schema 填写",
-                "Arguments, per the capability's input_schema"),
+    input_schema = fields.input {
+        anyOf = { { required = { "tool_id" } }, { required = { "name" } } },
+        properties = {
+            kn_id = fields.kn_id(text("知识网络 ID（执行工厂能力必填）",
+                "Knowledge network id (required for execution-factory capabilities)")),
+            tool_id = fields.string(text(
+                "search_capabilities 返回的 tool_id",
+                "The tool_id returned by search_capabilities"), 256),
+            name = fields.string(text(
+                "search_capabilities 返回的 name（不传 tool_id 时使用）",
+                "The name search_capabilities returned (instead of tool_id)"), 256),
+            toolbox_id = fields.string(text(
+                "search_capabilities 返回的 toolbox_id（仅执行工厂能力）",
+                "The toolbox_id returned by search_capabilities (factory capabilities only)"), 256),
+            arguments = {
+                type = "object",
+                default = {},
+                description = text(
+                    "调用参数，按该能力的 input_schema 填写",
+                    "Arguments, per the capability's input_schema"),
+            },
         },
-    }, { anyOf = { { required = { "tool_id" } }, { required = { "name" } } } }),
+    },
 }
 
 local KN_REQUIRED = text(

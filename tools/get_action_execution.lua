@@ -46,27 +46,30 @@ local M = {
     order = 330,
     surfaces = { "mcp", "compact", "rest" },
     upstream = "ontology_query",
-    input_schema = fields.input({ "kn_id", "execution_id" }, {
-        kn_id = fields.kn_id(),
-        execution_id = fields.string(text(
-            "execute_action 返回的执行 ID",
-            "The execution_id returned by execute_action")),
-        results_limit = {
-            type = "integer",
-            minimum = 0,
-            description = text(
-                "逐条结果每页条数；传 0 时为 100，超过 1000 时按 1000。传入即启用分页",
-                "Results per page; 0 means 100, above 1000 means 1000. Passing it " ..
-                    "turns paging on"),
+    input_schema = fields.input {
+        required = { "kn_id", "execution_id" },
+        properties = {
+            kn_id = fields.kn_id(),
+            execution_id = fields.string(text(
+                "execute_action 返回的执行 ID",
+                "The execution_id returned by execute_action")),
+            results_limit = {
+                type = "integer",
+                minimum = 0,
+                description = text(
+                    "逐条结果每页条数；传 0 时为 100，超过 1000 时按 1000。传入即启用分页",
+                    "Results per page; 0 means 100, above 1000 means 1000. Passing it " ..
+                        "turns paging on"),
+            },
+            results_offset = {
+                type = "integer",
+                minimum = 0,
+                description = text(
+                    "逐条结果偏移量（小于 10000）。传入即启用分页",
+                    "Offset into the results (below 10000). Passing it turns paging on"),
+            },
         },
-        results_offset = {
-            type = "integer",
-            minimum = 0,
-            description = text(
-                "逐条结果偏移量（小于 10000）。传入即启用分页",
-                "Offset into the results (below 10000). Passing it turns paging on"),
-        },
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

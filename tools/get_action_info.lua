@@ -53,20 +53,23 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     toon_view = true,
     upstream = { "ontology_query", "operator_integration" },
-    input_schema = fields.input({ "kn_id", "at_id" }, {
-        kn_id = fields.kn_id(),
-        at_id = fields.at_id(text("行动类 ID（取自 Schema 检索结果）", "Action type id (from the schema search results)")),
-        _instance_identities = fields.instance_identities(1000,
-            "目标对象实例标识列表（取自查询结果的 _instance_identity）；不传则返回行动类级别的定义",
-            "Target instances (_instance_identity values from query results); " ..
-                "omit for the class-level definition"),
-        _instance_identity = {
-            type = "object",
-            description = text(
-                "旧版单个实例标识；_instance_identities 为空时使用",
-                "Legacy single instance identity; used when _instance_identities is empty"),
+    input_schema = fields.input {
+        required = { "kn_id", "at_id" },
+        properties = {
+            kn_id = fields.kn_id(),
+            at_id = fields.at_id(text("行动类 ID（取自 Schema 检索结果）", "Action type id (from the schema search results)")),
+            _instance_identities = fields.instance_identities(1000,
+                "目标对象实例标识列表（取自查询结果的 _instance_identity）；不传则返回行动类级别的定义",
+                "Target instances (_instance_identity values from query results); " ..
+                    "omit for the class-level definition"),
+            _instance_identity = {
+                type = "object",
+                description = text(
+                    "旧版单个实例标识；_instance_identities 为空时使用",
+                    "Legacy single instance identity; used when _instance_identities is empty"),
+            },
         },
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

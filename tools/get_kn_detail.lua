@@ -31,16 +31,19 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = fields.input({ "kn_id" }, {
-        kn_id = fields.kn_id(),
-        detail_level = {
-            type = "string",
-            enum = { "summary", "full" },
-            default = "summary",
-            description = text("summary：属性只含名称与类型；full：完整定义",
-                "summary: properties with name and type only; full: complete definitions"),
+    input_schema = fields.input {
+        required = { "kn_id" },
+        properties = {
+            kn_id = fields.kn_id(),
+            detail_level = {
+                type = "string",
+                enum = { "summary", "full" },
+                default = "summary",
+                description = text("summary：属性只含名称与类型；full：完整定义",
+                    "summary: properties with name and type only; full: complete definitions"),
+            },
         },
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

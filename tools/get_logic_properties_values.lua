@@ -51,26 +51,29 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     rest_alias = "logic-property-resolver",
     upstream = { "ontology_query", "bkn_backend", "operator_integration", "mf_model_api" },
-    input_schema = fields.input({ "kn_id", "ot_id", "query", "_instance_identities", "properties" }, {
-        kn_id = fields.kn_id(),
-        ot_id = fields.ot_id(),
-        query = fields.string(text("用户的问题，用于生成属性参数", "The user's question, used to derive parameters"), 4000),
-        _instance_identities = fields.instance_identities(1000, "实例标识，取自结果中的 _instance_identity",
-            "Instance identities, from _instance_identity in results", 1),
+    input_schema = fields.input {
+        required = { "kn_id", "ot_id", "query", "_instance_identities", "properties" },
         properties = {
-            type = "array",
-            minItems = 1,
-            maxItems = 50,
-            items = { type = "string", minLength = 1 },
-            description = text("逻辑属性名", "Logic property names"),
+            kn_id = fields.kn_id(),
+            ot_id = fields.ot_id(),
+            query = fields.string(text("用户的问题，用于生成属性参数", "The user's question, used to derive parameters"), 4000),
+            _instance_identities = fields.instance_identities(1000, "实例标识，取自结果中的 _instance_identity",
+                "Instance identities, from _instance_identity in results", 1),
+            properties = {
+                type = "array",
+                minItems = 1,
+                maxItems = 50,
+                items = { type = "string", minLength = 1 },
+                description = text("逻辑属性名", "Logic property names"),
+            },
+            additional_context = {
+                type = "string",
+                maxLength = 8000,
+                description = text("补充上下文", "Additional context"),
+            },
+            llm_model = { type = "string", maxLength = 256, description = text("参数生成模型", "Model for parameters") },
         },
-        additional_context = {
-            type = "string",
-            maxLength = 8000,
-            description = text("补充上下文", "Additional context"),
-        },
-        llm_model = { type = "string", maxLength = 256, description = text("参数生成模型", "Model for parameters") },
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

@@ -30,11 +30,14 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = fields.input({ "kn_id", "ids" }, {
-        kn_id = fields.kn_id(),
-        ids = fields.ids("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
-            "Object type ids or names (from get_kn_detail or search_schema)"),
-    }),
+    input_schema = fields.input {
+        required = { "kn_id", "ids" },
+        properties = {
+            kn_id = fields.kn_id(),
+            ids = fields.ids("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
+                "Object type ids or names (from get_kn_detail or search_schema)"),
+        },
+    },
     output_schema = knschema.by_ids_output("object_types"),
 }
 

@@ -22,11 +22,14 @@ local M = {
     surfaces = { "mcp", "rest" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = fields.input({ "kn_id", "ids" }, {
-        kn_id = fields.kn_id(),
-        ids = fields.ids("关系类 ID 或名称（来自 get_kn_detail）",
-            "Relation type ids or names (from get_kn_detail)"),
-    }),
+    input_schema = fields.input {
+        required = { "kn_id", "ids" },
+        properties = {
+            kn_id = fields.kn_id(),
+            ids = fields.ids("关系类 ID 或名称（来自 get_kn_detail）",
+                "Relation type ids or names (from get_kn_detail)"),
+        },
+    },
     output_schema = knschema.by_ids_output("relation_types"),
 }
 

@@ -22,9 +22,12 @@ local M = {
     order = 530,
     surfaces = { "mcp", "rest" },
     upstream = "operator_integration",
-    input_schema = fields.input({ "skill_id" }, {
-        skill_id = fields.skill_id(text("技能 ID（取自 list_skills）", "Skill id (from list_skills)")),
-    }),
+    input_schema = fields.input {
+        required = { "skill_id" },
+        properties = {
+            skill_id = fields.skill_id(text("技能 ID（取自 list_skills）", "Skill id (from list_skills)")),
+        },
+    },
     output_schema = {
         type = "object",
         properties = {

@@ -27,38 +27,41 @@ local M = {
     surfaces = { "mcp", "rest" },
     toon_view = true,
     upstream = "ontology_query",
-    input_schema = fields.input({ "kn_id" }, {
-        kn_id = fields.kn_id(),
-        action_type_id = {
-            type = "string",
-            description = text("按行动类过滤", "Only this action type"),
+    input_schema = fields.input {
+        required = { "kn_id" },
+        properties = {
+            kn_id = fields.kn_id(),
+            action_type_id = {
+                type = "string",
+                description = text("按行动类过滤", "Only this action type"),
+            },
+            status = {
+                enum = { "pending", "running", "completed", "failed", "cancelled" },
+                description = text("按状态过滤", "Only this status"),
+            },
+            trigger_type = {
+                enum = { "manual", "scheduled" },
+                description = text("按触发方式过滤", "Only this trigger type"),
+            },
+            start_time_from = {
+                type = "integer",
+                minimum = 0,
+                description = text(
+                    "开始时间下界（Unix 毫秒）",
+                    "Start time lower bound (Unix ms)"),
+            },
+            start_time_to = {
+                type = "integer",
+                minimum = 0,
+                description = text(
+                    "开始时间上界（Unix 毫秒）",
+                    "Start time upper bound (Unix ms)"),
+            },
+            offset = fields.offset(text("偏移翻页；传了 search_after 时忽略", "Rows to skip; ignored when search_after is sent")),
+            limit = fields.limit(DEFAULT_LIMIT, 1000),
+            search_after = fields.search_after(16),
         },
-        status = {
-            enum = { "pending", "running", "completed", "failed", "cancelled" },
-            description = text("按状态过滤", "Only this status"),
-        },
-        trigger_type = {
-            enum = { "manual", "scheduled" },
-            description = text("按触发方式过滤", "Only this trigger type"),
-        },
-        start_time_from = {
-            type = "integer",
-            minimum = 0,
-            description = text(
-                "开始时间下界（Unix 毫秒）",
-                "Start time lower bound (Unix ms)"),
-        },
-        start_time_to = {
-            type = "integer",
-            minimum = 0,
-            description = text(
-                "开始时间上界（Unix 毫秒）",
-                "Start time upper bound (Unix ms)"),
-        },
-        offset = fields.offset(text("偏移翻页；传了 search_after 时忽略", "Rows to skip; ignored when search_after is sent")),
-        limit = fields.limit(DEFAULT_LIMIT, 1000),
-        search_after = fields.search_after(16),
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

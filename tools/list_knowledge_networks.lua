@@ -32,29 +32,31 @@ local M = {
     order = 110,
     surfaces = { "mcp", "compact", "rest" },
     upstream = "bkn_backend",
-    input_schema = fields.input(nil, {
-        name_pattern = {
-            type = "string",
-            maxLength = 256,
-            description = text(
-                "按名称模糊匹配（包含该片段即可）",
-                "Matches networks whose name contains this fragment"),
+    input_schema = fields.input {
+        properties = {
+            name_pattern = {
+                type = "string",
+                maxLength = 256,
+                description = text(
+                    "按名称模糊匹配（包含该片段即可）",
+                    "Matches networks whose name contains this fragment"),
+            },
+            limit = fields.limit(DEFAULT_LIMIT, 1000),
+            offset = fields.offset(),
+            sort = {
+                type = "string",
+                maxLength = 64,
+                description = text(
+                    "排序字段，例如 update_time（默认）、name",
+                    "Sort field, e.g. update_time (the default) or name"),
+            },
+            direction = {
+                type = "string",
+                enum = { "asc", "desc" },
+                description = text("排序方向", "Sort direction"),
+            },
         },
-        limit = fields.limit(DEFAULT_LIMIT, 1000),
-        offset = fields.offset(),
-        sort = {
-            type = "string",
-            maxLength = 64,
-            description = text(
-                "排序字段，例如 update_time（默认）、name",
-                "Sort field, e.g. update_time (the default) or name"),
-        },
-        direction = {
-            type = "string",
-            enum = { "asc", "desc" },
-            description = text("排序方向", "Sort direction"),
-        },
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

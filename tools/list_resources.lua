@@ -26,17 +26,19 @@ local M = {
     order = 410,
     surfaces = { "rest" },
     upstream = { "vega", "bkn_backend" },
-    input_schema = fields.input(nil, {
-        kn_id = fields.string(text("知识网络 ID（可选）", "Knowledge network id (optional)")),
-        catalog_id = { type = "string", minLength = 1, description = text("数据目录 ID", "Catalog id") },
-        type = {
-            type = "string",
-            enum = CATEGORIES,
-            description = text("资源类别", "Resource category"),
+    input_schema = fields.input {
+        properties = {
+            kn_id = fields.string(text("知识网络 ID（可选）", "Knowledge network id (optional)")),
+            catalog_id = { type = "string", minLength = 1, description = text("数据目录 ID", "Catalog id") },
+            type = {
+                type = "string",
+                enum = CATEGORIES,
+                description = text("资源类别", "Resource category"),
+            },
+            offset = { type = "integer", minimum = 0 },
+            limit = { type = "integer", minimum = 1, maximum = 1000 },
         },
-        offset = { type = "integer", minimum = 0 },
-        limit = { type = "integer", minimum = 1, maximum = 1000 },
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

@@ -20,20 +20,22 @@ local M = {
     order = 520,
     surfaces = { "mcp", "rest" },
     upstream = "operator_integration",
-    input_schema = fields.input(nil, {
-        name = {
-            type = "string",
-            maxLength = 256,
-            description = text("技能名称（模糊匹配）", "Skill name (fuzzy match)"),
+    input_schema = fields.input {
+        properties = {
+            name = {
+                type = "string",
+                maxLength = 256,
+                description = text("技能名称（模糊匹配）", "Skill name (fuzzy match)"),
+            },
+            category = {
+                type = "string",
+                maxLength = 128,
+                description = text("技能分类", "Skill category"),
+            },
+            page = fields.page(),
+            page_size = fields.limit(20, 100, 1),
         },
-        category = {
-            type = "string",
-            maxLength = 128,
-            description = text("技能分类", "Skill category"),
-        },
-        page = fields.page(),
-        page_size = fields.limit(20, 100, 1),
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

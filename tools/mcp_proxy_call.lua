@@ -27,11 +27,14 @@ local M = {
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { openWorldHint = true },
-    input_schema = fields.input({ "mcp_id", "tool_name" }, {
-        mcp_id = { type = "string", minLength = 1, maxLength = 256 },
-        tool_name = { type = "string", minLength = 1, maxLength = 256 },
-        parameters = { type = "object", default = {} },
-    }),
+    input_schema = fields.input {
+        required = { "mcp_id", "tool_name" },
+        properties = {
+            mcp_id = { type = "string", minLength = 1, maxLength = 256 },
+            tool_name = { type = "string", minLength = 1, maxLength = 256 },
+            parameters = { type = "object", default = {} },
+        },
+    },
 }
 
 function M.shape_request(args)

@@ -38,60 +38,64 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     toon_view = true,
     upstream = "ontology_query",
-    input_schema = fields.input({ "kn_id", "relation_type_paths" }, {
-        kn_id = fields.kn_id(),
-        include_logic_params = fields.include_logic_params("objects"),
-        relation_type_paths = {
-            type = "array",
-            minItems = 1,
-            maxItems = 20,
-            description = text("关系类路径列表", "Relation-type paths"),
-            items = {
-                type = "object",
-                additionalProperties = false,
-                required = { "object_types", "relation_types" },
-                properties = {
-                    object_types = {
-                        type = "array",
-                        minItems = 2,
-                        maxItems = 11,
-                        description = text("路径上的对象类，按顺序", "Object types along the path, in order"),
-                        items = {
-                            type = "object",
-                            additionalProperties = false,
-                            required = { "id" },
-                            properties = {
-                                id = { type = "string", minLength = 1 },
-                                condition = { ["$ref"] = "#/$defs/condition" },
-                                sort = condition.sort_schema(),
-                                limit = fields.integer(0, 10000, text("该对象类最多取多少实例（0 为默认 1000）",
-                                    "Instances of this type to take (0 means the default 1000)")),
+    input_schema = fields.input {
+        required = { "kn_id", "relation_type_paths" },
+        ["$defs"] = { condition = condition.def() },
+        properties = {
+            kn_id = fields.kn_id(),
+            include_logic_params = fields.include_logic_params("objects"),
+            relation_type_paths = {
+                type = "array",
+                minItems = 1,
+                maxItems = 20,
+                description = text("关系类路径列表", "Relation-type paths"),
+                items = {
+                    type = "object",
+                    additionalProperties = false,
+                    required = { "object_types", "relation_types" },
+                    properties = {
+                        object_types = {
+                            type = "array",
+                            minItems = 2,
+                            maxItems = 11,
+                            description = text("路径上的对象类，按顺序", "Object types along the path, in order"),
+                            items = {
+                                type = "object",
+                                additionalProperties = false,
+                                required = { "id" },
+                                properties = {
+                                    id = { type = "string", minLength = 1 },
+                                    condition = { ["$ref"] = "#/$defs/condition" },
+                                    sort = condition.sort_schema(),
+                                    limit = fields.integer(0, 10000, text("该对象类最多取多少实例（0 为默认 1000）",
+                                        "Instances of this type to take (0 means the default 1000)")),
+                                },
                             },
                         },
-                    },
-                    relation_types = {
-                        type = "array",
-                        minItems = 1,
-                        maxItems = 10,
-                        description = text("连接相邻对象类的关系类，按顺序",
-                            "Relation types joining neighbouring object types, in order"),
-                        items = {
-                            type = "object",
-                            additionalProperties = false,
-                            required = { "relation_type_id", "source_object_type_id", "target_object_type_id" },
-                            properties = {
-                                relation_type_id = { type = "string", minLength = 1 },
-                                source_object_type_id = { type = "string", minLength = 1 },
-                                target_object_type_id = { type = "string", minLength = 1 },
+                        relation_types = {
+                            type = "array",
+                            minItems = 1,
+                            maxItems = 10,
+                            description = text("连接相邻对象类的关系类，按顺序",
+                                "Relation types joining neighbouring object types, in order"),
+                            items = {
+                                type = "object",
+                                additionalProperties = false,
+                                required = { "relation_type_id", "source_object_type_id", "target_object_type_id" },
+                                properties = {
+                                    relation_type_id = { type = "string", minLength = 1 },
+                                    source_object_type_id = { type = "string", minLength = 1 },
+                                    target_object_type_id = { type = "string", minLength = 1 },
+                                },
                             },
                         },
+                        limit = fields.integer(0, 10000, text("最多返回的路径数（0 为默认 2000）",
+                            "Paths to return at most (0 means the default 2000)")),
                     },
-                    limit = fields.integer(0, 10000, text("最多返回的路径数（0 为默认 2000）",
-                        "Paths to return at most (0 means the default 2000)")),
                 },
             },
         },
-    }, { ["$defs"] = { condition = condition.def() } }),
+    },
     output_schema = {
         type = "object",
         properties = {

@@ -43,26 +43,30 @@ local M = {
     -- the token-saving view; its description sentences are added by the contract
     toon_view = { omit_instance_id = true },
     upstream = "ontology_query",
-    input_schema = fields.input({ "kn_id", "ot_id" }, {
-        kn_id = fields.kn_id(),
-        ot_id = fields.ot_id(),
-        include_logic_params = fields.include_logic_params("rows"),
-        condition = { ["$ref"] = "#/$defs/condition" },
-        filters = condition.filters_schema(),
-        limit = fields.limit(DEFAULT_LIMIT, 10000),
+    input_schema = fields.input {
+        required = { "kn_id", "ot_id" },
+        ["$defs"] = { condition = condition.def() },
         properties = {
-            type = "array",
-            maxItems = 1000,
-            items = { type = "string", minLength = 1 },
-            description = text(
-                "只返回这些属性；不填返回全部",
-                "Return only these properties; all when omitted"),
+            kn_id = fields.kn_id(),
+            ot_id = fields.ot_id(),
+            include_logic_params = fields.include_logic_params("rows"),
+            condition = { ["$ref"] = "#/$defs/condition" },
+            filters = condition.filters_schema(),
+            limit = fields.limit(DEFAULT_LIMIT, 10000),
+            properties = {
+                type = "array",
+                maxItems = 1000,
+                items = { type = "string", minLength = 1 },
+                description = text(
+                    "只返回这些属性；不填返回全部",
+                    "Return only these properties; all when omitted"),
+            },
+            sort = condition.sort_schema(),
+            search_after = fields.search_after(64),
+            offset = fields.offset(text("跳过的条数（仅数据资源类对象类有效；给出 search_after 时忽略）",
+                "Rows to skip (resource-backed object types only; ignored with search_after)")),
         },
-        sort = condition.sort_schema(),
-        search_after = fields.search_after(64),
-        offset = fields.offset(text("跳过的条数（仅数据资源类对象类有效；给出 search_after 时忽略）",
-            "Rows to skip (resource-backed object types only; ignored with search_after)")),
-    }, { ["$defs"] = { condition = condition.def() } }),
+    },
     output_schema = {
         type = "object",
         properties = {

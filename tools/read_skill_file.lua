@@ -26,12 +26,15 @@ local M = {
     order = 540,
     surfaces = { "mcp", "rest" },
     upstream = "operator_integration",
-    input_schema = fields.input({ "skill_id", "rel_path" }, {
-        skill_id = fields.skill_id(),
-        rel_path = fields.string(text(
-            "技能包内的相对路径，如 refs/checklist.md",
-            "Path relative to the package root, e.g. refs/checklist.md"), 1024),
-    }),
+    input_schema = fields.input {
+        required = { "skill_id", "rel_path" },
+        properties = {
+            skill_id = fields.skill_id(),
+            rel_path = fields.string(text(
+                "技能包内的相对路径，如 refs/checklist.md",
+                "Path relative to the package root, e.g. refs/checklist.md"), 1024),
+        },
+    },
     output_schema = {
         type = "object",
         properties = {

@@ -26,12 +26,15 @@ local M = {
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { destructiveHint = false, openWorldHint = true },
-    input_schema = fields.input({ "code" }, {
-        code = fields.string(text(
-            "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
-            "Python code (no need to import the functions); only printed output returns"), 200000),
-        timeout = ptc.timeout_schema(),
-    }),
+    input_schema = fields.input {
+        required = { "code" },
+        properties = {
+            code = fields.string(text(
+                "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
+                "Python code (no need to import the functions); only printed output returns"), 200000),
+            timeout = ptc.timeout_schema(),
+        },
+    },
     output_schema = ptc.output_schema(),
 }
 

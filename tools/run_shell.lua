@@ -26,10 +26,13 @@ local M = {
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { destructiveHint = true, openWorldHint = true },
-    input_schema = fields.input({ "command" }, {
-        command = fields.string(text("要运行的 shell 命令", "The shell command to run"), 20000),
-        timeout = ptc.timeout_schema(),
-    }),
+    input_schema = fields.input {
+        required = { "command" },
+        properties = {
+            command = fields.string(text("要运行的 shell 命令", "The shell command to run"), 20000),
+            timeout = ptc.timeout_schema(),
+        },
+    },
     output_schema = ptc.output_schema(),
 }
 

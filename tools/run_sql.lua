@@ -26,11 +26,14 @@ local M = {
     order = 240,
     surfaces = { "rest" },
     upstream = "vega",
-    input_schema = fields.input({ "sql" }, {
-        sql = fields.string(text("一条只读 SELECT，表写作 {{.resource_id}}",
-            "One read-only SELECT; tables written as {{.resource_id}}"), 65536),
-        query_timeout = fields.integer(1, 3600, text("查询超时（秒）", "Query timeout in seconds")),
-    }),
+    input_schema = fields.input {
+        required = { "sql" },
+        properties = {
+            sql = fields.string(text("一条只读 SELECT，表写作 {{.resource_id}}",
+                "One read-only SELECT; tables written as {{.resource_id}}"), 65536),
+            query_timeout = fields.integer(1, 3600, text("查询超时（秒）", "Query timeout in seconds")),
+        },
+    },
     output_schema = {
         type = "object",
         properties = {

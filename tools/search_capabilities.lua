@@ -43,25 +43,28 @@ local M = {
     surfaces = { "mcp", "compact", "rest" },
     toon_view = true,
     upstream = { "operator_integration", "bkn_backend" },
-    input_schema = fields.input({ "kn_id" }, {
-        kn_id = fields.kn_id(),
-        query = {
-            type = "string",
-            maxLength = 512,
-            description = text(
-                "要做的事或能力名称；为空时列出全部",
-                "What you want to do, or a capability name; empty lists everything"),
+    input_schema = fields.input {
+        required = { "kn_id" },
+        properties = {
+            kn_id = fields.kn_id(),
+            query = {
+                type = "string",
+                maxLength = 512,
+                description = text(
+                    "要做的事或能力名称；为空时列出全部",
+                    "What you want to do, or a capability name; empty lists everything"),
+            },
+            types = {
+                type = "array",
+                uniqueItems = true,
+                items = { enum = { "tool", "function", "mcp_tool", "skill" } },
+                description = text(
+                    "只要这些类型：tool（本服务工具）、function、mcp_tool、skill",
+                    "Only these kinds: tool (this service's tools), function, mcp_tool, skill"),
+            },
+            limit = fields.integer(1, 100, text("最多返回条数，默认 20", "At most this many, default 20"), DEFAULT_LIMIT),
         },
-        types = {
-            type = "array",
-            uniqueItems = true,
-            items = { enum = { "tool", "function", "mcp_tool", "skill" } },
-            description = text(
-                "只要这些类型：tool（本服务工具）、function、mcp_tool、skill",
-                "Only these kinds: tool (this service's tools), function, mcp_tool, skill"),
-        },
-        limit = fields.integer(1, 100, text("最多返回条数，默认 20", "At most this many, default 20"), DEFAULT_LIMIT),
-    }),
+    },
     output_schema = {
         type = "object",
         properties = {

@@ -36,12 +36,17 @@ describe("_lib.fields", function()
         assert.equal("Page size, default 20", p.description["en-US"])
     end)
 
-    it("input(required, properties, extra) is a valid closed object schema", function()
-        local s = fields.input({ "kn_id" }, { kn_id = fields.kn_id(), limit = fields.limit(10, 100),
-            offset = fields.offset(), page = fields.page(), after = fields.search_after(16),
-            ids = fields.ids("ID", "Ids"), logic = fields.include_logic_params("rows"),
-            who = fields.instance_identities(10, "实例", "Instances", 1), n = fields.integer(1, 9, text("数", "N")),
-            s = fields.string(text("串", "S"), 8) }, { ["$defs"] = { x = { type = "string" } } })
+    it("input { required, properties, … } is a valid closed object schema", function()
+        local s = fields.input {
+            required = { "kn_id" },
+            ["$defs"] = { x = { type = "string" } },
+            properties = { kn_id = fields.kn_id(), limit = fields.limit(10, 100),
+                offset = fields.offset(), page = fields.page(), after = fields.search_after(16),
+                ids = fields.ids("ID", "Ids"), logic = fields.include_logic_params("rows"),
+                who = fields.instance_identities(10, "实例", "Instances", 1), n = fields.integer(1, 9, text("数", "N")),
+                s = fields.string(text("串", "S"), 8) },
+        }
+        assert.equal("object", s.type)
         assert.is_true(schema.check_schema(s))
         assert.is_false(s.additionalProperties)
         assert.same({ type = "string" }, s["$defs"].x)
@@ -132,7 +137,7 @@ local function tool(over)
         name = "sample_tool", version = "1.0.0", kind = "read",
         title = text("样例", "Sample"), description = text("样例工具", "A sample tool"),
         group = "discovery", order = 900, surfaces = { "mcp", "rest" }, upstream = "bkn_backend",
-        input_schema = fields.input(nil, { name = fields.string(text("名称", "Name"), 8) }),
+        input_schema = fields.input { properties = { name = fields.string(text("名称", "Name"), 8) } },
         shape_request = function(args)
             return { upstream = "bkn_backend", method = "GET", path = "/in/v1/knowledge-networks",
                 query = { name_pattern = args.name } }
@@ -151,11 +156,12 @@ describe("the default handle", function()
         assert.equal(own, tool({ handle = own }).handle)
         local _, errs = contract.check({ name = "sample_tool", version = "1.0.0", kind = "read",
             title = text("样例", "Sample"), description = text("样例工具", "A sample tool"), group = "discovery",
-            order = 900, surfaces = { "mcp" }, input_schema = fields.input(nil, {}) }, "sample_tool")
+            order = 900, surfaces = { "mcp" }, input_schema = fields.input { properties = {} } }, "sample_tool")
         assert.truthy(table.concat(errs, "\n"):find("handle is required", 1, true))
         _, errs = contract.check({ name = "sample_tool", version = "1.0.0", kind = "read",
             title = text("样例", "Sample"), description = text("样例工具", "A sample tool"), group = "discovery",
-            order = 900, surfaces = { "mcp" }, input_schema = fields.input(nil, {}), shape_request = function() end,
+            order = 900, surfaces = { "mcp" }, input_schema = fields.input { properties = {} },
+            shape_request = function() end,
             upstream_step = "x", decode = "raw" }, "sample_tool")
         local joined = table.concat(errs, "\n")
         assert.truthy(joined:find("upstream_step must be a table", 1, true))

@@ -8,14 +8,16 @@ local text = util.text
 
 local M = {}
 
--- input(required, properties [, extra]) -> a tool's input_schema: an object that
--- takes only the named properties (extra: further keywords, e.g. ["$defs"], anyOf).
-function M.input(required, properties, extra)
-    local s = { type = "object", additionalProperties = false, required = required, properties = properties }
-    for k, v in pairs(extra or {}) do
-        s[k] = v
+-- input { required = …, properties = …, … } -> a tool's input_schema: the same keys,
+-- as an object that takes only the named properties (type = "object",
+-- additionalProperties = false). Called with one table constructor, so a load error
+-- still points at the line of the offending key.
+function M.input(s)
+    local out = { type = "object", additionalProperties = false }
+    for k, v in pairs(s) do
+        out[k] = v
     end
-    return s
+    return out
 end
 
 -- string(description [, max]): a non-empty string of at most max characters.
