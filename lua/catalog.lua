@@ -93,4 +93,18 @@ function M.text(key, lang)
     return t and t[lang_of(lang)] or nil
 end
 
+-- catalog.texts(key) -> {["zh-CN"] = ..., ["en-US"] = ...} (a new table: a localized
+-- text for a declaration such as a schema description), or nil (unknown key)
+function M.texts(key)
+    local t = cltexts.text[key]
+    if t == nil then
+        return nil
+    end
+    local out = {}
+    for _, lang in ipairs(M.languages) do
+        out[lang] = t[lang]
+    end
+    return out
+end
+
 return M

@@ -12,7 +12,7 @@ if not has_cljson then
 end
 
 M.kinds = { read = true, execute = true }
--- proxy: reached only by POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call, never listed
+-- proxy: reached only through the routes the tool declares (routes), never listed
 M.surfaces = { mcp = true, compact = true, rest = true, ptc = true, proxy = true }
 
 local GROUPS = {}
@@ -344,6 +344,144 @@ KEYS.toon_view = function(v, tool, add)
     end
 end
 
+----------------------------------------------------------------------------
+-- routes: extra HTTP routes a tool declares, below the public prefix, registered
+-- by the core (src/route.c) next to its own: { {method = "POST", path =
+-- "/a/{id}/b", body = "parameters"}, ... }. A path is literal segments and {name}
+-- segments; each {name} is a string parameter of the input schema, filled from the
+-- percent-decoded segment (a plain id). body (optional) names an object parameter
+-- the request body becomes (its bkn_context stays the call's); without it the body
+-- is the arguments, as on /kn/<tool>. A call through a declared route may go ad hoc.
+
+-- The core's own routes below the prefix (src/route.c): exact paths, and prefixes
+-- (ending in "/") under which every path is the core's. A tool's route may not
+-- shadow any of them, whatever its method.
+M.builtin_routes = {
+    "/mcp", "/mcp-compact", "/mcp/ptc", "/mcp/info", "/mcp-compact/info", "/mcp/ptc/info",
+    "/mcp/toolkit", "/mcp/ptc/toolkit", "/kn/", "/.well-known/",
+}
+
+local ROUTE_KEYS = { method = true, path = true, body = true }
+
+local function route_segments(path)
+    local out = {}
+    for seg in (path:sub(2) .. "/"):gmatch("([^/]*)/") do
+        out[#out + 1] = seg
+    end
+    return out
+end
+
+-- Whether two segment lists can match one path ({name} matches any segment).
+local function segments_meet(a, b)
+    if #a ~= #b then
+        return false
+    end
+    for i = 1, #a do
+        local pa, pb = a[i]:match("^{.*}$"), b[i]:match("^{.*}$")
+        if not pa and not pb and a[i] ~= b[i] then
+            return false
+        end
+    end
+    return true
+end
+
+-- The core route that template (segments) would shadow, or nil.
+local function builtin_clash(segs)
+    for _, r in ipairs(M.builtin_routes) do
+        if r:sub(-1) == "/" then
+            local first = r:sub(2, -2)
+            if segs[1] == first or segs[1]:match("^{.*}$") then
+                return r .. "…"
+            end
+        elseif segments_meet(segs, route_segments(r)) then
+            return r
+        end
+    end
+    return nil
+end
+
+local function check_route(r, i, tool, add, seen)
+    local where = "routes[" .. i .. "]"
+    if type(r) ~= "table" then
+        return add(where .. " must be a table {method, path, body?}")
+    end
+    for k in pairs(r) do
+        if not ROUTE_KEYS[k] then
+            add(where .. " has an unknown key '" .. tostring(k) .. "'")
+        end
+    end
+    if r.method ~= "POST" then
+        add(where .. ".method must be \"POST\" (a route runs the tool like POST /kn/<tool>)")
+    end
+    local path = r.path
+    if type(path) ~= "string" or path:sub(1, 1) ~= "/" or #path > 200 then
+        return add(where .. ".path must be a string starting with / (at most 200 bytes)")
+    end
+    local props = type(tool.input_schema) == "table" and tool.input_schema.properties or {}
+    local segs, params = route_segments(path), {}
+    for j, seg in ipairs(segs) do
+        local name = seg:match("^{([%a_][%w_]*)}$")
+        if name then
+            local p = props[name]
+            if j == 1 then
+                add(where .. ".path must start with a literal segment")
+            elseif type(p) ~= "table" or p.type ~= "string" then
+                add(where .. ".path: {" .. name .. "} must name a string parameter of input_schema")
+            elseif params[name] then
+                add(where .. ".path names {" .. name .. "} twice")
+            end
+            params[name] = true
+        elseif not seg:match("^[%w%-._~]+$") or seg == "." or seg == ".." then
+            add(where .. ".path has a segment '" .. seg .. "' that is neither a plain literal " ..
+                "([A-Za-z0-9-._~], not . or ..) nor {parameter}")
+        end
+    end
+    if r.body ~= nil then
+        local p = type(r.body) == "string" and props[r.body]
+        if type(p) ~= "table" or p.type ~= "object" or params[r.body] then
+            add(where .. ".body must name an object parameter of input_schema (not a path parameter)")
+        end
+    end
+    local clash = builtin_clash(segs)
+    if clash then
+        add(where .. ": POST " .. path .. " clashes with the core's route " .. clash)
+    end
+    for _, other in ipairs(seen) do
+        if segments_meet(segs, route_segments(other)) then
+            add(where .. ": POST " .. path .. " clashes with the tool's route POST " .. other)
+        end
+    end
+    seen[#seen + 1] = path
+end
+
+KEYS.routes = function(v, tool, add)
+    if type(v) ~= "table" or v[1] == nil then
+        return add("routes must be a non-empty array of {method, path, body?}")
+    end
+    local seen = {}
+    for i, r in ipairs(v) do
+        check_route(r, i, tool, add, seen)
+    end
+end
+
+-- route_clashes(tools) -> errors: routes of different tools that can match one path.
+function M.route_clashes(tools)
+    local errors, taken = {}, {}
+    for _, t in ipairs(tools) do
+        for _, r in ipairs(t.routes or {}) do
+            local segs = route_segments(r.path)
+            for _, o in ipairs(taken) do
+                if o.tool ~= t.name and segments_meet(segs, o.segs) then
+                    errors[#errors + 1] = t.name .. ": route POST " .. r.path ..
+                        " clashes with route POST " .. o.path .. " of " .. o.tool
+                end
+            end
+            taken[#taken + 1] = { tool = t.name, path = r.path, segs = segs }
+        end
+    end
+    return errors
+end
+
 -- The sentences a tool with toon_view adds to its description and short_description
 -- (each language).
 M.TOON_VIEW_DESCRIPTION = {
@@ -407,7 +545,7 @@ local ORDER = {
     "name", "version", "kind", "title", "description", "short_description", "group", "order", "surfaces",
     "rest_alias", "gate", "formats", "upstream", "input_schema", "output_schema",
     "annotations", "handle", "shape_request", "trim_response", "upstream_step", "decode", "render",
-    "toon_view",
+    "toon_view", "routes",
 }
 
 local function copy_array(t)
@@ -515,6 +653,9 @@ function M.check_set(tools, newer)
             end
             orders[t.order] = orders[t.order] or t
         end
+    end
+    for _, e in ipairs(M.route_clashes(tools)) do
+        errors[#errors + 1] = e
     end
     for _, t in ipairs(tools) do
         if t.rest_alias then

@@ -187,7 +187,7 @@ function M.info(name)
     return {
         name = t.name, version = t.version, kind = t.kind, group = t.group,
         order = t.order, gate = t.gate, rest_alias = t.rest_alias,
-        surfaces = surfaces, toon = toon,
+        surfaces = surfaces, toon = toon, routes = t.routes,
     }
 end
 

@@ -87,25 +87,38 @@ local function is_sequence(t)
     return true
 end
 
--- "array", "object", "both" (empty plain table) or nil (not a container)
-local function container_kind(v)
-    if type(v) ~= "table" or is_boxed(v) then
-        return nil
-    end
-    local mt = getmetatable(v)
-    if cljson ~= nil and mt == cljson.array_mt then
-        return "array"
-    end
-    if cljson ~= nil and mt == cljson.object_mt then
+-- The kind of a table for the check, from its metatable: "number" (boxed), "array",
+-- "object", "both" (empty plain table), or nil (not a JSON value).
+local NUMBER_MT = cljson and cljson.number_mt or false
+local ARRAY_MT = cljson and cljson.array_mt or false
+local OBJECT_MT = cljson and cljson.object_mt or false
+
+local function table_kind(t)
+    local mt = getmetatable(t)
+    if mt == OBJECT_MT then
         return "object"
-    end
-    if mt ~= nil then
+    elseif mt == ARRAY_MT then
+        return "array"
+    elseif mt == NUMBER_MT then
+        return "number"
+    elseif mt ~= nil then
         return nil
-    end
-    if next(v) == nil then
+    elseif next(t) == nil then
         return "both"
     end
-    return is_sequence(v) and "array" or "object"
+    return is_sequence(t) and "array" or "object"
+end
+
+-- "array", "object", "both" (empty plain table) or nil (not a container)
+local function container_kind(v)
+    if type(v) ~= "table" then
+        return nil
+    end
+    local k = table_kind(v)
+    if k == "number" then
+        return nil
+    end
+    return k
 end
 
 local function boxed_text(v)
@@ -203,6 +216,16 @@ local function json_equal(a, b)
     return true
 end
 M.equal = json_equal
+
+-- Whether v equals (JSON equality) an entry of the array enum.
+local function in_enum(v, enum)
+    for _, e in ipairs(enum) do
+        if json_equal(v, e) then
+            return true
+        end
+    end
+    return false
+end
 
 -- Deep copy keeping metatables (array/object marks); boxed numbers and null are
 -- immutable and shared.
@@ -514,17 +537,42 @@ local function tostring_less(a, b)
     return tostring(a) < tostring(b)
 end
 
+-- Copy on write: out when it is already a copy of v, else a new copy of v with its
+-- mark (the caller's table stays untouched). n: an array's length; nil for an object.
+local function writable(out, v, n)
+    if out ~= v then
+        return out
+    end
+    out = setmetatable({}, getmetatable(v))
+    if n then
+        for i = 1, n do
+            out[i] = v[i]
+        end
+    else
+        for k, x in pairs(v) do
+            out[k] = x
+        end
+    end
+    return out
+end
+
+-- The first two equal items of array v (n items): i, j (1-based), or nil.
+local function first_duplicate(v, n)
+    for i = 1, n do
+        for j = i + 1, n do
+            if json_equal(v[i], v[j]) then
+                return i, j
+            end
+        end
+    end
+    return nil
+end
+
 -- Returns the (possibly new) value; errors are appended to st.errors.
 local function validate_object(st, s, v, path)
     local out = v
     local function set(k, x)
-        if out == v then
-            -- copy on first change so the caller's table stays untouched
-            out = setmetatable({}, getmetatable(v))
-            for kk, vv in pairs(v) do
-                out[kk] = vv
-            end
-        end
+        out = writable(out, v)
         out[k] = x
     end
     local props = s.properties or {}
@@ -583,24 +631,15 @@ local function validate_array(st, s, v, path)
         for i = 1, n do
             local nv = validate(st, s.items, v[i], join(path, i - 1))
             if nv ~= v[i] then
-                if out == v then
-                    out = setmetatable({}, getmetatable(v))
-                    for j = 1, n do
-                        out[j] = v[j]
-                    end
-                end
+                out = writable(out, v, n)
                 out[i] = nv
             end
         end
     end
     if s.uniqueItems then
-        for i = 1, n do
-            for j = i + 1, n do
-                if json_equal(v[i], v[j]) then
-                    fail(st, path, "schema_unique", i - 1, j - 1)
-                    return out
-                end
-            end
+        local i, j = first_duplicate(v, n)
+        if i then
+            fail(st, path, "schema_unique", i - 1, j - 1)
         end
     end
     return out
@@ -665,14 +704,7 @@ validate = function(st, s, v, path)
         end
     end
     if s.enum then
-        local found = false
-        for _, e in ipairs(s.enum) do
-            if json_equal(out, e) then
-                found = true
-                break
-            end
-        end
-        if not found then
+        if not in_enum(out, s.enum) then
             local list = {}
             for _, e in ipairs(s.enum) do
                 list[#list + 1] = describe(e)
@@ -760,10 +792,406 @@ validate = function(st, s, v, path)
     return out
 end
 
--- Validates value against node, a part of root (for $ref resolution). lang: the
--- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
--- the load-time checks operators read).
-function M.validate_node(root, node, value, lang)
+----------------------------------------------------------------------------
+-- the compiled check: the same rules as validate, as a tree of closures built once
+-- per schema (schemas do not change after loading; a reload builds new tables).
+-- It answers only "valid, and with these defaults" or FAIL, without paths or
+-- messages; on FAIL validate runs and reports, so every error is worded and
+-- ordered as validate words and orders it, and a valid value costs no path strings,
+-- key sorts or error tables.
+
+local FAIL = {} -- the check's one answer for "invalid"
+local MAX_DEPTH = 200
+local math_type = math.type
+
+local function no_type(v)
+    return false, v
+end
+
+local compile
+
+-- The type test of validate for one type name: (v) -> ok, value (integer-valued
+-- floats become integers when the name is "integer").
+local TYPE_TESTS = {
+    null = function(v)
+        return is_null(v), v
+    end,
+    boolean = function(v)
+        return type(v) == "boolean", v
+    end,
+    string = function(v)
+        return type(v) == "string", v
+    end,
+    integer = function(v)
+        if is_integer(v) then
+            if math.type(v) == "float" then
+                return true, math.tointeger(v) or v
+            end
+            return true, v
+        end
+        return false, v
+    end,
+    number = function(v)
+        return is_number(v), v
+    end,
+    array = function(v)
+        local k = container_kind(v)
+        return k == "array" or k == "both", v
+    end,
+    object = function(v)
+        local k = container_kind(v)
+        return k == "object" or k == "both", v
+    end,
+}
+
+local function compile_types(types)
+    if type(types) == "string" then
+        types = { types }
+    end
+    local tests = {}
+    for i, t in ipairs(types) do
+        tests[i] = TYPE_TESTS[t] or no_type
+    end
+    if #tests == 1 then
+        return tests[1]
+    end
+    return function(v)
+        for _, test in ipairs(tests) do
+            local ok, out = test(v)
+            if ok then
+                return true, out
+            end
+        end
+        return false, v
+    end
+end
+
+local function compile_object(cache, root, s)
+    local props = s.properties or {}
+    local sub = {}
+    for name, p in pairs(props) do
+        sub[name] = compile(cache, root, p)
+    end
+    local must = {}
+    for _, name in ipairs(s.required or {}) do
+        if props[name] == nil or props[name].default == nil then
+            must[#must + 1] = name
+        end
+    end
+    local closed = s.additionalProperties == false
+    local extra = type(s.additionalProperties) == "table" and compile(cache, root, s.additionalProperties)
+    local defaults = s.properties ~= nil and names_with_defaults(props) or {}
+    return function(v, depth)
+        for i = 1, #must do
+            if v[must[i]] == nil then
+                return FAIL
+            end
+        end
+        local out = v
+        for k, x in next, v do
+            if type(k) ~= "string" then
+                return FAIL
+            end
+            local f = sub[k] or extra
+            if f then
+                local nv = f(x, depth)
+                if nv == FAIL then
+                    return FAIL
+                end
+                if nv ~= x then
+                    out = writable(out, v)
+                    out[k] = nv
+                end
+            elseif closed then
+                return FAIL
+            end
+        end
+        for i = 1, #defaults do
+            local name = defaults[i]
+            if v[name] == nil then
+                out = writable(out, v)
+                out[name] = deep_copy(props[name].default)
+            end
+        end
+        return out
+    end
+end
+
+local function compile_array(cache, root, s)
+    local min, max, unique = s.minItems, s.maxItems, s.uniqueItems
+    local item = s.items and compile(cache, root, s.items)
+    return function(v, depth)
+        local out = v
+        local n = #v
+        if (min and n < min) or (max and n > max) then
+            return FAIL
+        end
+        if item then
+            for i = 1, n do
+                local x = v[i]
+                local nv = item(x, depth)
+                if nv == FAIL then
+                    return FAIL
+                end
+                if nv ~= x then
+                    out = writable(out, v, n)
+                    out[i] = nv
+                end
+            end
+        end
+        if unique and first_duplicate(v, n) then
+            return FAIL
+        end
+        return out
+    end
+end
+
+local function compile_alts(cache, root, list)
+    local fns = {}
+    for i, alt in ipairs(list) do
+        fns[i] = compile(cache, root, alt)
+    end
+    return fns
+end
+
+-- The string entries of an enum as a set: a string equals an entry exactly when it
+-- is that string.
+local function string_set(enum)
+    local set = {}
+    for _, e in ipairs(enum) do
+        if type(e) == "string" then
+            set[e] = true
+        end
+    end
+    return set
+end
+
+-- Whether string v has the length bounds (in characters, as validate counts them).
+local function length_fits(v, min_len, max_len)
+    local len = utf8.len(v) or #v
+    return not ((min_len and len < min_len) or (max_len and len > max_len))
+end
+
+-- The common nodes (one declared type, nothing that combines or refers) get a check
+-- with only their own tests, handing anything unusual to the full check: an
+-- integer-valued float, a boxed number, a plain Lua table.
+local function specialize(cache, root, s, check)
+    if s["$ref"] or s.anyOf or s.oneOf or s.const ~= nil or type(s.type) ~= "string" then
+        return nil
+    end
+    local t = s.type
+    if t == "string" then
+        local min_len, max_len = s.minLength, s.maxLength
+        local enum_strings = s.enum and string_set(s.enum)
+        return function(v, depth)
+            if depth >= MAX_DEPTH or type(v) ~= "string" or
+                (enum_strings and not enum_strings[v]) or
+                ((min_len or max_len) and not length_fits(v, min_len, max_len)) then
+                return FAIL
+            end
+            return v
+        end
+    end
+    if s.enum then
+        return nil
+    end
+    if t == "integer" then
+        local lo, hi = s.minimum and num_value(s.minimum), s.maximum and num_value(s.maximum)
+        local xlo = s.exclusiveMinimum and num_value(s.exclusiveMinimum)
+        local xhi = s.exclusiveMaximum and num_value(s.exclusiveMaximum)
+        return function(v, depth)
+            if depth >= MAX_DEPTH or math_type(v) ~= "integer" then
+                return check(v, depth)
+            end
+            if (lo and v < lo) or (hi and v > hi) or (xlo and v <= xlo) or (xhi and v >= xhi) then
+                return FAIL
+            end
+            return v
+        end
+    elseif t == "boolean" then
+        return function(v, depth)
+            if depth >= MAX_DEPTH or type(v) ~= "boolean" then
+                return FAIL
+            end
+            return v
+        end
+    elseif t == "object" or t == "array" then
+        local mark = t == "object" and OBJECT_MT or ARRAY_MT
+        local contents -- the object or array part of check
+        return function(v, depth)
+            if depth >= MAX_DEPTH or not mark or getmetatable(v) ~= mark then
+                return check(v, depth)
+            end
+            if not contents then
+                contents = (t == "object" and compile_object or compile_array)(cache, root, s)
+            end
+            return contents(v, depth + 1)
+        end
+    end
+    return nil
+end
+
+-- compile(cache, root, s) -> check(v, depth) -> value | FAIL, once per schema node;
+-- $ref targets are looked up at the first call (definitions may refer to each other).
+compile = function(cache, root, s)
+    local done = cache[s]
+    if done then
+        return done
+    end
+    local ref, ref_name = nil, s["$ref"] and s["$ref"]:match("^#/%$defs/(.+)$")
+    local test = s.type and compile_types(s.type)
+    -- one declared type whose test needs no function call in the common case
+    local only = type(s.type) == "string" and s.type or nil
+    local enum, const = s.enum, s.const
+    local minimum, maximum = s.minimum, s.maximum
+    local xmin, xmax = s.exclusiveMinimum, s.exclusiveMaximum
+    local ranged = minimum or maximum or xmin or xmax
+    local min_len, max_len = s.minLength, s.maxLength
+    local as_array_if_empty = wants_array(s)
+    local array_check, object_check -- built at the first container
+    local any_of, one_of
+    local enum_strings = type(enum) == "table" and string_set(enum) or {}
+    local function check(v, depth)
+        depth = depth + 1
+        if depth > MAX_DEPTH then
+            return FAIL
+        end
+        local out = v
+        if ref_name then
+            if not ref then
+                ref = compile(cache, root, root["$defs"][ref_name])
+            end
+            out = ref(out, depth)
+            if out == FAIL then
+                return FAIL
+            end
+        end
+        local tv = type(out)
+        local kind = tv == "table" and table_kind(out) or nil
+        if test then
+            local ok
+            if only == "string" then
+                ok = tv == "string"
+            elseif only == "object" then
+                ok = kind == "object" or kind == "both"
+            elseif only == "array" then
+                ok = kind == "array" or kind == "both"
+            elseif only == "integer" and math_type(out) == "integer" then
+                ok = true
+            else
+                ok, out = test(out)
+                tv = type(out)
+            end
+            if not ok then
+                return FAIL
+            end
+        end
+        if enum then
+            if tv == "string" then
+                if not enum_strings[out] then
+                    return FAIL
+                end
+            elseif not in_enum(out, enum) then
+                return FAIL
+            end
+        end
+        if const ~= nil and not json_equal(out, const) then
+            return FAIL
+        end
+        if tv == "string" then
+            if (min_len or max_len) and not length_fits(out, min_len, max_len) then
+                return FAIL
+            end
+        elseif tv == "number" or kind == "number" then
+            if ranged then
+                local x = num_value(out)
+                if (minimum and x < num_value(minimum)) or (maximum and x > num_value(maximum)) or
+                    (xmin and x <= num_value(xmin)) or (xmax and x >= num_value(xmax)) then
+                    return FAIL
+                end
+            end
+        elseif kind == "array" or (kind == "both" and as_array_if_empty) then
+            if kind == "both" and cljson then
+                out = setmetatable({}, cljson.array_mt)
+            end
+            array_check = array_check or compile_array(cache, root, s)
+            out = array_check(out, depth)
+            if out == FAIL then
+                return FAIL
+            end
+        elseif kind == "object" or kind == "both" then
+            object_check = object_check or compile_object(cache, root, s)
+            out = object_check(out, depth)
+            if out == FAIL then
+                return FAIL
+            end
+        end
+        if any_of then
+            local matched = false
+            for _, alt in ipairs(any_of) do
+                local nv = alt(out, depth)
+                if nv ~= FAIL then
+                    out = nv
+                    matched = true
+                    break
+                end
+            end
+            if not matched then
+                return FAIL
+            end
+        end
+        if one_of then
+            local count, first = 0, nil
+            for _, alt in ipairs(one_of) do
+                local nv = alt(out, depth)
+                if nv ~= FAIL then
+                    count = count + 1
+                    first = first or nv
+                end
+            end
+            if count ~= 1 then
+                return FAIL
+            end
+            out = first
+        end
+        return out
+    end
+    cache[s] = specialize(cache, root, s, check) or check
+    any_of = s.anyOf and compile_alts(cache, root, s.anyOf)
+    one_of = s.oneOf and compile_alts(cache, root, s.oneOf)
+    return cache[s]
+end
+
+-- root -> { node -> check }
+local checks = setmetatable({}, { __mode = "k" })
+
+-- fast(root, node, value) -> true, value | false (invalid, or not decided here)
+local function fast(root, node, value)
+    if type(root) ~= "table" or type(node) ~= "table" then
+        return false
+    end
+    local cache = checks[root]
+    if cache == nil then
+        cache = {}
+        checks[root] = cache
+    end
+    local check = cache[node]
+    if check == nil then
+        local ok, c = pcall(compile, cache, root, node)
+        if not ok then
+            return false
+        end
+        check = c
+    end
+    local ok, out = pcall(check, value, 0)
+    if ok and out ~= FAIL then
+        return true, out
+    end
+    return false
+end
+
+-- The interpreter: every error, with its path and message.
+local function interpret(root, node, value, lang)
     local st = { errors = {}, root = root, depth = 0, lang = lang or "en-US" }
     local out = validate(st, node, value, "/")
     if #st.errors > 0 then
@@ -772,15 +1200,29 @@ function M.validate_node(root, node, value, lang)
     return out
 end
 
+-- Validates value against node, a part of root (for $ref resolution). lang: the
+-- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
+-- the load-time checks operators read).
+function M.validate_node(root, node, value, lang)
+    local valid, checked = fast(root, node, value)
+    if valid then
+        return checked
+    end
+    return interpret(root, node, value, lang)
+end
+
 -- schema.validate(s, value, lang) -> value_with_defaults | nil, errors ({path=, message=})
 -- path is the JSON pointer of the value, message says what is wrong with it in lang
 -- (as validate_node). The input is never mutated: changed tables are copied (copy on
 -- write).
 function M.validate(s, value, lang)
-    if value == nil then
-        value = {}
-    end
-    return M.validate_node(s, s, value, lang)
+    return M.validate_node(s, s, value == nil and {} or value, lang)
+end
+
+-- schema.validate_reference(s, value, lang): the same without the compiled check, the
+-- interpreter alone (the reference the check is tested against).
+function M.validate_reference(s, value, lang)
+    return interpret(s, s, value == nil and {} or value, lang)
 end
 
 ----------------------------------------------------------------------------

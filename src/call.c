@@ -344,28 +344,39 @@ static int ctx_http(lua_State *L)
     }
     /* managed_proxy = <kn_id>: a read of a bound tool's published definition as the
      * network's managed proxy account (get_action_info), which may read only
-     * name, description and schemas. Only GETs on the execution factory. */
+     * name, description and schemas. Only GETs, on an upstream configured with
+     * upstream.<name>.managed_proxy (by default the execution factory only). */
     char proxy_id[300];
     const char *proxy_kn = NULL;
     lua_getfield(L, 1, "managed_proxy");
     if (!lua_isnil(L, -1)) {
         const char *kn = lua_tostring(L, -1);
-        if (!kn || strcmp(upname, "operator_integration") || strcmp(method, "GET") || !*kn ||
-            strlen(kn) > 200)
-            return luaL_error(L, "ctx.http: managed_proxy is only for GETs on "
-                                 "operator_integration, with a kn_id");
+        if (!up->managed_proxy)
+            return luaL_error(L,
+                              "ctx.http: managed_proxy is not allowed for upstream '%s' "
+                              "(upstream.%s.managed_proxy is false)",
+                              upname, upname);
+        if (!kn || strcmp(method, "GET") || !*kn || strlen(kn) > 200)
+            return luaL_error(L, "ctx.http: managed_proxy is only for GETs, with a kn_id");
         snprintf(proxy_id, sizeof proxy_id, "kn-proxy-%s", kn);
         proxy_kn = proxy_id;
     }
     lua_pop(L, 1); /* keep the stack slots of the later fields where they are */
-    /* caller_token = true: the caller's own bearer token as Authorization, for the
-     * execution factory's public face only (PTC runs with the caller's
-     * own token). The token never enters Lua. */
+    /* caller_token = true: the caller's own bearer token as Authorization, only for an
+     * upstream configured with upstream.<name>.caller_token (by default the execution
+     * factory's public face: PTC runs with the caller's own token). The token never
+     * enters Lua. */
     char authz[4200];
     lua_getfield(L, 1, "caller_token");
     if (!lua_isnil(L, -1)) {
-        if (!lua_isboolean(L, -1) || strcmp(upname, "operator_integration") || proxy_kn)
-            return luaL_error(L, "ctx.http: caller_token = true is only for operator_integration");
+        if (!up->caller_token)
+            return luaL_error(L,
+                              "ctx.http: caller_token is not allowed for upstream '%s' "
+                              "(upstream.%s.caller_token is false)",
+                              upname, upname);
+        if (!lua_isboolean(L, -1) || proxy_kn)
+            return luaL_error(L, "ctx.http: caller_token must be a boolean, without "
+                                 "managed_proxy");
         if (lua_toboolean(L, -1)) {
             if (!c->caller_token || strlen(c->caller_token) > sizeof authz - 8) {
                 lua_pop(L, 1);

@@ -39,8 +39,9 @@ typedef struct call_env {
     const char *operation_id;
     /* The caller's raw bearer token, or NULL; copied into the call, wiped and freed
        when the call ends, never logged and never visible to Lua: ctx.http sends it
-       as Authorization only on an explicit caller_token = true to the upstream
-       operator_integration (the execution factory's public face). */
+       as Authorization only on an explicit caller_token = true to an upstream that
+       allows it (tools_upstream.caller_token: by default the execution factory's
+       public face). */
     const char *caller_token;
 } call_env;
 

@@ -45,23 +45,44 @@
       "http://ontology-query-svc.openbkn:13018/api/ontology-query", "ontology-query base URL")     \
     X(upstream_ontology_query_timeout_ms, "upstream.ontology_query.timeout_ms", NULL, INT,         \
       "30000", "per-call timeout")                                                                 \
+    X(upstream_ontology_query_caller_token, "upstream.ontology_query.caller_token", NULL, BOOL,    \
+      "false", "ctx.http may send the caller's own bearer token (caller_token = true)")            \
+    X(upstream_ontology_query_managed_proxy, "upstream.ontology_query.managed_proxy", NULL, BOOL,  \
+      "false", "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")    \
     X(upstream_bkn_backend_url, "upstream.bkn_backend.url", NULL, STR,                             \
       "http://bkn-backend-svc.openbkn:13014/api/bkn-backend", "bkn-backend base URL")              \
     X(upstream_bkn_backend_timeout_ms, "upstream.bkn_backend.timeout_ms", NULL, INT, "30000",      \
       "per-call timeout")                                                                          \
+    X(upstream_bkn_backend_caller_token, "upstream.bkn_backend.caller_token", NULL, BOOL, "false", \
+      "ctx.http may send the caller's own bearer token (caller_token = true)")                     \
+    X(upstream_bkn_backend_managed_proxy, "upstream.bkn_backend.managed_proxy", NULL, BOOL,        \
+      "false", "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")    \
     X(upstream_vega_url, "upstream.vega.url", NULL, STR,                                           \
       "http://vega-backend-svc.openbkn:13014/api/vega-backend", "vega base URL")                   \
     X(upstream_vega_timeout_ms, "upstream.vega.timeout_ms", NULL, INT, "30000",                    \
       "per-call timeout")                                                                          \
+    X(upstream_vega_caller_token, "upstream.vega.caller_token", NULL, BOOL, "false",               \
+      "ctx.http may send the caller's own bearer token (caller_token = true)")                     \
+    X(upstream_vega_managed_proxy, "upstream.vega.managed_proxy", NULL, BOOL, "false",             \
+      "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")             \
     X(upstream_operator_integration_url, "upstream.operator_integration.url", NULL, STR,           \
       "http://agent-operator-integration.openbkn:9000/api/agent-operator-integration",             \
       "execution factory base URL")                                                                \
     X(upstream_operator_integration_timeout_ms, "upstream.operator_integration.timeout_ms", NULL,  \
       INT, "60000", "per-call timeout")                                                            \
+    X(upstream_operator_integration_caller_token, "upstream.operator_integration.caller_token",    \
+      NULL, BOOL, "true", "ctx.http may send the caller's own bearer token (caller_token = true)") \
+    X(upstream_operator_integration_managed_proxy, "upstream.operator_integration.managed_proxy",  \
+      NULL, BOOL, "true",                                                                          \
+      "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")             \
     X(upstream_mf_model_api_url, "upstream.mf_model_api.url", NULL, STR,                           \
       "http://mf-model-api.openbkn:9898/api/private/mf-model-api", "model API base URL")           \
     X(upstream_mf_model_api_timeout_ms, "upstream.mf_model_api.timeout_ms", NULL, INT, "30000",    \
       "per-call timeout")                                                                          \
+    X(upstream_mf_model_api_caller_token, "upstream.mf_model_api.caller_token", NULL, BOOL,        \
+      "false", "ctx.http may send the caller's own bearer token (caller_token = true)")            \
+    X(upstream_mf_model_api_managed_proxy, "upstream.mf_model_api.managed_proxy", NULL, BOOL,      \
+      "false", "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")    \
     X(oauth_introspect_url, "oauth.introspect_url", NULL, STR,                                     \
       "http://hydra-admin.openbkn:4445/admin/oauth2/introspect",                                   \
       "RFC 7662 token introspection endpoint")                                                     \

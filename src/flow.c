@@ -550,7 +550,7 @@ static void decide_trace(flow *f)
         return;
     }
     if (f->ctx.adhoc && !f->needs_context) {
-        run_tool(f); /* REST reads and the proxy may always go ad hoc */
+        run_tool(f); /* REST reads and declared routes may always go ad hoc */
         return;
     }
     trace_time_begin(f);
@@ -630,8 +630,8 @@ flow *flow_new(const flow_input *in, flow_done_fn done, void *arg)
     f->done_arg = arg;
     outcome_init(&f->o);
     /* MCP business tools and the REST execution routes need a context; the MCP
-     * proxy route may always go ad hoc. */
-    f->needs_context = in->mcp || (!strcmp(in->ti->kind, "execute") && !in->proxy);
+     * routes tools declare (the MCP proxy route) may always go ad hoc. */
+    f->needs_context = in->mcp || (!strcmp(in->ti->kind, "execute") && !in->declared_route);
     return f;
 }
 

@@ -38,7 +38,7 @@ typedef struct flow_input {
     call_env env;
     int caller_request_id; /* env.request_id came from the caller (a retry hint) */
     int mcp;               /* MCP tools/call (else REST) */
-    int proxy;             /* the REST MCP-proxy route (may always go ad hoc) */
+    int declared_route;    /* a route the tool declares (may always go ad hoc) */
     tools_gen *gen;        /* the pinned generation the tool runs on */
     const tools_info *ti;
     const json_value *args;        /* the call's arguments (NULL = {}) */

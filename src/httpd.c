@@ -205,6 +205,7 @@ static void ctx_free(req_ctx *c)
         tools_gen_release(c->gen);
     json_free(c->msg);
     json_free(c->query);
+    json_free(c->route_params);
     json_free(c->reqinfo);
     buf_free(&c->rpc_id);
     buf_free(&c->progress_token);

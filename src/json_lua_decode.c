@@ -68,8 +68,11 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
         lua_createtable(L, 0, hint);
         int t = lua_gettop(L);
         if (n > 0) {
-            /* The order string, built in a GC'd box (nothing leaks if Lua raises). */
-            buf *ob = &cljson_box_new(L)->out;
+            /* The order string: on the C stack while it is short, then in a GC'd box
+             * (slot t + 1: nothing leaks if Lua raises). */
+            unsigned char small[192];
+            size_t slen = 0;
+            buf *ob = NULL;
             for (size_t i = 0; i < n; i++) {
                 size_t klen;
                 const char *k = json_key_at(v, i, &klen);
@@ -77,14 +80,28 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
                 lua_pushvalue(L, -1);
                 /* A duplicate key keeps its first position and takes the last value
                  * (decoded values are never nil). */
-                if (lua_rawget(L, t) == LUA_TNIL)
-                    order_put(ob, k, klen);
+                int fresh = lua_rawget(L, t) == LUA_TNIL;
                 lua_pop(L, 1);
+                if (fresh && !ob && slen + klen + 10 <= sizeof small) {
+                    slen += order_len(small + slen, klen);
+                    memcpy(small + slen, k, klen);
+                    slen += klen;
+                } else if (fresh) {
+                    if (!ob) {
+                        ob = &cljson_box_new(L)->out;
+                        lua_insert(L, -2); /* below the key */
+                        buf_append(ob, small, slen);
+                    }
+                    order_put(ob, k, klen);
+                }
                 push_value(L, json_val_at(v, i), c);
                 lua_rawset(L, t);
             }
             lua_pushvalue(L, t);
-            lua_pushlstring(L, ob->data, ob->len);
+            if (ob)
+                lua_pushlstring(L, ob->data, ob->len);
+            else
+                lua_pushlstring(L, (const char *)small, slen);
             lua_rawset(L, c->ord);
             lua_settop(L, t);
         }
@@ -159,8 +176,14 @@ static inline const unsigned char *plain_run(const unsigned char *p, const unsig
     while (end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
+#if JSON_TEXT_WORDS
+        uint64_t m = json_special_mask(w, 1);
+        if (m)
+            return p + json_first_flagged(m);
+#else
         if (word_special(w))
             break;
+#endif
         p += 8;
     }
     while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
@@ -183,18 +206,12 @@ static inline uint64_t text_hash(const void *k, size_t len)
  * valid UTF-8. */
 static inline const unsigned char *utf8_run(const unsigned char *p, const unsigned char *end)
 {
-    unsigned c = *p;
     do {
-        int n;
-        if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
-            (p[2] & 0xC0) == 0x80)
-            n = 3; /* the common 3-byte form: no range limits to check */
-        else
-            n = dec_utf8(p, end);
-        if (n == 0)
+        int n = json_utf8_seq_fast(p, end);
+        if (n <= 0)
             return NULL;
         p += n;
-    } while (p < end && (c = *p) >= 0x80);
+    } while (p < end && *p >= 0x80);
     return p;
 }
 

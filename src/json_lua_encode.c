@@ -283,9 +283,20 @@ static int put_str(buf *out, const char *s, size_t len)
         while (end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
+#if JSON_TEXT_WORDS
+            uint64_t m = json_special_mask(w, 1);
+            memcpy(o, &w, 8); /* room for the rest of s is reserved */
+            if (m) {
+                unsigned k = json_first_flagged(m);
+                o += k;
+                p += k;
+                break;
+            }
+#else
             if (word_special(w))
                 break;
             memcpy(o, &w, 8);
+#endif
             o += 8;
             p += 8;
         }

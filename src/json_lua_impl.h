@@ -56,15 +56,21 @@ CLJSON_HIDDEN void cljson_ensure_registry(lua_State *L);
 
 /* An order string is the keys in order, each as its length (LEB128) and bytes,
  * no key twice. Equal orders are equal strings. */
-static inline void order_put(buf *b, const char *k, size_t len)
+/* Writes the LEB128 length of an order string entry at t (10 bytes); returns its size. */
+static inline size_t order_len(unsigned char *t, size_t len)
 {
-    unsigned char t[10];
     size_t n = 0, v = len;
     do {
         t[n++] = (unsigned char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
         v >>= 7;
     } while (v);
-    buf_append(b, t, n);
+    return n;
+}
+
+static inline void order_put(buf *b, const char *k, size_t len)
+{
+    unsigned char t[10];
+    buf_append(b, t, order_len(t, len));
     buf_append(b, k, len);
 }
 

@@ -7,6 +7,7 @@
 #define CL_JSON_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util.h"
 
@@ -88,6 +89,42 @@ static inline void json_put_utf8(buf *b, unsigned cp)
         n = 4;
     }
     buf_append(b, t, n);
+}
+
+/* json_utf8_seq with the common case first: a 3-byte sequence from E1..EF but ED
+ * (CJK text), whose second and third bytes need no range check. */
+static inline int json_utf8_seq_fast(const unsigned char *p, const unsigned char *end)
+{
+    unsigned c = p[0];
+    if (c >= 0xE1 && c != 0xED && c <= 0xEF && end - p >= 3 && (p[1] & 0xC0) == 0x80 &&
+        (p[2] & 0xC0) == 0x80)
+        return 3;
+    return json_utf8_seq(p, end);
+}
+
+/* Eight bytes of text at a time (little-endian only: a byte's borrow then runs
+ * towards the later bytes, so the first flagged byte is exact). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define JSON_TEXT_WORDS 1
+#else
+#define JSON_TEXT_WORDS 0
+#endif
+
+/* Bit 7 of each byte of w (8 bytes of text as loaded by memcpy) set for the first
+ * byte below 0x20, '"' or '\\' (with high: or 0x80 and above); bytes after it may be
+ * flagged spuriously, none before it. 0: none of the eight. */
+static inline uint64_t json_special_mask(uint64_t w, int high)
+{
+    const uint64_t ones = 0x0101010101010101ULL, hb = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    uint64_t m = (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((b - ones) & ~b)) & hb;
+    return high ? m | (w & hb) : m;
+}
+
+/* The index (0..7) of the first flagged byte of a non-zero json_special_mask. */
+static inline unsigned json_first_flagged(uint64_t m)
+{
+    return (unsigned)__builtin_ctzll(m) >> 3;
 }
 
 /* Writes the escape of byte c ('"', '\\' or below 0x20) at w, which has room for

@@ -8,6 +8,7 @@
 #include "accept.h"
 #include "callcheck.h"
 #include "guard.h"
+#include "log.h"
 
 struct lifecycle {
     lifecycle_input in; /* pointers borrowed (lifecycle.h) */
@@ -46,93 +47,10 @@ static void trace_time_end(lifecycle *l)
 
 /* ---- catalogue entries ---- */
 
-/* The description keyword of a schema property, in lang. */
-static void put_desc(buf *out, text_id id, lang_id lang)
+void lifecycle_list_entries(buf *out, const tools_gen *g, lang_id lang)
 {
-    const char *t = text_get(id, lang);
-    buf_puts(out, "\"description\":");
-    json_write_string(out, t, strlen(t));
-    buf_putc(out, ',');
-}
-
-/* The input schemas, keys in canonical order; every property described in lang. */
-static void start_schema(buf *o, lang_id lang)
-{
-    buf_puts(o,
-             "{\"additionalProperties\":false,\"oneOf\":[{\"properties\":{\"conversation_mode\":"
-             "{\"const\":\"new\"}},\"not\":{\"required\":[\"conversation_id\"]}},{\"properties\":"
-             "{\"conversation_mode\":{\"const\":\"continue\"}},\"required\":["
-             "\"conversation_id\"]}],\"properties\":{\"agent_name\":{");
-    put_desc(o, TEXT_LC_P_AGENT_NAME, lang);
-    buf_puts(o, "\"maxLength\":128,\"minLength\":1,\"type\":\"string\"},\"conversation_id\":{");
-    put_desc(o, TEXT_LC_P_CONVERSATION_ID, lang);
-    buf_puts(o, "\"minLength\":1,\"type\":\"string\"},\"conversation_mode\":{");
-    put_desc(o, TEXT_LC_P_MODE, lang);
-    buf_puts(o, "\"enum\":[\"new\",\"continue\"],\"type\":\"string\"},\"question\":{");
-    put_desc(o, TEXT_LC_P_QUESTION, lang);
-    buf_puts(o, "\"minLength\":1,\"type\":\"string\"}},\"required\":[\"question\",\"agent_name\","
-                "\"conversation_mode\"],\"type\":\"object\"}");
-}
-
-static void finish_schema(buf *o, lang_id lang)
-{
-    buf_puts(o,
-             "{\"additionalProperties\":false,\"oneOf\":[{\"properties\":{\"outcome\":{\"const\":"
-             "\"completed\"}},\"required\":[\"answer\"]},{\"properties\":{\"outcome\":{\"enum\":["
-             "\"failed\",\"cancelled\",\"handed_off\"]}}}],\"properties\":{\"answer\":{");
-    put_desc(o, TEXT_LC_P_ANSWER, lang);
-    buf_puts(o, "\"minLength\":1,\"type\":\"string\"},\"interaction_id\":{");
-    put_desc(o, TEXT_LC_P_INTERACTION_ID, lang);
-    buf_puts(o, "\"minLength\":1,\"type\":\"string\"},\"outcome\":{");
-    put_desc(o, TEXT_LC_P_OUTCOME, lang);
-    buf_puts(o, "\"enum\":[\"completed\",\"failed\",\"cancelled\",\"handed_off\"],\"type\":"
-                "\"string\"},\"reason\":{");
-    put_desc(o, TEXT_LC_P_REASON, lang);
-    buf_puts(o, "\"type\":\"string\"}},\"required\":[\"interaction_id\",\"outcome\"],\"type\":"
-                "\"object\"}");
-}
-
-static const char START_OUTPUT[] =
-    "{\"additionalProperties\":false,\"properties\":{\"conversation_id\":{\"type\":\"string\"},"
-    "\"execution_status\":{\"enum\":[\"active\"],\"type\":\"string\"},\"interaction_id\":{\"type\":"
-    "\"string\"}},\"required\":[\"conversation_id\",\"interaction_id\",\"execution_status\"],"
-    "\"type\":\"object\"}";
-
-static const char FINISH_OUTPUT[] =
-    "{\"properties\":{\"conversation_id\":{\"type\":\"string\"},\"evidence_status\":{\"type\":"
-    "\"string\"},\"execution_status\":{\"type\":\"string\"},\"interaction_id\":{\"type\":"
-    "\"string\"}},\"required\":[\"interaction_id\",\"execution_status\"],\"type\":\"object\"}";
-
-/* idempotent: whether repeating the call with the same arguments changes nothing
- * more (a repeated finish replays its outcome; a repeated "new" start opens another
- * conversation). */
-static void entry(buf *out, const char *name, text_id title, text_id desc,
-                  void (*schema)(buf *, lang_id), const char *output, int order, int idempotent,
-                  lang_id lang)
-{
-    const char *gt = text_get(TEXT_LC_GROUP_TITLE, lang);
-    buf_puts(out, "{\"_meta\":{\"openbkn.ai/group\":\"lifecycle\",\"openbkn.ai/group_title\":");
-    json_write_string(out, gt, strlen(gt));
-    buf_printf(out,
-               ",\"openbkn.ai/order\":%d},\"annotations\":{\"destructiveHint\":false,"
-               "\"idempotentHint\":%s,\"openWorldHint\":false,\"readOnlyHint\":false},",
-               order, idempotent ? "true" : "false");
-    buf_puts(out, "\"description\":");
-    json_write_string(out, text_get(desc, lang), strlen(text_get(desc, lang)));
-    buf_puts(out, ",\"inputSchema\":");
-    schema(out, lang);
-    buf_printf(out, ",\"name\":\"%s\",\"outputSchema\":%s,\"title\":", name, output);
-    json_write_string(out, text_get(title, lang), strlen(text_get(title, lang)));
-    buf_putc(out, '}');
-}
-
-void lifecycle_list_entries(buf *out, lang_id lang)
-{
-    entry(out, "bkn_start_interaction", TEXT_LC_START_TITLE, TEXT_LC_START_DESC, start_schema,
-          START_OUTPUT, 10, 0, lang);
-    buf_putc(out, ',');
-    entry(out, "bkn_finish_interaction", TEXT_LC_FINISH_TITLE, TEXT_LC_FINISH_DESC, finish_schema,
-          FINISH_OUTPUT, 20, 1, lang);
+    if (g)
+        buf_puts(out, tools_gen_lifecycle_json(g, lang));
 }
 
 const char *lifecycle_second_entry(const char *entries)
@@ -183,13 +101,6 @@ static void fail_text(lifecycle *l, const char *code, text_id id, int retryable,
                       const char *extra_status)
 {
     fail(l, code, text_get(id, l->in.lang), retryable, action, extra_status);
-}
-
-/* invalid_params (or code) naming the field and the rule: msg was formatted from a
- * catalogue text. */
-static void fail_args(lifecycle *l, const char *code, const char *action, const char *msg)
-{
-    fail(l, code, msg, 0, action, NULL);
 }
 
 /* A Trace Core outcome that is not a success: the envelope as is, or a mapped code. */
@@ -253,68 +164,38 @@ static void args_key(const json_value *args, const char *name, const char *reque
     json_free(o);
 }
 
-/* ---- validation ---- */
+/* ---- arguments ---- */
 
-/* The first key of o not in allowed, or NULL. */
-static const char *unknown_key(const json_value *o, const char *const *allowed)
+/* Checks the arguments against the tool's declaration (lua/lifecycle.lua): 0 when they
+ * pass, else -1 after replying with the refusal. */
+static int refuse_arguments(lifecycle *l)
 {
-    for (size_t i = 0; i < json_count(o); i++) {
-        const char *k = json_key_at(o, i, NULL);
-        int ok = 0;
-        for (const char *const *a = allowed; *a; a++)
-            ok |= !strcmp(k, *a);
-        if (!ok)
-            return k;
-    }
-    return NULL;
-}
-
-/* A non-empty string member, or NULL; *bad set when present but not one. */
-static const char *str_member(const json_value *o, const char *key, int *bad)
-{
-    const json_value *v = json_get(o, key);
-    if (!v)
-        return NULL;
-    size_t n = 0;
-    if (json_typeof(v) != JSON_STRING || (json_get_str(v, &n), n == 0)) {
-        *bad = 1;
-        return NULL;
-    }
-    return json_get_str(v, NULL);
-}
-
-/* Checks one field of the arguments: a required (when rule is not 0) non-empty
- * string. Returns it, or NULL with msg set (field absent with a rule, or not a
- * non-empty string); an absent optional field is NULL with msg empty. */
-static const char *want_str(const json_value *a, const char *key, text_id rule, lang_id lang,
-                            char *msg, size_t n)
-{
-    int bad = 0;
-    const char *v = str_member(a, key, &bad);
-    msg[0] = '\0';
-    if (bad)
-        snprintf(msg, n, text_get(TEXT_LC_NOT_STRING, lang), key);
-    else if (!v && rule)
-        snprintf(msg, n, text_get(TEXT_LC_FIELD_REQUIRED, lang), key, text_get(rule, lang));
-    return v;
-}
-
-/* The refusal of an argument object with a field outside allowed (msg set), or 0. */
-static int refuse_unknown(const json_value *a, const char *tool, const char *const *allowed,
-                          lang_id lang, char *msg, size_t n)
-{
-    const char *k = unknown_key(a, allowed);
-    if (!k)
+    json_value *r = NULL;
+    char err[300];
+    int rc = l->in.gen ? tools_gen_lifecycle_check(l->in.gen, l->in.name, l->args, l->in.lang,
+                                                   l->host_key[0] != '\0', &r, err, sizeof err)
+                       : -1;
+    if (rc == 0)
         return 0;
-    char list[160] = "";
-    for (const char *const *p = allowed; *p; p++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", p == allowed ? "" : ", ",
-                 *p);
-    char shown[80];
-    snprintf(shown, sizeof shown, "%s", k);
-    json_utf8_scrub(shown); /* a cut inside a character */
-    snprintf(msg, n, text_get(TEXT_LC_UNKNOWN_FIELD, lang), shown, tool, list);
-    return 1;
+    if (rc < 0) {
+        log_line *lg = log_begin(LOG_ERROR, "lifecycle arguments not checked");
+        log_str(lg, "tool", l->in.name);
+        log_str(lg, "error", l->in.gen ? err : "no tool generation");
+        log_end(lg);
+        const char *name, *desc, *sol;
+        text_status(500, l->in.lang, &name, &desc, &sol);
+        fail(l, "Public.InternalServerError", desc, 0, "contact_administrator", NULL);
+        return -1;
+    }
+    const char *code = json_get_string(r, "code");
+    buf_reset(&l->o.json);
+    buf_puts(&l->o.json, "{\"error\":");
+    json_write(&l->o.json, r, 0);
+    buf_putc(&l->o.json, '}');
+    l->o.is_error = 1;
+    lc_send(l, code ? code : "invalid_params");
+    json_free(r);
+    return -1;
 }
 
 /* ---- start ---- */
@@ -365,56 +246,8 @@ static void on_conversation(const trace_reply *r, const char *cid, void *arg)
     create_interaction(l);
 }
 
-/* The refusal of start's arguments naming the field and the rule (msg set), or 0.
- * With a host conversation key the mapping decides the conversation, so mode and
- * conversation_id need not agree with each other. */
-static int start_refusal(const lifecycle *l, char *msg, size_t n)
-{
-    static const char *const allowed[] = {"question", "agent_name", "conversation_mode",
-                                          "conversation_id", NULL};
-    const json_value *a = l->args;
-    lang_id lang = l->in.lang;
-    if (refuse_unknown(a, "bkn_start_interaction", allowed, lang, msg, n))
-        return 1;
-    want_str(a, "question", TEXT_LC_P_QUESTION, lang, msg, n);
-    if (msg[0])
-        return 1;
-    const char *agent = want_str(a, "agent_name", TEXT_LC_P_AGENT_NAME, lang, msg, n);
-    if (msg[0])
-        return 1;
-    if (strlen(agent) > 128) {
-        snprintf(msg, n, text_get(TEXT_LC_TOO_LONG, lang), "agent_name", 128);
-        return 1;
-    }
-    const char *mode = want_str(a, "conversation_mode", TEXT_LC_P_MODE, lang, msg, n);
-    if (msg[0])
-        return 1;
-    int is_new = !strcmp(mode, "new");
-    if (!is_new && strcmp(mode, "continue")) {
-        snprintf(msg, n, "%s", text_get(TEXT_LC_MODE_INVALID, lang));
-        return 1;
-    }
-    if (is_new && json_get(a, "conversation_id") && !l->host_key[0]) {
-        snprintf(msg, n, "%s", text_get(TEXT_LC_NEW_WITH_ID, lang));
-        return 1;
-    }
-    const char *cid = want_str(a, "conversation_id", 0, lang, msg, n);
-    if (msg[0])
-        return 1;
-    if (!is_new && !cid && !l->host_key[0]) {
-        snprintf(msg, n, "%s", text_get(TEXT_LC_CONTINUE_WITHOUT_ID, lang));
-        return 1;
-    }
-    return 0;
-}
-
 static void start(lifecycle *l)
 {
-    char msg[400];
-    if (start_refusal(l, msg, sizeof msg)) {
-        fail_args(l, "invalid_params", "correct_tool_arguments", msg);
-        return;
-    }
     const char *mode = json_get_string(l->args, "conversation_mode");
     const char *cid = json_get_string(l->args, "conversation_id");
     if (!trace_installed(l->in.trace)) {
@@ -515,62 +348,8 @@ static void on_pre_read(const trace_reply *r, const trace_interaction *it, void 
                                json_get_string(l->args, "answer"), it->updated_at, on_artifact, l);
 }
 
-/* The refusal of finish's arguments (msg set, *code the error code and *action its
- * required_action), or 0. */
-static int finish_refusal(const lifecycle *l, char *msg, size_t n, const char **code,
-                          const char **action)
-{
-    static const char *const allowed[] = {"interaction_id", "outcome", "answer", "reason", NULL};
-    const json_value *a = l->args;
-    lang_id lang = l->in.lang;
-    *code = "invalid_params";
-    *action = "correct_tool_arguments";
-    if (json_get(a, "bkn_context")) {
-        snprintf(msg, n, "%s", text_get(TEXT_LC_FINISH_NESTED_CONTEXT, lang));
-        return 1;
-    }
-    const json_value *ov = json_get(a, "outcome");
-    const char *outcome = ov && json_typeof(ov) == JSON_STRING ? json_get_str(ov, NULL) : NULL;
-    int known = outcome && (!strcmp(outcome, "completed") || !strcmp(outcome, "failed") ||
-                            !strcmp(outcome, "cancelled") || !strcmp(outcome, "handed_off"));
-    if (ov && !known) {
-        snprintf(msg, n, "%s", text_get(TEXT_LC_OUTCOME_INVALID, lang));
-        return 1;
-    }
-    if (refuse_unknown(a, "bkn_finish_interaction", allowed, lang, msg, n))
-        return 1;
-    want_str(a, "interaction_id", TEXT_LC_P_INTERACTION_ID, lang, msg, n);
-    if (msg[0])
-        return 1;
-    if (!outcome) {
-        snprintf(msg, n, text_get(TEXT_LC_FIELD_REQUIRED, lang), "outcome",
-                 text_get(TEXT_LC_P_OUTCOME, lang));
-        return 1;
-    }
-    const json_value *reason = json_get(a, "reason");
-    if (reason && json_typeof(reason) != JSON_STRING) {
-        snprintf(msg, n, text_get(TEXT_LC_NOT_TEXT, lang), "reason");
-        return 1;
-    }
-    want_str(a, "answer", 0, lang, msg, n);
-    if (!strcmp(outcome, "completed") && (msg[0] || !json_get(a, "answer"))) {
-        /* The closure of a completed interaction is its answer. */
-        *code = "closure_manifest_invalid";
-        *action = "provide_answer";
-        snprintf(msg, n, "%s", text_get(TEXT_LC_ANSWER_REQUIRED, lang));
-        return 1;
-    }
-    return msg[0] != '\0';
-}
-
 static void finish(lifecycle *l)
 {
-    char msg[400];
-    const char *code, *action;
-    if (finish_refusal(l, msg, sizeof msg, &code, &action)) {
-        fail_args(l, code, action, msg);
-        return;
-    }
     const char *outcome = json_get_string(l->args, "outcome");
     const char *iid = json_get_string(l->args, "interaction_id");
     if (!trace_installed(l->in.trace)) {
@@ -612,6 +391,8 @@ void lifecycle_run(lifecycle *l)
     }
     l->args = in->args ? json_clone(in->args) : json_new_object();
     guard_strip_hints(l->args);
+    if (refuse_arguments(l) < 0)
+        return;
     if (l->finish)
         finish(l);
     else

@@ -34,8 +34,34 @@
  * a read every 4000 instructions or so, tens of microseconds apart. Power of 2. */
 #define LVM_CLOCK_EVERY 4u
 
+/* The state's small blocks (up to LVM_POOL_MAX_BLOCK bytes, in classes of
+ * LVM_POOL_STEP) are kept on per-class free lists when Lua frees them, up to
+ * LVM_POOL_BYTES in all, and reused: a call allocates and frees a few hundred
+ * small objects, each a malloc/free pair otherwise. Sanitizer builds go to malloc
+ * directly so that a use after free is still caught. */
+#define LVM_POOL_STEP 16
+#define LVM_POOL_MAX_BLOCK 256
+#define LVM_POOL_CLASSES (LVM_POOL_MAX_BLOCK / LVM_POOL_STEP)
+#define LVM_POOL_BYTES ((size_t)256 << 10)
+#if defined(__SANITIZE_ADDRESS__)
+#define LVM_POOL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LVM_POOL 0
+#endif
+#endif
+#ifndef LVM_POOL
+#define LVM_POOL 1
+#endif
+
+typedef struct pool_block {
+    struct pool_block *next;
+} pool_block;
+
 struct lvm {
     lua_State *L;
+    pool_block *pool[LVM_POOL_CLASSES]; /* owned: free blocks of class i + 1 */
+    size_t pool_bytes;
     size_t total;
     size_t cap;
     lvm_budget *cur;
@@ -55,6 +81,75 @@ static const char KEY_VIEWS = 'v';    /* weak view -> the table it shows */
 static const char KEY_VIEWOF = 'o';   /* weak table -> its view */
 static const char KEY_VIEWMT = 'm';   /* the metatable every view shares */
 
+/* The class of a block of n bytes (1..LVM_POOL_CLASSES), 0 for a large one. */
+static inline unsigned pool_class(size_t n)
+{
+    return LVM_POOL && n <= LVM_POOL_MAX_BLOCK ? (unsigned)((n + LVM_POOL_STEP - 1) / LVM_POOL_STEP)
+                                               : 0;
+}
+
+static void *pool_get(lvm *vm, size_t n)
+{
+    unsigned c = pool_class(n);
+    if (!c)
+        return malloc(n);
+    pool_block *b = vm->pool[c - 1];
+    if (!b)
+        return malloc((size_t)c * LVM_POOL_STEP);
+    vm->pool[c - 1] = b->next;
+    vm->pool_bytes -= (size_t)c * LVM_POOL_STEP;
+    return b;
+}
+
+/* p: a block of at least n bytes from pool_get (or of a class above n's). */
+static void pool_put(lvm *vm, void *p, size_t n)
+{
+    unsigned c = pool_class(n);
+    size_t size = (size_t)c * LVM_POOL_STEP;
+    if (!c || vm->pool_bytes + size > LVM_POOL_BYTES) {
+        free(p);
+        return;
+    }
+    pool_block *b = p;
+    b->next = vm->pool[c - 1];
+    vm->pool[c - 1] = b;
+    vm->pool_bytes += size;
+}
+
+static void pool_drain(lvm *vm)
+{
+    for (unsigned c = 0; c < LVM_POOL_CLASSES; c++) {
+        while (vm->pool[c]) {
+            pool_block *b = vm->pool[c];
+            vm->pool[c] = b->next;
+            free(b);
+        }
+    }
+    vm->pool_bytes = 0;
+}
+
+/* realloc through the pool: old is the block's size as Lua states it. A shrink
+ * never fails (Lua relies on that): without memory for a smaller block the old one
+ * stays, filed later under the smaller size (it is at least that large). */
+static void *pool_realloc(lvm *vm, void *ptr, size_t old, size_t nsize)
+{
+    unsigned oc = ptr ? pool_class(old) : 0, nc = pool_class(nsize);
+    if (!ptr)
+        return pool_get(vm, nsize);
+    if (oc && oc == nc)
+        return ptr;
+    if (!oc && !nc) {
+        void *p = realloc(ptr, nsize);
+        return p ? p : nsize <= old ? ptr : NULL;
+    }
+    void *p = pool_get(vm, nsize);
+    if (!p)
+        return nsize <= old ? ptr : NULL;
+    memcpy(p, ptr, old < nsize ? old : nsize);
+    pool_put(vm, ptr, old);
+    return p;
+}
+
 static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
     lvm *vm = ud;
@@ -63,7 +158,8 @@ static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     void *p;
 
     if (nsize == 0) {
-        free(ptr);
+        if (ptr)
+            pool_put(vm, ptr, old);
         vm->total -= old;
         if (b)
             b->mem_used = b->mem_used > old ? b->mem_used - old : 0;
@@ -86,7 +182,7 @@ static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
             return NULL;
         }
     }
-    p = realloc(ptr, nsize);
+    p = pool_realloc(vm, ptr, old, nsize);
     if (!p)
         return NULL;
     vm->total = vm->total - old + nsize;
@@ -114,6 +210,11 @@ lua_State *lvm_state(lvm *vm)
 size_t lvm_mem_total(const lvm *vm)
 {
     return vm->total;
+}
+
+size_t lvm_pool_bytes(const lvm *vm)
+{
+    return vm->pool_bytes;
 }
 
 /* ---- lazy instruction counting ----
@@ -1500,5 +1601,6 @@ void lvm_free(lvm *vm)
     vm->cur = NULL;
     if (vm->L)
         lua_close(vm->L);
+    pool_drain(vm);
     free(vm);
 }

@@ -75,6 +75,9 @@ void lvm_free(lvm *vm);
 lua_State *lvm_state(lvm *vm);
 lvm *lvm_of(lua_State *L); /* any thread of the state */
 size_t lvm_mem_total(const lvm *vm);
+/* Bytes of freed small blocks the state keeps for reuse (bounded; 0 in sanitizer
+ * builds, where every block goes back to malloc). */
+size_t lvm_pool_bytes(const lvm *vm);
 
 /* Makes b the budget charged by the allocator and the hook, with `on` the thread
  * about to run Lua (NULL: the main thread); replaces any current budget. */

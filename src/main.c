@@ -74,14 +74,16 @@ static void fill_tools_config(app *a, tools_config *tc)
 static void fill_upstreams(app *a)
 {
     const settings *s = a->cfg;
+#define UPSTREAM(n)                                                                                \
+    {                                                                                              \
+#n, s->upstream_##n##_url, s->upstream_##n##_timeout_ms, s->upstream_##n##_caller_token,   \
+            s->upstream_##n##_managed_proxy                                                        \
+    }
     const tools_upstream ups[] = {
-        {"ontology_query", s->upstream_ontology_query_url, s->upstream_ontology_query_timeout_ms},
-        {"bkn_backend", s->upstream_bkn_backend_url, s->upstream_bkn_backend_timeout_ms},
-        {"vega", s->upstream_vega_url, s->upstream_vega_timeout_ms},
-        {"operator_integration", s->upstream_operator_integration_url,
-         s->upstream_operator_integration_timeout_ms},
-        {"mf_model_api", s->upstream_mf_model_api_url, s->upstream_mf_model_api_timeout_ms},
+        UPSTREAM(ontology_query),       UPSTREAM(bkn_backend),  UPSTREAM(vega),
+        UPSTREAM(operator_integration), UPSTREAM(mf_model_api),
     };
+#undef UPSTREAM
     for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++)
         a->upstreams[a->n_upstreams++] = ups[i];
 }

@@ -166,7 +166,7 @@ void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, 
     tools_gen *g = tools_host_acquire(a->tools);
     size_t n = g ? tools_gen_count(g) : 0;
     buf_putc(out, '[');
-    lifecycle_list_entries(out, lang);
+    lifecycle_list_entries(out, g, lang);
     for (size_t i = 0; i < n; i++) {
         const tools_info *ti = tools_gen_info(g, i);
         if (!(ti->surfaces & surface) || (!ignore_gates && !ti->gate_open))
@@ -220,17 +220,18 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     buf_puts(&b, "{\"tools\":[");
     /* The two lifecycle tools (orders 10 and 20) come first, then the generation's. */
     buf lc = BUF_INIT;
-    lifecycle_list_entries(&lc, c->lang);
+    lifecycle_list_entries(&lc, g, c->lang);
     size_t seen = 0, listed = 0, n = g ? tools_gen_count(g) : 0;
     size_t page = (size_t)c->app->cfg->mcp_tools_page_size;
     if (page == 0)
         page = 100;
     int more = 0;
-    /* lc holds two objects separated by the one top-level comma after the first. */
-    const char *second = lifecycle_second_entry(lc.data);
-    const char *entries[2] = {lc.data, second};
-    size_t lens[2] = {(size_t)(second - 1 - lc.data), strlen(second)};
-    for (size_t i = 0; i < 2 + n && !more; i++) {
+    /* lc holds two objects separated by the one top-level comma after the first (none
+     * without a generation). */
+    const char *first = lc.data ? lc.data : "", *second = lifecycle_second_entry(first);
+    const char *entries[2] = {first, second};
+    size_t lens[2] = {g ? (size_t)(second - 1 - first) : 0, strlen(second)};
+    for (size_t i = g ? 0 : 2; i < 2 + n && !more; i++) {
         const tools_info *ti = i >= 2 ? tools_gen_info(g, i - 2) : NULL;
         if (i >= 2 && !tool_visible(c, ti))
             continue;
@@ -290,6 +291,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     const json_value *args = mc.args, *meta = mc.meta;
     if (lifecycle_is_tool(name)) {
         c->tool_builtin = 1;
+        c->gen = tools_host_acquire(c->app->tools); /* declares the tools' arguments */
         req_async_begin(c);
         lifecycle_input in;
         memset(&in, 0, sizeof in);
@@ -300,6 +302,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
         in.lang = c->lang;
         in.name = name;
         in.args = args;
+        in.gen = c->gen;
         in.meta = meta;
         in.invocation_header = req_header(c, "X-OpenBKN-Client-Invocation-Id");
         in.host_key_header = req_header(c, "X-OpenBKN-Host-Conversation-Key");

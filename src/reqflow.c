@@ -46,7 +46,7 @@ void req_flow_start(req_ctx *c, const tools_info *ti, const json_value *args,
     req_call_env(c, &in.env);
     in.caller_request_id = c->caller_request_id;
     in.mcp = c->kind == ROUTE_MCP;
-    in.proxy = c->proxy;
+    in.declared_route = c->route_params != NULL;
     in.gen = c->gen;
     in.ti = ti;
     in.args = args;

@@ -46,17 +46,24 @@ void rest_handle(req_ctx *c)
         return;
     }
     const tools_info *ti = c->ti; /* pinned at routing, in c->gen */
-    if (c->proxy) {
-        /* The body is the MCP tool's flat parameters (plus an optional bkn_context). */
-        json_value *args = json_new_object();
-        json_set(args, "mcp_id", json_new_str(c->proxy_mcp_id, strlen(c->proxy_mcp_id)));
-        json_set(args, "tool_name", json_new_str(c->proxy_tool, strlen(c->proxy_tool)));
-        const json_value *ctx = json_get(c->msg, "bkn_context");
-        if (ctx)
-            json_set(args, "bkn_context", json_clone(ctx));
-        json_value *params = json_clone(c->msg);
-        json_remove(params, "bkn_context");
-        json_set(args, "parameters", params);
+    if (c->route_params) {
+        /* A declared route: the path's parameters, and the body as the arguments or,
+         * with route_body, as that one argument (its bkn_context stays the call's). */
+        json_value *args = json_clone(c->route_params);
+        if (c->route_body) {
+            const json_value *ctx = json_get(c->msg, "bkn_context");
+            if (ctx)
+                json_set(args, "bkn_context", json_clone(ctx));
+            json_value *body = json_clone(c->msg);
+            json_remove(body, "bkn_context");
+            json_set(args, c->route_body, body);
+        } else {
+            for (size_t i = 0; i < json_count(c->msg); i++) {
+                const char *k = json_key_at(c->msg, i, NULL);
+                if (!json_get(args, k))
+                    json_set(args, k, json_clone(json_val_at(c->msg, i)));
+            }
+        }
         json_free(c->msg);
         c->msg = args;
     }

@@ -1,9 +1,10 @@
 /* route: the route table. For the path below the prefix it picks the surface
  * (MCP /mcp, /mcp-compact, /mcp/ptc; self-description; the PTC toolkit; REST
- * /kn/<tool> and the MCP proxy route), refuses what routing alone decides (unknown
+ * /kn/<tool> and the routes tools declare), refuses what routing alone decides (unknown
  * or gated paths 404, wrong methods 405, Origin 403) and returns the handler httpd
- * runs once the caller is authenticated. REST tool routes pin the tool generation
- * here, once. main registers route_request as app.route. */
+ * runs once the caller is authenticated. The routes tools declare (tools_info.routes)
+ * are matched after the core's own. REST tool routes pin the tool generation here,
+ * once. main registers route_request as app.route. */
 #include <event2/http.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,10 +44,10 @@ static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char
     return 0;
 }
 
-/* One decoded proxy path segment: NULL (and *why set) unless it is a plain id: not
- * empty, not "." or "..", no "/" or NUL once percent-decoded (either would make the
- * call reach another MCP server or tool than the one the caller named). */
-static char *proxy_segment(const char *raw, size_t n, const char **why)
+/* One decoded {parameter} segment of a declared route: NULL (and *why set) unless it
+ * is a plain id: not empty, not "." or "..", no "/" or NUL once percent-decoded
+ * (either would make the call reach another resource than the one the caller named). */
+static char *route_segment(const char *raw, size_t n, const char **why)
 {
     char tmp[512];
     size_t len = 0;
@@ -64,41 +65,94 @@ static char *proxy_segment(const char *raw, size_t n, const char **why)
     return v;
 }
 
-/* "{mcp_id}/tools/{tool_name}/call" -> the two decoded ids; -1 when the path does not
- * have that shape (404), -2 after a 400 naming the field. */
-static int parse_proxy_path(req_ctx *c, const char *p)
+/* Whether path matches the route template tpl segment by segment ({name} matches any
+ * non-empty segment). */
+static int template_matches(const char *tpl, const char *path)
 {
-    const char *slash = strchr(p, '/');
-    if (!slash || slash == p || strncmp(slash, "/tools/", 7) != 0)
-        return -1;
-    const char *name = slash + 7, *end = strchr(name, '/');
-    if (!end || end == name || strcmp(end, "/call") != 0)
-        return -1;
-    const char *why = "is malformed", *field = "mcp_id";
-    char *id = proxy_segment(p, (size_t)(slash - p), &why), *tool = NULL;
-    if (id) {
-        field = "tool_name";
-        tool = proxy_segment(name, (size_t)(end - name), &why);
+    while (*tpl == '/' && *path == '/') {
+        tpl++, path++;
+        size_t tn = strcspn(tpl, "/"), pn = strcspn(path, "/");
+        if (pn == 0 || (tpl[0] != '{' && (tn != pn || strncmp(tpl, path, tn))))
+            return 0;
+        tpl += tn, path += pn;
     }
-    int rc = -2;
-    if (id && tool && strlen(id) < sizeof c->proxy_mcp_id && strlen(tool) < sizeof c->proxy_tool) {
-        snprintf(c->proxy_mcp_id, sizeof c->proxy_mcp_id, "%s", id);
-        snprintf(c->proxy_tool, sizeof c->proxy_tool, "%s", tool);
-        rc = 0;
-    } else {
-        char msg[160];
-        snprintf(msg, sizeof msg, "%s in the proxy path %s", field,
-                 id && tool ? "is too long" : why);
-        req_reply_error(c, 400, NULL, msg);
+    return !*tpl && !*path;
+}
+
+/* The {name} segments of path under template tpl (template_matches holds), decoded,
+ * into an object; NULL after a 400 naming the parameter (the reply frees c). */
+static json_value *template_params(req_ctx *c, const char *tpl, const char *path)
+{
+    json_value *o = json_new_object();
+    while (*tpl == '/') {
+        tpl++, path++;
+        size_t tn = strcspn(tpl, "/"), pn = strcspn(path, "/");
+        if (tpl[0] == '{') {
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(tn - 2), tpl + 1);
+            const char *why = "is malformed";
+            char *v = route_segment(path, pn, &why);
+            if (!v) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "%s in the path %s", name, why);
+                req_reply_error(c, 400, NULL, msg);
+                json_free(o);
+                return NULL;
+            }
+            json_set(o, name, json_new_str(v, strlen(v)));
+            free(v);
+        }
+        tpl += tn, path += pn;
     }
-    free(id);
-    free(tool);
+    return o;
+}
+
+/* A route a tool of the current generation declares (tools_info.routes): 0 when none
+ * matches rest; 1 when one does (c->gen pinned, c->ti, c->route_params and
+ * c->route_body set); -1 after a reply, which freed c (wrong method 405, a malformed
+ * parameter 400, the tool gated off 404). */
+static int route_declared(req_ctx *c, const char *rest)
+{
+    tools_gen *g = tools_host_acquire(c->app->tools);
+    const tools_info *ti = NULL;
+    const tools_route *r = NULL;
+    for (size_t i = 0; g && !r && i < tools_gen_count(g); i++) {
+        const tools_info *t = tools_gen_info(g, i);
+        for (size_t k = 0; !r && k < t->n_routes; k++)
+            if (template_matches(t->routes[k].path, rest))
+                ti = t, r = &t->routes[k];
+    }
+    int rc = r ? -1 : 0;
+    json_value *params = NULL;
+    if (r) {
+        c->kind = ROUTE_REST;
+        snprintf(c->surface, sizeof c->surface, "rest");
+    }
+    if (!r) {
+        /* not a declared route */
+    } else if (!ti->gate_open) {
+        req_not_found(c);
+    } else if (strcmp(c->method, "POST")) {
+        req_add_header(c, "Allow", "POST");
+        req_reply_error(c, 405, NULL, "use POST on this route");
+    } else if ((params = template_params(c, r->path, rest)) != NULL) {
+        /* The generation is pinned here, once: the call runs on what routing saw. */
+        c->route_params = params;
+        c->gen = g;
+        c->ti = ti;
+        c->route_body = r->body;
+        snprintf(c->tool, sizeof c->tool, "%s", ti->name);
+        rc = 1;
+    }
+    if (rc != 1 && g)
+        tools_gen_release(g);
     return rc;
 }
 
 route_handler route_request(req_ctx *c, const char *rest)
 {
     route_handler handler = NULL;
+    int declared;
     if (!strncmp(rest, "/.well-known/", 13)) { /* public metadata: answered here */
         info_well_known(c, rest);
         return NULL;
@@ -139,19 +193,13 @@ route_handler route_request(req_ctx *c, const char *rest)
                             "Origin or Host header not allowed (DNS rebinding protection)");
             return NULL;
         }
-    } else if (!strncmp(rest, "/mcp/proxy/", 11)) {
-        int prc = parse_proxy_path(c, rest + 11);
-        if (prc < 0) {
-            if (prc == -1)
-                req_not_found(c);
-            return NULL;
-        }
-        c->proxy = 1;
-        if (route_tool(c, "mcp_proxy_call", SURFACE_PROXY, "use POST on the MCP proxy route") < 0)
-            return NULL;
-        handler = rest_handle;
     } else if (!strncmp(rest, "/kn/", 4) && rest[4]) {
         if (route_tool(c, rest + 4, SURFACE_REST, "use POST on /kn routes") < 0)
+            return NULL;
+        handler = rest_handle;
+    } else if ((declared = route_declared(c, rest)) != 0) {
+        /* the routes tools declare never shadow the core's (lua/contract.lua) */
+        if (declared < 0)
             return NULL;
         handler = rest_handle;
     } else {

@@ -106,8 +106,10 @@ struct req_ctx {
     int caller_request_id;     /* the request id came from the caller (a retry hint) */
     json_value *query;         /* REST query parameters (object of strings), or NULL */
     char format[16];           /* REST ?response_format= as given */
-    int proxy;                 /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
-    char proxy_mcp_id[256], proxy_tool[256];
+    /* A route the tool declares (tools_info.routes): its {parameter} segments, decoded
+     * (an object), and the parameter the body becomes (borrowed from ti, or NULL). */
+    json_value *route_params;
+    const char *route_body;
     int format_given;
     json_value *reqinfo; /* ctx.request, built on first use */
     /* MCP progress: the client's progressToken (JSON text) and, once the

@@ -38,6 +38,8 @@ static void config_copy(tools_config *dst, tools_upstream **ups, const tools_con
         (*ups)[i].name = xstrdup(src->upstreams[i].name);
         (*ups)[i].base_url = xstrdup(src->upstreams[i].base_url);
         (*ups)[i].timeout_ms = src->upstreams[i].timeout_ms;
+        (*ups)[i].caller_token = src->upstreams[i].caller_token;
+        (*ups)[i].managed_proxy = src->upstreams[i].managed_proxy;
     }
     dst->upstreams = *ups;
 }
@@ -64,6 +66,11 @@ static void info_free(tools_info *t)
     free((char *)t->group);
     free((char *)t->gate);
     free((char *)t->rest_alias);
+    for (size_t r = 0; r < t->n_routes; r++) {
+        free((char *)t->routes[r].path);
+        free((char *)t->routes[r].body);
+    }
+    free((tools_route *)t->routes);
     for (l = 0; l < LANG_COUNT; l++) {
         free((char *)t->list_json[l]);
         free((char *)t->compact_json[l]);
@@ -95,6 +102,8 @@ static void gen_free(tools_gen *g)
     for (i = 0; i < g->nfiles; i++)
         free(g->files[i].name);
     free(g->files);
+    for (int l = 0; l < LANG_COUNT; l++)
+        free(g->lifecycle_json[l]);
     free(g);
 }
 
@@ -403,6 +412,24 @@ static char *opt_field(lua_State *L, int idx, const char *key)
     return s;
 }
 
+/* Copies the routes of the info table on top of the stack into t (checked by
+ * contract.lua). */
+static void info_routes(lua_State *L, tools_info *t)
+{
+    lua_getfield(L, -1, "routes");
+    size_t n = lua_istable(L, -1) ? (size_t)lua_rawlen(L, -1) : 0;
+    tools_route *r = n ? xcalloc(n, sizeof *r) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, -1, (lua_Integer)i + 1);
+        r[i].path = opt_field(L, -1, "path");
+        r[i].body = opt_field(L, -1, "body");
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    t->routes = r;
+    t->n_routes = n;
+}
+
 /* Copies host.info(name) and the per-language list entries into c->info. */
 static int info_p(lua_State *L)
 {
@@ -461,7 +488,9 @@ static int info_p(lua_State *L)
             t->surfaces |= SURFACE_PROXY;
         lua_pop(L, 1);
     }
-    lua_pop(L, 2);
+    lua_pop(L, 1);
+    info_routes(L, t);
+    lua_pop(L, 1);
     for (l = 0; l < 2 * LANG_COUNT; l++) {
         int compact = l >= LANG_COUNT, lang = l % LANG_COUNT;
         const char **slot = compact ? &t->compact_json[lang] : &t->list_json[lang];
@@ -511,6 +540,93 @@ static int cmp_info(const void *a, const void *b)
         return x->order < y->order ? -1 : 1;
     }
     return strcmp(x->name, y->name);
+}
+
+/* ---- the lifecycle tools (lua/lifecycle.lua) ---- */
+
+static const char *const LIFECYCLE_TOOLS[] = {"bkn_start_interaction", "bkn_finish_interaction"};
+
+/* Fills g->lifecycle_json from lifecycle.list_entry. */
+static int lifecycle_entries_p(lua_State *L)
+{
+    tools_gen *g = lua_touserdata(L, 1);
+    char err[256];
+    buf b = BUF_INIT;
+    lvm_require(L, "lifecycle");
+    for (int l = 0; l < LANG_COUNT; l++) {
+        buf_reset(&b);
+        for (size_t i = 0; i < sizeof LIFECYCLE_TOOLS / sizeof *LIFECYCLE_TOOLS; i++) {
+            lua_getfield(L, -1, "list_entry");
+            lua_pushstring(L, LIFECYCLE_TOOLS[i]);
+            lua_pushstring(L, lang_tag((lang_id)l));
+            lua_call(L, 2, 1);
+            if (i)
+                buf_putc(&b, ',');
+            if (cljson_encode(L, -1, &b, 1, err, sizeof err) != 0) {
+                buf_free(&b);
+                return luaL_error(L, "%s entry: %s", LIFECYCLE_TOOLS[i], err);
+            }
+            lua_pop(L, 1);
+        }
+        g->lifecycle_json[l] = xstrndup(b.data ? b.data : "", b.len);
+    }
+    buf_free(&b);
+    return 0;
+}
+
+const char *tools_gen_lifecycle_json(const tools_gen *g, lang_id lang)
+{
+    return g->lifecycle_json[lang];
+}
+
+typedef struct lifecycle_check {
+    const char *name;
+    const json_value *args;
+    lang_id lang;
+    int host_key;
+    json_value *refusal;
+    char err[256];
+} lifecycle_check;
+
+static int lifecycle_check_p(lua_State *L)
+{
+    lifecycle_check *c = lua_touserdata(L, 1);
+    lvm_require(L, "lifecycle");
+    lua_getfield(L, -1, "check");
+    lua_pushstring(L, c->name);
+    if (c->args)
+        cljson_push(L, c->args);
+    else
+        lua_newtable(L);
+    lua_pushstring(L, lang_tag(c->lang));
+    lua_pushboolean(L, c->host_key);
+    lua_call(L, 4, 1);
+    if (!lua_isnil(L, -1) && !(c->refusal = cljson_to_value(L, -1, c->err, sizeof c->err)))
+        return luaL_error(L, "refusal: %s", c->err);
+    return 0;
+}
+
+int tools_gen_lifecycle_check(tools_gen *g, const char *name, const json_value *args, lang_id lang,
+                              int host_key, json_value **refusal, char *err, size_t errlen)
+{
+    lifecycle_check c = {name, args, lang, host_key, NULL, ""};
+    lvm_budget budget;
+    char *msg = NULL;
+    memset(&budget, 0, sizeof budget);
+    budget.instr_limit = g->cfg->instr_budget;
+    budget.mem_limit = g->cfg->mem_cap_bytes;
+    lvm_budget_slice(&budget, g->cfg->max_run_ms);
+    lvm_set_budget(g->vm, &budget);
+    int rc = lvm_cpcall(lvm_state(g->vm), lifecycle_check_p, &c, &msg);
+    lvm_set_budget(g->vm, NULL);
+    *refusal = c.refusal;
+    if (rc != 0) {
+        snprintf(err, errlen, "lifecycle check: %s", msg ? msg : "failed");
+        json_free(c.refusal);
+        *refusal = NULL;
+    }
+    free(msg);
+    return rc != 0 ? -1 : c.refusal != NULL;
 }
 
 void tools_lib_dir(const char *dir, char **out)
@@ -662,6 +778,8 @@ tools_gen *tools_gen_build(const tools_config *cfg, const char *dir, const tools
         g->n++;
     }
     qsort(g->infos, g->n, sizeof *g->infos, cmp_info);
+    if (lvm_cpcall(lvm_state(g->vm), lifecycle_entries_p, g, &err) != 0)
+        buf_printf(errs, "lifecycle.lua:1: %s\n", err);
 done:
     if (g->vm) {
         lua_gc(lvm_state(g->vm), LUA_GCRESTART);

@@ -19,26 +19,37 @@
 
 #include "conf.h"
 #include "fetch.h"
+#include "json.h"
 
 enum {
     SURFACE_MCP = 1,     /* listed on /mcp */
     SURFACE_COMPACT = 2, /* listed on /mcp-compact */
     SURFACE_REST = 4,    /* POST /kn/<name> */
     SURFACE_PTC = 8,     /* /mcp/ptc */
-    SURFACE_PROXY = 16   /* POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call */
+    SURFACE_PROXY = 16   /* reached only through the routes it declares (tools_info.routes) */
 };
+
+/* A route a tool declares (lua/contract.lua `routes`): POST on path, below the public
+ * prefix. */
+typedef struct tools_route {
+    const char *path; /* literal segments and {parameter} segments, e.g. "/a/{id}/b" */
+    const char *body; /* the object parameter the request body becomes, or NULL (the
+                         body is the arguments) */
+} tools_route;
 
 typedef struct tools_info {
     const char *name;
     const char *version;
-    const char *kind;       /* "read" | "execute" */
-    const char *group;      /* may be NULL */
-    int order;              /* 0 = unordered */
-    const char *gate;       /* feature switch name, or NULL */
-    int gate_open;          /* the switch, resolved once when the generation loads */
-    const char *rest_alias; /* extra REST name (e.g. "logic-property-resolver"), or NULL */
-    unsigned surfaces;      /* SURFACE_* bits */
-    int toon;               /* 1 when "toon" is among formats */
+    const char *kind;          /* "read" | "execute" */
+    const char *group;         /* may be NULL */
+    int order;                 /* 0 = unordered */
+    const char *gate;          /* feature switch name, or NULL */
+    int gate_open;             /* the switch, resolved once when the generation loads */
+    const char *rest_alias;    /* extra REST name (e.g. "logic-property-resolver"), or NULL */
+    unsigned surfaces;         /* SURFACE_* bits */
+    const tools_route *routes; /* the routes it declares (n_routes of them) */
+    size_t n_routes;
+    int toon; /* 1 when "toon" is among formats */
     /* The tools/list entry of this tool as a JSON object text, per language:
      * name, title, description, inputSchema, outputSchema (when declared),
      * annotations, _meta {openbkn.ai/group, group_title, order}. Schemas are written
@@ -58,6 +69,8 @@ typedef struct tools_upstream {
     const char *name;     /* e.g. "ontology_query" */
     const char *base_url; /* e.g. "http://127.0.0.1:9100/api/ontology-query" (no trailing /) */
     long timeout_ms;
+    int caller_token;  /* ctx.http may forward the caller's bearer token (caller_token) */
+    int managed_proxy; /* ctx.http GETs may go out as a managed proxy account */
 } tools_upstream;
 
 typedef struct tools_config {
@@ -94,6 +107,17 @@ const tools_info *tools_gen_info(const tools_gen *g, size_t i);
 const tools_info *tools_gen_find(const tools_gen *g, const char *name);
 /* Finds by name or rest_alias. */
 const tools_info *tools_gen_find_rest(const tools_gen *g, const char *name);
+
+/* The tools/list entries of the two lifecycle tools (declared in lua/lifecycle.lua),
+ * as two JSON objects separated by one comma, for lang. Borrowed from g. */
+const char *tools_gen_lifecycle_json(const tools_gen *g, lang_id lang);
+/* Checks the arguments (an object, or NULL = {}) of lifecycle tool name against its
+ * declaration (lua/lifecycle.lua, with lua/schema.lua) on g's state. Returns 0 when
+ * they pass; 1 with *refusal set (the error object {code, message, retryable,
+ * required_action, details}; the caller frees it) when they do not; -1 with err set
+ * when the check itself failed. host_key: the call carries a host conversation key. */
+int tools_gen_lifecycle_check(tools_gen *g, const char *name, const json_value *args, lang_id lang,
+                              int host_key, json_value **refusal, char *err, size_t errlen);
 
 /* Offline validation (--check-tools): loads dir with the same loader and contract.
  * Returns the number of errors (0 = valid); *report lists them, or a summary. */

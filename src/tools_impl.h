@@ -29,6 +29,9 @@ struct tools_gen {
     tool_file *files;
     size_t nfiles;
     char runtime[65]; /* digest of lua/ and tools/_lib/ sources this generation loaded */
+    /* The lifecycle tools' tools/list entries per language (lua/lifecycle.lua), two
+     * JSON objects separated by one comma. */
+    char *lifecycle_json[LANG_COUNT];
 };
 
 /* Errors of the last rejected reload of one file ("file:line: message" lines). */

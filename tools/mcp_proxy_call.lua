@@ -1,7 +1,7 @@
 -- mcp_proxy_call: the tool behind POST /mcp/proxy/{mcp_id}/tools/{tool_name}/call:
 -- one call to a tool of an MCP server registered in the execution factory. Listed
--- on no surface ("proxy" only); the route fills mcp_id and tool_name from the path
--- and parameters from the body.
+-- on no surface ("proxy" only); the route it declares fills mcp_id and tool_name from
+-- the path and parameters from the body.
 -- A failure follows the gateway's one mapping (errors.from_response): a 4xx keeps
 -- its status (an unknown MCP server stays 404, a missing execute right 403), 5xx
 -- and transport failures become 502/503/504; the factory's body is the details.
@@ -24,6 +24,7 @@ local M = {
     group = "capability",
     order = 630,
     surfaces = { "proxy" },
+    routes = { { method = "POST", path = "/mcp/proxy/{mcp_id}/tools/{tool_name}/call", body = "parameters" } },
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { openWorldHint = true },

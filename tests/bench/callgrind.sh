@@ -5,10 +5,15 @@
 # mix - an MCP initialize, then N ad hoc REST reads and N MCP tools/call of the
 # benchmark query_object_instance request, one at a time - against the canned upstream,
 # and prints instructions per request and the top functions (callgrind_annotate).
+# Then, on the same server (each phase's counts dumped apart): N ad hoc MCP calls
+# alone, and N managed MCP calls (capture enabled on the simulated Trace Core, each
+# call bound to a started interaction, recording an Operation and returning a
+# receipt): the managed call's instructions, what it adds over the ad hoc one, and
+# its Trace Core round trips (the simulator's request log).
 # Not part of scripts/test.
 # Usage: tests/bench/callgrind.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
-#   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out file; MCP_FORMAT=toon
-#   asks the MCP calls for TOON text instead of JSON.
+#   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out files; MCP_FORMAT=toon
+#   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}
@@ -25,7 +30,42 @@ start_upstream
 GW_WRAP="valgrind --tool=callgrind --collect-atstart=no --toggle-collect=event_base_loop
   --callgrind-out-file=$WORK/callgrind.out" start_gateway
 sent=$(node "$BENCH_DIR/mix.mjs" "$GW" "$N")
-bench_stop "$GW_PID" # SIGTERM: the loop exits, callgrind writes its file
+# Each dump holds the counts since the previous one: callgrind.out.1 is this mix.
+dumps=0
+phase_dump() {
+  callgrind_control -d "$GW_PID" >/dev/null 2>&1
+  dumps=$((dumps + 1))
+  i=0
+  until [ -s "$WORK/callgrind.out.$dumps" ]; do
+    i=$((i + 1)); [ $i -lt 600 ] || { echo "no callgrind dump $dumps" >&2; exit 1; }; sleep 0.1
+  done
+  sleep 0.5 # written in one go, but let it finish
+}
+phase_total() { awk '/^(summary|totals):/ {print $2; exit}' "$WORK/callgrind.out.$1"; }
+phase_dump
+if [ "${MANAGED:-1}" != 0 ]; then
+  mcp_sent=$(MIX=mcp node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  mcp_total=$(phase_total 2)
+  # Capture on; the gateway re-reads the policy within trace_core.capture_policy_ttl_s
+  # (30 s): until then an ad hoc MCP call still runs (this phase is not counted).
+  curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
+  mcp_session
+  i=0
+  until curl -sf -X POST "$GW$PREFIX/mcp" -H "authorization: Bearer $TOKEN" -H 'content-type: application/json' \
+    -H "accept: $MCP_ACCEPT" -H "mcp-session-id: $SID" -d "$(mcp_call_body "$REST_ARGS")" | grep -q bkn_start_interaction; do
+    i=$((i + 1)); [ $i -lt 60 ] || { echo "capture enabled, but ad hoc MCP calls still run" >&2; exit 1; }; sleep 1
+  done
+  node "$BENCH_DIR/interactions.mjs" "$GW" "$SID" $(((N + 99) / 100)) >"$WORK/managed.lines"
+  seq0=$(curl -sf "$SIM/_sim/requests?service=trace_core" | sed 's/.*"last_seq":\([0-9]*\).*/\1/')
+  phase_dump # the session and the interactions' starts: not counted
+  managed_sent=$(MIX=managed SID=$SID LINES=$WORK/managed.lines node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  managed_total=$(phase_total 4)
+  trace_calls=$(curl -sf "$SIM/_sim/requests?service=trace_core&since=$seq0" | grep -o '"seq":' | wc -l)
+fi
+bench_stop "$GW_PID" # SIGTERM: the loop exits, callgrind writes its last file
+mv "$WORK/callgrind.out.1" "$WORK/callgrind.out"
 total=$(awk '/^(summary|totals):/ {print $2; exit}' "$WORK/callgrind.out")
 echo "== callgrind: $sent requests (1 initialize + 1 notification + $N REST + $N MCP tools/call)"
 awk -v t="$total" -v n="$sent" 'BEGIN { printf "instructions in the event loop: %d\ninstructions per request: %.0f\n\n", t, t / n }'
@@ -43,4 +83,13 @@ echo "== self instructions by library"
 callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | fn_lines |
   awk '{ n = $1; gsub(",", "", n); lib = $NF; s[lib] += n; t += n }
        END { for (k in s) printf "%6.1f%%  %s\n", 100 * s[k] / t, k }' | sort -rn | head -6
-if [ -n "${KEEP_WORK:-}" ]; then echo "callgrind file: $WORK/callgrind.out"; fi
+if [ "${MANAGED:-1}" != 0 ]; then
+  echo
+  echo "== managed MCP call ($managed_sent calls, capture enabled, each bound to a started interaction)"
+  awk -v m="$managed_total" -v mn="$managed_sent" -v a="$mcp_total" -v an="$mcp_sent" -v t="$trace_calls" 'BEGIN {
+    printf "instructions per ad hoc MCP call: %.0f (%d calls with the session set-up)\n", a / an, an
+    printf "instructions per managed MCP call: %.0f\n", m / mn
+    printf "added by the managed path: %.0f per call\n", m / mn - a / an
+    printf "Trace Core round trips per managed call: %.2f\n", t / mn }'
+fi
+if [ -n "${KEEP_WORK:-}" ]; then echo "callgrind file: $WORK/callgrind.out (managed phase: callgrind.out.4)"; fi

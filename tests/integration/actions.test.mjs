@@ -235,6 +235,20 @@ test('get_action_info: a bound tool the caller may not read comes from the manag
   assert.ok(calls.every((c) => c.method === 'GET'));
 });
 
+test('managed_proxy is a per-upstream setting: with upstream.operator_integration.managed_proxy off, nothing goes out as the proxy account', async () => {
+  const off = await startStack({ capture: 'enabled', env: { CL_UPSTREAM_OPERATOR_INTEGRATION_MANAGED_PROXY: 'false' } });
+  try {
+    const seq = (await (await fetch(`${off.sim.base}/_sim/requests`)).json()).last_seq;
+    const r = await post(`${off.server.base}${PREFIX}/kn/get_action_info`, { kn_id: 'kn_ops', at_id: 'at_scale_deployment' });
+    assert.notEqual(r.status, 200, r.text);
+    const calls = (await (await fetch(`${off.sim.base}/_sim/requests?since=${seq}&service=operator_integration`)).json()).requests;
+    assert.ok(!calls.some((c) => c.headers['x-account-id'] === 'kn-proxy-kn_ops'), JSON.stringify(calls.map((c) => c.headers['x-account-id'])));
+    assert.ok(off.server.logs.join('').includes("managed_proxy is not allowed for upstream 'operator_integration'"));
+  } finally {
+    assert.equal(await off.stop(), 0);
+  }
+});
+
 test('get_action_info: a refused read of the bound tool is a 403 with its reason, never 502/503', async () => {
   await fault({ service: 'operator_integration', path_prefix: '/api/agent-operator-integration/internal-v1/tool-box/box_k8s_tools', status: 403,
     body: JSON.stringify({ error_code: 'Public.Forbidden', description: '权限错误', solution: '请联系管理员', error_link: '', error_details: 'tool unpublished for proxy reads' }) });

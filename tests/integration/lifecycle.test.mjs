@@ -181,7 +181,7 @@ test('admin reload: 200 for a good dir, 422 naming file:line for a broken file, 
   const toolNames = async (sid) => {
     const r = await post(stack.server.mcpUrl, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': sid });
     assert.equal(r.status, 200, r.text);
-    // business tools only (the lifecycle tools are the core's and never reload)
+    // business tools only (the lifecycle tools are the core's: declared in lua/, not in tools/)
     return r.json.result.tools.map((t) => t.name).filter((n) => !n.startsWith('bkn_')).sort();
   };
   try {

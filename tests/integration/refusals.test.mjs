@@ -224,3 +224,55 @@ test('REST execution routes require bkn_context; with it they run managed', asyn
   assert.equal(op.tool_name, 'execute_probe');
   assert.equal(op.receipt_id, rid);
 });
+
+// The lifecycle tools are declared like every tool: the schema tools/list shows is the
+// one their arguments are checked against, and a refusal carries the schema check's
+// details (one {path, message} per fault, path a JSON pointer) as any tool's invalid
+// arguments do, next to the lifecycle message naming the field; nothing reaches Trace Core.
+test('lifecycle arguments are checked against the listed schema: details with JSON pointer paths, before any Trace Core call', async () => {
+  const sid = await session('demo-user-token');
+  const list = await post(stack.server.mcpUrl, { jsonrpc: '2.0', id: 3, method: 'tools/list', params: {} }, { 'mcp-session-id': sid });
+  const byName = Object.fromEntries(list.json.result.tools.map((t) => [t.name, t.inputSchema]));
+  const startSchema = byName.bkn_start_interaction;
+  const finishSchema = byName.bkn_finish_interaction;
+  const good = { question: 'q', agent_name: 'schema-agent', conversation_mode: 'new' };
+  // a business tool's invalid arguments, for the shape and texts of the details
+  const biz = await mcp('query_object_instance', { kn_id: 'kn_medical', limit: 'ten', extra: 1, bkn_context: A });
+  const bizDetails = JSON.parse(biz.content[0].text).details;
+  const bizText = (p) => bizDetails.find((d) => d.path === p).message;
+  const cases = [
+    ['wrong type', 'bkn_start_interaction', { ...good, question: 5 }, '/question'],
+    ['unknown field', 'bkn_start_interaction', { ...good, extra: 1 }, '/extra'],
+    ['too long', 'bkn_start_interaction', { ...good, agent_name: 'x'.repeat(startSchema.properties.agent_name.maxLength + 1) }, '/agent_name'],
+    ['not in the enum', 'bkn_start_interaction', { ...good, conversation_mode: 'fresh' }, '/conversation_mode'],
+    ['finish: wrong type', 'bkn_finish_interaction', { interaction_id: 7, outcome: 'failed' }, '/interaction_id'],
+    ['finish: unknown field', 'bkn_finish_interaction', { interaction_id: B.interaction_id, outcome: 'failed', extra: 1 }, '/extra'],
+  ];
+  // every required field of the listed schemas is enforced
+  for (const f of startSchema.required) {
+    const args = { ...good };
+    delete args[f];
+    cases.push([`missing ${f}`, 'bkn_start_interaction', args, `/${f}`]);
+  }
+  for (const f of finishSchema.required) {
+    const args = { interaction_id: B.interaction_id, outcome: 'failed' };
+    delete args[f];
+    cases.push([`finish: missing ${f}`, 'bkn_finish_interaction', args, `/${f}`]);
+  }
+  assert.equal(startSchema.additionalProperties, false);
+  assert.equal(finishSchema.additionalProperties, false);
+  const seq = await lastSeq();
+  for (const [what, name, args, pointer] of cases) {
+    const e = mcpError(await mcp(name, args));
+    assert.equal(e.code, 'invalid_params', `${what}: ${JSON.stringify(e)}`);
+    assert.equal(e.required_action, 'correct_tool_arguments', what);
+    assert.ok(e.message.includes(pointer.slice(1)), `${what}: the message names the field: ${e.message}`);
+    assert.ok(Array.isArray(e.details) && e.details.length > 0, `${what}: ${JSON.stringify(e)}`);
+    for (const d of e.details) assert.deepEqual(Object.keys(d), Object.keys(bizDetails[0]), `${what}: ${JSON.stringify(d)}`);
+    const d = e.details.find((x) => x.path === pointer);
+    assert.ok(d, `${what}: no detail at ${pointer}: ${JSON.stringify(e.details)}`);
+    if (what === 'unknown field') assert.equal(d.message, bizText('/extra'), 'the same text as any tool');
+  }
+  const { requests } = await simGet(`/_sim/requests?since=${seq}`);
+  assert.deepEqual(requests.filter((r) => r.service === 'trace_core').map((r) => `${r.method} ${r.path}`), []);
+});

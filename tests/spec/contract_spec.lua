@@ -431,3 +431,88 @@ describe("loading through the sandbox (tests/spec/helper.lua)", function()
         assert.is_true(contract.check_set(tools))
     end)
 end)
+
+describe("contract routes", function()
+    local function with_routes(routes, over)
+        local t = valid_tool(over)
+        t.input_schema = {
+            type = "object",
+            additionalProperties = false,
+            required = { "id" },
+            properties = {
+                id = { type = "string", minLength = 1 },
+                n = { type = "integer" },
+                payload = { type = "object", default = {} },
+            },
+        }
+        t.routes = routes
+        return t
+    end
+
+    it("accepts POST routes with {parameter} segments and a body parameter", function()
+        local t = assert(contract.check(with_routes({ { method = "POST", path = "/things/{id}/run", body = "payload" },
+            { method = "POST", path = "/things/{id}" } }), "sample_tool"))
+        assert.equal("/things/{id}/run", t.routes[1].path)
+        assert.is_true(contract.check_set({ t }))
+    end)
+
+    it("refuses malformed routes naming the rule", function()
+        fails_with(with_routes({}), "routes must be a non-empty array")
+        fails_with(with_routes({ { method = "GET", path = "/x" } }), "routes[1].method must be \"POST\"")
+        fails_with(with_routes({ { method = "POST", path = "x" } }), "routes[1].path must be a string starting with /")
+        fails_with(with_routes({ { method = "POST", path = "/{id}/x" } }), "must start with a literal segment")
+        fails_with(with_routes({ { method = "POST", path = "/x/{n}" } }), "{n} must name a string parameter")
+        fails_with(with_routes({ { method = "POST", path = "/x/{nope}" } }), "{nope} must name a string parameter")
+        fails_with(with_routes({ { method = "POST", path = "/x/{id}/{id}" } }), "names {id} twice")
+        fails_with(with_routes({ { method = "POST", path = "/x/../y" } }), "segment '..'")
+        fails_with(with_routes({ { method = "POST", path = "/x//y" } }), "segment ''")
+        fails_with(with_routes({ { method = "POST", path = "/x/{id}", body = "n" } }),
+            "body must name an object parameter")
+        fails_with(with_routes({ { method = "POST", path = "/x/{id}", verb = "y" } }), "unknown key 'verb'")
+    end)
+
+    it("refuses a route that shadows one of the core's, whatever the method", function()
+        fails_with(with_routes({ { method = "POST", path = "/mcp/info" } }),
+            "POST /mcp/info clashes with the core's route /mcp/info")
+        fails_with(with_routes({ { method = "POST", path = "/mcp/{id}" } }), "clashes with the core's route /mcp/ptc")
+        fails_with(with_routes({ { method = "POST", path = "/mcp-compact" } }),
+            "clashes with the core's route /mcp-compact")
+        fails_with(with_routes({ { method = "POST", path = "/kn/{id}/x" } }), "clashes with the core's route /kn/…")
+        fails_with(with_routes({ { method = "POST", path = "/.well-known/x" } }),
+            "clashes with the core's route /.well-known/…")
+        fails_with(with_routes({ { method = "POST", path = "/x/{id}" }, { method = "POST", path = "/x/y" } }),
+            "routes[2]: POST /x/y clashes with the tool's route POST /x/{id}")
+        assert(contract.check(with_routes({ { method = "POST", path = "/mcp/proxy/{id}/call" } }), "sample_tool"))
+    end)
+
+    it("knows every route the core matches itself (src/route.c)", function()
+        local f = assert(io.open("src/route.c"))
+        local src = f:read("a")
+        f:close()
+        local known = {}
+        for _, r in ipairs(contract.builtin_routes) do
+            known[r] = true
+        end
+        local n = 0
+        for fn, lit in src:gmatch("(strn?cmp)%(rest, \"(/[^\"]*)\"") do
+            n = n + 1
+            local want = (fn == "strcmp" and lit ~= "/") and lit:gsub("/$", "") or lit
+            assert.is_true(known[want] == true,
+                "src/route.c matches " .. lit .. "; contract.builtin_routes lacks " .. want)
+        end
+        assert.is_true(n >= 10)
+    end)
+
+    it("refuses two tools whose routes can match one path", function()
+        local a = assert(contract.check(with_routes({ { method = "POST", path = "/x/{id}/run" } }), "sample_tool"))
+        local b = assert(contract.check(with_routes({ { method = "POST", path = "/x/y/{id}" } },
+            { name = "other_tool", order = 998 }), "other_tool"))
+        local ok, errs = contract.check_set({ a, b })
+        assert.is_nil(ok)
+        assert.truthy(table.concat(errs, "\n"):find(
+            "other_tool: route POST /x/y/{id} clashes with route POST /x/{id}/run of sample_tool", 1, true))
+        local c = assert(contract.check(with_routes({ { method = "POST", path = "/x/{id}/other" } },
+            { name = "third_tool", order = 997 }), "third_tool"))
+        assert.is_true(contract.check_set({ a, c }))
+    end)
+end)

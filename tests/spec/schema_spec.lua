@@ -251,6 +251,74 @@ describe("schema.validate", function()
     end)
 end)
 
+-- Counts the calls of the given functions while f runs.
+local function calls_during(fns, f)
+    local counted = {}
+    for name, fn in pairs(fns) do
+        counted[fn] = name
+    end
+    local n = {}
+    debug.sethook(function()
+        local name = counted[debug.getinfo(2, "f").func]
+        if name then
+            n[name] = (n[name] or 0) + 1
+        end
+    end, "c")
+    local ok, err = pcall(f)
+    debug.sethook()
+    assert(ok, err)
+    return n
+end
+
+describe("schema.validate of a valid value", function()
+    local s = {
+        type = "object",
+        additionalProperties = false,
+        required = { "kn_id" },
+        properties = {
+            kn_id = { type = "string", minLength = 1 },
+            limit = { type = "integer", minimum = 0, default = 10 },
+            sort = { type = "array", maxItems = 20, items = {
+                type = "object", additionalProperties = false, required = { "field", "direction" },
+                properties = { field = { type = "string", minLength = 1 },
+                               direction = { type = "string", enum = { "asc", "desc" } } } } },
+        },
+    }
+    local text = '{"kn_id":"kn_1","sort":[{"field":"a","direction":"desc"},{"field":"b","direction":"asc"}]}'
+
+    it("builds no paths and sorts no keys (the check is compiled once per schema)", function()
+        schema.validate(s, cljson.decode(text))
+        local v = cljson.decode(text)
+        local out
+        local n = calls_during({ gsub = string.gsub, sort = table.sort, format = string.format,
+                                 concat = table.concat, tostring = tostring },
+            function() out = schema.validate(s, v) end)
+        assert.same({}, n)
+        assert.equal(10, out.limit)
+        assert.equal("desc", out.sort[1].direction)
+        assert.is_nil(v.limit) -- the input untouched
+    end)
+
+    it("gives the same value and errors on every call", function()
+        local valid, invalid = cljson.decode(text), cljson.decode('{"sort":[{"field":"","direction":"up"}],"x":1}')
+        local first_out = schema.validate(s, valid)
+        local _, first_errs = schema.validate(s, invalid)
+        for _ = 1, 3 do
+            assert.same(cljson.encode(first_out), cljson.encode(schema.validate(s, valid)))
+            assert.equal(getmetatable(first_out), getmetatable(schema.validate(s, valid)))
+            assert.same(first_errs, select(2, schema.validate(s, invalid)))
+        end
+        assert.same({ "/kn_id", "/sort/0/direction", "/sort/0/field", "/x" },
+            (function()
+                local paths = {}
+                for i, e in ipairs(first_errs) do
+                    paths[i] = e.path
+                end
+                return paths
+            end)())
+    end)
+end)
+
 describe("schema.coerce_query", function()
     local s = {
         type = "object",

@@ -234,6 +234,25 @@ static void test_retention(const char *path)
     unsetenv("CL_IDEMPOTENCY_TTL_S");
 }
 
+/* caller_token / managed_proxy are per-upstream settings: on by default only for
+ * the execution factory, switched on for another upstream by its key. */
+static void test_upstream_permissions(void)
+{
+    settings *s = load(NULL);
+    CHECK(s && s->upstream_operator_integration_caller_token == 1 &&
+          s->upstream_operator_integration_managed_proxy == 1);
+    CHECK(s && s->upstream_vega_caller_token == 0 && s->upstream_ontology_query_managed_proxy == 0);
+    conf_free(s);
+    setenv("CL_UPSTREAM_VEGA_CALLER_TOKEN", "true", 1);
+    setenv("CL_UPSTREAM_OPERATOR_INTEGRATION_MANAGED_PROXY", "false", 1);
+    s = load(NULL);
+    CHECK(s && s->upstream_vega_caller_token == 1 && s->upstream_vega_managed_proxy == 0);
+    CHECK(s && s->upstream_operator_integration_managed_proxy == 0);
+    conf_free(s);
+    unsetenv("CL_UPSTREAM_VEGA_CALLER_TOKEN");
+    unsetenv("CL_UPSTREAM_OPERATOR_INTEGRATION_MANAGED_PROXY");
+}
+
 static void test_gates(void)
 {
     settings *s = load(NULL);
@@ -331,6 +350,7 @@ int main(void)
     test_errors(path);
     test_retention(path);
     test_gates();
+    test_upstream_permissions();
     test_paths_and_effective();
     unlink(path);
     return CHECK_DONE();

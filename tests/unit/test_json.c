@@ -359,6 +359,52 @@ static void open_cljson(lua_State *L)
     lua_pop(L, 1);
 }
 
+/* Parses doc, pushes its tree (left on the stack) and encodes it into b (stored
+ * order); 0 or -1. */
+static int push_encode(lua_State *L, const char *doc, buf *b)
+{
+    char err[256];
+    json_value *v = parse(doc);
+    CHECK(v != NULL);
+    if (!v)
+        return -1;
+    cljson_push(L, v);
+    json_free(v);
+    return cljson_encode(L, -1, b, 0, err, sizeof err);
+}
+
+/* Objects pushed from a tree keep their key order whether the order string stays
+ * short or grows past the pusher's stack buffer (long keys, many keys, a duplicate). */
+static void test_push_order(void)
+{
+    lua_State *L = luaL_newstate();
+    open_cljson(L);
+    for (int nkeys = 1; nkeys <= 40; nkeys += 3) {
+        buf doc = BUF_INIT, want = BUF_INIT;
+        buf_puts(&doc, "{");
+        buf_puts(&want, "{");
+        for (int i = 0; i < nkeys; i++) {
+            /* descending names: a sorted encoding would reverse them */
+            buf_printf(&doc, "%s\"%c%0*d\":%d", i ? "," : "", 'z' - i % 26, 5 + i * 3, nkeys - i,
+                       i);
+            buf_printf(&want, "%s\"%c%0*d\":%d", i ? "," : "", 'z' - i % 26, 5 + i * 3, nkeys - i,
+                       i == 0 && nkeys > 1 ? 99 : i);
+        }
+        if (nkeys > 1) /* the first key again: its first position, the last value */
+            buf_printf(&doc, ",\"%c%0*d\":99", 'z', 5, nkeys);
+        buf_puts(&doc, "}");
+        buf_puts(&want, "}");
+        buf b = BUF_INIT;
+        CHECK(push_encode(L, doc.data, &b) == 0);
+        CHECK_STR(b.data, want.data);
+        lua_pop(L, 1);
+        buf_free(&b);
+        buf_free(&doc);
+        buf_free(&want);
+    }
+    lua_close(L);
+}
+
 /* The C bridge to Lua: push, to_value, encode; exercised without busted. */
 static void test_lua_bridge(void)
 {
@@ -366,13 +412,9 @@ static void test_lua_bridge(void)
     open_cljson(L);
     const char *doc = "{\"drug_id\":9007199254740993,\"batch_no\":12345678901234567890123,"
                       "\"tags\":[],\"ext\":{},\"f\":1.0,\"n\":null,\"s\":\"\xc3\xa9\"}";
-    json_value *v = parse(doc);
-    CHECK(v != NULL);
-    cljson_push(L, v);
-    json_free(v);
     buf b = BUF_INIT;
     char err[256];
-    CHECK(cljson_encode(L, -1, &b, 0, err, sizeof err) == 0);
+    CHECK(push_encode(L, doc, &b) == 0);
     CHECK_STR(b.data, doc);
     buf_reset(&b);
     CHECK(cljson_encode(L, -1, &b, 1, err, sizeof err) == 0);
@@ -962,8 +1004,90 @@ static void test_lua_key_order(void)
     lua_close(L);
 }
 
+/* The byte-by-byte escape the word-at-a-time loops must match. */
+static void ref_escape(buf *b, const unsigned char *s, size_t n)
+{
+    buf_append(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = s[i];
+        if (c == '"' || c == '\\')
+            buf_printf(b, "\\%c", c);
+        else if (c == '\n')
+            buf_append(b, "\\n", 2);
+        else if (c < 0x20 && c != '\b' && c != '\f' && c != '\r' && c != '\t')
+            buf_printf(b, "\\u%04x", c);
+        else if (c < 0x20)
+            buf_printf(b, "\\%c", c == '\b' ? 'b' : c == '\f' ? 'f' : c == '\r' ? 'r' : 't');
+        else
+            buf_append(b, (const char *)&s[i], 1);
+    }
+    buf_append(b, "\"", 1);
+}
+
+/* Strings of every length up to 40 with a byte to escape (or a multi-byte
+ * character) at every position, so each word and tail boundary is crossed: the
+ * writer, the Lua encoder, the Lua decoder and the parser agree with the
+ * byte-by-byte rules. */
+static void test_string_words(void)
+{
+    static const char *const inserts[] = {"\"", "\\",   "\n",       "\x01",         "\x1f",
+                                          " ",  "\x7f", "\xc3\xa9", "\xe4\xb8\xad", "\t"};
+    lua_State *L = luaL_newstate();
+    open_cljson(L);
+    int bad = 0;
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t at = 0; at <= len; at++) {
+            for (size_t k = 0; k < sizeof inserts / sizeof inserts[0]; k++) {
+                char s[64];
+                size_t n = 0, il = strlen(inserts[k]);
+                for (size_t i = 0; i < len; i++) {
+                    if (i == at) {
+                        memcpy(s + n, inserts[k], il);
+                        n += il;
+                    }
+                    s[n++] = (char)('a' + i % 26);
+                }
+                if (at == len) {
+                    memcpy(s + n, inserts[k], il);
+                    n += il;
+                }
+                buf want = {0}, got = {0};
+                ref_escape(&want, (const unsigned char *)s, n);
+                json_write_string(&got, s, n);
+                if (got.len != want.len || memcmp(got.data, want.data, want.len) != 0)
+                    bad++;
+                lua_getglobal(L, "cljson");
+                lua_getfield(L, -1, "encode");
+                lua_pushlstring(L, s, n);
+                if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1) ||
+                    lua_rawlen(L, -1) != want.len ||
+                    memcmp(lua_tostring(L, -1), want.data, want.len))
+                    bad++;
+                lua_pop(L, 1);
+                lua_getfield(L, -1, "decode");
+                lua_pushlstring(L, want.data, want.len);
+                if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_isstring(L, -1) ||
+                    lua_rawlen(L, -1) != n || memcmp(lua_tostring(L, -1), s, n))
+                    bad++;
+                lua_pop(L, 2);
+                size_t pl = 0;
+                json_value *pv = parse(want.data);
+                const char *ps = pv ? json_get_str(pv, &pl) : NULL;
+                if (!ps || pl != n || memcmp(ps, s, n) != 0)
+                    bad++;
+                json_free(pv);
+                buf_free(&want);
+                buf_free(&got);
+            }
+        }
+    }
+    CHECK(bad == 0);
+    lua_close(L);
+}
+
 static int run_unit(void)
 {
+    test_string_words();
     test_types();
     test_numbers();
     test_errors();
@@ -972,6 +1096,7 @@ static int run_unit(void)
     test_limits();
     test_builders();
     test_lua_bridge();
+    test_push_order();
     test_lua_encode_equivalence();
     test_lua_key_order();
     test_lua_encode_oom();

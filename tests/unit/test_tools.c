@@ -258,6 +258,47 @@ static void check_hostile(const tools_config *base_cfg)
     CHECK(tools_gen_live() == 0);
 }
 
+/* The state keeps freed small blocks for reuse, within its bound, and accounts
+ * for its memory as before: what a run allocates and drops comes back off the total. */
+static void check_pool(void)
+{
+    char *err = NULL;
+    lvm *vm = lvm_new(CL_SOURCE_DIR "/lua", NULL, 0, &err);
+    CHECK(vm != NULL);
+    if (!vm) {
+        free(err);
+        return;
+    }
+    lua_State *L = lvm_state(vm);
+    static const char code[] =
+        "local t = {}\n"
+        "for i = 1, 20000 do t[i % 100 + 1] = { tostring(i), i .. 'x' } end\n"
+        "return #t";
+    size_t after[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(lvm_load(L, code, strlen(code), "=pool") == LUA_OK);
+        CHECK(lua_pcall(L, 0, 1, 0) == LUA_OK);
+        CHECK(lua_tointeger(L, -1) == 100);
+        lua_settop(L, 0);
+        lua_gc(L, LUA_GCCOLLECT, 0);
+        after[i] = lvm_mem_total(vm);
+    }
+    CHECK(after[1] <= after[0] + 1024); /* the second run's garbage is all accounted for */
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK(lvm_pool_bytes(vm) == 0);
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    CHECK(lvm_pool_bytes(vm) == 0);
+#else
+    CHECK(lvm_pool_bytes(vm) > 0);
+#endif
+#else
+    CHECK(lvm_pool_bytes(vm) > 0);
+#endif
+    CHECK(lvm_pool_bytes(vm) <= (size_t)256 << 10);
+    lvm_free(vm);
+}
+
 int main(void)
 {
     struct evhttp *http;
@@ -265,7 +306,7 @@ int main(void)
     fetch_ctx *fetch;
     const char *ferr = NULL;
     char base_url[64];
-    tools_upstream ups[3];
+    tools_upstream ups[4];
     tools_config cfg;
     tools_host *h;
     tools_gen *g;
@@ -298,17 +339,18 @@ int main(void)
     if (!fetch)
         return 2;
     snprintf(base_url, sizeof base_url, "http://127.0.0.1:%d/api", port);
-    ups[0] = (tools_upstream){"up", base_url, 3000};
-    ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000};
+    ups[0] = (tools_upstream){"up", base_url, 3000, 0, 0};
+    ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000, 0, 0};
     /* the hostile fixtures declare it (declared upstreams must be configured) */
-    ups[2] = (tools_upstream){"bkn_backend", "http://127.0.0.1:1/api", 2000};
+    ups[2] = (tools_upstream){"bkn_backend", "http://127.0.0.1:1/api", 2000, 0, 0};
+    ups[3] = (tools_upstream){"up_open", base_url, 3000, 1, 1};
 
     memset(&cfg, 0, sizeof cfg);
     cfg.lua_dir = CL_SOURCE_DIR "/lua";
     cfg.mem_cap_bytes = 16 << 20;
     cfg.instr_budget = 20000000;
     cfg.upstreams = ups;
-    cfg.n_upstreams = 3;
+    cfg.n_upstreams = 4;
     cfg.fetch = fetch;
     cfg.base = base;
 
@@ -501,6 +543,13 @@ int main(void)
     check_escape(g, "auth_header", "cannot be given by a tool");
     check_escape(g, "unknown_upstream", "unknown upstream 'nope'");
     check_escape(g, "dotdot", "'..'");
+    /* caller_token and managed_proxy: per upstream (upstream.<name>.caller_token,
+     * .managed_proxy), refused on an upstream that does not allow them */
+    check_escape(g, "caller_token_closed", "caller_token is not allowed for upstream 'up'");
+    check_escape(g, "managed_proxy_closed", "managed_proxy is not allowed for upstream 'up'");
+    check_escape(g, "caller_token_open", "caller_token_missing");
+    check_escape(g, "managed_proxy_open", "status 200");
+    CHECK_STR(seen.account, "kn-proxy-kn_a");
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
@@ -559,6 +608,7 @@ int main(void)
     CHECK(tools_gen_live() == 0);
 
     check_hostile(&cfg);
+    check_pool();
     fetch_free(fetch);
     evhttp_free(http);
     event_base_free(base);

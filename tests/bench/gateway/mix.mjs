@@ -3,6 +3,10 @@
 // tools/call of the same query_object_instance request. Exits non-zero unless every
 // answer is a 200 carrying the rows. Prints the number of requests sent.
 // MCP_FORMAT=toon asks the MCP calls for TOON text (default json).
+// MIX=mcp: only the N MCP calls (after the session's two messages).
+// MIX=managed SID=<session> LINES=<file>: only N managed MCP calls on that session,
+// the bodies of LINES (interactions.mjs output) each used at most 100 times; every
+// answer must carry a receipt. Prints the number of calls.
 const [base, nArg] = process.argv.slice(2);
 const n = Number(nArg || 200);
 const PREFIX = '/api/agent-retrieval/v1';
@@ -22,15 +26,30 @@ async function post(path, body, extra = {}) {
   return { r, text };
 }
 
+const mix = process.env.MIX || 'rest+mcp';
+if (mix === 'managed') {
+  const fs = await import('node:fs');
+  const lines = fs.readFileSync(process.env.LINES, 'utf8').split('\n').filter(Boolean);
+  for (let i = 0; i < n; i++) {
+    const body = lines[Math.floor(i / 100)];
+    if (!body) throw new Error('not enough interactions for the managed calls');
+    const m = await post('/mcp', body, { 'mcp-session-id': process.env.SID });
+    if (!m.text.includes('9007199254740993') || !m.text.includes('bkn_receipt') || m.text.includes('"isError":true')) {
+      throw new Error(`managed call failed: ${m.text.slice(0, 300)}`);
+    }
+  }
+  console.log(n);
+  process.exit(0);
+}
 const init = await post('/mcp', '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}');
 const sid = init.r.headers.get('mcp-session-id');
 await post('/mcp', '{"jsonrpc":"2.0","method":"notifications/initialized"}', { 'mcp-session-id': sid });
 const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_object_instance","arguments":${ARGS.replace(/^\{/, `{"response_format":"${process.env.MCP_FORMAT || 'json'}",`)}}}`;
 let sent = 2;
 for (let i = 0; i < n; i++) {
-  const a = await post('/kn/query_object_instance', ARGS);
+  const a = mix === 'mcp' ? null : await post('/kn/query_object_instance', ARGS);
   const b = await post('/mcp', call, { 'mcp-session-id': sid });
-  sent += 2;
-  if (!a.text.includes('9007199254740993') || !b.text.includes('9007199254740993')) throw new Error('rows missing');
+  sent += a ? 2 : 1;
+  if ((a && !a.text.includes('9007199254740993')) || !b.text.includes('9007199254740993')) throw new Error('rows missing');
 }
 console.log(sent);
