@@ -1,16 +1,21 @@
 /* info: self-description of an MCP surface (docs/info.md): GET /mcp/info,
  * /mcp-compact/info and /mcp/ptc/info. One document is built from exactly what
  * tools/list of that surface shows (mcp_list_entries) and is answered as JSON, or,
- * when the client prefers text/html, as a catalogue page for people rendered from the
- * same document. No external assets: inline CSS and script under a per-response CSP
- * nonce; every text from a tool file is HTML-escaped. */
-#include <ctype.h>
+ * when the client prefers text/html, as a catalogue page for people that lua/page.lua
+ * renders from the same document (and, without a token, its public shell) in the
+ * current generation's Lua state, under the tools' budgets. This file routes, gathers
+ * the data and writes the answer with the page's security headers. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <lauxlib.h>
+
 #include "accept.h"
+#include "errenv.h"
+#include "json_lua.h"
 #include "log.h"
+#include "lvm.h"
 #include "proxytrust.h"
 #include "server.h"
 #include "surfaces.h"
@@ -142,7 +147,6 @@ static json_value *client_config(const char *endpoint, const char *surface, cons
 /* Builds the document; NULL with err filled when the listing cannot be read. */
 static json_value *build_doc(req_ctx *c, char *err, size_t errlen)
 {
-    int en = c->lang == LANG_EN_US;
     const char *lang = lang_tag(c->lang);
     buf list = BUF_INIT, ep = BUF_INIT;
     json_value *doc = NULL, *entries = NULL;
@@ -162,11 +166,7 @@ static json_value *build_doc(req_ctx *c, char *err, size_t errlen)
     for (size_t i = 0; i < sizeof PROTOCOL_VERSIONS / sizeof PROTOCOL_VERSIONS[0]; i++)
         json_push(pv, str_v(PROTOCOL_VERSIONS[i]));
     json_set(doc, "protocol_versions", pv);
-    json_set(doc, "transport",
-             str_v(en ? "Streamable HTTP: POST one JSON-RPC 2.0 message (initialize, tools/list, "
-                        "tools/call); GET opens an SSE stream; DELETE ends the session"
-                      : "Streamable HTTP：POST 一条 JSON-RPC 2.0 消息（initialize、tools/list、"
-                        "tools/call）；GET 打开 SSE 推送流；DELETE 结束会话"));
+    json_set(doc, "transport", str_v(text_get(TEXT_INFO_TRANSPORT, c->lang)));
     json_value *auth = json_new_object();
     json_set(auth, "type", str_v("bearer"));
     json_set(auth, "header", str_v("Authorization: Bearer <token>"));
@@ -174,11 +174,7 @@ static json_value *build_doc(req_ctx *c, char *err, size_t errlen)
     json_push(tokens, str_v("oauth2_access_token"));
     json_push(tokens, str_v("bak_appkey"));
     json_set(auth, "tokens", tokens);
-    json_set(auth, "description",
-             str_v(en ? "Send Authorization: Bearer <token> on every request: an OAuth 2.0 access "
-                        "token, or an AppKey starting with bak_. No other identity headers."
-                      : "每个请求带 Authorization: Bearer <token>：OAuth 2.0 访问令牌，或以 bak_ "
-                        "开头的 AppKey。无需其他身份头。"));
+    json_set(auth, "description", str_v(text_get(TEXT_INFO_AUTH, c->lang)));
     json_set(doc, "auth", auth);
     json_set(doc, "language", str_v(lang));
     json_value *langs = json_new_array();
@@ -200,572 +196,6 @@ done:
     buf_free(&ep);
     return doc;
 }
-
-/* ---- the page for people ---- */
-
-static void esc_n(buf *b, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        switch (s[i]) {
-        case '&':
-            buf_puts(b, "&amp;");
-            break;
-        case '<':
-            buf_puts(b, "&lt;");
-            break;
-        case '>':
-            buf_puts(b, "&gt;");
-            break;
-        case '"':
-            buf_puts(b, "&quot;");
-            break;
-        case '\'':
-            buf_puts(b, "&#39;");
-            break;
-        default:
-            buf_putc(b, s[i]);
-        }
-    }
-}
-
-static void esc(buf *b, const char *s)
-{
-    if (s)
-        esc_n(b, s, strlen(s));
-}
-
-/* Indented JSON for display (the wire form has no whitespace). */
-static void pretty(buf *b, const json_value *v, int depth)
-{
-    size_t n = json_count(v);
-    json_type t = json_typeof(v);
-    if ((t != JSON_OBJECT && t != JSON_ARRAY) || n == 0) {
-        json_write(b, v, 0);
-        return;
-    }
-    buf_putc(b, t == JSON_OBJECT ? '{' : '[');
-    for (size_t i = 0; i < n; i++) {
-        buf_printf(b, "%s\n%*s", i ? "," : "", 2 * (depth + 1), "");
-        if (t == JSON_OBJECT) {
-            size_t kl;
-            const char *k = json_key_at(v, i, &kl);
-            json_write_string(b, k, kl);
-            buf_puts(b, ": ");
-            pretty(b, json_val_at(v, i), depth + 1);
-        } else {
-            pretty(b, json_at(v, i), depth + 1);
-        }
-    }
-    buf_printf(b, "\n%*s%c", 2 * depth, "", t == JSON_OBJECT ? '}' : ']');
-}
-
-typedef struct labels {
-    const char *heading, *endpoint, *protocol, *auth, *language, *tools, *connect, *generic,
-        *generic_note, *claude, *claude_note, *copy, *copied, *parameters, *param, *type, *required,
-        *description, *no_params, *output, *definitions, *other, *default_, *values, *json_hint,
-        *yes, *contents;
-} labels;
-
-static const labels LABELS[LANG_COUNT] = {
-    [LANG_ZH_CN] =
-        {
-            .heading = "MCP 服务目录",
-            .endpoint = "端点",
-            .protocol = "协议",
-            .auth = "鉴权",
-            .language = "语言",
-            .tools = "个工具",
-            .connect = "接入配置",
-            .generic = "通用配置（Cursor、Claude Code 等）",
-            .generic_note = "把 <access-token> 换成你的 OAuth 访问令牌或 bak_ 开头的 AppKey。",
-            .claude = "Claude Desktop（通过 npx mcp-remote）",
-            .claude_note = "在 env 里把 <access-token> 换成你的令牌；需要 Node.js。",
-            .copy = "复制",
-            .copied = "已复制",
-            .parameters = "输入参数",
-            .param = "参数",
-            .type = "类型",
-            .required = "必填",
-            .description = "说明",
-            .no_params = "无参数",
-            .output = "输出结构",
-            .definitions = "引用的定义",
-            .other = "其他",
-            .default_ = "默认",
-            .values = "可选值",
-            .json_hint =
-                "同一地址以 Accept: application/json 请求即得到机器可读的 JSON（供 Agent 自举）。",
-            .yes = "是",
-            .contents = "目录",
-        },
-    [LANG_EN_US] =
-        {
-            .heading = "MCP service catalogue",
-            .endpoint = "Endpoint",
-            .protocol = "Protocol",
-            .auth = "Authentication",
-            .language = "Language",
-            .tools = "tools",
-            .connect = "Connect a client",
-            .generic = "Generic entry (Cursor, Claude Code, …)",
-            .generic_note = "Replace <access-token> with your OAuth access token or a bak_ AppKey.",
-            .claude = "Claude Desktop (through npx mcp-remote)",
-            .claude_note = "Replace <access-token> in env with your token; needs Node.js.",
-            .copy = "Copy",
-            .copied = "Copied",
-            .parameters = "Input",
-            .param = "Parameter",
-            .type = "Type",
-            .required = "Required",
-            .description = "Description",
-            .no_params = "No parameters",
-            .output = "Output schema",
-            .definitions = "Referenced definitions",
-            .other = "Other",
-            .default_ = "default",
-            .values = "one of",
-            .json_hint = "The same address answers Accept: application/json with the "
-                         "machine-readable JSON (for "
-                         "agents to bootstrap).",
-            .yes = "yes",
-            .contents = "Contents",
-        },
-};
-
-/* A short type label: string, integer, array<string>, object, a | b, → def. */
-static void type_label(buf *b, const json_value *s)
-{
-    const json_value *t = json_get(s, "type");
-    const char *ref = json_get_string(s, "$ref");
-    if (ref) {
-        const char *slash = strrchr(ref, '/');
-        buf_puts(b, "→ ");
-        esc(b, slash ? slash + 1 : ref);
-        return;
-    }
-    if (t && json_typeof(t) == JSON_STRING) {
-        const char *ts = json_get_str(t, NULL);
-        esc(b, ts);
-        const json_value *items = json_get(s, "items");
-        if (!strcmp(ts, "array") && items && json_typeof(items) == JSON_OBJECT) {
-            buf_puts(b, "&lt;");
-            type_label(b, items);
-            buf_puts(b, "&gt;");
-        }
-        return;
-    }
-    if (t && json_typeof(t) == JSON_ARRAY) {
-        for (size_t i = 0; i < json_count(t); i++) {
-            if (i)
-                buf_puts(b, " | ");
-            esc(b, json_get_str(json_at(t, i), NULL));
-        }
-        return;
-    }
-    static const char *const alts[] = {"oneOf", "anyOf"};
-    for (size_t a = 0; a < 2; a++) {
-        const json_value *l = json_get(s, alts[a]);
-        if (l && json_typeof(l) == JSON_ARRAY) {
-            for (size_t i = 0; i < json_count(l); i++) {
-                if (i)
-                    buf_puts(b, " | ");
-                type_label(b, json_at(l, i));
-            }
-            return;
-        }
-    }
-    buf_puts(b, json_get(s, "enum") ? "enum" : "any");
-}
-
-static int is_required(const json_value *schema, const char *name)
-{
-    const json_value *r = json_get(schema, "required");
-    for (size_t i = 0; r && i < json_count(r); i++) {
-        const char *s = json_get_str(json_at(r, i), NULL);
-        if (s && !strcmp(s, name))
-            return 1;
-    }
-    return 0;
-}
-
-/* A value shown inline (enum members, defaults): compact JSON, escaped. */
-static void inline_json(buf *b, const json_value *v)
-{
-    buf t = BUF_INIT;
-    json_write(&t, v, 0);
-    buf_puts(b, "<code>");
-    esc_n(b, t.data, t.len);
-    buf_puts(b, "</code>");
-    buf_free(&t);
-}
-
-/* Rows of a property table: required properties first, nested objects (and
- * arrays of objects) as indented rows named parent.child / parent[].child. */
-static void prop_rows(buf *b, const labels *L, const json_value *schema, const char *prefix,
-                      int depth)
-{
-    const json_value *props = json_get(schema, "properties");
-    if (!props || json_typeof(props) != JSON_OBJECT)
-        return;
-    /* Required, then optional; the turn context, the same on every business tool,
-     * comes last so that each table opens with what is particular to the tool. */
-    for (int pass = 0; pass < 3; pass++) {
-        for (size_t i = 0; i < json_count(props); i++) {
-            size_t kl;
-            const char *k = json_key_at(props, i, &kl);
-            const json_value *p = json_val_at(props, i);
-            int req = is_required(schema, k);
-            int last = depth == 0 && !strcmp(k, "bkn_context");
-            if (json_typeof(p) != JSON_OBJECT || (pass == 2) != last ||
-                (!last && req != (pass == 0)))
-                continue;
-            buf_printf(b, "<tr class=\"d%d\"><td><code>", depth > 3 ? 3 : depth);
-            esc(b, prefix);
-            esc_n(b, k, kl);
-            buf_puts(b, "</code></td><td class=\"ty\">");
-            type_label(b, p);
-            buf_printf(b, "</td><td class=\"rq\">%s</td><td>", req ? L->yes : "");
-            const char *d = json_get_string(p, "description");
-            if (d)
-                esc(b, d);
-            const json_value *en = json_get(p, "enum");
-            if (en && json_typeof(en) == JSON_ARRAY) {
-                buf_printf(b, "<div class=\"meta\">%s: ", L->values);
-                for (size_t j = 0; j < json_count(en); j++) {
-                    if (j)
-                        buf_puts(b, " ");
-                    inline_json(b, json_at(en, j));
-                }
-                buf_puts(b, "</div>");
-            }
-            const json_value *dv = json_get(p, "default");
-            if (dv) {
-                buf_printf(b, "<div class=\"meta\">%s: ", L->default_);
-                inline_json(b, dv);
-                buf_puts(b, "</div>");
-            }
-            buf_puts(b, "</td></tr>\n");
-            if (depth >= 3)
-                continue; /* deeper levels stay in the JSON */
-            buf sub = BUF_INIT;
-            const json_value *items = json_get(p, "items");
-            if (json_get(p, "properties")) {
-                buf_printf(&sub, "%s%.*s.", prefix, (int)kl, k);
-                prop_rows(b, L, p, sub.data, depth + 1);
-            } else if (items && json_typeof(items) == JSON_OBJECT &&
-                       json_get(items, "properties")) {
-                buf_printf(&sub, "%s%.*s[].", prefix, (int)kl, k);
-                prop_rows(b, L, items, sub.data, depth + 1);
-            }
-            buf_free(&sub);
-        }
-    }
-}
-
-static void schema_table(buf *b, const labels *L, const json_value *schema)
-{
-    const json_value *props = json_get(schema, "properties");
-    if (!props || json_count(props) == 0) {
-        buf_printf(b, "<p class=\"none\">%s</p>\n", L->no_params);
-        return;
-    }
-    buf_printf(b,
-               "<div class=\"tw\"><table><thead><tr><th>%s</th><th>%s</th><th>%s</th>"
-               "<th>%s</th></tr></thead><tbody>\n",
-               L->param, L->type, L->required, L->description);
-    prop_rows(b, L, schema, "", 0);
-    buf_puts(b, "</tbody></table></div>\n");
-    const json_value *defs = json_get(schema, "$defs");
-    if (defs && json_typeof(defs) == JSON_OBJECT && json_count(defs)) {
-        buf_printf(b, "<details class=\"defs\"><summary>%s</summary>\n", L->definitions);
-        for (size_t i = 0; i < json_count(defs); i++) {
-            size_t kl;
-            const char *k = json_key_at(defs, i, &kl);
-            const json_value *d = json_val_at(defs, i);
-            buf_puts(b, "<h5><code>");
-            esc_n(b, k, kl);
-            buf_puts(b, "</code> <span class=\"ty\">");
-            type_label(b, d);
-            buf_puts(b, "</span></h5>");
-            const char *dd = json_get_string(d, "description");
-            if (dd) {
-                buf_puts(b, "<p>");
-                esc(b, dd);
-                buf_puts(b, "</p>");
-            }
-            if (json_get(d, "properties")) {
-                buf_printf(b,
-                           "<div class=\"tw\"><table><thead><tr><th>%s</th><th>%s</th>"
-                           "<th>%s</th><th>%s</th></tr></thead><tbody>\n",
-                           L->param, L->type, L->required, L->description);
-                prop_rows(b, L, d, "", 1);
-                buf_puts(b, "</tbody></table></div>\n");
-            }
-        }
-        buf_puts(b, "</details>\n");
-    }
-}
-
-static void copy_block(buf *b, const labels *L, const char *id, const char *title, const char *note,
-                       const json_value *v, const char *text)
-{
-    buf body = BUF_INIT;
-    if (v)
-        pretty(&body, v, 0);
-    else
-        buf_puts(&body, text);
-    buf_puts(b, "<div class=\"cfg\"><div class=\"cfgh\"><span>");
-    esc(b, title);
-    buf_printf(b,
-               "</span><button type=\"button\" data-copy=\"%s\" data-label=\"%s\" "
-               "data-done=\"%s\">%s</button></div>",
-               id, L->copy, L->copied, L->copy);
-    buf_printf(b, "<pre id=\"%s\">", id);
-    esc_n(b, body.data ? body.data : "", body.len);
-    buf_puts(b, "</pre>");
-    if (note) {
-        buf_puts(b, "<p class=\"note\">");
-        esc(b, note);
-        buf_puts(b, "</p>");
-    }
-    buf_puts(b, "</div>\n");
-    buf_free(&body);
-}
-
-static const char PAGE_CSS[] =
-    ":root{--bg:#f6f7f9;--fg:#1d2330;--mut:#5d6575;--card:#fff;--line:#e2e5ea;--acc:#2f5bd3;"
-    "--accbg:#eef2fd;--code:#f1f3f6}"
-    "@media (prefers-color-scheme:dark){:root{--bg:#14171c;--fg:#e4e7ec;--mut:#9aa3b2;"
-    "--card:#1c2028;--line:#2c323d;--acc:#8aa8ff;--accbg:#1f2940;--code:#232833}}"
-    "*{box-sizing:border-box}"
-    "body{margin:0;background:var(--bg);color:var(--fg);font:15px/1.55 system-ui,-apple-system,"
-    "'Segoe UI',Roboto,'Noto Sans','PingFang SC','Microsoft YaHei',sans-serif}"
-    "main{max-width:1080px;margin:0 auto;padding:28px 20px 60px}"
-    "header h1{margin:0 0 4px;font-size:26px}"
-    "header .sub{color:var(--mut);margin:0 0 18px}"
-    ".badge{display:inline-block;background:var(--accbg);color:var(--acc);border-radius:999px;"
-    "padding:1px 10px;font-size:13px;font-weight:600;vertical-align:middle;margin-left:6px}"
-    "dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:6px 16px;margin:0;"
-    "background:var(--card);border:1px solid var(--line);border-radius:10px;padding:14px 18px}"
-    "dl.facts dt{color:var(--mut)}dl.facts dd{margin:0;overflow-wrap:anywhere}"
-    "code,pre{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:13px}"
-    "code{background:var(--code);border-radius:4px;padding:1px 5px}"
-    "h2{font-size:20px;margin:34px 0 12px;padding-bottom:6px;border-bottom:1px solid var(--line)}"
-    "h2 .gid{color:var(--mut);font-weight:400;font-size:14px;margin-left:8px}"
-    ".cfgs{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:14px}"
-    ".cfg{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 14px;"
-    "min-width:0}"
-    ".cfgh{display:flex;justify-content:space-between;align-items:center;gap:8px;font-weight:600;"
-    "margin-bottom:8px}"
-    /* wrapped, not scrolled: a long endpoint URL stays visible in the config boxes */
-    "pre{background:var(--code);border-radius:8px;padding:10px 12px;margin:0;overflow:auto;"
-    "white-space:pre-wrap;overflow-wrap:anywhere}"
-    "button{font:inherit;font-size:13px;border:1px solid var(--acc);color:var(--acc);"
-    "background:transparent;border-radius:6px;padding:3px 12px;cursor:pointer}"
-    "button:hover{background:var(--accbg)}"
-    ".note{color:var(--mut);font-size:13px;margin:8px 0 0}"
-    "nav.toc{background:var(--card);border:1px solid var(--line);border-radius:10px;"
-    "padding:12px 18px;margin-top:14px}"
-    "nav.toc ul{margin:4px 0;padding-left:18px}nav.toc li{margin:2px 0}"
-    "nav.toc .g{font-weight:600;margin-top:6px}"
-    "nav.toc .cols{columns:3 240px;column-gap:24px}nav.toc .grp{break-inside:avoid}"
-    "a{color:var(--acc);text-decoration:none}a:hover{text-decoration:underline}"
-    "article.tool{background:var(--card);border:1px solid var(--line);border-radius:10px;"
-    "padding:14px 18px;margin:12px 0}"
-    "article.tool h3{margin:0;font-size:17px}"
-    "article.tool .name{margin-left:8px;font-weight:400}"
-    "article.tool .desc{white-space:pre-line;margin:8px 0 10px}"
-    "article.tool h4{font-size:13px;text-transform:uppercase;letter-spacing:.04em;color:var(--mut);"
-    "margin:12px 0 6px}"
-    ".tw{overflow-x:auto}"
-    "table{border-collapse:collapse;width:100%;font-size:14px}"
-    "th,td{text-align:left;vertical-align:top;padding:6px 8px;border-bottom:1px solid var(--line)}"
-    "th{color:var(--mut);font-weight:600;font-size:13px}"
-    "td.ty{color:var(--acc);white-space:nowrap;font-family:ui-monospace,Menlo,Consolas,monospace;"
-    "font-size:13px}"
-    "td.rq{color:#c2410c;white-space:nowrap}"
-    "tr.d1 td:first-child{padding-left:22px}tr.d2 td:first-child{padding-left:38px}"
-    "tr.d3 td:first-child{padding-left:54px}"
-    ".meta{color:var(--mut);font-size:13px;margin-top:2px}"
-    ".none{color:var(--mut);margin:4px 0}"
-    "details{margin-top:8px}summary{cursor:pointer;color:var(--mut);font-size:14px}"
-    "details h5{margin:10px 0 4px;font-size:14px}"
-    "footer{color:var(--mut);font-size:13px;margin-top:36px}"
-    "@media (max-width:640px){main{padding:18px 12px 40px}dl.facts{grid-template-columns:1fr}"
-    "dl.facts dt{margin-top:6px}td.ty{white-space:normal}}";
-
-/* Copy with the Clipboard API where the page is a secure context, else the
- * execCommand fallback (plain http on a LAN address). */
-static const char PAGE_JS[] =
-    "document.addEventListener('click',function(e){"
-    "var b=e.target.closest('button[data-copy]');if(!b)return;"
-    "var t=document.getElementById(b.getAttribute('data-copy')).textContent;"
-    "function done(){b.textContent=b.getAttribute('data-done');"
-    "setTimeout(function(){b.textContent=b.getAttribute('data-label');},1500);}"
-    "function fallback(){var a=document.createElement('textarea');a.value=t;"
-    "a.setAttribute('readonly','');a.style.position='fixed';a.style.top='-1000px';"
-    "document.body.appendChild(a);a.select();"
-    "try{if(document.execCommand('copy'))done();}catch(x){}document.body.removeChild(a);}"
-    "if(navigator.clipboard&&window.isSecureContext){navigator.clipboard.writeText(t)"
-    ".then(done,fallback);}else{fallback();}});";
-
-static const char *group_label(const json_value *t, const labels *L)
-{
-    const char *g = json_get_string(t, "group_title");
-    if (!g)
-        g = json_get_string(t, "group");
-    return g ? g : L->other;
-}
-
-static const char *group_id(const json_value *t)
-{
-    const char *g = json_get_string(t, "group");
-    return g ? g : "other";
-}
-
-static void render_html(const json_value *doc, lang_id lang, const char *nonce, buf *b)
-{
-    const labels *L = &LABELS[lang < LANG_COUNT ? lang : 0];
-    const json_value *tools = json_get(doc, "tools");
-    const json_value *cfg = json_get(doc, "client_config");
-    const json_value *auth = json_get(doc, "auth");
-    size_t n = json_count(tools);
-    /* Groups in the order of their first tool: the listing is sorted by order. */
-    const char *groups[64];
-    size_t ng = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *g = group_id(json_at(tools, i));
-        size_t j = 0;
-        while (j < ng && strcmp(groups[j], g))
-            j++;
-        if (j == ng && ng < sizeof groups / sizeof groups[0])
-            groups[ng++] = g;
-    }
-
-    buf_printf(b, "<!DOCTYPE html>\n<html lang=\"%s\"><head><meta charset=\"utf-8\">\n",
-               lang_tag(lang));
-    buf_puts(b, "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n"
-                "<meta name=\"robots\" content=\"noindex\">\n<title>Context Loader · ");
-    esc(b, surface_path(json_get_string(doc, "surface")));
-    buf_printf(b, " · %s</title>\n<style nonce=\"%s\">%s</style></head>\n<body><main>\n",
-               L->heading, nonce, PAGE_CSS);
-
-    buf_puts(b, "<header><h1>Context Loader<span class=\"badge\">");
-    esc(b, surface_path(json_get_string(doc, "surface")));
-    buf_printf(b, "</span></h1><p class=\"sub\">%s · %zu %s</p>\n", L->heading, n, L->tools);
-    buf_printf(b, "<dl class=\"facts\"><dt>%s</dt><dd><code id=\"endpoint\">", L->endpoint);
-    esc(b, json_get_string(doc, "endpoint"));
-    buf_printf(b,
-               "</code> <button type=\"button\" data-copy=\"endpoint\" data-label=\"%s\" "
-               "data-done=\"%s\">%s</button></dd>",
-               L->copy, L->copied, L->copy);
-    buf_printf(b, "<dt>%s</dt><dd>", L->protocol);
-    esc(b, json_get_string(doc, "protocol"));
-    const json_value *pv = json_get(doc, "protocol_versions");
-    for (size_t i = 0; i < json_count(pv); i++) {
-        buf_puts(b, i ? ", " : " (");
-        esc(b, json_get_str(json_at(pv, i), NULL));
-    }
-    buf_puts(b, json_count(pv) ? ")</dd>" : "</dd>");
-    buf_printf(b, "<dt>%s</dt><dd>", L->auth);
-    esc(b, auth ? json_get_string(auth, "description") : NULL);
-    buf_printf(b, "</dd><dt>%s</dt><dd>", L->language);
-    esc(b, json_get_string(doc, "language"));
-    buf_puts(b, " (");
-    const json_value *sl = json_get(doc, "supported_languages");
-    for (size_t i = 0; i < json_count(sl); i++) {
-        if (i)
-            buf_puts(b, ", ");
-        esc(b, json_get_str(json_at(sl, i), NULL));
-    }
-    buf_puts(b, ")</dd></dl></header>\n");
-
-    buf_printf(b, "<section><h2>%s</h2><div class=\"cfgs\">\n", L->connect);
-    if (cfg) {
-        copy_block(b, L, "cfg-generic", L->generic, L->generic_note, json_get(cfg, "generic"),
-                   NULL);
-        copy_block(b, L, "cfg-claude", L->claude, L->claude_note, json_get(cfg, "claude_desktop"),
-                   NULL);
-    }
-    buf_puts(b, "</div></section>\n");
-
-    buf_printf(b, "<nav class=\"toc\"><div class=\"g\">%s</div><div class=\"cols\">\n",
-               L->contents);
-    for (size_t g = 0; g < ng; g++) {
-        int first = 1;
-        for (size_t i = 0; i < n; i++) {
-            const json_value *t = json_at(tools, i);
-            if (strcmp(group_id(t), groups[g]))
-                continue;
-            if (first) {
-                buf_puts(b, "<div class=\"grp\"><div class=\"g\">");
-                esc(b, group_label(t, L));
-                buf_puts(b, "</div><ul>");
-                first = 0;
-            }
-            const char *name = json_get_string(t, "name");
-            const char *title = json_get_string(t, "title");
-            buf_puts(b, "<li><a href=\"#tool-");
-            esc(b, name);
-            buf_puts(b, "\">");
-            esc(b, title ? title : name);
-            buf_puts(b, "</a></li>");
-        }
-        if (!first)
-            buf_puts(b, "</ul></div>\n");
-    }
-    buf_puts(b, "</div></nav>\n");
-
-    for (size_t g = 0; g < ng; g++) {
-        int first = 1;
-        for (size_t i = 0; i < n; i++) {
-            const json_value *t = json_at(tools, i);
-            if (strcmp(group_id(t), groups[g]))
-                continue;
-            if (first) {
-                buf_puts(b, "<section class=\"group\" id=\"group-");
-                esc(b, groups[g]);
-                buf_puts(b, "\"><h2>");
-                esc(b, group_label(t, L));
-                buf_puts(b, "<span class=\"gid\">");
-                esc(b, groups[g]);
-                buf_puts(b, "</span></h2>\n");
-                first = 0;
-            }
-            const char *name = json_get_string(t, "name");
-            const char *title = json_get_string(t, "title");
-            buf_puts(b, "<article class=\"tool\" id=\"tool-");
-            esc(b, name);
-            buf_puts(b, "\"><h3>");
-            esc(b, title ? title : name);
-            buf_puts(b, "<code class=\"name\">");
-            esc(b, name);
-            buf_puts(b, "</code></h3>\n<div class=\"desc\">");
-            esc(b, json_get_string(t, "description"));
-            buf_printf(b, "</div>\n<h4>%s</h4>\n", L->parameters);
-            const json_value *in = json_get(t, "input_schema");
-            if (in)
-                schema_table(b, L, in);
-            else
-                buf_printf(b, "<p class=\"none\">%s</p>\n", L->no_params);
-            const json_value *out = json_get(t, "output_schema");
-            if (out) {
-                buf_printf(b, "<details><summary>%s</summary>\n", L->output);
-                schema_table(b, L, out);
-                buf_puts(b, "</details>\n");
-            }
-            buf_puts(b, "</article>\n");
-        }
-        if (!first)
-            buf_puts(b, "</section>\n");
-    }
-    buf_printf(b, "<footer>%s · context-loader ", L->json_hint);
-    esc(b, json_get_string(doc, "version"));
-    buf_printf(b, "</footer>\n</main>\n<script nonce=\"%s\">%s</script>\n</body></html>\n", nonce,
-               PAGE_JS);
-}
-
-/* ---- entry ---- */
 
 /* ---- RFC 9728 protected resource metadata ---- */
 
@@ -821,15 +251,19 @@ void info_well_known(req_ctx *c, const char *path)
     buf_free(&b);
 }
 
-/* A fresh nonce for a page's inline style and script, and the headers every page
- * carries: a CSP that admits only them (connect: also fetch to the same origin), no
- * sniffing, no referrer. */
-static void page_security(req_ctx *c, char nonce[33], int connect)
+/* A fresh nonce for a page's inline style and script. */
+static void page_nonce(char nonce[33])
 {
     unsigned char rnd[16];
-    buf csp = BUF_INIT;
     random_bytes(rnd, sizeof rnd);
     hex_encode(rnd, sizeof rnd, nonce);
+}
+
+/* The headers every page carries: a CSP that admits only its nonce's style and script
+ * (connect: also fetch to the same origin), no sniffing, no referrer. */
+static void page_security(req_ctx *c, const char *nonce, int connect)
+{
+    buf csp = BUF_INIT;
     buf_printf(&csp,
                "default-src 'none'; style-src 'nonce-%s'; script-src 'nonce-%s'; %s"
                "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
@@ -840,6 +274,118 @@ static void page_security(req_ctx *c, char nonce[33], int connect)
     buf_free(&csp);
 }
 
+/* ---- the page, rendered by lua/page.lua ---- */
+
+/* Lua run time of a rendering before its instructions are counted (as for a tool
+ * call: most renderings finish inside it and never pay for the count hook). */
+#define PAGE_UNCOUNTED_US 2000
+
+typedef struct page_args {
+    const json_value *doc; /* the document (catalogue), or NULL (shell) */
+    const char *path;      /* the surface's path */
+    const char *lang;
+    const char *nonce;
+    buf *out; /* receives the page */
+} page_args;
+
+/* page.catalogue(doc, path, nonce) or page.shell(lang, nonce), its string into out. */
+static int page_call_p(lua_State *L)
+{
+    page_args *a = lua_touserdata(L, 1);
+    const char *fn = a->doc ? "catalogue" : "shell";
+    size_t len;
+    lvm_require(L, "page");
+    lua_getfield(L, -1, fn);
+    if (a->doc) {
+        cljson_push(L, a->doc);
+        lua_pushstring(L, a->path);
+    } else {
+        lua_pushstring(L, a->lang);
+    }
+    lua_pushstring(L, a->nonce);
+    lua_call(L, a->doc ? 3 : 2, 1);
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return luaL_error(L, "page.%s returned a %s, not a string", fn, luaL_typename(L, -1));
+    const char *s = lua_tolstring(L, -1, &len);
+    buf_append(a->out, s, len);
+    return 0;
+}
+
+/* page_call_p under lvm_traceback, as a tool runs: an error carries its stack. A
+ * memory error is recorded as the budget's kill (the allocator only refuses). */
+static int page_p(lua_State *L)
+{
+    void *a = lua_touserdata(L, 1);
+    lua_pushcfunction(L, lvm_traceback);
+    lua_pushcfunction(L, page_call_p);
+    lua_pushlightuserdata(L, a);
+    int status = lua_pcall(L, 1, 0, 2);
+    if (status == LUA_OK)
+        return 0;
+    lvm_budget *b = lvm_budget_current(lvm_of(L));
+    if (status == LUA_ERRMEM && b && !b->killed)
+        b->killed = LVM_KILL_MEM;
+    return lua_error(L);
+}
+
+/* Renders a page in the current generation under the tools' budgets (instructions,
+ * memory, run time). Returns 0, or -1 with *err (caller frees) saying why. */
+static int render_page(req_ctx *c, page_args *a, char **err)
+{
+    const settings *cfg = c->app->cfg;
+    tools_gen *g = tools_host_acquire(c->app->tools);
+    lvm_budget b;
+    int rc = -1;
+    *err = NULL;
+    memset(&b, 0, sizeof b);
+    b.instr_limit = cfg->lua_instruction_budget;
+    b.mem_limit = (size_t)cfg->lua_memory_cap_mb * 1024 * 1024;
+    b.uncounted_us = PAGE_UNCOUNTED_US;
+    lvm_budget_slice(&b, cfg->lua_max_run_ms);
+    if (!g) {
+        *err = xstrdup("no tool generation is loaded");
+        goto done;
+    }
+    lvm_enter(tools_gen_vm(g), &b, NULL);
+    rc = lvm_cpcall(lvm_state(tools_gen_vm(g)), page_p, a, err);
+    lvm_leave(tools_gen_vm(g));
+    if (rc != 0 && b.killed) {
+        buf m = BUF_INIT;
+        buf_printf(&m, "page stopped: %s", lvm_kill_text(b.killed));
+        free(*err);
+        *err = buf_steal(&m, NULL);
+    }
+done:
+    if (g)
+        tools_gen_release(g);
+    return rc;
+}
+
+/* A rendering failed: the error and its traceback go to the log under a fresh
+ * incident id, the caller gets the 500 envelope naming that id. */
+static void page_failed(req_ctx *c, const char *err)
+{
+    unsigned char rnd[8];
+    char incident[24] = "inc_", details[64], extra[64];
+    const char *e = err ? err : "?";
+    const char *tb = strstr(e, "\nstack traceback:");
+    buf b = BUF_INIT;
+    random_bytes(rnd, sizeof rnd);
+    hex_encode(rnd, sizeof rnd, incident + 4);
+    log_line *l = log_begin(LOG_ERROR, "page rendering failed");
+    log_str(l, "incident_id", incident);
+    log_strn(l, "error", e, tb ? (size_t)(tb - e) : strlen(e));
+    if (tb)
+        log_str(l, "traceback", tb + 1);
+    log_end(l);
+    snprintf(details, sizeof details, "incident %s", incident);
+    snprintf(extra, sizeof extra, "\"incident_id\":\"%s\"", incident);
+    err_write(&b, 500, c->lang, "Public.InternalServerError.PageRenderFailed", NULL,
+              text_get(TEXT_ERR_INCIDENT_SOLUTION, c->lang), details, NULL, extra);
+    req_reply(c, 500, "application/json; charset=utf-8", b.data, b.len);
+    buf_free(&b);
+}
+
 /* ---- the public page shell ---- */
 
 int info_shell_wanted(req_ctx *c)
@@ -848,72 +394,33 @@ int info_shell_wanted(req_ctx *c)
            wants_html(req_header(c, "Accept"));
 }
 
-/* The shell a browser gets without a token: a form for one, then the script fetches
- * this same URL with it (Authorization header, never the URL) and shows the catalogue
- * in place. Styles and scripts of the fetched page get the shell's nonce, so the
- * shell's CSP (which also allows fetch to 'self') covers them. The token is kept in
- * memory only. */
+/* The shell a browser gets without a token (page.shell): a form for one; its script
+ * fetches this same URL with it and shows the catalogue in place, so its CSP also
+ * allows fetch to 'self'. */
 void info_shell(req_ctx *c)
 {
-    int en = c->lang == LANG_EN_US;
-    char nonce[33];
-    page_security(c, nonce, 1);
-    buf b = BUF_INIT;
-    buf_printf(
-        &b,
-        "<!doctype html>\n<html lang=\"%s\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        "<title>Context Loader</title><style nonce=\"%s\">"
-        "body{font:16px/1.5 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1c2430}"
-        "main{max-width:36rem;margin:12vh auto;padding:2rem;background:#fff;border-radius:12px;"
-        "box-shadow:0 2px 12px rgba(0,0,0,.08)}h1{font-size:1.4rem;margin:0 0 .5rem}"
-        "label{display:block;margin:1rem 0 .3rem;font-weight:600}"
-        "input{width:100%%;box-sizing:border-box;padding:.6rem;font:inherit;border:1px solid "
-        "#c8ced8;"
-        "border-radius:8px}button{margin-top:1rem;padding:.6rem 1.2rem;font:inherit;border:0;"
-        "border-radius:8px;background:#2855d8;color:#fff;cursor:pointer}"
-        "#err{color:#b3261e;min-height:1.5em}</style></head>\n<body><main>"
-        "<h1>Context Loader</h1><p>%s</p>"
-        "<form id=\"f\"><label for=\"t\">%s</label>"
-        "<input id=\"t\" type=\"password\" autocomplete=\"off\" spellcheck=\"false\" required>"
-        "<button type=\"submit\">%s</button><p id=\"err\" role=\"alert\"></p></form></main>\n"
-        "<script nonce=\"%s\">(function(){"
-        "var nonce=document.currentScript.nonce;"
-        "var msg={401:%s,403:%s};"
-        "document.getElementById('f').addEventListener('submit',function(e){"
-        "e.preventDefault();var err=document.getElementById('err');err.textContent='';"
-        "var tok=document.getElementById('t').value.trim();"
-        "fetch(location.pathname,{headers:{'Authorization':'Bearer '+tok,'Accept':'text/html'},"
-        "cache:'no-store',credentials:'omit'}).then(function(r){"
-        "if(!r.ok){err.textContent=msg[r.status]||('HTTP '+r.status);return null;}"
-        "return r.text();}).then(function(html){if(!html)return;"
-        "var d=new DOMParser().parseFromString(html,'text/html');"
-        "d.querySelectorAll('style').forEach(function(s){s.setAttribute('nonce',nonce);});"
-        "var scripts=[];d.querySelectorAll('script').forEach(function(s){"
-        "scripts.push(s.textContent);s.remove();});"
-        "document.replaceChild(document.adoptNode(d.documentElement),document.documentElement);"
-        "scripts.forEach(function(t){var s=document.createElement('script');s.nonce=nonce;"
-        "s.textContent=t;document.body.appendChild(s);});"
-        "}).catch(function(x){err.textContent=String(x);});});})();</script>\n</body></html>\n",
-        lang_tag(c->lang), nonce,
-        en ? "This catalogue lists the tools of this MCP endpoint. Paste an access token to open "
-             "it: it is sent in the Authorization header and kept in this page only."
-           : "此目录列出本 MCP 端点的工具。请粘贴访问令牌后打开：令牌仅通过 Authorization "
-             "请求头发送，只保存在本页面中。",
-        en ? "Access token" : "访问令牌", en ? "Open the catalogue" : "打开目录", nonce,
-        en ? "'The token was not accepted.'" : "'令牌未通过认证。'",
-        en ? "'This token may not read the catalogue.'" : "'该令牌无权读取目录。'");
+    char nonce[33], *err = NULL;
+    buf out = BUF_INIT;
+    page_args a = {NULL, surface_path(c->surface), lang_tag(c->lang), nonce, &out};
+    page_nonce(nonce);
     req_add_header(c, "Cache-Control", "no-store");
     req_add_header(c, "Vary", "Accept, Accept-Language, Authorization");
     req_add_header(c, "Content-Language", lang_tag(c->lang));
+    if (render_page(c, &a, &err) != 0) {
+        page_failed(c, err);
+        goto done;
+    }
+    page_security(c, nonce, 1);
     c->outcome = "shell";
-    req_reply(c, 200, "text/html; charset=utf-8", b.data, b.len);
-    buf_free(&b);
+    req_reply(c, 200, "text/html; charset=utf-8", out.data, out.len);
+done:
+    free(err);
+    buf_free(&out);
 }
 
 void info_handle(req_ctx *c)
 {
-    char err[256] = "";
+    char err[256] = "", nonce[33], *rerr = NULL;
     buf out = BUF_INIT;
     json_value *doc = build_doc(c, err, sizeof err);
     req_add_header(c, "Vary", "Accept, Accept-Language");
@@ -928,17 +435,23 @@ void info_handle(req_ctx *c)
                         "cannot build the self-description");
         goto done;
     }
-    c->outcome = "ok";
     if (wants_html(req_header(c, "Accept"))) {
-        char nonce[33];
+        page_args a = {doc, surface_path(c->surface), lang_tag(c->lang), nonce, &out};
+        page_nonce(nonce);
+        if (render_page(c, &a, &rerr) != 0) {
+            page_failed(c, rerr);
+            goto done;
+        }
         page_security(c, nonce, 0);
-        render_html(doc, c->lang, nonce, &out);
+        c->outcome = "ok";
         req_reply(c, 200, "text/html; charset=utf-8", out.data, out.len);
     } else {
+        c->outcome = "ok";
         json_write(&out, doc, 0);
         req_reply(c, 200, "application/json; charset=utf-8", out.data, out.len);
     }
 done:
+    free(rerr);
     json_free(doc);
     buf_free(&out);
 }

@@ -273,6 +273,68 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "matches more than one of the allowed forms; it must match exactly one")                     \
     /* MCP progress notifications. printf format: tool name, elapsed ms (long long) */             \
     X(PROGRESS_RUNNING, "%s 仍在运行（已 %lld 毫秒）", "%s is still running (%lld ms)")            \
+    /* self-description (info.c): the sentences of the JSON document */                            \
+    X(INFO_TRANSPORT,                                                                              \
+      "Streamable HTTP：POST 一条 JSON-RPC 2.0 消息"                                          \
+      "（initialize、tools/list、tools/call）；"                                              \
+      "GET 打开 SSE 推送流；DELETE 结束会话",                                                      \
+      "Streamable HTTP: POST one JSON-RPC 2.0 message (initialize, tools/list, "                   \
+      "tools/call); GET opens an SSE stream; DELETE ends the session")                             \
+    X(INFO_AUTH,                                                                                   \
+      "每个请求带 Authorization: Bearer <token>："                                           \
+      "OAuth 2.0 访问令牌，或以 bak_ 开头的 AppKey。"                                   \
+      "无需其他身份头。",                                                                          \
+      "Send Authorization: Bearer <token> on every request: an OAuth 2.0 access "                  \
+      "token, or an AppKey starting with bak_. No other identity headers.")                        \
+    /* the catalogue page for people (lua/page.lua) */                                             \
+    X(PAGE_HEADING, "MCP 服务目录", "MCP service catalogue")                                       \
+    X(PAGE_ENDPOINT, "端点", "Endpoint")                                                           \
+    X(PAGE_PROTOCOL, "协议", "Protocol")                                                           \
+    X(PAGE_AUTH, "鉴权", "Authentication")                                                         \
+    X(PAGE_LANGUAGE, "语言", "Language")                                                           \
+    X(PAGE_TOOLS, "个工具", "tools") /* after the number of tools */                               \
+    X(PAGE_CONNECT, "接入配置", "Connect a client")                                                \
+    X(PAGE_GENERIC, "通用配置（Cursor、Claude Code 等）",                                          \
+      "Generic entry (Cursor, Claude Code, …)")                                                    \
+    X(PAGE_GENERIC_NOTE,                                                                           \
+      "把 <access-token> 换成你的 OAuth 访问令牌"                                         \
+      "或 bak_ 开头的 AppKey。",                                                                   \
+      "Replace <access-token> with your OAuth access token or a bak_ AppKey.")                     \
+    X(PAGE_CLAUDE, "Claude Desktop（通过 npx mcp-remote）",                                        \
+      "Claude Desktop (through npx mcp-remote)")                                                   \
+    X(PAGE_CLAUDE_NOTE, "在 env 里把 <access-token> 换成你的令牌；需要 Node.js。",                 \
+      "Replace <access-token> in env with your token; needs Node.js.")                             \
+    X(PAGE_COPY, "复制", "Copy")                                                                   \
+    X(PAGE_COPIED, "已复制", "Copied")                                                             \
+    X(PAGE_PARAMETERS, "输入参数", "Input")                                                        \
+    X(PAGE_PARAM, "参数", "Parameter")                                                             \
+    X(PAGE_TYPE, "类型", "Type")                                                                   \
+    X(PAGE_REQUIRED, "必填", "Required")                                                           \
+    X(PAGE_DESCRIPTION, "说明", "Description")                                                     \
+    X(PAGE_NO_PARAMS, "无参数", "No parameters")                                                   \
+    X(PAGE_OUTPUT, "输出结构", "Output schema")                                                    \
+    X(PAGE_DEFINITIONS, "引用的定义", "Referenced definitions")                                    \
+    X(PAGE_OTHER, "其他", "Other") /* the group of a tool without one */                           \
+    X(PAGE_DEFAULT, "默认", "default")                                                             \
+    X(PAGE_VALUES, "可选值", "one of")                                                             \
+    X(PAGE_JSON_HINT,                                                                              \
+      "同一地址以 Accept: application/json 请求即得到"                                   \
+      "机器可读的 JSON（供 Agent 自举）。",                                                        \
+      "The same address answers Accept: application/json with the machine-readable "               \
+      "JSON (for agents to bootstrap).")                                                           \
+    X(PAGE_YES, "是", "yes")                                                                       \
+    X(PAGE_CONTENTS, "目录", "Contents")                                                           \
+    /* the public shell of the page: a form for an access token */                                 \
+    X(SHELL_INTRO,                                                                                 \
+      "此目录列出本 MCP 端点的工具。请粘贴访问令牌后打开："                 \
+      "令牌仅通过 Authorization 请求头发送，"                                           \
+      "只保存在本页面中。",                                                                        \
+      "This catalogue lists the tools of this MCP endpoint. Paste an access token to "             \
+      "open it: it is sent in the Authorization header and kept in this page only.")               \
+    X(SHELL_TOKEN, "访问令牌", "Access token")                                                     \
+    X(SHELL_OPEN, "打开目录", "Open the catalogue")                                                \
+    X(SHELL_REFUSED, "令牌未通过认证。", "The token was not accepted.")                            \
+    X(SHELL_FORBIDDEN, "该令牌无权读取目录。", "This token may not read the catalogue.")           \
     /* error envelopes: next steps and the gateway's own error texts */                            \
     X(ERR_UPSTREAM_RETRY, "依赖服务暂时无法连接或响应超时，请稍候重试",                            \
       "The upstream service could not be reached or timed out; retry after a "                     \

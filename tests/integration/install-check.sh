@@ -18,6 +18,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 conf=$prefix/etc/context-loader/context-loader.conf
 unit=$prefix/etc/context-loader/context-loader.service
 for f in bin/context-loader share/context-loader/lua/host.lua share/context-loader/lua/contract.lua \
+         share/context-loader/lua/page.lua share/context-loader/lua/page_assets.lua \
          share/context-loader/tools/list_knowledge_networks.lua share/context-loader/tools/_lib/util.lua \
          etc/context-loader/context-loader.conf etc/context-loader/context-loader.service; do
   [ -e "$prefix/$f" ] || fail "$f is not installed"
@@ -67,6 +68,12 @@ until grep -q '"listener":"admin"' "$log"; do
   sleep 0.1
 done
 grep -q "\"msg\":\"tools loaded\",\"report\":\"generation 1: +[1-9]" "$log" || { cat "$log" >&2; fail "tools not loaded"; }
+# The catalogue page renders from the installed lua_dir: a browser without a token gets
+# the shell (lua/page.lua), not an error.
+port=$(grep '"msg":"listening"' "$log" | grep '"listener":"public"' | sed 's/.*"port":\([0-9]*\).*/\1/')
+shell=$(curl -sS -H 'Accept: text/html' "http://127.0.0.1:$port/api/agent-retrieval/v1/mcp/info") \
+  || fail "GET the catalogue shell"
+case $shell in *'<form id="f">'*) ;; *) echo "$shell" >&2; fail "the installed page module did not render the shell" ;; esac
 kill -TERM "$pid"
 wait "$pid" || fail "exit status $? after SIGTERM"
 pid=

@@ -91,7 +91,9 @@ test('headless Chromium: the shell takes a token and shows the catalogue', { ski
       }
       throw new Error(`${what}: not seen in 20 s`);
     };
-    await until("!!document.getElementById('f')", 'the shell form');
+    // the whole document, not just the form: the script that wires the form comes last
+    // (a submit before it ran would go nowhere under form-action 'none')
+    await until("document.readyState==='complete' && !!document.getElementById('f')", 'the shell form');
     const type = (tok) => evaluate(`(function(){document.getElementById('t').value=${JSON.stringify(tok)};` +
       "document.getElementById('f').requestSubmit();return true;})()");
     await type('not-a-token');
