@@ -854,8 +854,9 @@ enum {
 static const char *const PUBLIC_CATALOG[] = {
     "text", "error_text", "status_name", "default_language", "languages", NULL};
 static const char *const PUBLIC_ERRORS[] = {
-    "UPSTREAM_CODES", "RETRY_AFTER_MS", "body_of", "envelope", "from_status", "transport",
-    "upstream",       "next_of",        "link",    "platform", NULL};
+    "UPSTREAM_CODES", "RETRY_AFTER_MS", "body_of", "envelope", "from_status",
+    "transport",      "upstream",       "next_of", "link",     "platform",
+    "is_2xx",         "bad_gateway",    "json_of", "fetch",    NULL};
 static const char *const PUBLIC_PTC[] = {
     "timeout_schema", "output_schema", "blank_error", "wrap_code",
     "stub_for",       "execute",       "result",      NULL};
