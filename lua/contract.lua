@@ -274,14 +274,51 @@ local function optional_function(key)
     end
 end
 
-KEYS.handle = function(v, _, add)
-    if type(v) ~= "function" then
+KEYS.handle = function(v, tool, add)
+    if v == nil then
+        if type(tool.shape_request) ~= "function" then
+            add("handle is required (or shape_request, for the default handle)")
+        end
+    elseif type(v) ~= "function" then
         add("handle must be a function (args, ctx)")
     end
 end
 KEYS.shape_request = optional_function("shape_request")
 KEYS.trim_response = optional_function("trim_response")
 KEYS.render = optional_function("render")
+
+-- The failed step an upstream failure's description names (default handle).
+KEYS.upstream_step = function(v, _, add)
+    check_locale_text(v, "upstream_step", add)
+end
+
+-- cljson.decode's options for the 2xx body (default handle), e.g. {raw = "datas"}.
+KEYS.decode = function(v, _, add)
+    if type(v) ~= "table" then
+        add("decode must be a table of cljson.decode options")
+    end
+end
+
+-- default_handle(tool) -> the handle of a tool that defines shape_request and no
+-- handle: shape_request(args, ctx) -> request (or nil, err), one ctx.http call whose
+-- failure is the gateway's one upstream mapping (led by upstream_step), the 2xx body
+-- decoded with the tool's decode options (502 when it is not a JSON object or array)
+-- and, when the tool has trim_response, trim_response(body, args, ctx) -> result.
+function M.default_handle(tool)
+    local shape, trim, step, decode = tool.shape_request, tool.trim_response, tool.upstream_step, tool.decode
+    return function(args, ctx)
+        local req, err = shape(args, ctx)
+        if req == nil then
+            return nil, err
+        end
+        local body
+        body, err = require("errors").fetch(ctx, req, step, decode)
+        if body == nil or trim == nil then
+            return body, err
+        end
+        return trim(body, args, ctx)
+    end
+end
 
 -- The token-saving TOON view, applied by the core to the result (src/toonview.c):
 -- true, or { omit_instance_id = true } to also leave the _instance_id column out of
@@ -507,7 +544,8 @@ end
 local ORDER = {
     "name", "version", "kind", "title", "description", "short_description", "group", "order", "surfaces",
     "rest_alias", "gate", "formats", "upstream", "input_schema", "output_schema",
-    "annotations", "handle", "shape_request", "trim_response", "render", "toon_view", "routes",
+    "annotations", "handle", "shape_request", "trim_response", "upstream_step", "decode", "render",
+    "toon_view", "routes",
 }
 
 local function copy_array(t)
@@ -543,12 +581,12 @@ function M.check(tool, file_name, opts)
         add("unknown key '" .. k .. "'")
     end
     for _, k in ipairs(REQUIRED) do
-        if tool[k] == nil and k ~= "input_schema" then
+        if tool[k] == nil and k ~= "input_schema" and k ~= "handle" then
             add(k .. " is required")
         end
     end
     for _, k in ipairs(ORDER) do
-        if tool[k] ~= nil or k == "input_schema" then
+        if tool[k] ~= nil or k == "input_schema" or k == "handle" then
             KEYS[k](tool[k], tool, add, file_name)
         end
     end
@@ -559,6 +597,7 @@ function M.check(tool, file_name, opts)
     for k, v in pairs(tool) do
         out[k] = v
     end
+    out.handle = tool.handle or M.default_handle(tool)
     out.surfaces = copy_array(tool.surfaces)
     if tool.toon_view then
         -- /mcp-compact lists the short description, or the description, with the

@@ -2,8 +2,9 @@
 --
 -- * next_of(status): retryable, the wait and the required_action token of a status
 --   (the same rules, CL_STATUS_NEXT in src/texts.h, the C core answers with).
--- * upstream(res, err, lang): the one mapping of a failed upstream call to a tool
---   error, used by every tool (through tools/_lib/util.lua):
+-- * upstream(res, err, lang [, step]): the one mapping of a failed upstream call to a tool
+--   error, used by every tool (through tools/_lib/errors.lua) and by a tool's
+--   default handle (lua/contract.lua):
 --     transport failure           -> 502, retryable (upstream_timeout -> 504, retryable;
 --                                    upstream_response_too_large -> 502, not retryable)
 --     4xx                         -> the same status (a 4xx keeps its meaning)
@@ -165,13 +166,65 @@ function M.transport(err, lang)
     }
 end
 
--- upstream(res, err, lang) -> err table for `return nil, err` (res: ctx.http's answer
--- when there is one, err: its failure otherwise).
-function M.upstream(res, err, lang)
-    if res == nil then
-        return M.transport(err, lang)
+-- "<step> (<description>)": the failed step, in lang, leads the description.
+local function led_by(step, description, lang)
+    local s = step[lang == "en-US" and "en-US" or "zh-CN"]
+    if lang == "en-US" then
+        return s .. " (" .. description .. ")"
     end
-    return M.from_status(res.status, M.body_of(res), lang)
+    return s .. "（" .. description .. "）"
+end
+
+-- upstream(res, err, lang [, step]) -> err table for `return nil, err` (res: ctx.http's
+-- answer when there is one, err: its failure otherwise). step: {["zh-CN"]=…,
+-- ["en-US"]=…} naming the failed step, which then leads the description.
+function M.upstream(res, err, lang, step)
+    local e
+    if res == nil then
+        e = M.transport(err, lang)
+    else
+        e = M.from_status(res.status, M.body_of(res), lang)
+    end
+    if type(step) == "table" then
+        e.description = led_by(step, e.description, lang)
+    end
+    return e
+end
+
+function M.is_2xx(res)
+    return res ~= nil and math.type(res.status) == "integer" and res.status >= 200 and res.status < 300
+end
+
+-- bad_gateway(lang, details) -> 502 for an upstream that broke its contract (a 2xx
+-- that is not the JSON expected; details: what was wrong).
+function M.bad_gateway(lang, details)
+    local d, s = catalog.error_text(502, lang)
+    return { status = 502, code = M.UPSTREAM_CODES[502], description = d, solution = s, details = details }
+end
+
+-- fetch(ctx, req [, step [, opts]]) -> the decoded 2xx body of ctx.http(req) (a JSON
+-- object or array) | nil, err, res: err is upstream()'s mapping of a failure (led by
+-- step), or json_of()'s 502; res is the answer, when there was one.
+function M.fetch(ctx, req, step, opts)
+    local res, err = ctx.http(req)
+    if not M.is_2xx(res) then
+        return nil, M.upstream(res, err, ctx.lang, step), res
+    end
+    local body
+    body, err = M.json_of(res, ctx.lang, opts)
+    return body, err, res
+end
+
+-- json_of(res, lang [, opts]) -> the decoded 2xx body when it is a JSON object or
+-- array, else nil, a 502 {reason = "invalid_json"}. opts: cljson.decode's options.
+function M.json_of(res, lang, opts)
+    if res.body ~= nil and res.body ~= "" then
+        local ok, v = pcall(res.json, opts)
+        if ok and type(v) == "table" and getmetatable(v) ~= cljson.number_mt then
+            return v
+        end
+    end
+    return nil, M.bad_gateway(lang, { reason = "invalid_json" })
 end
 
 -- The fields an envelope writes itself, in this order; any other field of a tool's

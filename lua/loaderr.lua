@@ -7,8 +7,9 @@
 -- Limits of the scan (docs/writing-tools.md, "Load errors"): it follows the table the
 -- file returns when that is a table constructor (`return { … }`) or a local assigned
 -- one (`local M = { … } … return M`, with `M.key = …` and `function M.key` too), and
--- values that are constructors or plain names of a local constructor. A table built
--- by a function call (`return fx.tool(…)`) or computed at run time has no key lines:
+-- values that are constructors, plain names of a local constructor, or a builder
+-- called with one constructor (`fields.input { … }`). A table built by any other
+-- function call (`return fx.tool(…)`) or computed at run time has no key lines:
 -- its errors point at the line of the last `return`.
 local M = {}
 
@@ -193,7 +194,8 @@ local function local_table(toks, name, limit)
     return found
 end
 
--- a value starting at token v: the index of its constructor "{", or nil
+-- a value starting at token v: the index of its constructor "{", or nil. A builder
+-- called with one constructor (`fields.input { … }`) counts as that constructor.
 local function constructor_of(toks, v)
     local t = toks[v]
     if is(t, "op", "{") then
@@ -203,6 +205,13 @@ local function constructor_of(toks, v)
     if is(t, "name") and (after == nil or is(after, "op", ",") or is(after, "op", ";") or
             is(after, "op", "}")) then
         return local_table(toks, t.v, v)
+    end
+    local j = v
+    while is(toks[j], "name") and is(toks[j + 1], "op", ".") do
+        j = j + 2
+    end
+    if is(toks[j], "name") and is(toks[j + 1], "op", "{") then
+        return j + 1
     end
     return nil
 end

@@ -43,7 +43,7 @@ local REFUSED_HINTS = {
     pattern = "not supported (Lua patterns are not ECMA regular expressions, so the core " ..
         "could not enforce what the model reads): use enum or const for a closed set, " ..
         "maxLength and format (an annotation) with the rule stated in description, and " ..
-        "check the text in handle, returning a 400 error (util.public_error) when it does not fit",
+        "check the text in handle, returning a 400 error (errors.refuse of _lib.errors) when it does not fit",
     patternProperties = "not supported: use additionalProperties with a schema for the values, " ..
         "and check the names in handle",
     allOf = "not supported: merge the schemas into one, or use anyOf/oneOf",

@@ -864,8 +864,9 @@ enum {
 static const char *const PUBLIC_CATALOG[] = {
     "text", "error_text", "status_name", "default_language", "languages", NULL};
 static const char *const PUBLIC_ERRORS[] = {
-    "UPSTREAM_CODES", "RETRY_AFTER_MS", "body_of", "envelope", "from_status", "transport",
-    "upstream",       "next_of",        "link",    "platform", NULL};
+    "UPSTREAM_CODES", "RETRY_AFTER_MS", "body_of", "envelope", "from_status",
+    "transport",      "upstream",       "next_of", "link",     "platform",
+    "is_2xx",         "bad_gateway",    "json_of", "fetch",    NULL};
 static const char *const PUBLIC_PTC[] = {
     "timeout_schema", "output_schema", "blank_error", "wrap_code",
     "stub_for",       "execute",       "result",      NULL};
@@ -1202,6 +1203,8 @@ typedef struct snap_args {
     const char *prefix;    /* module name prefix ("" or "_lib.") */
     const char *chunk_dir; /* chunkname dir ("" or "_lib/") */
     int optional;
+    int compile; /* compile each file now: a runtime module that does not parse stops the
+                    generation here instead of failing the first request that needs it */
 } snap_args;
 
 /* Reads every dir/<name>.lua into the sources of the generation at stack index 2:
@@ -1233,11 +1236,18 @@ static int snapshot_into(lua_State *L, const snap_args *a, int gen)
         }
         free(path);
         lua_createtable(L, 2, 0);
+        lua_pushfstring(L, "@%s%s", a->chunk_dir, e->d_name);
+        if (a->compile && luaL_loadbufferx(L, text, len, lua_tostring(L, -1), "t") != LUA_OK) {
+            free(text);
+            closedir(d);
+            return luaL_error(L, "%s/%s", a->dir, lua_tostring(L, -1));
+        }
+        if (a->compile)
+            lua_pop(L, 1);
+        lua_rawseti(L, -2, 2);
         lua_pushlstring(L, text, len);
         free(text);
         lua_rawseti(L, -2, 1);
-        lua_pushfstring(L, "@%s%s", a->chunk_dir, e->d_name);
-        lua_rawseti(L, -2, 2);
         lua_pushstring(L, a->prefix);
         lua_pushlstring(L, e->d_name, n - 4); /* module name: file name without .lua */
         lua_concat(L, 2);
@@ -1546,10 +1556,10 @@ static int mod_new(lua_State *L)
     lua_pop(L, 1);
     push_gen(L);
     gen = lua_gettop(L);
-    sa = (snap_args){lua_dir, "", "", 0};
+    sa = (snap_args){lua_dir, "", "", 0, 1};
     snapshot_into(L, &sa, gen);
     if (lib_dir) {
-        sa = (snap_args){lib_dir, "_lib.", "_lib/", 1};
+        sa = (snap_args){lib_dir, "_lib.", "_lib/", 1, 0};
         snapshot_into(L, &sa, gen);
     }
     lua_pushvalue(L, gen);
@@ -1593,11 +1603,11 @@ lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **
     lua_gc(vm->L, LUA_GCGEN, 0, 0);
     if (lvm_cpcall(vm->L, setup_p, vm, err) != 0)
         goto fail;
-    sa = (snap_args){lua_dir, "", "", 0};
+    sa = (snap_args){lua_dir, "", "", 0, 1};
     if (lvm_cpcall(vm->L, snapshot_p, &sa, err) != 0)
         goto fail;
     if (lib_dir) {
-        sa = (snap_args){lib_dir, "_lib.", "_lib/", 1};
+        sa = (snap_args){lib_dir, "_lib.", "_lib/", 1, 0};
         if (lvm_cpcall(vm->L, snapshot_p, &sa, err) != 0)
             goto fail;
     }

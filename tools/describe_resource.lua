@@ -1,6 +1,8 @@
 -- describe_resource (REST only): the columns and connector of one data resource
 -- (vega /in/v1/resources/{id} and /in/v1/catalogs/{id}). The resource is read once.
 local util = require "_lib.util"
+local fields = require "_lib.fields"
+local errors = require "_lib.errors"
 
 local text = util.text
 
@@ -16,19 +18,12 @@ local M = {
     group = "query",
     order = 420,
     surfaces = { "rest" },
-    formats = { "json", "toon" },
     upstream = "vega",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "resource_id" },
         properties = {
-            resource_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"),
-            },
+            resource_id = fields.string(
+                text("数据资源 ID（见 list_resources）", "Data resource id (from list_resources)"), 256),
         },
     },
     output_schema = {
@@ -50,13 +45,9 @@ end
 
 -- GET an envelope {"entries":[…]} -> first entry | nil (absent) | nil, err
 local function get_first(ctx, path)
-    local res, err = ctx.http { upstream = "vega", method = "GET", path = path }
-    if res == nil or not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, err, ctx.lang)
-    end
-    local body = util.try_json(res)
+    local body, err = errors.fetch(ctx, { upstream = "vega", method = "GET", path = path })
     if body == nil then
-        return nil, util.invalid_json(ctx.lang)
+        return nil, err
     end
     return first_entry(body)
 end
@@ -76,7 +67,7 @@ function M.trim_response(resource, catalog)
 end
 
 function M.handle(args, ctx)
-    local bad = util.dot_id_error(ctx.lang, args, "resource_id")
+    local bad = errors.dot_ids(ctx.lang, args, "resource_id")
     if bad then
         return nil, bad
     end
@@ -86,11 +77,11 @@ function M.handle(args, ctx)
         return nil, err
     end
     if resource == nil then
-        return nil, util.public_error(404, ctx.lang, "resource " .. id .. " not found")
+        return nil, errors.refuse(404, ctx.lang, "resource " .. id .. " not found")
     end
     local catalog_id = resource.catalog_id
     if type(catalog_id) ~= "string" or catalog_id == "" then
-        return nil, util.bad_request(ctx.lang, "resource " .. id .. " has no catalog")
+        return nil, errors.refuse(400, ctx.lang, "resource " .. id .. " has no catalog")
     end
     local catalog
     catalog, err = get_first(ctx, "/in/v1/catalogs/" .. util.escape(catalog_id))
@@ -98,7 +89,7 @@ function M.handle(args, ctx)
         return nil, err
     end
     if catalog == nil or type(catalog.connector_type) ~= "string" or catalog.connector_type == "" then
-        return nil, util.bad_request(ctx.lang, "catalog " .. catalog_id .. " of resource " .. id ..
+        return nil, errors.refuse(400, ctx.lang, "catalog " .. catalog_id .. " of resource " .. id ..
             " not found or has no connector type")
     end
     return M.trim_response(resource, catalog)

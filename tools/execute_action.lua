@@ -5,75 +5,57 @@
 -- scans the targets by the action's own conditions).
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
-local upstream_error = require "_lib.upstream_error"
+
+local text = util.text
 
 local M = {
     name = "execute_action",
     version = "1.0.0",
     kind = "execute",
-    title = { ["zh-CN"] = "执行行动", ["en-US"] = "Execute Action" },
-    description = {
-        ["zh-CN"] = "对一批对象实例触发某个行动类的执行（异步）。立刻返回 execution_id 即表示已受理，" ..
+    title = text("执行行动", "Execute Action"),
+    description = text(
+        "对一批对象实例触发某个行动类的执行（异步）。立刻返回 execution_id 即表示已受理，" ..
             "结果用 get_action_execution 轮询。dynamic_params 填 get_action_info 返回的 " ..
             "_dynamic_tools 里 dynamic_params 的参数；完整性由下游校验。_instance_identities 必须取自 " ..
             "query_object_instance / query_instance_subgraph 结果中的 _instance_identity，不能自己拼；" ..
             "留空表示按行动类自身的条件扫描目标实例，不是「不执行」。",
-        ["en-US"] = "Starts an action type on a batch of object instances, asynchronously. It " ..
+        "Starts an action type on a batch of object instances, asynchronously. It " ..
             "returns execution_id at once (the run is accepted); poll get_action_execution for " ..
             "the outcome. Fill dynamic_params with the dynamic_params of the _dynamic_tools that " ..
             "get_action_info returned; completeness is checked downstream. _instance_identities " ..
             "must be _instance_identity values taken from query_object_instance or " ..
             "query_instance_subgraph results, never composed; an empty list means \"scan the " ..
-            "targets by the action's own conditions\", not \"do nothing\".",
-    },
-    short_description = {
-        ["zh-CN"] = "对一批实例异步执行行动类，返回 execution_id，用 get_action_execution 轮询。" ..
+            "targets by the action's own conditions\", not \"do nothing\"."),
+    short_description = text(
+        "对一批实例异步执行行动类，返回 execution_id，用 get_action_execution 轮询。" ..
             "dynamic_params 按 get_action_info 返回的 _dynamic_tools 填写。_instance_identities " ..
             "原样取自查询结果，不能自己拼；留空表示按行动类自身条件扫描目标。",
-        ["en-US"] = "Starts an action type on instances, asynchronously; returns execution_id, poll " ..
+        "Starts an action type on instances, asynchronously; returns execution_id, poll " ..
             "get_action_execution. Fill dynamic_params per get_action_info's _dynamic_tools. " ..
             "_instance_identities: taken unchanged from query results, never composed; empty " ..
-            "means scan by the action's own conditions.",
-    },
+            "means scan by the action's own conditions."),
     group = "action",
     order = 320,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     upstream = "ontology_query",
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "at_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
-            },
-            at_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "行动类 ID", ["en-US"] = "Action type id" },
-            },
-            _instance_identities = {
-                type = "array",
-                maxItems = 10000,
-                items = { type = "object" },
-                description = {
-                    ["zh-CN"] = "目标对象实例（取自查询结果的 _instance_identity）；留空表示按行动类自身的条件扫描",
-                    ["en-US"] = "Target instances (_instance_identity values from query results); " ..
-                        "empty means scan by the action's own conditions",
-                },
-            },
+            kn_id = fields.kn_id(),
+            at_id = fields.at_id(),
+            _instance_identities = fields.instance_identities(10000,
+                "目标对象实例（取自查询结果的 _instance_identity）；留空表示按行动类自身的条件扫描",
+                "Target instances (_instance_identity values from query results); " ..
+                    "empty means scan by the action's own conditions"),
             dynamic_params = {
                 type = "object",
-                description = {
-                    ["zh-CN"] = "动态参数取值（get_action_info 中 value_from=input 的参数），由下游校验",
-                    ["en-US"] = "Values of the dynamic parameters (value_from=input in get_action_info); " ..
-                        "checked downstream",
-                },
+                description = text(
+                    "动态参数取值（get_action_info 中 value_from=input 的参数），由下游校验",
+                    "Values of the dynamic parameters (value_from=input in get_action_info); " ..
+                        "checked downstream"),
             },
         },
     },
@@ -110,21 +92,8 @@ function M.trim_response(body)
     return util.keep_only(body, { "execution_id", "status", "message", "created_at" })
 end
 
-local SUMMARY = {
-    ["zh-CN"] = "行动执行未被受理",
-    ["en-US"] = "The action execution was not accepted",
-}
+-- the failed step an upstream failure names (the default handle)
+M.upstream_step = text("行动执行未被受理", "The action execution was not accepted")
 
-function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local body, berr = upstream_error.json_object(res, ctx.lang)
-    if body == nil then
-        return nil, berr
-    end
-    return M.trim_response(body)
-end
 
 return M

@@ -3,8 +3,10 @@
 -- exist on any surface.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local skill = require "_lib.skill"
-local upstream_error = require "_lib.upstream_error"
+
+local text = util.text
 
 local MAX_OUTPUT = 8000 -- characters of stdout and of stderr
 
@@ -13,48 +15,28 @@ local M = {
     version = "1.0.0",
     kind = "execute",
     gate = "EXECUTE_SKILL_ENABLED",
-    title = { ["zh-CN"] = "执行技能", ["en-US"] = "Execute Skill" },
-    description = {
-        ["zh-CN"] = "在执行工厂的沙箱中运行技能的入口命令（entry_shell 必须是 SKILL.md 中声明的入口）。" ..
+    title = text("执行技能", "Execute Skill"),
+    description = text(
+        "在执行工厂的沙箱中运行技能的入口命令（entry_shell 必须是 SKILL.md 中声明的入口）。" ..
             "返回 exit_code、stdout、stderr；exit_code 非 0 也是正常返回，请据此判断成败。" ..
             "stdout / stderr 各超过 8000 字符时截断（truncated=true）。",
-        ["en-US"] = "Runs an entry command of a skill in the execution factory's sandbox " ..
+        "Runs an entry command of a skill in the execution factory's sandbox " ..
             "(entry_shell must be an entry declared in SKILL.md). Returns exit_code, stdout and " ..
             "stderr; a non-zero exit_code is still a normal answer, judge success by it. stdout " ..
-            "and stderr are each cut at 8000 characters (truncated=true).",
-    },
+            "and stderr are each cut at 8000 characters (truncated=true)."),
     group = "skill",
     order = 550,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     upstream = "operator_integration",
     annotations = { destructiveHint = false, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "skill_id", "entry_shell" },
         properties = {
-            skill_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = { ["zh-CN"] = "技能 ID", ["en-US"] = "Skill id" },
-            },
-            entry_shell = {
-                type = "string",
-                minLength = 1,
-                maxLength = 4096,
-                description = {
-                    ["zh-CN"] = "要运行的入口命令（SKILL.md 中声明的入口）",
-                    ["en-US"] = "The entry command to run (an entry declared in SKILL.md)",
-                },
-            },
-            timeout = {
-                type = "integer",
-                minimum = 1,
-                maximum = 600,
-                description = { ["zh-CN"] = "超时秒数，1-600", ["en-US"] = "Timeout in seconds, 1-600" },
-            },
+            skill_id = fields.skill_id(),
+            entry_shell = fields.string(text(
+                "要运行的入口命令（SKILL.md 中声明的入口）",
+                "The entry command to run (an entry declared in SKILL.md)"), 4096),
+            timeout = fields.integer(1, 600, text("超时秒数，1-600", "Timeout in seconds, 1-600")),
         },
     },
     output_schema = {
@@ -70,17 +52,16 @@ local M = {
     },
 }
 
-function M.shape_request(args)
+function M.shape_request(args, ctx)
     local body = cljson.object({}, { "entry_shell", "timeout" })
     body.entry_shell = args.entry_shell
     body.timeout = args.timeout
-    local req = { upstream = "operator_integration", method = "POST",
-                  path = skill.path(args.skill_id, "/execute"), json = body }
-    if args.timeout then
+    local req, err = skill.request(args, ctx, "POST", "/execute", body)
+    if req ~= nil and args.timeout then
         -- leave the sandbox its whole timeout plus a margin for the round trip
         req.timeout_ms = (args.timeout + 30) * 1000
     end
-    return req
+    return req, err
 end
 
 function M.trim_response(body)
@@ -98,22 +79,8 @@ function M.trim_response(body)
     return body
 end
 
-local SUMMARY = { ["zh-CN"] = "技能执行失败", ["en-US"] = "The skill could not be executed" }
+-- the failed step an upstream failure names (the default handle)
+M.upstream_step = text("技能执行失败", "The skill could not be executed")
 
-function M.handle(args, ctx)
-    local bad = util.dot_id_error(ctx.lang, args, "skill_id")
-    if bad then
-        return nil, bad
-    end
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local body, berr = upstream_error.json_object(res, ctx.lang)
-    if body == nil then
-        return nil, berr
-    end
-    return M.trim_response(body)
-end
 
 return M

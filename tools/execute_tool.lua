@@ -13,111 +13,78 @@
 -- The core applies the same auth, lifecycle and idempotency as to any call.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local capability = require "_lib.capability"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local M = {
     name = "execute_tool",
     version = "1.0.0",
     kind = "execute",
-    title = { ["zh-CN"] = "执行能力", ["en-US"] = "Execute Tool" },
-    description = {
-        ["zh-CN"] = "按 search_capabilities 返回的标识调用一个能力，arguments 按该能力的 input_schema 填写。" ..
+    title = text("执行能力", "Execute Tool"),
+    description = text(
+        "按 search_capabilities 返回的标识调用一个能力，arguments 按该能力的 input_schema 填写。" ..
             "kind=tool 的能力只传 tool_id；执行工厂的能力（function、mcp_tool）同时传 toolbox_id 与 kn_id。" ..
             "也可以用返回的 name 代替 tool_id（执行工厂能力需同时传 kn_id）。返回该能力的原始结果。",
-        ["en-US"] = "Runs one capability by the ids search_capabilities returned; fill arguments " ..
+        "Runs one capability by the ids search_capabilities returned; fill arguments " ..
             "per its input_schema. For kind=tool pass only tool_id; for execution-factory " ..
             "capabilities (function, mcp_tool) also pass toolbox_id and kn_id. The returned name " ..
             "works in place of tool_id (with kn_id for factory capabilities). Returns the " ..
-            "capability's own result.",
-    },
-    short_description = {
-        ["zh-CN"] = "调用 search_capabilities 找到的一个能力，arguments 按其 input_schema 填写。kind=tool " ..
+            "capability's own result."),
+    short_description = text(
+        "调用 search_capabilities 找到的一个能力，arguments 按其 input_schema 填写。kind=tool " ..
             "只传 tool_id；function、mcp_tool 另传 toolbox_id 与 kn_id。",
-        ["en-US"] = "Runs one capability search_capabilities found; fill arguments per its input_schema. " ..
-            "kind=tool: tool_id only; function, mcp_tool: also toolbox_id and kn_id.",
-    },
+        "Runs one capability search_capabilities found; fill arguments per its input_schema. " ..
+            "kind=tool: tool_id only; function, mcp_tool: also toolbox_id and kn_id."),
     group = "capability",
     order = 620,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     upstream = { "operator_integration", "bkn_backend" },
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         anyOf = { { required = { "tool_id" } }, { required = { "name" } } },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = {
-                    ["zh-CN"] = "知识网络 ID（执行工厂能力必填）",
-                    ["en-US"] = "Knowledge network id (required for execution-factory capabilities)",
-                },
-            },
-            tool_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = {
-                    ["zh-CN"] = "search_capabilities 返回的 tool_id",
-                    ["en-US"] = "The tool_id returned by search_capabilities",
-                },
-            },
-            name = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = {
-                    ["zh-CN"] = "search_capabilities 返回的 name（不传 tool_id 时使用）",
-                    ["en-US"] = "The name search_capabilities returned (instead of tool_id)",
-                },
-            },
-            toolbox_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = {
-                    ["zh-CN"] = "search_capabilities 返回的 toolbox_id（仅执行工厂能力）",
-                    ["en-US"] = "The toolbox_id returned by search_capabilities (factory capabilities only)",
-                },
-            },
+            kn_id = fields.kn_id(text("知识网络 ID（执行工厂能力必填）",
+                "Knowledge network id (required for execution-factory capabilities)")),
+            tool_id = fields.string(text(
+                "search_capabilities 返回的 tool_id",
+                "The tool_id returned by search_capabilities"), 256),
+            name = fields.string(text(
+                "search_capabilities 返回的 name（不传 tool_id 时使用）",
+                "The name search_capabilities returned (instead of tool_id)"), 256),
+            toolbox_id = fields.string(text(
+                "search_capabilities 返回的 toolbox_id（仅执行工厂能力）",
+                "The toolbox_id returned by search_capabilities (factory capabilities only)"), 256),
             arguments = {
                 type = "object",
                 default = {},
-                description = {
-                    ["zh-CN"] = "调用参数，按该能力的 input_schema 填写",
-                    ["en-US"] = "Arguments, per the capability's input_schema",
-                },
+                description = text(
+                    "调用参数，按该能力的 input_schema 填写",
+                    "Arguments, per the capability's input_schema"),
             },
         },
     },
 }
 
-local KN_REQUIRED = {
-    ["zh-CN"] = { "缺少 kn_id：执行工厂能力的范围是知识网络挂载的能力",
+local KN_REQUIRED = text(
+    { "缺少 kn_id：执行工厂能力的范围是知识网络挂载的能力",
                   "请传入 kn_id（或 X-Kn-ID 请求头）后重试" },
-    ["en-US"] = { "kn_id is required: tool scope is what the knowledge network has mounted",
-                  "Pass kn_id (or the X-Kn-ID header) and retry" },
-}
-local NOT_MOUNTED = {
-    ["zh-CN"] = { "该工具未挂载到此知识网络", "请用 search_capabilities 查找该知识网络可用的能力" },
-    ["en-US"] = { "This tool is not mounted on the knowledge network",
-                  "Find the network's capabilities with search_capabilities" },
-}
-local AMBIGUOUS = {
-    ["zh-CN"] = { "有多个同名能力，无法确定调用哪一个", "请从 details 的候选中选一个，传入它的 toolbox_id 与 tool_id" },
-    ["en-US"] = { "More than one capability has this name",
-                  "Pick one of the candidates in details and pass its toolbox_id and tool_id" },
-}
-local NOT_EXECUTABLE = {
-    ["zh-CN"] = { "该工具不在你可调用的已启用目录中：可能已停用、所属工具箱未发布，或当前账号无权访问",
+    { "kn_id is required: tool scope is what the knowledge network has mounted",
+                  "Pass kn_id (or the X-Kn-ID header) and retry" })
+local NOT_MOUNTED = text({ "该工具未挂载到此知识网络", "请用 search_capabilities 查找该知识网络可用的能力" },
+    { "This tool is not mounted on the knowledge network", "Find the network's capabilities with search_capabilities" })
+local AMBIGUOUS = text(
+    { "有多个同名能力，无法确定调用哪一个", "请从 details 的候选中选一个，传入它的 toolbox_id 与 tool_id" },
+    { "More than one capability has this name",
+        "Pick one of the candidates in details and pass its toolbox_id and tool_id" })
+local NOT_EXECUTABLE = text(
+    { "该工具不在你可调用的已启用目录中：可能已停用、所属工具箱未发布，或当前账号无权访问",
                   "请用 search_capabilities 重新查找可用能力，或联系管理员" },
-    ["en-US"] = { "This tool is not in the enabled catalogue you can call: it may be disabled, " ..
+    { "This tool is not in the enabled catalogue you can call: it may be disabled, " ..
                       "its toolbox may be unpublished, or this account may not have access",
-                  "Search again with search_capabilities, or contact an administrator" },
-}
+                  "Search again with search_capabilities, or contact an administrator" })
 
 -- The capability's answer as an object: JSON objects as they are, anything else
 -- under "result" (the envelope must be an object).
@@ -176,7 +143,7 @@ end
 local function call_factory(ctx, req, summary)
     local res, err = ctx.http(req)
     if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, summary)
+        return nil, errors.from_response(res, err, ctx.lang, summary)
     end
     return as_object(res)
 end
@@ -219,14 +186,14 @@ local function ambiguous(ctx, found)
         c.toolbox_id, c.tool_id, c.kind = m.box_id, m.capability_id, m.capability_type
         list[i] = c
     end
-    return upstream_error.local_error(400, ctx.lang, AMBIGUOUS, { candidates = list })
+    return errors.refuse(400, ctx.lang, { candidates = list }, AMBIGUOUS)
 end
 
 -- key: tool_id or name. Without toolbox_id, nil, nil when nothing mounted has that
 -- name (the caller then treats it as a Context Loader tool name).
 local function run_factory(args, ctx, key)
     if args.kn_id == nil then
-        return nil, upstream_error.local_error(400, ctx.lang, KN_REQUIRED, nil)
+        return nil, errors.refuse(400, ctx.lang, nil, KN_REQUIRED)
     end
     local mounted, merr = capability.mounted(ctx, args.kn_id)
     if mounted == nil then
@@ -255,7 +222,7 @@ local function run_factory(args, ctx, key)
     end
     local ids = { toolbox_id = args.toolbox_id, tool_id = key }
     if kind == nil then
-        return nil, upstream_error.local_error(400, ctx.lang, NOT_MOUNTED, ids)
+        return nil, errors.refuse(400, ctx.lang, ids, NOT_MOUNTED)
     end
     args = { toolbox_id = box, tool_id = id, arguments = args.arguments }
     ids = { toolbox_id = box, tool_id = id }
@@ -266,21 +233,21 @@ local function run_factory(args, ctx, key)
         body.parameters = params
         return call_factory(ctx, { upstream = "operator_integration", method = "POST",
             path = "/internal-v1/mcp/proxy/" .. util.escape(args.toolbox_id) .. "/tool/call", json = body },
-            { ["zh-CN"] = "MCP 工具调用失败", ["en-US"] = "The MCP tool call failed" })
+            text("MCP 工具调用失败", "The MCP tool call failed"))
     end
     local cat, cerr = capability.catalogue(ctx, args.toolbox_id)
     if cat == nil then
         return nil, cerr
     end
     if cat[args.tool_id] == nil then
-        return nil, upstream_error.local_error(400, ctx.lang, NOT_EXECUTABLE, ids)
+        return nil, errors.refuse(400, ctx.lang, ids, NOT_EXECUTABLE)
     end
     local body = cljson.object()
     body.body = params -- the toolbox proxy takes the arguments under "body"
     return call_factory(ctx, { upstream = "operator_integration", method = "POST",
         path = "/internal-v1/caller/tool-box/" .. util.escape(args.toolbox_id) .. "/proxy/" ..
             util.escape(args.tool_id), json = body },
-        { ["zh-CN"] = "工具调用失败", ["en-US"] = "The tool call failed" })
+        text("工具调用失败", "The tool call failed"))
 end
 
 function M.handle(args, ctx)

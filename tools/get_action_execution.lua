@@ -4,8 +4,11 @@
 -- legacy path (at most 1000 results); either present switches to paging. So the
 -- schema declares no default for them.
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local DEFAULT_PAGE = 100
 local MAX_PAGE = 1000
@@ -15,16 +18,16 @@ local M = {
     name = "get_action_execution",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "执行结果", ["en-US"] = "Action Result" },
-    description = {
-        ["zh-CN"] = "按 execute_action 返回的 execution_id 查询这次执行的状态与逐对象结果。" ..
+    title = text("执行结果", "Action Result"),
+    description = text(
+        "按 execute_action 返回的 execution_id 查询这次执行的状态与逐对象结果。" ..
             "status 为 pending / running 时结果尚未齐全，请稍后再查；completed 表示执行流程结束，" ..
             "不代表全部成功——逐对象成败看 success_count / failed_count 与 results[].status。" ..
             "不传分页参数时沿用原有查询（最多 1000 条结果）；传入 results_limit 或 results_offset " ..
             "（哪怕是 0）即按结果分页（页大小见参数），且 results_offset 加页大小不超过 10000。" ..
             "比较 results_offset + len(results) 与 results_total 判断是否还有下一页；" ..
             "超过 10000 条的结果无法通过本接口继续翻页。",
-        ["en-US"] = "Status and per-object results of one action execution, by the execution_id " ..
+        "Status and per-object results of one action execution, by the execution_id " ..
             "that execute_action returned. While status is pending or running the results are " ..
             "incomplete; poll again later. completed means the run has ended, NOT that every " ..
             "object succeeded: check success_count / failed_count and results[].status. Without " ..
@@ -32,54 +35,38 @@ local M = {
             "results_limit or results_offset (even 0) pages the results (page size: see the " ..
             "parameters), and results_offset plus the page size never exceeds 10000. There is " ..
             "another page while results_offset + len(results) < results_total; results beyond " ..
-            "the first 10000 cannot be paged through this tool.",
-    },
-    short_description = {
-        ["zh-CN"] = "按 execution_id 查询 execute_action 的状态与逐对象结果。pending / running 时稍后再查；" ..
+            "the first 10000 cannot be paged through this tool."),
+    short_description = text(
+        "按 execution_id 查询 execute_action 的状态与逐对象结果。pending / running 时稍后再查；" ..
             "completed 只表示结束，不代表全部成功（看 success_count / failed_count）。分页见参数。",
-        ["en-US"] = "Status and per-object results of an execute_action run, by execution_id. " ..
+        "Status and per-object results of an execute_action run, by execution_id. " ..
             "pending / running: poll again later; completed means ended, not all succeeded " ..
-            "(check success_count / failed_count). Paging: see the parameters.",
-    },
+            "(check success_count / failed_count). Paging: see the parameters."),
     group = "action",
     order = 330,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     upstream = "ontology_query",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "execution_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
-            },
-            execution_id = {
-                type = "string",
-                minLength = 1,
-                description = {
-                    ["zh-CN"] = "execute_action 返回的执行 ID",
-                    ["en-US"] = "The execution_id returned by execute_action",
-                },
-            },
+            kn_id = fields.kn_id(),
+            execution_id = fields.string(text(
+                "execute_action 返回的执行 ID",
+                "The execution_id returned by execute_action")),
             results_limit = {
                 type = "integer",
                 minimum = 0,
-                description = {
-                    ["zh-CN"] = "逐条结果每页条数；传 0 时为 100，超过 1000 时按 1000。传入即启用分页",
-                    ["en-US"] = "Results per page; 0 means 100, above 1000 means 1000. Passing it " ..
-                        "turns paging on",
-                },
+                description = text(
+                    "逐条结果每页条数；传 0 时为 100，超过 1000 时按 1000。传入即启用分页",
+                    "Results per page; 0 means 100, above 1000 means 1000. Passing it " ..
+                        "turns paging on"),
             },
             results_offset = {
                 type = "integer",
                 minimum = 0,
-                description = {
-                    ["zh-CN"] = "逐条结果偏移量（小于 10000）。传入即启用分页",
-                    ["en-US"] = "Offset into the results (below 10000). Passing it turns paging on",
-                },
+                description = text(
+                    "逐条结果偏移量（小于 10000）。传入即启用分页",
+                    "Offset into the results (below 10000). Passing it turns paging on"),
             },
         },
     },
@@ -89,11 +76,10 @@ local M = {
             id = { type = "string" },
             status = {
                 type = "string",
-                description = {
-                    ["zh-CN"] = "pending | running | completed | failed | cancelled；completed 不代表全部成功",
-                    ["en-US"] = "pending | running | completed | failed | cancelled; completed does " ..
-                        "not mean every object succeeded",
-                },
+                description = text(
+                    "pending | running | completed | failed | cancelled；completed 不代表全部成功",
+                    "pending | running | completed | failed | cancelled; completed does " ..
+                        "not mean every object succeeded"),
             },
             total_count = { type = "integer" },
             success_count = { type = "integer" },
@@ -106,24 +92,22 @@ local M = {
     },
 }
 
-local WINDOW_ERROR = {
-    ["zh-CN"] = {
+local WINDOW_ERROR = text(
+    {
         "results_offset 超出范围：本接口只能翻阅前 10000 条逐对象结果",
         "请使用小于 10000 的 results_offset；更多结果请按 success_count / failed_count 汇总判断，" ..
             "或直接查询 ontology-query 的 action-logs 端点",
     },
-    ["en-US"] = {
+    {
         "results_offset is out of range: this interface cannot page past the first 10000 results",
         "Use a results_offset below 10000; for the rest rely on success_count / failed_count, or " ..
             "query ontology-query's action-logs endpoint directly",
-    },
-}
+    })
 
-local INCOMPLETE = {
-    ["zh-CN"] = "下游返回了非空的结果页却没有 results_total，无法判断是否还有下一页",
-    ["en-US"] = "The downstream returned a non-empty page without results_total, so whether " ..
-        "another page exists cannot be told",
-}
+local INCOMPLETE = text(
+    "下游返回了非空的结果页却没有 results_total，无法判断是否还有下一页",
+    "The downstream returned a non-empty page without results_total, so whether " ..
+        "another page exists cannot be told")
 
 local function paged(args)
     return args.results_limit ~= nil or args.results_offset ~= nil
@@ -149,8 +133,8 @@ local function page(args)
     return limit, offset
 end
 
--- shape_request(args) -> request | nil, err
-function M.shape_request(args, lang)
+-- shape_request(args, ctx) -> request | nil, err
+function M.shape_request(args, ctx)
     local base = action.kn_path(args.kn_id)
     if not paged(args) then
         return {
@@ -161,8 +145,8 @@ function M.shape_request(args, lang)
     end
     local limit, offset = page(args)
     if limit == nil then
-        return nil, upstream_error.local_error(400, lang, WINDOW_ERROR,
-            { results_offset = args.results_offset, max_window = MAX_WINDOW })
+        return nil, errors.refuse(400, ctx.lang, { results_offset = args.results_offset, max_window = MAX_WINDOW },
+            WINDOW_ERROR)
     end
     return {
         upstream = "ontology_query",
@@ -172,40 +156,24 @@ function M.shape_request(args, lang)
     }
 end
 
--- trim_response(body, args) -> execution | nil, err
-function M.trim_response(body, args, lang)
+-- trim_response(body, args, ctx) -> execution | nil, err
+function M.trim_response(body, args, ctx)
     local e = action.trim_execution(body, true)
     if type(e.results) ~= "table" then
         e.results = util.array()
     end
     if paged(args) and util.is_null(e.results_total) then
         if #e.results > 0 then
-            return nil, util.bad_gateway(lang, { reason = INCOMPLETE[lang == "en-US" and "en-US" or "zh-CN"] })
+            local lang = ctx.lang == "en-US" and "en-US" or "zh-CN"
+            return nil, errors.bad_gateway(ctx.lang, { reason = INCOMPLETE[lang] })
         end
         e.results_total = 0 -- an empty page whose total the downstream omitted
     end
     return e
 end
 
-local SUMMARY = {
-    ["zh-CN"] = "无法获取行动执行详情",
-    ["en-US"] = "Unable to retrieve the action execution",
-}
+-- the failed step an upstream failure names (the default handle)
+M.upstream_step = text("无法获取行动执行详情", "Unable to retrieve the action execution")
 
-function M.handle(args, ctx)
-    local req, rerr = M.shape_request(args, ctx.lang)
-    if req == nil then
-        return nil, rerr
-    end
-    local res, err = ctx.http(req)
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local body, berr = upstream_error.json_object(res, ctx.lang)
-    if body == nil then
-        return nil, berr
-    end
-    return M.trim_response(body, args, ctx.lang)
-end
 
 return M

@@ -15,8 +15,11 @@
 -- remain (docs/security.md, "get_action_info without headers").
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local MAX_REF_DEPTH = 3
 
@@ -24,69 +27,46 @@ local M = {
     name = "get_action_info",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "行动信息", ["en-US"] = "Action Info" },
-    description = {
-        ["zh-CN"] = "按行动类 ID 召回行动的可执行定义，返回符合 Function Call 规范的 _dynamic_tools" ..
+    title = text("行动信息", "Action Info"),
+    description = text(
+        "按行动类 ID 召回行动的可执行定义，返回符合 Function Call 规范的 _dynamic_tools" ..
             "（parameters 中 dynamic_params 为需要填写的参数，工具声明了输出契约时带 output_schema）。" ..
             "不传 _instance_identities 时返回行动类级别的定义；传入（取自 query_object_instance / " ..
             "query_instance_subgraph 结果中的 _instance_identity，不能自己拼）则返回已就这些实例实例化的参数" ..
             "（fixed_params）。之后用 execute_action 执行。",
-        ["en-US"] = "Recalls the executable definition of an action type as function-call tool " ..
+        "Recalls the executable definition of an action type as function-call tool " ..
             "definitions (_dynamic_tools): parameters.properties.dynamic_params holds the " ..
             "parameters to fill in, and output_schema describes the result when the tool declares " ..
             "one. Without _instance_identities the action-class-level definition is returned; with " ..
             "them (the _instance_identity values of query_object_instance or " ..
             "query_instance_subgraph results, never composed) the parameters come instantiated for " ..
-            "those instances (fixed_params). Run it with execute_action.",
-    },
-    short_description = {
-        ["zh-CN"] = "返回行动类的 Function Call 定义（_dynamic_tools，填写其中 dynamic_params）。传入 " ..
+            "those instances (fixed_params). Run it with execute_action."),
+    short_description = text(
+        "返回行动类的 Function Call 定义（_dynamic_tools，填写其中 dynamic_params）。传入 " ..
             "_instance_identities（取自查询结果，不能自己拼）时参数已就这些实例实例化（fixed_params）。" ..
             "之后用 execute_action 执行。",
-        ["en-US"] = "Returns an action type's function-call definition (_dynamic_tools; fill its " ..
+        "Returns an action type's function-call definition (_dynamic_tools; fill its " ..
             "dynamic_params). With _instance_identities (from query results, never composed) the " ..
-            "parameters come instantiated (fixed_params). Run it with execute_action.",
-    },
+            "parameters come instantiated (fixed_params). Run it with execute_action."),
     group = "action",
     order = 310,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = { "ontology_query", "operator_integration" },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "at_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
-            },
-            at_id = {
-                type = "string",
-                minLength = 1,
-                description = {
-                    ["zh-CN"] = "行动类 ID（取自 Schema 检索结果）",
-                    ["en-US"] = "Action type id (from the schema search results)",
-                },
-            },
-            _instance_identities = {
-                type = "array",
-                maxItems = 1000,
-                items = { type = "object" },
-                description = {
-                    ["zh-CN"] = "目标对象实例标识列表（取自查询结果的 _instance_identity）；不传则返回行动类级别的定义",
-                    ["en-US"] = "Target instances (_instance_identity values from query results); " ..
-                        "omit for the class-level definition",
-                },
-            },
+            kn_id = fields.kn_id(),
+            at_id = fields.at_id(text("行动类 ID（取自 Schema 检索结果）", "Action type id (from the schema search results)")),
+            _instance_identities = fields.instance_identities(1000,
+                "目标对象实例标识列表（取自查询结果的 _instance_identity）；不传则返回行动类级别的定义",
+                "Target instances (_instance_identity values from query results); " ..
+                    "omit for the class-level definition"),
             _instance_identity = {
                 type = "object",
-                description = {
-                    ["zh-CN"] = "旧版单个实例标识；_instance_identities 为空时使用",
-                    ["en-US"] = "Legacy single instance identity; used when _instance_identities is empty",
-                },
+                description = text(
+                    "旧版单个实例标识；_instance_identities 为空时使用",
+                    "Legacy single instance identity; used when _instance_identities is empty"),
             },
         },
     },
@@ -96,34 +76,32 @@ local M = {
             _dynamic_tools = {
                 type = "array",
                 items = { type = "object" },
-                description = {
-                    ["zh-CN"] = "Function Call 形式的工具定义：name、description、parameters、output_schema、fixed_params",
-                    ["en-US"] = "Function-call tool definitions: name, description, parameters, " ..
-                        "output_schema, fixed_params",
-                },
+                description = text(
+                    "Function Call 形式的工具定义：name、description、parameters、output_schema、fixed_params",
+                    "Function-call tool definitions: name, description, parameters, " ..
+                        "output_schema, fixed_params"),
             },
         },
     },
 }
 
-local TEXT = {
-    ["zh-CN"] = {
+local TEXT = text(
+    {
         dynamic = "动态参数：执行时需要填写的参数（value_from=input），放在 execute_action 的 dynamic_params 中",
         identities = "目标对象实例标识列表，取自查询结果中的 _instance_identity；留空表示按行动类自身的条件扫描",
         identity = "一个对象实例的主键键值对",
         output = "执行结果 result 的结构（get_action_execution 返回的 results[].result）",
     },
-    ["en-US"] = {
+    {
         dynamic = "Dynamic parameters to fill in at execution (value_from=input); pass them as " ..
             "execute_action's dynamic_params",
         identities = "Target instances: _instance_identity values from query results; empty means " ..
             "scan by the action's own conditions",
         identity = "The primary-key values of one object instance",
         output = "Shape of each result (results[].result of get_action_execution)",
-    },
-}
+    })
 
-local function text(lang, key)
+local function text_of(lang, key)
     return (TEXT[lang] or TEXT["zh-CN"])[key]
 end
 
@@ -315,17 +293,17 @@ local function build(info, def, lang)
     local props, required = restrict(def.props, def.required, first.dynamic_params)
     local dyn = cljson.object({}, { "type", "description", "properties", "required" })
     dyn.type = "object"
-    dyn.description = text(lang, "dynamic")
+    dyn.description = text_of(lang, "dynamic")
     dyn.properties = props
     if #required > 0 then
         dyn.required = required
     end
     local ids = cljson.object({}, { "type", "description", "items" })
     ids.type = "array"
-    ids.description = text(lang, "identities")
+    ids.description = text_of(lang, "identities")
     ids.items = cljson.object({}, { "type", "description", "additionalProperties" })
     ids.items.type = "object"
-    ids.items.description = text(lang, "identity")
+    ids.items.description = text_of(lang, "identity")
     ids.items.additionalProperties = cljson.object()
     local params = cljson.object({}, { "type", "properties" })
     params.type = "object"
@@ -339,7 +317,7 @@ local function build(info, def, lang)
     tool.parameters = params
     if has_properties(def.output) then
         if def.output.description == nil then
-            def.output.description = text(lang, "output")
+            def.output.description = text_of(lang, "output")
         end
         tool.output_schema = def.output
     end
@@ -360,22 +338,20 @@ local function build(info, def, lang)
 end
 
 local SUMMARY = {
-    info = { ["zh-CN"] = "无法获取行动信息", ["en-US"] = "Unable to retrieve the action information" },
-    tool = { ["zh-CN"] = "无法读取行动绑定的工具定义", ["en-US"] = "Unable to read the tool bound to the action" },
-    mcp = { ["zh-CN"] = "无法读取行动绑定的 MCP 工具", ["en-US"] = "Unable to read the MCP tool bound to the action" },
+    info = text("无法获取行动信息", "Unable to retrieve the action information"),
+    tool = text("无法读取行动绑定的工具定义", "Unable to read the tool bound to the action"),
+    mcp = text("无法读取行动绑定的 MCP 工具", "Unable to read the MCP tool bound to the action"),
 }
 
-local MCP_NOT_FOUND = {
-    ["zh-CN"] = { "行动绑定的 MCP 工具不存在", "请联系管理员检查行动类绑定的 MCP 工具" },
-    ["en-US"] = { "The MCP tool bound to the action was not found",
-                  "Ask an administrator to check the MCP tool bound to the action type" },
-}
+local MCP_NOT_FOUND = text(
+    { "行动绑定的 MCP 工具不存在", "请联系管理员检查行动类绑定的 MCP 工具" },
+    { "The MCP tool bound to the action was not found",
+        "Ask an administrator to check the MCP tool bound to the action type" })
 
-local BAD_SOURCE = {
-    ["zh-CN"] = { "行动的来源类型不受支持", "行动来源只能是 tool 或 mcp；请联系管理员检查行动类配置" },
-    ["en-US"] = { "The action's source type is not supported",
-                  "An action source is either tool or mcp; ask an administrator to check the action type" },
-}
+local BAD_SOURCE = text(
+    { "行动的来源类型不受支持", "行动来源只能是 tool 或 mcp；请联系管理员检查行动类配置" },
+    { "The action's source type is not supported",
+        "An action source is either tool or mcp; ask an administrator to check the action type" })
 
 local function read_box_tool(ctx, args, src)
     local tail = "/tool-box/" .. util.escape(src.box_id) .. "/tool/" .. util.escape(src.tool_id)
@@ -390,9 +366,9 @@ local function read_box_tool(ctx, args, src)
             path = "/internal-v1" .. tail, managed_proxy = args.kn_id })
     end
     if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY.tool)
+        return nil, errors.from_response(res, err, ctx.lang, SUMMARY.tool)
     end
-    local t, terr = upstream_error.json_object(res, ctx.lang)
+    local t, terr = errors.json(res, ctx.lang)
     if t == nil then
         return nil, terr
     end
@@ -408,14 +384,10 @@ local function read_box_tool(ctx, args, src)
 end
 
 local function read_mcp_tool(ctx, src)
-    local res, err = ctx.http({ upstream = "operator_integration", method = "GET",
-        path = "/internal-v1/mcp/proxy/" .. util.escape(src.mcp_id) .. "/tools" })
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY.mcp)
-    end
-    local body, berr = upstream_error.json_object(res, ctx.lang)
+    local body, err = errors.fetch(ctx, { upstream = "operator_integration", method = "GET",
+        path = "/internal-v1/mcp/proxy/" .. util.escape(src.mcp_id) .. "/tools" }, SUMMARY.mcp)
     if body == nil then
-        return nil, berr
+        return nil, err
     end
     for _, t in ipairs(type(body.tools) == "table" and body.tools or {}) do
         if type(t) == "table" and t.name == src.tool_name then
@@ -424,8 +396,7 @@ local function read_mcp_tool(ctx, src)
                      required = required, output = output }
         end
     end
-    return nil, upstream_error.local_error(404, ctx.lang, MCP_NOT_FOUND,
-        { mcp_id = src.mcp_id, tool_name = src.tool_name })
+    return nil, errors.refuse(404, ctx.lang, { mcp_id = src.mcp_id, tool_name = src.tool_name }, MCP_NOT_FOUND)
 end
 
 local function empty_result()
@@ -435,13 +406,9 @@ local function empty_result()
 end
 
 function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY.info)
-    end
-    local info, ierr = upstream_error.json_object(res, ctx.lang)
+    local info, err = errors.fetch(ctx, M.shape_request(args), SUMMARY.info)
     if info == nil then
-        return nil, ierr
+        return nil, err
     end
     local src = info.action_source
     if type(src) ~= "table" or type(info.actions) ~= "table" or #info.actions == 0 then
@@ -453,7 +420,7 @@ function M.handle(args, ctx)
     elseif src.type == "mcp" then
         def, derr = read_mcp_tool(ctx, src)
     else
-        return nil, upstream_error.local_error(400, ctx.lang, BAD_SOURCE, { type = src.type })
+        return nil, errors.refuse(400, ctx.lang, { type = src.type }, BAD_SOURCE)
     end
     if def == nil then
         return nil, derr

@@ -3,6 +3,7 @@
 -- metric counts.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -28,15 +29,12 @@ local M = {
     group = "discovery",
     order = 120,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
+            kn_id = fields.kn_id(),
             detail_level = {
                 type = "string",
                 enum = { "summary", "full" },

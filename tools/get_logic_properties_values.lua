@@ -5,6 +5,8 @@
 -- permission_guidance.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
+local errors = require "_lib.errors"
 local permission = require "_lib.permission"
 
 local text = util.text
@@ -48,29 +50,15 @@ local M = {
     order = 230,
     surfaces = { "mcp", "compact", "rest" },
     rest_alias = "logic-property-resolver",
-    formats = { "json", "toon" },
     upstream = { "ontology_query", "bkn_backend", "operator_integration", "mf_model_api" },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "ot_id", "query", "_instance_identities", "properties" },
         properties = {
-            kn_id = { type = "string", minLength = 1, description = text("知识网络 ID", "Knowledge network id") },
-            ot_id = { type = "string", minLength = 1, description = text("对象类 ID", "Object type id") },
-            query = {
-                type = "string",
-                minLength = 1,
-                maxLength = 4000,
-                description = text("用户的问题，用于生成属性参数", "The user's question, used to derive parameters"),
-            },
-            _instance_identities = {
-                type = "array",
-                minItems = 1,
-                maxItems = 1000,
-                items = { type = "object" },
-                description = text("实例标识，取自结果中的 _instance_identity",
-                    "Instance identities, from _instance_identity in results"),
-            },
+            kn_id = fields.kn_id(),
+            ot_id = fields.ot_id(),
+            query = fields.string(text("用户的问题，用于生成属性参数", "The user's question, used to derive parameters"), 4000),
+            _instance_identities = fields.instance_identities(1000, "实例标识，取自结果中的 _instance_identity",
+                "Instance identities, from _instance_identity in results", 1),
             properties = {
                 type = "array",
                 minItems = 1,
@@ -106,16 +94,13 @@ end
 local function logic_properties(args, ctx)
     local res, err = ctx.http { upstream = "bkn_backend", method = "GET", path = ot_path(args),
         query = { include_detail = "true" }, headers = { ["x-http-method-override"] = "GET" } }
-    if res == nil then
-        return nil, util.upstream_failure(nil, err, ctx.lang)
-    end
     if not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, nil, ctx.lang)
+        return nil, errors.from_response(res, err, ctx.lang)
     end
     local body = util.try_json(res)
     local ot = type(body) == "table" and type(body.entries) == "table" and body.entries[1] or nil
     if type(ot) ~= "table" then
-        return nil, util.public_error(404, ctx.lang, "object type " .. args.ot_id ..
+        return nil, errors.refuse(404, ctx.lang, "object type " .. args.ot_id ..
             " not found in knowledge network " .. args.kn_id)
     end
     local by_name, available = {}, {}
@@ -126,7 +111,7 @@ local function logic_properties(args, ctx)
         end
     end
     if #available == 0 then
-        return nil, util.bad_request(ctx.lang, "object type " .. args.ot_id .. " has no logic properties")
+        return nil, errors.refuse(400, ctx.lang, "object type " .. args.ot_id .. " has no logic properties")
     end
     local list, unknown = {}, {}
     for _, name in ipairs(args.properties) do
@@ -137,7 +122,7 @@ local function logic_properties(args, ctx)
         end
     end
     if #unknown > 0 then
-        return nil, util.bad_request(ctx.lang, "properties not found or not logic properties: " ..
+        return nil, errors.refuse(400, ctx.lang, "properties not found or not logic properties: " ..
             quoted_list(unknown) .. " (available logic properties: " .. quoted_list(available) .. ")")
     end
     return list
@@ -179,7 +164,7 @@ local function check_metric_params(p)
 end
 
 local function generation_failed(ctx, name, why)
-    return util.gateway_error(500, "agentRetrieval.InternalServerError.DynamicParamsGenerationFailed", ctx.lang,
+    return errors.new(500, "agentRetrieval.InternalServerError.DynamicParamsGenerationFailed", ctx.lang,
         "DYNAMIC_PARAMS_GENERATION_FAILED: " .. name .. ": " .. why)
 end
 
@@ -206,7 +191,7 @@ local function generate(prop, args, ctx)
         local r, e = ctx.http { upstream = "operator_integration", method = "GET",
             path = "/internal-v1/tool-box/" .. util.escape(ds.box_id) .. "/tool/" .. util.escape(ds.tool_id) }
         if r == nil or not util.is_2xx(r) then
-            return nil, util.upstream_failure(r, e, ctx.lang)
+            return nil, errors.from_response(r, e, ctx.lang)
         end
         local tool = util.try_json(r)
         ask.api_spec = type(tool) == "table" and type(tool.metadata) == "table" and tool.metadata.api_spec or nil
@@ -233,7 +218,7 @@ local function generate(prop, args, ctx)
         return nil, generation_failed(ctx, prop.name, "the model gave no JSON object")
     end
     if answer._error ~= nil then
-        return nil, util.bad_request(ctx.lang, util.object({ error_code = "MISSING_INPUT_PARAMS",
+        return nil, errors.refuse(400, ctx.lang, util.object({ error_code = "MISSING_INPUT_PARAMS",
             property = prop.name, message = tostring(answer._error) }, { "error_code", "property", "message" }))
     end
     local params = answer[prop.name]
@@ -243,7 +228,7 @@ local function generate(prop, args, ctx)
     if prop.type == "metric" then
         local ok, why = check_metric_params(params)
         if not ok then
-            return nil, util.bad_request(ctx.lang, "invalid parameters for " .. prop.name .. ": " .. why)
+            return nil, errors.refuse(400, ctx.lang, "invalid parameters for " .. prop.name .. ": " .. why)
         end
     end
     return params
@@ -268,21 +253,16 @@ function M.handle(args, ctx)
     for i, p in ipairs(props) do
         names[i] = p.name
     end
-    local res
-    res, err = ctx.http { upstream = "ontology_query", method = "POST", path = ot_path(args) .. "/properties",
-        headers = { ["x-http-method-override"] = "GET" },
+    local body, res
+    body, err, res = errors.fetch(ctx, { upstream = "ontology_query", method = "POST",
+        path = ot_path(args) .. "/properties", headers = { ["x-http-method-override"] = "GET" },
         json = util.object({ _instance_identities = args._instance_identities, properties = names,
-            dynamic_params = dynamic }, { "_instance_identities", "properties", "dynamic_params" }) }
-    if res == nil or not util.is_2xx(res) then
-        local e = util.upstream_failure(res, err, ctx.lang)
+            dynamic_params = dynamic }, { "_instance_identities", "properties", "dynamic_params" }) })
+    if body == nil then
         if res and res.status == 403 and permission.names_object_type(res.body, args.kn_id, args.ot_id) then
-            e.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
+            err.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
         end
-        return nil, e
-    end
-    local body = util.try_json(res)
-    if type(body) ~= "table" then
-        return nil, util.invalid_json(ctx.lang)
+        return nil, err
     end
     util.keep_only(body, { "datas" })
     if type(body.datas) ~= "table" then

@@ -3,6 +3,7 @@
 -- detail endpoint first, the export view (id, then name) when it fails or misses.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -27,27 +28,17 @@ local M = {
     group = "discovery",
     order = 140,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "ids" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
-            ids = knschema.ids_schema("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
+            kn_id = fields.kn_id(),
+            ids = fields.ids("对象类 ID 或名称（来自 get_kn_detail 或 search_schema）",
                 "Object type ids or names (from get_kn_detail or search_schema)"),
         },
     },
-    output_schema = {
-        type = "object",
-        properties = {
-            kn_id = { type = "string" },
-            object_types = { type = "array", items = { type = "object" } },
-            missing = { type = "array", items = { type = "string" } },
-        },
-    },
+    output_schema = knschema.by_ids_output("object_types"),
 }
 
 -- the search operations a model needs spelled out; the comparisons are implied
@@ -114,12 +105,7 @@ function M.handle(args, ctx)
     for _, ot in ipairs(found) do
         trim_object_type(ot, mcp, metrics)
     end
-    local out = util.object({ kn_id = args.kn_id, object_types = util.array(found) },
-        { "kn_id", "object_types", "missing" })
-    if #missing > 0 then
-        out.missing = missing
-    end
-    return out
+    return knschema.by_ids_result(args.kn_id, "object_types", found, missing)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)

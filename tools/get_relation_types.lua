@@ -2,6 +2,7 @@
 -- bkn-backend export view.
 local util = require "_lib.util"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -19,27 +20,17 @@ local M = {
     group = "discovery",
     order = 150,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "bkn_backend",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "ids" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
-            ids = knschema.ids_schema("关系类 ID 或名称（来自 get_kn_detail）",
+            kn_id = fields.kn_id(),
+            ids = fields.ids("关系类 ID 或名称（来自 get_kn_detail）",
                 "Relation type ids or names (from get_kn_detail)"),
         },
     },
-    output_schema = {
-        type = "object",
-        properties = {
-            kn_id = { type = "string" },
-            relation_types = { type = "array", items = { type = "object" } },
-            missing = { type = "array", items = { type = "string" } },
-        },
-    },
+    output_schema = knschema.by_ids_output("relation_types"),
 }
 
 function M.handle(args, ctx)
@@ -48,12 +39,7 @@ function M.handle(args, ctx)
         return nil, err
     end
     local matched, missing = knschema.match(kn.relation_types, args.ids)
-    local out = util.object({ kn_id = args.kn_id, relation_types = matched },
-        { "kn_id", "relation_types", "missing" })
-    if #missing > 0 then
-        out.missing = missing
-    end
-    return out
+    return knschema.by_ids_result(args.kn_id, "relation_types", matched, missing)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)

@@ -2,37 +2,30 @@
 -- presigned URL, which is then downloaded.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local skill = require "_lib.skill"
-local upstream_error = require "_lib.upstream_error"
+
+local text = util.text
 
 local M = {
     name = "get_skill_content",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "技能内容", ["en-US"] = "Skill Content" },
-    description = {
-        ["zh-CN"] = "读取一个技能的 SKILL.md 正文与技能包文件清单（files[].rel_path）。" ..
+    title = text("技能内容", "Skill Content"),
+    description = text(
+        "读取一个技能的 SKILL.md 正文与技能包文件清单（files[].rel_path）。" ..
             "正文超过 40000 字符时截断（truncated=true），此时用 read_skill_file 按 rel_path 读取单个文件。",
-        ["en-US"] = "Reads a skill's SKILL.md and the file list of its package (files[].rel_path). " ..
+        "Reads a skill's SKILL.md and the file list of its package (files[].rel_path). " ..
             "Content over 40000 characters is cut (truncated=true); then read single files by " ..
-            "rel_path with read_skill_file.",
-    },
+            "rel_path with read_skill_file."),
     group = "skill",
     order = 530,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     upstream = "operator_integration",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "skill_id" },
         properties = {
-            skill_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = { ["zh-CN"] = "技能 ID（取自 list_skills）", ["en-US"] = "Skill id (from list_skills)" },
-            },
+            skill_id = fields.skill_id(text("技能 ID（取自 list_skills）", "Skill id (from list_skills)")),
         },
     },
     output_schema = {
@@ -48,61 +41,35 @@ local M = {
     },
 }
 
-function M.shape_request(args)
-    return { upstream = "operator_integration", method = "GET", path = skill.path(args.skill_id, "/content") }
+function M.shape_request(args, ctx)
+    return skill.request(args, ctx, "GET", "/content")
 end
 
-local TRUNCATED = {
-    ["zh-CN"] = "SKILL.md 过大已截断。请用 read_skill_file 读取单个文件。",
-    ["en-US"] = "SKILL.md was truncated because it is too large. Use read_skill_file to read " ..
-        "individual files.",
-}
+local TRUNCATED = text(
+    "SKILL.md 过大已截断。请用 read_skill_file 读取单个文件。",
+    "SKILL.md was truncated because it is too large. Use read_skill_file to read " ..
+        "individual files.")
 
--- trim_response(meta, content, lang): meta is the factory's answer, content the
+-- trim_response(meta, content, args, lang): meta is the factory's answer, content the
 -- downloaded SKILL.md.
-function M.trim_response(meta, content, lang)
+function M.trim_response(meta, content, args, lang)
     local out = cljson.object({}, { "skill_id", "status", "content", "truncated", "files", "message" })
-    out.skill_id = meta.skill_id
+    out.skill_id = util.is_null(meta.skill_id) and args.skill_id or meta.skill_id
     if not util.is_null(meta.status) then
         out.status = meta.status
     end
-    local cut
-    out.content, cut = skill.truncate(content, skill.MAX_RUNES)
     local files = type(meta.files) == "table" and meta.files or util.array()
     for _, f in ipairs(files) do
         util.keep_only(f, { "rel_path", "file_type", "size", "mime_type" })
     end
     out.files = setmetatable(files, cljson.array_mt)
-    if cut then
-        out.truncated = true
-        out.message = TRUNCATED[lang] or TRUNCATED["zh-CN"]
-    end
-    return out
+    return skill.put_content(out, content, TRUNCATED[lang] or TRUNCATED["zh-CN"])
 end
 
-local SUMMARY = { ["zh-CN"] = "无法获取技能内容", ["en-US"] = "Unable to retrieve the skill content" }
+local SUMMARY = text("无法获取技能内容", "Unable to retrieve the skill content")
 
 function M.handle(args, ctx)
-    local bad = util.dot_id_error(ctx.lang, args, "skill_id")
-    if bad then
-        return nil, bad
-    end
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local meta, merr = upstream_error.json_object(res, ctx.lang)
-    if meta == nil then
-        return nil, merr
-    end
-    local content, derr = skill.download(ctx, meta.url)
-    if content == nil then
-        return nil, derr
-    end
-    if util.is_null(meta.skill_id) then
-        meta.skill_id = args.skill_id
-    end
-    return M.trim_response(meta, content, ctx.lang)
+    return skill.read(ctx, args, M, SUMMARY)
 end
 
 return M

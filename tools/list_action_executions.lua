@@ -2,8 +2,10 @@
 -- (ontology-query). Offset paging or the
 -- search_after cursor; when search_after is sent, offset is ignored (not an error).
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local action = require "_lib.action"
-local upstream_error = require "_lib.upstream_error"
+
+local text = util.text
 
 local DEFAULT_LIMIT = 20
 
@@ -11,86 +13,53 @@ local M = {
     name = "list_action_executions",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "执行历史", ["en-US"] = "Action History" },
-    description = {
-        ["zh-CN"] = "翻阅某个知识网络下的行动执行记录，可按行动类、状态、触发方式与开始时间区间过滤。" ..
+    title = text("执行历史", "Action History"),
+    description = text(
+        "翻阅某个知识网络下的行动执行记录，可按行动类、状态、触发方式与开始时间区间过滤。" ..
             "分页用 offset 或 search_after（见参数）。" ..
             "列表不含逐对象结果，需要时用 get_action_execution 查单次执行。",
-        ["en-US"] = "Pages through the action executions of a knowledge network, filtered by " ..
+        "Pages through the action executions of a knowledge network, filtered by " ..
             "action type, status, trigger type and start-time range. Page by offset or " ..
             "search_after (see the parameters). Entries carry no per-object results; use " ..
-            "get_action_execution for one execution.",
-    },
+            "get_action_execution for one execution."),
     group = "action",
     order = 340,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "ontology_query",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
-            },
+            kn_id = fields.kn_id(),
             action_type_id = {
                 type = "string",
-                description = { ["zh-CN"] = "按行动类过滤", ["en-US"] = "Only this action type" },
+                description = text("按行动类过滤", "Only this action type"),
             },
             status = {
                 enum = { "pending", "running", "completed", "failed", "cancelled" },
-                description = { ["zh-CN"] = "按状态过滤", ["en-US"] = "Only this status" },
+                description = text("按状态过滤", "Only this status"),
             },
             trigger_type = {
                 enum = { "manual", "scheduled" },
-                description = { ["zh-CN"] = "按触发方式过滤", ["en-US"] = "Only this trigger type" },
+                description = text("按触发方式过滤", "Only this trigger type"),
             },
             start_time_from = {
                 type = "integer",
                 minimum = 0,
-                description = {
-                    ["zh-CN"] = "开始时间下界（Unix 毫秒）",
-                    ["en-US"] = "Start time lower bound (Unix ms)",
-                },
+                description = text(
+                    "开始时间下界（Unix 毫秒）",
+                    "Start time lower bound (Unix ms)"),
             },
             start_time_to = {
                 type = "integer",
                 minimum = 0,
-                description = {
-                    ["zh-CN"] = "开始时间上界（Unix 毫秒）",
-                    ["en-US"] = "Start time upper bound (Unix ms)",
-                },
+                description = text(
+                    "开始时间上界（Unix 毫秒）",
+                    "Start time upper bound (Unix ms)"),
             },
-            offset = {
-                type = "integer",
-                minimum = 0,
-                description = {
-                    ["zh-CN"] = "偏移翻页；传了 search_after 时忽略",
-                    ["en-US"] = "Rows to skip; ignored when search_after is sent",
-                },
-            },
-            limit = {
-                type = "integer",
-                minimum = 0,
-                maximum = 1000,
-                default = DEFAULT_LIMIT,
-                description = {
-                    ["zh-CN"] = "每页条数，默认 20，最大 1000（0 表示默认值）",
-                    ["en-US"] = "Page size, default 20, at most 1000 (0 means the default)",
-                },
-            },
-            search_after = {
-                type = "array",
-                maxItems = 16,
-                description = {
-                    ["zh-CN"] = "游标翻页：上一页返回的 search_after，原样传回",
-                    ["en-US"] = "Page cursor: the search_after of the previous page, unchanged",
-                },
-            },
+            offset = fields.offset(text("偏移翻页；传了 search_after 时忽略", "Rows to skip; ignored when search_after is sent")),
+            limit = fields.limit(DEFAULT_LIMIT, 1000),
+            search_after = fields.search_after(16),
         },
     },
     output_schema = {
@@ -167,22 +136,9 @@ function M.trim_response(body)
     return body
 end
 
-local SUMMARY = {
-    ["zh-CN"] = "无法获取行动执行历史",
-    ["en-US"] = "Unable to retrieve the action execution history",
-}
+-- the failed step an upstream failure names (the default handle)
+M.upstream_step = text("无法获取行动执行历史", "Unable to retrieve the action execution history")
 
-function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local body, berr = upstream_error.json_object(res, ctx.lang)
-    if body == nil then
-        return nil, berr
-    end
-    return M.trim_response(body)
-end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
 return M

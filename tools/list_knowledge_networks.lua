@@ -1,6 +1,9 @@
 -- list_knowledge_networks: the knowledge networks the caller can see
 -- (bkn-backend GET /in/v1/knowledge-networks).
 local util = require "_lib.util"
+local fields = require "_lib.fields"
+
+local text = util.text
 
 local DEFAULT_LIMIT = 20
 
@@ -10,67 +13,47 @@ local M = {
     name = "list_knowledge_networks",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "知识网络列表", ["en-US"] = "Knowledge Networks" },
-    description = {
-        ["zh-CN"] = "列出当前用户可访问的业务知识网络（id、名称、说明）。不知道该用哪个 kn_id 时先调用它，" ..
+    title = text("知识网络列表", "Knowledge Networks"),
+    description = text(
+        "列出当前用户可访问的业务知识网络（id、名称、说明）。不知道该用哪个 kn_id 时先调用它，" ..
             "再用 get_kn_detail 或 search_schema 查看所选网络的结构。可按名称模糊过滤，" ..
             "用 limit/offset 翻页，total_count 为符合条件的网络总数。",
-        ["en-US"] = "Lists the business knowledge networks the caller can access (id, name, " ..
+        "Lists the business knowledge networks the caller can access (id, name, " ..
             "description). Call it first when you do not know which kn_id to use, then " ..
             "inspect the chosen network with get_kn_detail or search_schema. Filter by a " ..
             "name fragment and page with limit/offset; total_count is the number of matching " ..
-            "networks.",
-    },
-    short_description = {
-        ["zh-CN"] = "列出当前用户可访问的业务知识网络（id、名称、说明）。不知道用哪个 kn_id 时先调用，" ..
+            "networks."),
+    short_description = text(
+        "列出当前用户可访问的业务知识网络（id、名称、说明）。不知道用哪个 kn_id 时先调用，" ..
             "再用 get_kn_detail 或 search_schema 查看结构。",
-        ["en-US"] = "Lists the knowledge networks the caller can access (id, name, description). Call it " ..
-            "first when you do not know the kn_id, then get_kn_detail or search_schema.",
-    },
+        "Lists the knowledge networks the caller can access (id, name, description). Call it " ..
+            "first when you do not know the kn_id, then get_kn_detail or search_schema."),
     group = "discovery",
     order = 110,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     upstream = "bkn_backend",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         properties = {
             name_pattern = {
                 type = "string",
                 maxLength = 256,
-                description = {
-                    ["zh-CN"] = "按名称模糊匹配（包含该片段即可）",
-                    ["en-US"] = "Matches networks whose name contains this fragment",
-                },
+                description = text(
+                    "按名称模糊匹配（包含该片段即可）",
+                    "Matches networks whose name contains this fragment"),
             },
-            limit = {
-                type = "integer",
-                minimum = 0,
-                maximum = 1000,
-                default = DEFAULT_LIMIT,
-                description = {
-                    ["zh-CN"] = "每页条数，默认 20（0 表示默认值）",
-                    ["en-US"] = "Page size, default 20 (0 means the default)",
-                },
-            },
-            offset = {
-                type = "integer",
-                minimum = 0,
-                description = { ["zh-CN"] = "跳过的条数", ["en-US"] = "Number of entries to skip" },
-            },
+            limit = fields.limit(DEFAULT_LIMIT, 1000),
+            offset = fields.offset(),
             sort = {
                 type = "string",
                 maxLength = 64,
-                description = {
-                    ["zh-CN"] = "排序字段，例如 update_time（默认）、name",
-                    ["en-US"] = "Sort field, e.g. update_time (the default) or name",
-                },
+                description = text(
+                    "排序字段，例如 update_time（默认）、name",
+                    "Sort field, e.g. update_time (the default) or name"),
             },
             direction = {
                 type = "string",
                 enum = { "asc", "desc" },
-                description = { ["zh-CN"] = "排序方向", ["en-US"] = "Sort direction" },
+                description = text("排序方向", "Sort direction"),
             },
         },
     },
@@ -145,19 +128,5 @@ function M.trim_response(body)
     return body
 end
 
-function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil then
-        return nil, util.upstream_failure(nil, err, ctx.lang)
-    end
-    if not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, nil, ctx.lang)
-    end
-    local body = util.try_json(res)
-    if body == nil then
-        return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
-    end
-    return M.trim_response(body)
-end
 
 return M

@@ -2,6 +2,8 @@
 -- GET /in/v1/resources), or, with kn_id, every resource bound to the network's
 -- object types with the unbound, stale and missing bindings named.
 local util = require "_lib.util"
+local fields = require "_lib.fields"
+local errors = require "_lib.errors"
 
 local text = util.text
 
@@ -23,17 +25,10 @@ local M = {
     group = "query",
     order = 410,
     surfaces = { "rest" },
-    formats = { "json", "toon" },
     upstream = { "vega", "bkn_backend" },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = text("知识网络 ID（可选）", "Knowledge network id (optional)"),
-            },
+            kn_id = fields.string(text("知识网络 ID（可选）", "Knowledge network id (optional)")),
             catalog_id = { type = "string", minLength = 1, description = text("数据目录 ID", "Catalog id") },
             type = {
                 type = "string",
@@ -79,13 +74,9 @@ function M.shape_request(args)
 end
 
 local function list_all(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, err, ctx.lang)
-    end
-    local body = util.try_json(res)
-    if type(body) ~= "table" then
-        return nil, util.invalid_json(ctx.lang)
+    local body, err = errors.fetch(ctx, M.shape_request(args))
+    if body == nil then
+        return nil, err
     end
     local entries = util.array()
     for _, r in ipairs(type(body.entries) == "table" and body.entries or {}) do
@@ -101,18 +92,11 @@ local function list_all(args, ctx)
 end
 
 local function list_bound(args, ctx)
-    local res, err = ctx.http { upstream = "bkn_backend", method = "GET",
+    local kn, err = errors.fetch(ctx, { upstream = "bkn_backend", method = "GET",
         path = "/in/v1/knowledge-networks/" .. util.escape(args.kn_id),
-        query = { include_detail = "true", mode = "export" } }
-    if res == nil then
-        return nil, util.upstream_failure(nil, err, ctx.lang)
-    end
-    if not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, nil, ctx.lang)
-    end
-    local kn = util.try_json(res)
-    if type(kn) ~= "table" then
-        return nil, util.invalid_json(ctx.lang)
+        query = { include_detail = "true", mode = "export" } })
+    if kn == nil then
+        return nil, err
     end
     local unbound, stale, missing, entries = util.array(), util.array(), util.array(), util.array()
     local targets, seen = {}, {}
@@ -156,7 +140,7 @@ local function list_bound(args, ctx)
     if #targets > 0 and failed == #targets then
         local r = first_failure.res
         if r == nil or (r.status ~= 404 and r.status ~= 403 and not util.is_2xx(r)) then
-            return nil, util.upstream_failure(r, first_failure.err, ctx.lang)
+            return nil, errors.from_response(r, first_failure.err, ctx.lang)
         end
     end
     local out = util.object({ entries = entries, total_count = #entries },

@@ -1,52 +1,39 @@
 -- list_skills: published skills of the execution factory's skill market.
 local cljson = require "cljson"
 local util = require "_lib.util"
-local upstream_error = require "_lib.upstream_error"
+local fields = require "_lib.fields"
+
+local text = util.text
 
 local M = {
     name = "list_skills",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "技能列表", ["en-US"] = "Skill List" },
-    description = {
-        ["zh-CN"] = "列出执行工厂中已发布的技能，可按名称（模糊）和分类过滤，按页返回。" ..
+    title = text("技能列表", "Skill List"),
+    description = text(
+        "列出执行工厂中已发布的技能，可按名称（模糊）和分类过滤，按页返回。" ..
             "用 get_skill_content 读取某个技能的 SKILL.md 与文件清单。",
-        ["en-US"] = "Lists the published skills of the execution factory, filtered by name " ..
+        "Lists the published skills of the execution factory, filtered by name " ..
             "(fuzzy) and category, page by page. Read a skill's SKILL.md and file list with " ..
-            "get_skill_content.",
-    },
+            "get_skill_content."),
     group = "skill",
     order = 520,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     upstream = "operator_integration",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         properties = {
             name = {
                 type = "string",
                 maxLength = 256,
-                description = { ["zh-CN"] = "技能名称（模糊匹配）", ["en-US"] = "Skill name (fuzzy match)" },
+                description = text("技能名称（模糊匹配）", "Skill name (fuzzy match)"),
             },
             category = {
                 type = "string",
                 maxLength = 128,
-                description = { ["zh-CN"] = "技能分类", ["en-US"] = "Skill category" },
+                description = text("技能分类", "Skill category"),
             },
-            page = {
-                type = "integer",
-                minimum = 1,
-                default = 1,
-                description = { ["zh-CN"] = "页码，从 1 开始", ["en-US"] = "Page number, from 1" },
-            },
-            page_size = {
-                type = "integer",
-                minimum = 1,
-                maximum = 100,
-                default = 20,
-                description = { ["zh-CN"] = "每页条数，默认 20，最大 100", ["en-US"] = "Page size, default 20, at most 100" },
-            },
+            page = fields.page(),
+            page_size = fields.limit(20, 100, 1),
         },
     },
     output_schema = {
@@ -72,13 +59,12 @@ function M.shape_request(args)
     return { upstream = "operator_integration", method = "GET", path = "/internal-v1/skills/market", query = q }
 end
 
-local EMPTY = {
-    ["zh-CN"] = "没有匹配的已发布技能。请在执行工厂中注册并发布技能，或放宽名称、分类过滤条件。",
-    ["en-US"] = "No published skills matched. Register and publish a skill in Execution Factory, " ..
-        "or broaden the name or category filter.",
-}
+local EMPTY = text(
+    "没有匹配的已发布技能。请在执行工厂中注册并发布技能，或放宽名称、分类过滤条件。",
+    "No published skills matched. Register and publish a skill in Execution Factory, " ..
+        "or broaden the name or category filter.")
 
-function M.trim_response(body, lang)
+function M.trim_response(body, _, ctx)
     local entries = type(body.data) == "table" and body.data or util.array()
     for _, e in ipairs(entries) do
         util.keep_only(e, { "skill_id", "name", "description", "version", "category" })
@@ -93,23 +79,13 @@ function M.trim_response(body, lang)
         out.page_size = body.page_size
     end
     if #entries == 0 then
-        out.message = EMPTY[lang] or EMPTY["zh-CN"]
+        out.message = EMPTY[ctx and ctx.lang] or EMPTY["zh-CN"]
     end
     return out
 end
 
-local SUMMARY = { ["zh-CN"] = "无法获取技能列表", ["en-US"] = "Unable to retrieve the skill list" }
+-- the failed step an upstream failure names (the default handle)
+M.upstream_step = text("无法获取技能列表", "Unable to retrieve the skill list")
 
-function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local body, berr = upstream_error.json_object(res, ctx.lang)
-    if body == nil then
-        return nil, berr
-    end
-    return M.trim_response(body, ctx.lang)
-end
 
 return M

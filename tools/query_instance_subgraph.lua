@@ -3,6 +3,7 @@
 -- /in/v1/knowledge-networks/{kn}/subgraph?query_type=relation_path).
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local condition = require "_lib.condition"
 
 local text = util.text
@@ -35,22 +36,14 @@ local M = {
     group = "query",
     order = 220,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = "ontology_query",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "relation_type_paths" },
         ["$defs"] = { condition = condition.def() },
         properties = {
-            kn_id = { type = "string", minLength = 1, description = text("知识网络 ID", "Knowledge network id") },
-            include_logic_params = {
-                type = "boolean",
-                default = false,
-                description = text("为 true 时返回逻辑属性的参数定义",
-                    "When true, objects include the parameters of logic properties"),
-            },
+            kn_id = fields.kn_id(),
+            include_logic_params = fields.include_logic_params("objects"),
             relation_type_paths = {
                 type = "array",
                 minItems = 1,
@@ -74,13 +67,8 @@ local M = {
                                     id = { type = "string", minLength = 1 },
                                     condition = { ["$ref"] = "#/$defs/condition" },
                                     sort = condition.sort_schema(),
-                                    limit = {
-                                        type = "integer",
-                                        minimum = 0,
-                                        maximum = 10000,
-                                        description = text("该对象类最多取多少实例（0 为默认 1000）",
-                                            "Instances of this type to take (0 means the default 1000)"),
-                                    },
+                                    limit = fields.integer(0, 10000, text("该对象类最多取多少实例（0 为默认 1000）",
+                                        "Instances of this type to take (0 means the default 1000)")),
                                 },
                             },
                         },
@@ -101,13 +89,8 @@ local M = {
                                 },
                             },
                         },
-                        limit = {
-                            type = "integer",
-                            minimum = 0,
-                            maximum = 10000,
-                            description = text("最多返回的路径数（0 为默认 2000）",
-                                "Paths to return at most (0 means the default 2000)"),
-                        },
+                        limit = fields.integer(0, 10000, text("最多返回的路径数（0 为默认 2000）",
+                            "Paths to return at most (0 means the default 2000)")),
                     },
                 },
             },
@@ -145,11 +128,11 @@ end
 
 -- The subgraphs are passed through: decoded as raw JSON values (cljson.raw), with
 -- their timing noise cut out while decoding, and copied byte for byte into the result.
-local DECODE = { raw = "entries", drop = { "overall_ms" } }
+M.decode = { raw = "entries", drop = { "overall_ms" } }
 
--- Keeps the subgraphs as decoded; drops only the timing noise (dropped: the
--- entries were decoded without it already).
-function M.trim_response(body, dropped)
+-- Keeps the subgraphs as decoded; drops only the timing noise (args given: called
+-- by the default handle, whose decode options cut it out already).
+function M.trim_response(body, args)
     if type(body) ~= "table" then
         body = cljson.object()
     end
@@ -157,7 +140,7 @@ function M.trim_response(body, dropped)
     if type(body.entries) ~= "table" then
         body.entries = util.array()
     end
-    if not dropped then
+    if args == nil then
         local entries = body.entries
         for i, e in ipairs(entries) do
             if type(e) == "table" or cljson.is_raw(e) then
@@ -168,17 +151,6 @@ function M.trim_response(body, dropped)
     return body
 end
 
-function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, err, ctx.lang)
-    end
-    local body = util.try_json(res, DECODE)
-    if body == nil then
-        return nil, util.invalid_json(ctx.lang)
-    end
-    return M.trim_response(body, true)
-end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)
 return M

@@ -3,8 +3,12 @@
 -- /in/v1/knowledge-networks/{kn}/object-types/{ot}).
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
+local errors = require "_lib.errors"
 local condition = require "_lib.condition"
 local permission = require "_lib.permission"
+
+local text = util.text
 
 local DEFAULT_LIMIT = 10
 
@@ -12,99 +16,55 @@ local M = {
     name = "query_object_instance",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "实例查询", ["en-US"] = "Query Instances" },
-    description = {
-        ["zh-CN"] = "按条件查询某个对象类的实例数据。先用 search_schema 或 get_object_types 确认 " ..
+    title = text("实例查询", "Query Instances"),
+    description = text(
+        "按条件查询某个对象类的实例数据。先用 search_schema 或 get_object_types 确认 " ..
             "ot_id 与可用属性，再用 condition 描述筛选（叶子 {field, operation, value}，" ..
             "and/or 组合 sub_conditions；全文检索用 match，语义检索用 knn）。" ..
             "每行带 _instance_identity（后续行动、逻辑属性调用原样使用）与 _display。" ..
             "翻页用 limit 与 search_after（见参数）；total_count 为总数，翻页时不返回。",
-        ["en-US"] = "Queries instances of one object type by condition. First confirm the " ..
+        "Queries instances of one object type by condition. First confirm the " ..
             "ot_id and its properties with search_schema or get_object_types, then describe " ..
             "the filter with condition (a leaf is {field, operation, value}; and/or nodes " ..
             "combine sub_conditions; match is full-text search, knn semantic search). Each " ..
             "row carries _instance_identity (pass it unchanged to action and logic-property " ..
             "tools) and _display. Page with limit and search_after (see the parameters); " ..
-            "total_count is the number of matches and is absent on search_after pages.",
-    },
-    short_description = {
-        ["zh-CN"] = "查询某对象类的实例。先用 search_schema / get_object_types 确认 ot_id 与属性，用 " ..
+            "total_count is the number of matches and is absent on search_after pages."),
+    short_description = text(
+        "查询某对象类的实例。先用 search_schema / get_object_types 确认 ot_id 与属性，用 " ..
             "condition 筛选。每行带 _instance_identity（行动、逻辑属性工具原样使用）。翻页见参数。",
-        ["en-US"] = "Queries instances of one object type. Confirm ot_id and properties first " ..
+        "Queries instances of one object type. Confirm ot_id and properties first " ..
             "(search_schema / get_object_types); filter with condition. Each row carries " ..
             "_instance_identity (pass it unchanged to action and logic-property tools). Paging: " ..
-            "see the parameters.",
-    },
+            "see the parameters."),
     group = "query",
     order = 210,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     -- the token-saving view; its description sentences are added by the contract
     toon_view = { omit_instance_id = true },
     upstream = "ontology_query",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "ot_id" },
         ["$defs"] = { condition = condition.def() },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
-            },
-            ot_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "对象类 ID", ["en-US"] = "Object type id" },
-            },
-            include_logic_params = {
-                type = "boolean",
-                default = false,
-                description = {
-                    ["zh-CN"] = "为 true 时返回逻辑属性的参数定义",
-                    ["en-US"] = "When true, rows include the parameters of logic properties",
-                },
-            },
+            kn_id = fields.kn_id(),
+            ot_id = fields.ot_id(),
+            include_logic_params = fields.include_logic_params("rows"),
             condition = { ["$ref"] = "#/$defs/condition" },
             filters = condition.filters_schema(),
-            limit = {
-                type = "integer",
-                minimum = 0,
-                maximum = 10000,
-                default = DEFAULT_LIMIT,
-                description = {
-                    ["zh-CN"] = "返回条数，默认 10，范围 1-10000（0 表示默认值）",
-                    ["en-US"] = "Rows to return, default 10, 1-10000 (0 means the default)",
-                },
-            },
+            limit = fields.limit(DEFAULT_LIMIT, 10000),
             properties = {
                 type = "array",
                 maxItems = 1000,
                 items = { type = "string", minLength = 1 },
-                description = {
-                    ["zh-CN"] = "只返回这些属性；不填返回全部",
-                    ["en-US"] = "Return only these properties; all when omitted",
-                },
+                description = text(
+                    "只返回这些属性；不填返回全部",
+                    "Return only these properties; all when omitted"),
             },
             sort = condition.sort_schema(),
-            search_after = {
-                type = "array",
-                maxItems = 64,
-                description = {
-                    ["zh-CN"] = "翻页游标：上一页结果中的 search_after，原样传回",
-                    ["en-US"] = "Page cursor: the search_after of the previous page, unchanged",
-                },
-            },
-            offset = {
-                type = "integer",
-                minimum = 0,
-                description = {
-                    ["zh-CN"] = "跳过的条数（仅数据资源类对象类有效；给出 search_after 时忽略）",
-                    ["en-US"] = "Rows to skip (resource-backed object types only; ignored " ..
-                        "with search_after)",
-                },
-            },
+            search_after = fields.search_after(64),
+            offset = fields.offset(text("跳过的条数（仅数据资源类对象类有效；给出 search_after 时忽略）",
+                "Rows to skip (resource-backed object types only; ignored with search_after)")),
         },
     },
     output_schema = {
@@ -113,11 +73,10 @@ local M = {
             datas = {
                 type = "array",
                 items = { type = "object" },
-                description = {
-                    ["zh-CN"] = "实例行：属性值加 _instance_id、_instance_identity、_display",
-                    ["en-US"] = "Rows: property values plus _instance_id, _instance_identity, " ..
-                        "_display",
-                },
+                description = text(
+                    "实例行：属性值加 _instance_id、_instance_identity、_display",
+                    "Rows: property values plus _instance_id, _instance_identity, " ..
+                        "_display"),
             },
             total_count = { type = "integer" },
             search_after = { type = "array" },
@@ -212,27 +171,18 @@ function M.trim_response(body, args, unscored)
     return body
 end
 
--- Maps a failed call (util.upstream_failure: a 4xx keeps its status, 5xx and
--- transport failures follow the gateway's one mapping). A 403 targets this one
--- object type: it carries permission_guidance.
-local function map_error(res, err, args, ctx)
-    local e = util.upstream_failure(res, err, ctx.lang)
-    if res ~= nil and res.status == 403 then
-        e.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
-    end
-    return e
-end
-
 function M.handle(args, ctx)
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, map_error(res, err, args, ctx)
-    end
     local scoring = condition.uses_scoring(condition.effective(args.condition, args.filters,
         cljson.object, util.array))
-    local body = util.try_json(res, scoring and DECODE or DECODE_UNSCORED)
+    -- a failure follows the gateway's one mapping (a 4xx keeps its status, 5xx and
+    -- transport failures become 502/503/504); a 403 targets this one object type: it
+    -- carries permission_guidance
+    local body, err, res = errors.fetch(ctx, M.shape_request(args), nil, scoring and DECODE or DECODE_UNSCORED)
     if body == nil then
-        return nil, util.bad_gateway(ctx.lang, { reason = "invalid_json" })
+        if res ~= nil and res.status == 403 then
+            err.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
+        end
+        return nil, err
     end
     body = M.trim_response(body, args, not scoring)
     -- masked fields, names only or a narrowed row scope (only requested properties count)

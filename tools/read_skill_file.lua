@@ -3,48 +3,36 @@
 -- before any downstream call (hostile input), whatever the factory would do.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local skill = require "_lib.skill"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local M = {
     name = "read_skill_file",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "读技能文件", ["en-US"] = "Read Skill File" },
-    description = {
-        ["zh-CN"] = "按相对路径读取技能包中的一个文件（rel_path 取自 get_skill_content 的 files）。" ..
+    title = text("读技能文件", "Read Skill File"),
+    description = text(
+        "按相对路径读取技能包中的一个文件（rel_path 取自 get_skill_content 的 files）。" ..
             "路径必须位于技能包内：绝对路径与 .. 一律拒绝。文本文件返回 content（超过 40000 字符截断）；" ..
             "二进制文件不返回 content。",
-        ["en-US"] = "Reads one file of a skill package by its relative path (rel_path from the " ..
+        "Reads one file of a skill package by its relative path (rel_path from the " ..
             "files of get_skill_content). The path must stay inside the package: absolute paths " ..
             "and .. are refused. Text files come with content (cut at 40000 characters); binary " ..
-            "files come without it.",
-    },
+            "files come without it."),
     group = "skill",
     order = 540,
     surfaces = { "mcp", "rest" },
-    formats = { "json", "toon" },
     upstream = "operator_integration",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "skill_id", "rel_path" },
         properties = {
-            skill_id = {
-                type = "string",
-                minLength = 1,
-                maxLength = 256,
-                description = { ["zh-CN"] = "技能 ID", ["en-US"] = "Skill id" },
-            },
-            rel_path = {
-                type = "string",
-                minLength = 1,
-                maxLength = 1024,
-                description = {
-                    ["zh-CN"] = "技能包内的相对路径，如 refs/checklist.md",
-                    ["en-US"] = "Path relative to the package root, e.g. refs/checklist.md",
-                },
-            },
+            skill_id = fields.skill_id(),
+            rel_path = fields.string(text(
+                "技能包内的相对路径，如 refs/checklist.md",
+                "Path relative to the package root, e.g. refs/checklist.md"), 1024),
         },
     },
     output_schema = {
@@ -61,13 +49,12 @@ local M = {
     },
 }
 
-local TRAVERSAL = {
-    ["zh-CN"] = { "rel_path 无效：路径必须位于技能包内（不能是绝对路径，也不能包含 ..）",
+local TRAVERSAL = text(
+    { "rel_path 无效：路径必须位于技能包内（不能是绝对路径，也不能包含 ..）",
                   "请使用 get_skill_content 返回的 files[].rel_path" },
-    ["en-US"] = { "Invalid rel_path: the path must stay inside the skill package (no absolute " ..
+    { "Invalid rel_path: the path must stay inside the skill package (no absolute " ..
                       "path, no ..)",
-                  "Use a files[].rel_path returned by get_skill_content" },
-}
+                  "Use a files[].rel_path returned by get_skill_content" })
 
 -- rel_path_ok(p) -> boolean: relative, no "..", no control characters; checked
 -- after percent-decoding so that %2e%2e cannot slip through.
@@ -88,21 +75,19 @@ local function rel_path_ok(p)
     return true
 end
 
-function M.shape_request(args)
+-- shape_request(args, ctx) -> request | nil, a 400 for a path that leaves the package
+function M.shape_request(args, ctx)
     local body = cljson.object()
     body.rel_path = args.rel_path
-    return { upstream = "operator_integration", method = "POST",
-             path = skill.path(args.skill_id, "/files/read"), json = body }
+    local req, err = skill.request(args, ctx, "POST", "/files/read", body)
+    if req ~= nil and not rel_path_ok(args.rel_path) then
+        return nil, errors.refuse(400, ctx.lang, { rel_path = args.rel_path }, TRAVERSAL)
+    end
+    return req, err
 end
 
-local BINARY = {
-    ["zh-CN"] = "该技能文件不是文本文件，未返回内容。",
-    ["en-US"] = "The skill file is not textual; its content is not returned.",
-}
-local TRUNCATED = {
-    ["zh-CN"] = "技能文件过大已截断。",
-    ["en-US"] = "The skill file was truncated because it is too large.",
-}
+local BINARY = text("该技能文件不是文本文件，未返回内容。", "The skill file is not textual; its content is not returned.")
+local TRUNCATED = text("技能文件过大已截断。", "The skill file was truncated because it is too large.")
 
 function M.trim_response(meta, content, args, lang)
     local l = lang == "en-US" and "en-US" or "zh-CN"
@@ -120,38 +105,13 @@ function M.trim_response(meta, content, args, lang)
         out.message = BINARY[l]
         return out
     end
-    local cut
-    out.content, cut = skill.truncate(content, skill.MAX_RUNES)
-    if cut then
-        out.truncated = true
-        out.message = TRUNCATED[l]
-    end
-    return out
+    return skill.put_content(out, content, TRUNCATED[l])
 end
 
-local SUMMARY = { ["zh-CN"] = "无法读取技能文件", ["en-US"] = "Unable to read the skill file" }
+local SUMMARY = text("无法读取技能文件", "Unable to read the skill file")
 
 function M.handle(args, ctx)
-    local bad = util.dot_id_error(ctx.lang, args, "skill_id")
-    if bad then
-        return nil, bad
-    end
-    if not rel_path_ok(args.rel_path) then
-        return nil, upstream_error.local_error(400, ctx.lang, TRAVERSAL, { rel_path = args.rel_path })
-    end
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY)
-    end
-    local meta, merr = upstream_error.json_object(res, ctx.lang)
-    if meta == nil then
-        return nil, merr
-    end
-    local content, derr = skill.download(ctx, meta.url)
-    if content == nil then
-        return nil, derr
-    end
-    return M.trim_response(meta, content, args, ctx.lang)
+    return skill.read(ctx, args, M, SUMMARY)
 end
 
 return M

@@ -6,37 +6,32 @@
 -- those functions, rendered by the core from the tools actually registered.
 local cljson = require "cljson"
 local ptc = require "ptc"
+local util = require "_lib.util"
+local fields = require "_lib.fields"
+
+local text = util.text
 
 local M = {
     name = "run_code",
     version = "1.0.0",
     kind = "execute",
-    title = { ["zh-CN"] = "运行代码", ["en-US"] = "Run Code" },
-    description = {
-        ["zh-CN"] = "在沙箱中运行一段 Python 脚本；BKN 的能力是脚本里可直接调用的函数，只有 stdout 返回。",
-        ["en-US"] = "Runs a Python script in the sandbox; the BKN capabilities are functions the " ..
-            "script calls directly, and only stdout returns.",
-    },
+    title = text("运行代码", "Run Code"),
+    description = text(
+        "在沙箱中运行一段 Python 脚本；BKN 的能力是脚本里可直接调用的函数，只有 stdout 返回。",
+        "Runs a Python script in the sandbox; the BKN capabilities are functions the " ..
+            "script calls directly, and only stdout returns."),
     group = "execution",
     order = 710,
     surfaces = { "ptc" },
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { destructiveHint = false, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "code" },
         properties = {
-            code = {
-                type = "string",
-                minLength = 1,
-                maxLength = 200000,
-                description = {
-                    ["zh-CN"] = "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
-                    ["en-US"] = "Python code (no need to import the functions); only printed output returns",
-                },
-            },
+            code = fields.string(text(
+                "Python 代码（函数体即可，无需 import 这些函数）；只有 print 的内容会返回",
+                "Python code (no need to import the functions); only printed output returns"), 200000),
             timeout = ptc.timeout_schema(),
         },
     },

@@ -4,36 +4,32 @@
 -- exit_code return.
 local cljson = require "cljson"
 local ptc = require "ptc"
+local util = require "_lib.util"
+local fields = require "_lib.fields"
+
+local text = util.text
 
 local M = {
     name = "run_shell",
     version = "1.0.0",
     kind = "execute",
-    title = { ["zh-CN"] = "运行命令", ["en-US"] = "Run Command" },
-    description = {
-        ["zh-CN"] = "在沙箱中用 sh -c 运行一条 shell 命令，工作目录与 run_code 相同（按 conversation_id 划分），" ..
+    title = text("运行命令", "Run Command"),
+    description = text(
+        "在沙箱中用 sh -c 运行一条 shell 命令，工作目录与 run_code 相同（按 conversation_id 划分），" ..
             "可查看脚本写下的文件。返回 stdout、stderr、exit_code。",
-        ["en-US"] = "Runs one shell command (sh -c) in the sandbox, in the same working directory as " ..
+        "Runs one shell command (sh -c) in the sandbox, in the same working directory as " ..
             "run_code (one per conversation_id), so it sees the files a script wrote. Returns stdout, " ..
-            "stderr and exit_code.",
-    },
+            "stderr and exit_code."),
     group = "execution",
     order = 720,
     surfaces = { "ptc" },
     formats = { "json" },
     upstream = "operator_integration",
     annotations = { destructiveHint = true, openWorldHint = true },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "command" },
         properties = {
-            command = {
-                type = "string",
-                minLength = 1,
-                maxLength = 20000,
-                description = { ["zh-CN"] = "要运行的 shell 命令", ["en-US"] = "The shell command to run" },
-            },
+            command = fields.string(text("要运行的 shell 命令", "The shell command to run"), 20000),
             timeout = ptc.timeout_schema(),
         },
     },

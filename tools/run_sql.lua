@@ -5,6 +5,8 @@
 -- trusted runtime.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
+local errors = require "_lib.errors"
 local sqlguard = require "sqlguard"
 
 local text = util.text
@@ -23,26 +25,13 @@ local M = {
     group = "query",
     order = 240,
     surfaces = { "rest" },
-    formats = { "json", "toon" },
     upstream = "vega",
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "sql" },
         properties = {
-            sql = {
-                type = "string",
-                minLength = 1,
-                maxLength = 65536,
-                description = text("一条只读 SELECT，表写作 {{.resource_id}}",
-                    "One read-only SELECT; tables written as {{.resource_id}}"),
-            },
-            query_timeout = {
-                type = "integer",
-                minimum = 1,
-                maximum = 3600,
-                description = text("查询超时（秒）", "Query timeout in seconds"),
-            },
+            sql = fields.string(text("一条只读 SELECT，表写作 {{.resource_id}}",
+                "One read-only SELECT; tables written as {{.resource_id}}"), 65536),
+            query_timeout = fields.integer(1, 3600, text("查询超时（秒）", "Query timeout in seconds")),
         },
     },
     output_schema = {
@@ -56,7 +45,13 @@ local M = {
     },
 }
 
-function M.shape_request(args)
+-- shape_request(args, ctx) -> the vega query | nil, a 400 for SQL that is not one
+-- read-only SELECT
+function M.shape_request(args, ctx)
+    local ok, msg = sqlguard.check(args.sql)
+    if not ok then
+        return nil, errors.refuse(400, ctx.lang, msg)
+    end
     local body = util.object({
         query = args.sql, -- forwarded unchanged, placeholders intact
         query_format = "sql",
@@ -84,20 +79,5 @@ function M.trim_response(body)
     return body
 end
 
-function M.handle(args, ctx)
-    local ok, msg = sqlguard.check(args.sql)
-    if not ok then
-        return nil, util.bad_request(ctx.lang, msg)
-    end
-    local res, err = ctx.http(M.shape_request(args))
-    if res == nil or not util.is_2xx(res) then
-        return nil, util.upstream_failure(res, err, ctx.lang)
-    end
-    local body = util.try_json(res)
-    if body == nil then
-        return nil, util.invalid_json(ctx.lang)
-    end
-    return M.trim_response(body)
-end
 
 return M

@@ -8,8 +8,11 @@
 -- execute_tool takes.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local fields = require "_lib.fields"
 local capability = require "_lib.capability"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local DEFAULT_LIMIT = 20
 
@@ -17,66 +20,49 @@ local M = {
     name = "search_capabilities",
     version = "1.0.0",
     kind = "read",
-    title = { ["zh-CN"] = "能力检索", ["en-US"] = "Search Capabilities" },
-    description = {
-        ["zh-CN"] = "按需发现可调用的能力：本服务中未直接列出的工具（kind=tool），以及知识网络在执行工厂挂载的" ..
+    title = text("能力检索", "Search Capabilities"),
+    description = text(
+        "按需发现可调用的能力：本服务中未直接列出的工具（kind=tool），以及知识网络在执行工厂挂载的" ..
             "函数工具（function）、MCP 工具（mcp_tool）和技能（skill）。每项带 name、kind、description、" ..
             "input_schema，以及调用所需的 tool_id / toolbox_id。找到后用 execute_tool 调用（技能用 " ..
             "get_skill_content 等技能工具读取）。",
-        ["en-US"] = "Discovers callable capabilities on demand: tools of this service that your " ..
+        "Discovers callable capabilities on demand: tools of this service that your " ..
             "surface does not list (kind=tool), and the function tools (function), MCP tools " ..
             "(mcp_tool) and skills (skill) the knowledge network mounts in the execution factory. " ..
             "Each has name, kind, description, input_schema and the tool_id / toolbox_id that " ..
             "execute_tool takes. Run one with execute_tool (read skills with the skill tools such " ..
-            "as get_skill_content).",
-    },
-    short_description = {
-        ["zh-CN"] = "发现此处未列出的可调用能力：本服务的其他工具（kind=tool）及知识网络挂载的 function、" ..
+            "as get_skill_content)."),
+    short_description = text(
+        "发现此处未列出的可调用能力：本服务的其他工具（kind=tool）及知识网络挂载的 function、" ..
             "mcp_tool、skill。用 execute_tool 调用（tool_id / toolbox_id）。",
-        ["en-US"] = "Finds callable capabilities not listed here: this service's other tools (kind=tool) " ..
+        "Finds callable capabilities not listed here: this service's other tools (kind=tool) " ..
             "and the knowledge network's function, mcp_tool and skill capabilities. Run one with " ..
-            "execute_tool (tool_id / toolbox_id).",
-    },
+            "execute_tool (tool_id / toolbox_id)."),
     group = "capability",
     order = 610,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     toon_view = true,
     upstream = { "operator_integration", "bkn_backend" },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id" },
         properties = {
-            kn_id = {
-                type = "string",
-                minLength = 1,
-                description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
-            },
+            kn_id = fields.kn_id(),
             query = {
                 type = "string",
                 maxLength = 512,
-                description = {
-                    ["zh-CN"] = "要做的事或能力名称；为空时列出全部",
-                    ["en-US"] = "What you want to do, or a capability name; empty lists everything",
-                },
+                description = text(
+                    "要做的事或能力名称；为空时列出全部",
+                    "What you want to do, or a capability name; empty lists everything"),
             },
             types = {
                 type = "array",
                 uniqueItems = true,
                 items = { enum = { "tool", "function", "mcp_tool", "skill" } },
-                description = {
-                    ["zh-CN"] = "只要这些类型：tool（本服务工具）、function、mcp_tool、skill",
-                    ["en-US"] = "Only these kinds: tool (this service's tools), function, mcp_tool, skill",
-                },
+                description = text(
+                    "只要这些类型：tool（本服务工具）、function、mcp_tool、skill",
+                    "Only these kinds: tool (this service's tools), function, mcp_tool, skill"),
             },
-            limit = {
-                type = "integer",
-                minimum = 1,
-                maximum = 100,
-                default = DEFAULT_LIMIT,
-                description = { ["zh-CN"] = "最多返回条数，默认 20", ["en-US"] = "At most this many, default 20" },
-            },
+            limit = fields.integer(1, 100, text("最多返回条数，默认 20", "At most this many, default 20"), DEFAULT_LIMIT),
         },
     },
     output_schema = {
@@ -85,10 +71,9 @@ local M = {
             capabilities = {
                 type = "array",
                 items = { type = "object" },
-                description = {
-                    ["zh-CN"] = "kind、name、tool_id、toolbox_id（工厂能力）、description、input_schema",
-                    ["en-US"] = "kind, name, tool_id, toolbox_id (factory capabilities), description, input_schema",
-                },
+                description = text(
+                    "kind、name、tool_id、toolbox_id（工厂能力）、description、input_schema",
+                    "kind, name, tool_id, toolbox_id (factory capabilities), description, input_schema"),
             },
             total_matched = { type = "integer" },
             truncated = { type = "boolean" },
@@ -97,18 +82,17 @@ local M = {
     },
 }
 
-local MESSAGES = {
-    ["zh-CN"] = {
+local MESSAGES = text(
+    {
         none = "没有匹配的能力。可放宽 query 或 types；执行工厂的能力需先挂载到该知识网络并发布。",
         truncated = "匹配结果多于 limit，只返回了前面的部分；可细化 query 或增大 limit。",
     },
-    ["en-US"] = {
+    {
         none = "No capability matched. Broaden query or types; factory capabilities must be " ..
             "mounted on the knowledge network and published first.",
         truncated = "More capabilities matched than limit; only the first ones are returned. " ..
             "Refine query or raise limit.",
-    },
-}
+    })
 
 local function wanted(args, kind)
     if type(args.types) ~= "table" or #args.types == 0 then
@@ -208,15 +192,10 @@ local function search(ctx, args, refs, limit)
     if #types > 0 then
         body.types = types
     end
-    local res, err = ctx.http({ upstream = "operator_integration", method = "POST",
-        path = "/internal-v1/capabilities/search", json = body })
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang,
-            { ["zh-CN"] = "能力检索失败", ["en-US"] = "The capability search failed" })
-    end
-    local out, oerr = upstream_error.json_object(res, ctx.lang)
+    local out, err = errors.fetch(ctx, { upstream = "operator_integration", method = "POST",
+        path = "/internal-v1/capabilities/search", json = body }, text("能力检索失败", "The capability search failed"))
     if out == nil then
-        return nil, oerr
+        return nil, err
     end
     return type(out.entries) == "table" and out.entries or {}
 end

@@ -7,7 +7,9 @@
 -- reranker; when it is off or fails, the simple ranking stands.
 local cljson = require "cljson"
 local util = require "_lib.util"
+local errors = require "_lib.errors"
 local knschema = require "_lib.knschema"
+local fields = require "_lib.fields"
 
 local text = util.text
 
@@ -34,14 +36,11 @@ local M = {
     group = "discovery",
     order = 130,
     surfaces = { "mcp", "compact", "rest" },
-    formats = { "json", "toon" },
     upstream = { "bkn_backend", "mf_model_api" },
-    input_schema = {
-        type = "object",
-        additionalProperties = false,
+    input_schema = fields.input {
         required = { "kn_id", "query" },
         properties = {
-            kn_id = knschema.kn_id_schema(),
+            kn_id = fields.kn_id(),
             query = { type = "string", minLength = 1, maxLength = 2000,
                 description = text("自然语言问题", "The question, in natural language") },
             search_scope = {
@@ -238,19 +237,24 @@ local function reordered(entries, scores, first, n)
     return out
 end
 
+-- bkn-backend's search of the network's what ("object-types", "metrics") for the
+-- query, best score first -> entries | nil (search unavailable)
+local function scored_search(ctx, args, what, limit, need_total)
+    return util.entries_of(ctx.http { upstream = "bkn_backend", method = "POST",
+        path = knschema.kn_path(args.kn_id) .. "/" .. what, headers = { ["x-http-method-override"] = "GET" },
+        json = util.object({ condition = search_condition(args.query, limit),
+            sort = cljson.decode('[{"field":"_score","direction":"desc"}]'), limit = limit, need_total = need_total },
+            { "condition", "sort", "limit", "need_total" }) })
+end
+
 -- object type id -> bkn-backend search score | nil (search unavailable)
 local function searched_scores(ctx, args)
-    local res = ctx.http { upstream = "bkn_backend", method = "POST",
-        path = knschema.kn_path(args.kn_id) .. "/object-types", headers = { ["x-http-method-override"] = "GET" },
-        json = util.object({ condition = search_condition(args.query, 2000),
-            sort = cljson.decode('[{"field":"_score","direction":"desc"}]'), limit = 2000, need_total = false },
-            { "condition", "sort", "limit", "need_total" }) }
-    local body = util.is_2xx(res) and util.try_json(res) or nil
-    if type(body) ~= "table" or type(body.entries) ~= "table" then
+    local entries = scored_search(ctx, args, "object-types", 2000, false)
+    if entries == nil then
         return nil
     end
     local scores = {}
-    for _, e in ipairs(body.entries) do
+    for _, e in ipairs(entries) do
         if type(e) == "table" and e.id ~= nil then
             scores[e.id] = cljson.tonumber(e._score) or 0
         end
@@ -305,19 +309,14 @@ local function relation_concept(rt, brief)
 end
 
 local function metrics(ctx, args)
-    local res = ctx.http { upstream = "bkn_backend", method = "POST",
-        path = knschema.kn_path(args.kn_id) .. "/metrics", headers = { ["x-http-method-override"] = "GET" },
-        json = util.object({ condition = search_condition(args.query, args.max_concepts),
-            sort = cljson.decode('[{"field":"_score","direction":"desc"}]'), limit = args.max_concepts },
-            { "condition", "sort", "limit" }) }
-    local body = util.is_2xx(res) and util.try_json(res) or nil
+    local entries = scored_search(ctx, args, "metrics", args.max_concepts)
     local out = util.array()
-    for _, m in ipairs(type(body) == "table" and type(body.entries) == "table" and body.entries or {}) do
+    for _, m in ipairs(entries or {}) do
         if #out < args.max_concepts then
             out[#out + 1] = m
         end
     end
-    if body == nil then
+    if entries == nil then
         ctx.log("warn", "metric search unavailable: metric_types left empty")
     end
     return out
@@ -326,7 +325,7 @@ end
 function M.handle(args, ctx)
     local scope = scope_of(args)
     if not (scope.objects or scope.relations or scope.actions or scope.metrics) then
-        return nil, util.bad_request(ctx.lang, "search_scope must enable at least one concept type")
+        return nil, errors.refuse(400, ctx.lang, "search_scope must enable at least one concept type")
     end
     local brief = args.schema_brief
     if brief == nil then

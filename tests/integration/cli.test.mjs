@@ -151,7 +151,7 @@ test('a port in use is a fatal error that names the system reason', async () => 
 function brokenCopy() {
   const src = fs.readFileSync(path.join(ROOT, 'tools/list_knowledge_networks.lua'), 'utf8');
   const text = src.replaceAll('list_knowledge_networks', 'get_kn_name').replaceAll('"bkn_backend"', '"bkn_backnd"')
-    .replace(/(\n\s*limit = \{\n)/, '$1                pattern = "^[0-9]+$",\n');
+    .replace(/(\n\s*name_pattern = \{\n)/, '$1                pattern = "^[0-9]+$",\n');
   const lines = text.split('\n');
   const lineOf = (re, from = 0) => lines.findIndex((l, i) => i >= from && re.test(l)) + 1;
   const origOrder = src.split('\n').findIndex((l) => /^\s*order = 110,/.test(l)) + 1;
@@ -181,10 +181,10 @@ test('--check-tools --config: every error of the directory in one pass, each at 
   const lines = r.stderr.split('\n').filter((l) => l.startsWith('tools/'));
   assert.deepEqual(lines, [
     `tools/get_kn_name.lua:${b.decl}: ${up}`,
-    `tools/get_kn_name.lua:${b.pattern}: input_schema/properties/limit: unknown keyword 'pattern': not supported ` +
+    `tools/get_kn_name.lua:${b.pattern}: input_schema/properties/name_pattern: unknown keyword 'pattern': not supported ` +
       '(Lua patterns are not ECMA regular expressions, so the core could not enforce what the model reads): use ' +
       'enum or const for a closed set, maxLength and format (an annotation) with the rule stated in description, ' +
-      'and check the text in handle, returning a 400 error (util.public_error) when it does not fit',
+      'and check the text in handle, returning a 400 error (errors.refuse of _lib.errors) when it does not fit',
     `tools/get_kn_name.lua:${b.call}: ${up}`,
     `tools/get_kn_name.lua:${b.order}: order 110 is already used by list_knowledge_networks ` +
       `(tools/list_knowledge_networks.lua:${b.origOrder})`,

@@ -142,7 +142,6 @@ test('a reload picks up a changed page; the page and the shell render from the n
 
 test('a broken page module answers a clean 500 envelope; JSON, tools and the service stay up', { timeout: 60000 }, async () => {
   const cases = [
-    ['a syntax error', 'local M = {\nfunction M.catalogue(\n', /page\.lua:2: '\(' expected/, /page\.lua:2:/],
     ['a raise while rendering',
       'local M = {}\nfunction M.catalogue(doc)\n    return doc.tools.nope.deeper\nend\nfunction M.shell()\n    error("shell template broken")\nend\nreturn M\n',
       /page\.lua:3: attempt to index a nil value/, /page\.lua:6: shell template broken/],
@@ -151,6 +150,15 @@ test('a broken page module answers a clean 500 envelope; JSON, tools and the ser
     ['a missing function', 'return {}\n', /attempt to call a nil value/, /attempt to call a nil value/],
   ];
   try {
+    // a page module that does not parse is refused by the reload, naming its file and
+    // line; the running generation keeps rendering the page
+    writeLua('page.lua', 'local M = {\nfunction M.catalogue(\n');
+    const refused = await fetch(`${stack.server.admin}/admin/reload`, { method: 'POST', signal: AbortSignal.timeout(10000) });
+    const refusal = await refused.text();
+    assert.equal(refused.status, 422, refusal);
+    assert.match(refusal, /lua\/page\.lua:2: '\(' expected/);
+    assert.equal((await page()).status, 200, 'the running generation still renders the page');
+    await stillServing();
     for (const [what, text, pageError, shellError] of cases) {
       writeLua('page.lua', text);
       await reload();

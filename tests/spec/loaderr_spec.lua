@@ -98,6 +98,26 @@ describe("loaderr.key_line", function()
         assert.equal(11, (loaderr.key_line(toks, { "order" })))
     end)
 
+    it("follows a builder called with one constructor (fields.input { … })", function()
+        local src = table.concat({
+            "local fields = require \"_lib.fields\"",
+            "local M = {",
+            "    input_schema = fields.input {",
+            "        required = { \"kn_id\" },",
+            "        properties = {",
+            "            kn_id = fields.kn_id(),",
+            "            limit = { type = \"integer\", pattern = \"x\" },",
+            "        },",
+            "    },",
+            "}",
+            "return M",
+        }, "\n")
+        local toks = loaderr.tokens(src)
+        assert.equal(7, (loaderr.key_line(toks, { "input_schema", "properties", "limit" })))
+        assert.equal(6, (loaderr.key_line(toks, { "input_schema", "properties", "kn_id", "minLength" })))
+        assert.equal(4, (loaderr.key_line(toks, { "input_schema", "required" })))
+    end)
+
     it("has no key lines for a table built by a call", function()
         local toks = loaderr.tokens('local fx = require "_lib.fx"\nreturn fx.tool("x", 1)\n')
         local line, ret = loaderr.key_line(toks, { "name" })

@@ -2,28 +2,26 @@
 -- (the on-demand gateway's data): the mounted list from bkn-backend and the
 -- caller-visible toolbox catalogue.
 local util = require "_lib.util"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local M = {}
 
 local SUMMARY = {
-    mounted = { ["zh-CN"] = "无法获取知识网络挂载的能力", ["en-US"] = "Unable to list the network's capabilities" },
-    catalogue = { ["zh-CN"] = "无法读取工具箱目录", ["en-US"] = "Unable to read the toolbox catalogue" },
+    mounted = text("无法获取知识网络挂载的能力", "Unable to list the network's capabilities"),
+    catalogue = text("无法读取工具箱目录", "Unable to read the toolbox catalogue"),
 }
 M.SUMMARY = SUMMARY
 
 -- mounted(ctx, kn_id) -> array of {capability_type, box_id, capability_id} | nil, err
 -- limit=-1 turns bkn-backend's default paging (10) off.
 function M.mounted(ctx, kn_id)
-    local res, err = ctx.http({ upstream = "bkn_backend", method = "GET",
+    local body, err = errors.fetch(ctx, { upstream = "bkn_backend", method = "GET",
         path = "/in/v1/knowledge-networks/" .. util.escape(kn_id) .. "/capabilities",
-        query = { limit = "-1" } })
-    if res == nil or not util.is_2xx(res) then
-        return nil, upstream_error.map(res, err, ctx.lang, SUMMARY.mounted)
-    end
-    local body, berr = upstream_error.json_object(res, ctx.lang)
+        query = { limit = "-1" } }, SUMMARY.mounted)
     if body == nil then
-        return nil, berr
+        return nil, err
     end
     local out = {}
     for _, e in ipairs(type(body.entries) == "table" and body.entries or {}) do
@@ -44,15 +42,11 @@ end
 function M.catalogue(ctx, box_id)
     local tools = {}
     for page = 1, 50 do
-        local res, err = ctx.http({ upstream = "operator_integration", method = "GET",
+        local body, err = errors.fetch(ctx, { upstream = "operator_integration", method = "GET",
             path = "/internal-v1/caller/tool-box/" .. util.escape(box_id) .. "/tools/list",
-            query = { status = "enabled", page = tostring(page), page_size = "100" } })
-        if res == nil or not util.is_2xx(res) then
-            return nil, upstream_error.map(res, err, ctx.lang, SUMMARY.catalogue)
-        end
-        local body, berr = upstream_error.json_object(res, ctx.lang)
+            query = { status = "enabled", page = tostring(page), page_size = "100" } }, SUMMARY.catalogue)
         if body == nil then
-            return nil, berr
+            return nil, err
         end
         local list = type(body.tools) == "table" and body.tools or {}
         for _, t in ipairs(list) do

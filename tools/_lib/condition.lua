@@ -1,6 +1,10 @@
 -- _lib.condition: the ontology-query condition tree shared by the instance query
 -- tools: its schema (recursive, through $defs), the legacy flat filters, and the
 -- helpers that read a condition.
+local util = require "_lib.util"
+
+local text = util.text
+
 local M = {}
 
 M.operations = {
@@ -23,39 +27,35 @@ function M.def()
         type = "object",
         additionalProperties = false,
         required = { "operation" },
-        description = {
-            ["zh-CN"] = "查询条件树。叶子节点比较一个属性：{field, operation, value}；" ..
+        description = text(
+            "查询条件树。叶子节点比较一个属性：{field, operation, value}；" ..
                 "and/or 节点用 sub_conditions 组合子条件。match 为全文检索，knn 为语义检索" ..
                 "（需 limit_key=\"k\" 与 limit_value）。",
-            ["en-US"] = "A condition tree. A leaf compares one property: {field, operation, " ..
+            "A condition tree. A leaf compares one property: {field, operation, " ..
                 "value}; an and/or node combines sub_conditions. match is full-text search, " ..
-                "knn is semantic search (with limit_key=\"k\" and limit_value).",
-        },
+                "knn is semantic search (with limit_key=\"k\" and limit_value)."),
         properties = {
             field = {
                 type = "string",
-                description = {
-                    ["zh-CN"] = "属性名（叶子节点必填；and/or 节点不填）",
-                    ["en-US"] = "Property name (leaves only; omit on and/or nodes)",
-                },
+                description = text(
+                    "属性名（叶子节点必填；and/or 节点不填）",
+                    "Property name (leaves only; omit on and/or nodes)"),
             },
             operation = { type = "string", enum = M.operations },
             sub_conditions = {
                 type = "array",
                 maxItems = 100,
                 items = { ["$ref"] = "#/$defs/condition" },
-                description = {
-                    ["zh-CN"] = "and/or 节点的子条件",
-                    ["en-US"] = "Children of an and/or node",
-                },
+                description = text(
+                    "and/or 节点的子条件",
+                    "Children of an and/or node"),
             },
             value_from = { type = "string", enum = { "const" } },
             value = {
                 type = VALUE_TYPES,
-                description = {
-                    ["zh-CN"] = "比较值；in/not_in/range/out_range 用数组",
-                    ["en-US"] = "Value to compare; an array for in/not_in/range/out_range",
-                },
+                description = text(
+                    "比较值；in/not_in/range/out_range 用数组",
+                    "Value to compare; an array for in/not_in/range/out_range"),
             },
             limit_key = { type = "string", enum = { "k" } },
             limit_value = { type = "integer", minimum = 1 },
@@ -67,10 +67,9 @@ function M.filters_schema()
     return {
         type = "array",
         maxItems = 100,
-        description = {
-            ["zh-CN"] = "旧版扁平过滤条件，全部以 AND 组合；同时给出 condition 时忽略 filters。",
-            ["en-US"] = "Legacy flat filters, all ANDed; ignored when condition is given.",
-        },
+        description = text(
+            "旧版扁平过滤条件，全部以 AND 组合；同时给出 condition 时忽略 filters。",
+            "Legacy flat filters, all ANDed; ignored when condition is given."),
         items = {
             type = "object",
             additionalProperties = false,
@@ -88,10 +87,9 @@ function M.sort_schema()
     return {
         type = "array",
         maxItems = 20,
-        description = {
-            ["zh-CN"] = "排序：[{field, direction}]，direction 为 asc 或 desc",
-            ["en-US"] = "Sort order: [{field, direction}], direction asc or desc",
-        },
+        description = text(
+            "排序：[{field, direction}]，direction 为 asc 或 desc",
+            "Sort order: [{field, direction}], direction asc or desc"),
         items = {
             type = "object",
             additionalProperties = false,

@@ -2,6 +2,7 @@
 -- view of a network, object-type details, related metrics, and id/name matching
 -- (shared by get_kn_detail, get_object_types and get_relation_types).
 local util = require "_lib.util"
+local errors = require "_lib.errors"
 
 local M = {}
 
@@ -19,20 +20,13 @@ M.kn_path = kn_path
 function M.export(ctx, kn_id)
     local res, err = ctx.http { upstream = "bkn_backend", method = "GET", path = kn_path(kn_id),
         query = { include_detail = "true", mode = "export" } }
-    if res == nil then
-        return nil, util.upstream_failure(nil, err, ctx.lang)
+    if res ~= nil and res.status == 404 and (res.body == nil or res.body == "") then
+        return nil, errors.refuse(404, ctx.lang, "knowledge network " .. kn_id .. " not found")
     end
     if not util.is_2xx(res) then
-        if res.status == 404 and (res.body == nil or res.body == "") then
-            return nil, util.public_error(404, ctx.lang, "knowledge network " .. kn_id .. " not found")
-        end
-        return nil, util.upstream_failure(res, nil, ctx.lang)
+        return nil, errors.from_response(res, err, ctx.lang)
     end
-    local kn = util.try_json(res)
-    if type(kn) ~= "table" then
-        return nil, util.invalid_json(ctx.lang)
-    end
-    return kn
+    return errors.json(res, ctx.lang)
 end
 
 -- GET object-type details by ids -> entries | nil (any failure: the caller falls back)
@@ -41,14 +35,9 @@ function M.object_types(ctx, kn_id, ids)
     for i, id in ipairs(ids) do
         parts[i] = util.escape(id)
     end
-    local res = ctx.http { upstream = "bkn_backend", method = "GET",
+    return util.entries_of(ctx.http { upstream = "bkn_backend", method = "GET",
         path = kn_path(kn_id) .. "/object-types/" .. table.concat(parts, ","),
-        query = { include_detail = "true" }, headers = { ["x-http-method-override"] = "GET" } }
-    local body = util.is_2xx(res) and util.try_json(res) or nil
-    if type(body) ~= "table" or type(body.entries) ~= "table" then
-        return nil
-    end
-    return body.entries
+        query = { include_detail = "true" }, headers = { ["x-http-method-override"] = "GET" } })
 end
 
 -- Metrics scoped to the given object types -> { [ot_id] = {metric…} } | nil.
@@ -114,6 +103,29 @@ function M.match(items, ids)
     return matched, missing
 end
 
+-- by_ids_output(key) -> the output schema of a lookup by ids: kn_id, what was found
+-- under key, the ids not found as missing.
+function M.by_ids_output(key)
+    return {
+        type = "object",
+        properties = {
+            kn_id = { type = "string" },
+            [key] = { type = "array", items = { type = "object" } },
+            missing = { type = "array", items = { type = "string" } },
+        },
+    }
+end
+
+-- by_ids_result(kn_id, key, found, missing) -> {kn_id, <key> = found, missing} (missing
+-- only when an id was not found).
+function M.by_ids_result(kn_id, key, found, missing)
+    local out = util.object({ kn_id = kn_id, [key] = util.array(found) }, { "kn_id", key, "missing" })
+    if #missing > 0 then
+        out.missing = missing
+    end
+    return out
+end
+
 -- Compact related-metric entry for get_object_types (field order stated).
 function M.metric_brief(m)
     local out = util.object({ id = m.id, name = m.name }, { "id", "name", "comment", "metric_type", "unit",
@@ -134,25 +146,6 @@ function M.metric_brief(m)
         out.time_dimension = m.time_dimension.property
     end
     return out
-end
-
--- Common parameter schemas.
-function M.kn_id_schema()
-    return {
-        type = "string",
-        minLength = 1,
-        description = { ["zh-CN"] = "知识网络 ID", ["en-US"] = "Knowledge network id" },
-    }
-end
-
-function M.ids_schema(zh, en)
-    return {
-        type = "array",
-        minItems = 1,
-        maxItems = 200,
-        items = { type = "string", minLength = 1 },
-        description = { ["zh-CN"] = zh, ["en-US"] = en },
-    }
 end
 
 return M

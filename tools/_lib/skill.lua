@@ -2,7 +2,9 @@
 -- read_skill_file, execute_skill): execution-factory paths, the presigned download
 -- of skill files, rune-based truncation and the text/binary decision.
 local util = require "_lib.util"
-local upstream_error = require "_lib.upstream_error"
+local errors = require "_lib.errors"
+
+local text = util.text
 
 local M = {}
 
@@ -11,6 +13,16 @@ M.MAX_RUNES = 40000              -- content handed to the model, in characters
 
 function M.path(skill_id, tail)
     return "/internal-v1/skills/" .. util.escape(skill_id) .. (tail or "")
+end
+
+-- request(args, ctx, method, tail [, json]) -> the factory request for args.skill_id
+-- | nil, the 400 of a skill_id that is "." or "..".
+function M.request(args, ctx, method, tail, json)
+    local bad = errors.dot_ids(ctx.lang, args, "skill_id")
+    if bad then
+        return nil, bad
+    end
+    return { upstream = "operator_integration", method = method, path = M.path(args.skill_id, tail), json = json }
 end
 
 -- truncate(s, n) -> s cut to n UTF-8 characters, cut? (bytes when not UTF-8)
@@ -78,45 +90,71 @@ function M.presigned_request(url)
     return { upstream = "operator_integration", method = "GET", path = rest, query = q }
 end
 
-local TOO_LARGE = {
-    ["zh-CN"] = { "技能文件过大（超过 5 MiB）", "请用 read_skill_file 读取技能包中的单个较小文件" },
-    ["en-US"] = { "The skill file is too large (over 5 MiB)",
-                  "Read individual, smaller files of the skill package with read_skill_file" },
-}
+local TOO_LARGE = text(
+    { "技能文件过大（超过 5 MiB）", "请用 read_skill_file 读取技能包中的单个较小文件" },
+    { "The skill file is too large (over 5 MiB)",
+        "Read individual, smaller files of the skill package with read_skill_file" })
 
-local NO_URL = {
-    ["zh-CN"] = { "技能文件的下载地址不可用", "请稍后重试；如持续出现，请联系管理员" },
-    ["en-US"] = { "The skill file download URL is unavailable",
-                  "Retry later; if it persists, contact an administrator" },
-}
+local NO_URL = text({ "技能文件的下载地址不可用", "请稍后重试；如持续出现，请联系管理员" },
+    { "The skill file download URL is unavailable", "Retry later; if it persists, contact an administrator" })
 
-local DOWNLOAD = {
-    ["zh-CN"] = "无法下载技能文件",
-    ["en-US"] = "Unable to download the skill file",
-}
+local DOWNLOAD = text("无法下载技能文件", "Unable to download the skill file")
+
+-- read(ctx, args, tool, step) -> tool.trim_response(meta, content, args, ctx.lang)
+-- for the factory's answer (meta) to tool.shape_request(args, ctx) and the file its
+-- url names (content) | nil, err (step: what an upstream failure's description names).
+function M.read(ctx, args, tool, step)
+    local req, err = tool.shape_request(args, ctx)
+    if req == nil then
+        return nil, err
+    end
+    local meta
+    meta, err = errors.fetch(ctx, req, step)
+    if meta == nil then
+        return nil, err
+    end
+    local content
+    content, err = M.download(ctx, meta.url)
+    if content == nil then
+        return nil, err
+    end
+    return tool.trim_response(meta, content, args, ctx.lang)
+end
+
+-- put_content(out, content, message) -> out with content cut to MAX_RUNES characters;
+-- when cut, also truncated = true and message.
+function M.put_content(out, content, message)
+    local cut
+    out.content, cut = M.truncate(content, M.MAX_RUNES)
+    if cut then
+        out.truncated = true
+        out.message = message
+    end
+    return out
+end
 
 -- download(ctx, url) -> body text | nil, err
 function M.download(ctx, url)
     if type(url) ~= "string" or url == "" then
-        return nil, upstream_error.local_error(404, ctx.lang, NO_URL, nil)
+        return nil, errors.refuse(404, ctx.lang, nil, NO_URL)
     end
     local req = M.presigned_request(url)
     if req == nil then
-        return nil, util.bad_gateway(ctx.lang, { reason = "unsupported_download_url" })
+        return nil, errors.bad_gateway(ctx.lang, { reason = "unsupported_download_url" })
     end
     local res, err = ctx.http(req)
     if res == nil or not util.is_2xx(res) then
         -- the download is the factory's own presigned URL: any failure is a bad gateway
-        local e = upstream_error.map(res, err, ctx.lang, DOWNLOAD)
+        local e = errors.from_response(res, err, ctx.lang, DOWNLOAD)
         if e.status ~= 502 then
-            e = util.bad_gateway(ctx.lang, e.details)
-            e.description = upstream_error.map(nil, nil, ctx.lang, DOWNLOAD).description
+            e = errors.bad_gateway(ctx.lang, e.details)
+            e.description = errors.from_response(nil, nil, ctx.lang, DOWNLOAD).description
         end
         return nil, e
     end
     local body = res.body or ""
     if #body > M.MAX_DOWNLOAD then
-        return nil, upstream_error.local_error(413, ctx.lang, TOO_LARGE, { size = #body })
+        return nil, errors.refuse(413, ctx.lang, { size = #body }, TOO_LARGE)
     end
     return body
 end

@@ -1,9 +1,8 @@
 -- _lib.util: helpers shared by tools: path escaping, query building, field
--- trimming that keeps decoded tables (key order, big numbers, [] and {}), and the
--- mapping of upstream failures to the gateway error envelope (docs/errors.md).
+-- trimming that keeps decoded tables (key order, big numbers, [] and {}), localized
+-- texts. The errors a tool returns are _lib.errors'.
 local cljson = require "cljson"
-local catalog = require "catalog"
-local errors = require "errors"
+local errors = require "_lib.errors"
 
 local M = {}
 
@@ -76,76 +75,23 @@ function M.try_json(res, opts)
     return nil
 end
 
--- The downstream body as details: decoded JSON when it is JSON, else the text
--- (cut to a bound, so a huge HTML error page cannot flood the model).
-M.body_details = errors.body_of
-
--- Gateway error {status, code, description, solution, details} with the localized
--- texts of the status; retryable, retry_after_ms and required_action follow the
--- status's rule when the envelope is written (lua/errors.lua).
-function M.gateway_error(status, code, lang, details)
-    local description, solution = catalog.error_text(status, lang)
-    return {
-        status = status,
-        code = code,
-        description = description,
-        solution = solution,
-        details = details,
-    }
-end
-
--- Public.<StatusName> envelope for a check the tool makes itself.
-function M.public_error(status, lang, details)
-    return M.gateway_error(status, "Public." .. catalog.status_name(status), lang, details)
-end
-
--- 502 for an upstream that broke its contract (details: what was wrong).
-function M.bad_gateway(lang, details)
-    return M.gateway_error(502, errors.UPSTREAM_CODES[502], lang, details)
-end
-
-function M.is_2xx(res)
-    return res ~= nil and math.type(res.status) == "integer" and res.status >= 200 and
-        res.status < 300
-end
-
--- A failed upstream call -> the error to return: the gateway's one mapping
--- (lua/errors.lua): a transport failure is 502 (504 on timeout), retryable; a 4xx
--- keeps its status and, for the platform's error body, its code and texts; 503 and
--- 504 stay retryable; any other 5xx is 502. The downstream body is the details.
-function M.upstream_failure(res, err, lang)
-    return errors.upstream(res, err, lang)
-end
-
--- A 2xx body that is not JSON: 502 (the upstream broke its contract).
-function M.invalid_json(lang)
-    return M.bad_gateway(lang, { reason = "invalid_json" })
-end
-
--- A gateway 400 for a check the tool makes itself (details: what to fix).
-function M.bad_request(lang, details)
-    return M.public_error(400, lang, details)
-end
-
--- dot_id_error(lang, args, field...) -> a 400 naming the first field whose value is
--- "." or "..", else nil. escape() keeps both as they are, and as a URL path segment
--- they would address another resource (and ctx.http refuses such a path).
-function M.dot_id_error(lang, args, ...)
-    for i = 1, select("#", ...) do
-        local field = select(i, ...)
-        local v = args[field]
-        if v == "." or v == ".." then
-            return M.bad_request(lang, field .. ' must be an id, not "' .. v .. '"')
-        end
+-- entries_of(res) -> the entries array of a 2xx JSON answer | nil: for the
+-- best-effort reads whose failure a tool leaves out (or only logs).
+function M.entries_of(res)
+    local body = M.is_2xx(res) and M.try_json(res) or nil
+    if type(body) ~= "table" or type(body.entries) ~= "table" then
+        return nil
     end
-    return nil
+    return body.entries
 end
+
+-- res is a 2xx answer of ctx.http (the rule lua/errors.lua maps failures by).
+M.is_2xx = errors.is_2xx
 
 -- A new JSON object with an explicit member order (keys set later go after).
 function M.object(t, keys)
     return cljson.object(t or {}, keys)
 end
-
 
 -- text(zh, en) -> the per-locale table tool titles and descriptions use
 function M.text(zh, en)
