@@ -237,6 +237,7 @@ static void read_raw(lua_State *L, int idx, cljson_raw_opts *ro)
                 luaL_argcheck(L, (unsigned char)k[j] >= 0x20 && k[j] != '"' && k[j] != '\\', idx,
                               "drop: a name must need no escaping in JSON");
             ro->drop[ro->ndrop] = k;
+            ro->droplens |= 1ULL << (kl & 63);
             ro->droplen[ro->ndrop++] = kl;
             lua_pop(L, 1);
         }

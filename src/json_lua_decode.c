@@ -583,9 +583,9 @@ static int scan_object(dec *d, size_t depth, int *canon)
             break;
         const unsigned char *member = p;
         int cut = 0;
-        if (row && *canon) {
+        size_t kl = (size_t)(d->p - p) - 2;
+        if (row && *canon && (d->ro->droplens >> (kl & 63) & 1)) {
             /* A dropped name (it needs no escaping, so its text is its bytes). */
-            size_t kl = (size_t)(d->p - p) - 2;
             for (int i = 0; i < d->ro->ndrop && !cut; i++)
                 cut = kl == d->ro->droplen[i] && memcmp(p + 1, d->ro->drop[i], kl) == 0;
         }

@@ -176,6 +176,7 @@ typedef struct {
     int ndrop;                         /* member names removed from every row: */
     const char *drop[CLJSON_DROP_MAX]; /* their bytes (none needs escaping in JSON) */
     size_t droplen[CLJSON_DROP_MAX];
+    uint64_t droplens; /* bit (length % 64) set for each drop name: most keys skip the loop */
 } cljson_raw_opts;
 
 /* cljson_decode_direct with the raw option: when ro->key is not NULL, the elements
