@@ -394,33 +394,40 @@ int info_shell_wanted(req_ctx *c)
            wants_html(req_header(c, "Accept"));
 }
 
-/* The shell a browser gets without a token (page.shell): a form for one; its script
- * fetches this same URL with it and shows the catalogue in place, so its CSP also
- * allows fetch to 'self'. */
-void info_shell(req_ctx *c)
+/* Renders the page for doc (the catalogue) or, with doc NULL, the shell, and answers
+ * with it and the page's security headers; a failed rendering answers the 500. */
+static void send_page(req_ctx *c, const json_value *doc, int connect, const char *outcome)
 {
     char nonce[33], *err = NULL;
     buf out = BUF_INIT;
-    page_args a = {NULL, surface_path(c->surface), lang_tag(c->lang), nonce, &out};
+    page_args a = {doc, surface_path(c->surface), lang_tag(c->lang), nonce, &out};
     page_nonce(nonce);
-    req_add_header(c, "Cache-Control", "no-store");
-    req_add_header(c, "Vary", "Accept, Accept-Language, Authorization");
-    req_add_header(c, "Content-Language", lang_tag(c->lang));
     if (render_page(c, &a, &err) != 0) {
         page_failed(c, err);
         goto done;
     }
-    page_security(c, nonce, 1);
-    c->outcome = "shell";
+    page_security(c, nonce, connect);
+    c->outcome = outcome;
     req_reply(c, 200, "text/html; charset=utf-8", out.data, out.len);
 done:
     free(err);
     buf_free(&out);
 }
 
+/* The shell a browser gets without a token (page.shell): a form for one; its script
+ * fetches this same URL with it and shows the catalogue in place, so its CSP also
+ * allows fetch to 'self'. */
+void info_shell(req_ctx *c)
+{
+    req_add_header(c, "Cache-Control", "no-store");
+    req_add_header(c, "Vary", "Accept, Accept-Language, Authorization");
+    req_add_header(c, "Content-Language", lang_tag(c->lang));
+    send_page(c, NULL, 1, "shell");
+}
+
 void info_handle(req_ctx *c)
 {
-    char err[256] = "", nonce[33], *rerr = NULL;
+    char err[256] = "";
     buf out = BUF_INIT;
     json_value *doc = build_doc(c, err, sizeof err);
     req_add_header(c, "Vary", "Accept, Accept-Language");
@@ -436,22 +443,13 @@ void info_handle(req_ctx *c)
         goto done;
     }
     if (wants_html(req_header(c, "Accept"))) {
-        page_args a = {doc, surface_path(c->surface), lang_tag(c->lang), nonce, &out};
-        page_nonce(nonce);
-        if (render_page(c, &a, &rerr) != 0) {
-            page_failed(c, rerr);
-            goto done;
-        }
-        page_security(c, nonce, 0);
-        c->outcome = "ok";
-        req_reply(c, 200, "text/html; charset=utf-8", out.data, out.len);
+        send_page(c, doc, 0, "ok");
     } else {
         c->outcome = "ok";
         json_write(&out, doc, 0);
         req_reply(c, 200, "application/json; charset=utf-8", out.data, out.len);
     }
 done:
-    free(rerr);
     json_free(doc);
     buf_free(&out);
 }
