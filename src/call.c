@@ -172,14 +172,32 @@ static int push_query_text(lua_State *L, int idx)
     }
 }
 
-/* Adds the pair key = the string on top of the stack to pairs, and pops the string
+/* The pairs of one query: the first QUERY_SMALL on the C stack, the rest in a
+ * GC-owned buf (pushed on first use, so raising never leaks it). */
+#define QUERY_SMALL 16
+typedef struct query_pairs {
+    upstream_query_pair small[QUERY_SMALL];
+    size_t n;
+    buf *more; /* all the pairs once there are more than QUERY_SMALL; else NULL */
+} query_pairs;
+
+/* Adds the pair key = the string on top of the stack to q, and pops the string
  * into keep (which keeps it alive while the pairs are used). */
-static void add_query_pair(lua_State *L, buf *pairs, int keep, lua_Integer *kept, const char *key)
+static void add_query_pair(lua_State *L, query_pairs *q, int keep, const char *key)
 {
     upstream_query_pair p = {key, NULL, 0};
     p.value = lua_tolstring(L, -1, &p.value_len);
-    buf_append(pairs, (const char *)&p, sizeof p);
-    lua_rawseti(L, keep, ++*kept);
+    if (q->n < QUERY_SMALL) {
+        q->small[q->n] = p;
+    } else {
+        if (!q->more) {
+            q->more = push_gcbuf(L);
+            lua_rawsetp(L, keep, q); /* anchored in keep, under a key no pair uses */
+            buf_append(q->more, (const char *)q->small, sizeof q->small);
+        }
+        buf_append(q->more, (const char *)&p, sizeof p);
+    }
+    lua_rawseti(L, keep, (lua_Integer)++q->n);
 }
 
 /* Appends "?k=v&..." for the query table at idx to url (upstream_query_append: keys
@@ -189,16 +207,19 @@ static void add_query_pair(lua_State *L, buf *pairs, int keep, lua_Integer *kept
 static void build_query(lua_State *L, int idx, buf *url)
 {
     const char *bad = NULL;
-    lua_Integer kept = 0;
+    query_pairs q;
+    int nkeys = 0;
     idx = lua_absindex(L, idx);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
         if (lua_type(L, -1) != LUA_TSTRING)
             luaL_error(L, "ctx.http: query keys must be strings");
+        nkeys++;
     }
-    buf *pairs = push_gcbuf(L);
-    lua_newtable(L);
+    q.n = 0;
+    q.more = NULL;
+    lua_createtable(L, nkeys, 0);
     int keep = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, idx)) {
@@ -213,13 +234,13 @@ static void build_query(lua_State *L, int idx, buf *url)
             for (j = 1; j <= m; j++) {
                 lua_rawgeti(L, -1, j);
                 if (push_query_text(L, -1))
-                    add_query_pair(L, pairs, keep, &kept, k);
+                    add_query_pair(L, &q, keep, k);
                 else if (!bad || strcmp(k, bad) < 0)
                     bad = k;
                 lua_pop(L, 1);
             }
         } else if (push_query_text(L, -1)) {
-            add_query_pair(L, pairs, keep, &kept, k);
+            add_query_pair(L, &q, keep, k);
         } else if (!bad || strcmp(k, bad) < 0) {
             bad = k;
         }
@@ -230,9 +251,8 @@ static void build_query(lua_State *L, int idx, buf *url)
                    "ctx.http: query value of '%s' must be a string, number, boolean or an "
                    "array of those",
                    bad);
-    upstream_query_append(url, (const upstream_query_pair *)pairs->data,
-                          pairs->len / sizeof(upstream_query_pair));
-    lua_pop(L, 2);
+    upstream_query_append(url, q.more ? (const upstream_query_pair *)q.more->data : q.small, q.n);
+    lua_pop(L, 1);
 }
 
 /* Child traceparent: the inbound trace id and flags with a fresh span id (or a new
@@ -931,6 +951,10 @@ static void on_start(evutil_socket_t fd, short what, void *arg)
         finish(c); /* setup failed: the envelope is already in c->body */
 }
 
+/* Room for every field ctx can get (the ones set here and the ones the runtime
+ * adds), so that filling it never rehashes the table. */
+#define CTX_FIELDS 20
+
 /* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
 /* Pushes ctx.config: the deployment settings, fixed before the first call, so
  * their Lua table is built once per state (the registry keeps it under the
@@ -967,7 +991,7 @@ static int setup_p(lua_State *L)
     else
         lua_pushnil(L); /* host.invoke makes an empty object */
 
-    lua_createtable(L, 0, 10);
+    lua_createtable(L, 0, CTX_FIELDS);
     ctx = lua_gettop(L);
     {
         ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud), 0);

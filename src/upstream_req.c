@@ -79,16 +79,17 @@ int upstream_header_value_valid(const char *s, size_t len)
 void upstream_pct_encode(buf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
+    size_t run = 0; /* start of the unreserved bytes not yet appended */
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            buf_putc(b, (char)ch);
-        } else {
-            buf_putc(b, '%');
-            buf_putc(b, hex[ch >> 4]);
-            buf_putc(b, hex[ch & 15]);
-        }
+        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~')
+            continue;
+        char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+        buf_append(b, s + run, i - run);
+        buf_append(b, esc, sizeof esc);
+        run = i + 1;
     }
+    buf_append(b, s + run, len - run);
 }
 
 /* Orders indices of pairs by key, then by index (a stable order). */
