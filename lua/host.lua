@@ -421,6 +421,36 @@ local function make_list_tools(ctx)
     end
 end
 
+-- The fields the runtime adds to every call's ctx, made on the first read (most
+-- calls read none of them): name -> maker(real ctx, its read-only view).
+local LAZY = {
+    invoke = function(_, view)
+        return make_invoke(view)
+    end,
+    list_tools = function(_, view)
+        return make_list_tools(view)
+    end,
+    authz = function(real)
+        return authz.handle(real.principal, real.now_ms)
+    end,
+}
+
+-- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
+-- without one): a read of a missing field makes the LAZY one; the read-only view
+-- makes the __lazy ones before pairs lists the fields.
+M.ctx_mt = {
+    __index = function(real, key)
+        local make = LAZY[key]
+        if make == nil then
+            return nil
+        end
+        local v = make(real, clruntime.readonly(real))
+        rawset(real, key, v)
+        return v
+    end,
+    __lazy = { "invoke", "list_tools", "authz" },
+}
+
 -- invoke(name, args, ctx, query) -> status, body, error_code
 -- Runs as the call's coroutine; a raise propagates to C (incident, traceback logged).
 -- The tool gets a read-only view of ctx (clruntime.readonly): it reads every
@@ -431,16 +461,10 @@ function M.invoke(name, args, ctx, query)
         error("unknown tool '" .. tostring(name) .. "'", 0)
     end
     local real = ctx
+    if getmetatable(real) == nil then
+        setmetatable(real, M.ctx_mt)
+    end
     ctx = clruntime.readonly(real)
-    if real.invoke == nil then
-        real.invoke = make_invoke(ctx)
-    end
-    if real.list_tools == nil then
-        real.list_tools = make_list_tools(ctx)
-    end
-    if real.authz == nil then
-        real.authz = authz.handle(real.principal, real.now_ms)
-    end
     local lang = ctx.lang
     local res, err, bad = run(tool, args, ctx, query)
     if bad then

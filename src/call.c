@@ -973,7 +973,7 @@ static void push_shared_config(lua_State *L, const json_value *config)
 static int setup_p(lua_State *L)
 {
     call *c = lua_touserdata(L, 1);
-    int ctx;
+    int host, ctx;
     c->co = lua_newthread(L);
     c->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     if (luaL_newmetatable(L, "cl.gcbuf")) {
@@ -983,8 +983,8 @@ static int setup_p(lua_State *L)
     lua_pop(L, 1);
 
     lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
-    lua_getfield(L, -1, "invoke");
-    lua_remove(L, -2);
+    host = lua_gettop(L);
+    lua_getfield(L, host, "invoke");
     lua_pushstring(L, c->info->name);
     if (c->args)
         cljson_push(L, c->args);
@@ -993,6 +993,8 @@ static int setup_p(lua_State *L)
 
     lua_createtable(L, 0, CTX_FIELDS);
     ctx = lua_gettop(L);
+    lua_getfield(L, host, "ctx_mt"); /* the fields the runtime makes on first read */
+    lua_setmetatable(L, ctx);
     {
         ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud), 0);
         u->c = NULL;
@@ -1063,6 +1065,7 @@ static int setup_p(lua_State *L)
     else
         lua_pushnil(L);
     lua_xmove(L, c->co, 5);
+    lua_pop(L, 1); /* host */
     return 0;
 }
 

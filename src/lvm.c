@@ -1094,7 +1094,9 @@ static int sb_require_public(lua_State *L)
  * A view is an empty table with one shared metatable; KEY_VIEWS maps it to the
  * table it shows. Reads go through to that table, and a table read through a view
  * comes back as a view of it (made on first read, then the same one); writes and
- * rawset raise. Nothing is copied. */
+ * rawset raise. Nothing is copied. A field the table lacks is asked of its own
+ * metatable's __index, which may make it on first read (the runtime's lazy ctx
+ * fields); the keys listed in that metatable's __lazy are made before pairs. */
 static int view_real(lua_State *L, int view)
 {
     lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWS);
@@ -1124,7 +1126,12 @@ static int view_index(lua_State *L)
     if (!view_real(L, 1))
         return 0;
     lua_pushvalue(L, 2);
-    lua_rawget(L, -2);
+    if (lua_rawget(L, -2) == LUA_TNIL && lua_getmetatable(L, -2)) {
+        /* a field the real table makes on first read (its metatable's __index) */
+        lua_pop(L, 2);
+        lua_pushvalue(L, 2);
+        lua_gettable(L, -2);
+    }
     wrap_top(L);
     return 1;
 }
@@ -1153,6 +1160,18 @@ static int view_pairs(lua_State *L)
 {
     if (!view_real(L, 1))
         return luaL_error(L, "not a read-only view");
+    int lazy = luaL_getmetafield(L, -1, "__lazy");
+    if (lazy == LUA_TTABLE) {
+        /* the fields made on first read are made now, so that pairs lists them */
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, i);
+            lua_gettable(L, -3);
+            lua_pop(L, 1);
+        }
+    }
+    if (lazy != LUA_TNIL)
+        lua_pop(L, 1);
     lua_pushcclosure(L, view_next, 1);
     lua_pushvalue(L, 1);
     lua_pushnil(L);

@@ -116,6 +116,30 @@ describe("ctx through the host", function()
         assert.equal("none", body.before)
     end)
 
+    it("makes ctx.invoke, ctx.list_tools and ctx.authz on first read, and lists them in pairs", function()
+        local untouched = ctx_of("a")
+        local _, body = host_with(function(_, ctx)
+            return { lang = ctx.lang }
+        end).invoke("probe", nil, untouched)
+        assert.equal("en-US", body.lang)
+        for _, k in ipairs({ "invoke", "list_tools", "authz" }) do
+            assert.is_nil(rawget(untouched, k)) -- never read: never made
+        end
+        local read = ctx_of("a")
+        _, body = host_with(function(_, ctx)
+            local keys = {}
+            for k in pairs(ctx) do
+                keys[#keys + 1] = k
+            end
+            table.sort(keys)
+            return { keys = table.concat(keys, ","), same = rawequal(ctx.invoke, ctx.invoke),
+                     authz = type(ctx.authz.get), list = type(ctx.list_tools) }
+        end).invoke("probe", nil, read)
+        assert.same({ keys = "authz,config,invoke,lang,list_tools,principal,surface", same = true,
+                      authz = "function", list = "function" }, body)
+        assert.is_function(rawget(read, "invoke"))
+    end)
+
     it("keeps nothing for a call without an account", function()
         local host = host_with(function(_, ctx)
             local stored = ctx.authz.put("k", true)

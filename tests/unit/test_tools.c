@@ -417,6 +417,18 @@ int main(void)
     CHECK(strcmp(seen.traceparent, env.traceparent) != 0);
     outcome_free(&o);
 
+    /* more query pairs than the C stack holds: the same sorted, encoded query */
+    run(g, "fetch_json",
+        "{\"kn_id\":\"kn_a\",\"tags\":[\"t01\",\"t02\",\"t03\",\"t04\",\"t05\",\"t06\","
+        "\"t07\",\"t08\",\"t09\",\"t10\",\"t11\",\"t12\",\"t13\",\"t14\",\"t15\",\"t16\","
+        "\"t17\",\"t/18\"]}",
+        &o);
+    CHECK(o.status == 200);
+    CHECK_STR(seen.uri, "/api/kn/kn_a/items?exact=true&limit=5&tags=t01&tags=t02&tags=t03&tags=t04"
+                        "&tags=t05&tags=t06&tags=t07&tags=t08&tags=t09&tags=t10&tags=t11&tags=t12"
+                        "&tags=t13&tags=t14&tags=t15&tags=t16&tags=t17&tags=t%2F18");
+    outcome_free(&o);
+
     /* kn_id from the X-Kn-ID header when the argument is absent */
     env.kn_id_header = "kn_h";
     run(g, "fetch_json", "{}", &o);
