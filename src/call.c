@@ -953,7 +953,7 @@ static void on_start(evutil_socket_t fd, short what, void *arg)
 
 /* Room for every field ctx can get (the ones set here and the ones the runtime
  * adds), so that filling it never rehashes the table. */
-#define CTX_FIELDS 20
+#define CTX_FIELDS 16
 
 /* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
 /* Pushes ctx.config: the deployment settings, fixed before the first call, so

@@ -8,10 +8,18 @@ local M = {}
 
 -- Percent-encodes everything but RFC 3986 unreserved characters, so an id can
 -- never add a path segment ("a/../b" -> "a%2F..%2Fb").
+local function pct(c)
+    return string.format("%%%02X", c:byte())
+end
+
 function M.escape(s)
-    return (tostring(s):gsub("[^%w%-%._~]", function(c)
-        return string.format("%%%02X", c:byte())
-    end))
+    if type(s) ~= "string" then
+        s = tostring(s)
+    end
+    if not s:find("[^%w%-%._~]") then
+        return s -- nothing to escape (ids usually): no copy
+    end
+    return (s:gsub("[^%w%-%._~]", pct))
 end
 
 function M.is_null(v)

@@ -1,0 +1,25 @@
+local helper = require "helper"
+
+-- _lib.util.escape: a path segment percent-encoded, RFC 3986 unreserved characters
+-- as they are.
+describe("_lib.util.escape", function()
+    local util = helper.sandbox().tool_require("_lib.util")
+
+    it("keeps an id of unreserved characters as it is", function()
+        assert.equal("kn_medical-1.2~x", util.escape("kn_medical-1.2~x"))
+        assert.equal("", util.escape(""))
+    end)
+
+    it("encodes every other byte as %XX (upper case)", function()
+        assert.equal("a%2F..%2Fb", util.escape("a/../b"))
+        assert.equal("a%20b%26c%3F%25%23", util.escape("a b&c?%#"))
+        assert.equal("%E7%BD%91", util.escape("网"))
+        assert.equal("%00%0A", util.escape("\0\n"))
+    end)
+
+    it("takes numbers and booleans as their text", function()
+        assert.equal("42", util.escape(42))
+        assert.equal("1.5", util.escape(1.5))
+        assert.equal("true", util.escape(true))
+    end)
+end)
