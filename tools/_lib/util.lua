@@ -16,8 +16,8 @@ function M.escape(s)
     if type(s) ~= "string" then
         s = tostring(s)
     end
-    if not s:find("[^%w%-%._~]") then
-        return s -- nothing to escape (ids usually): no copy
+    if s:find("^[%w%-%._~]*$") then
+        return s -- nothing to escape (ids usually): one anchored scan, no copy
     end
     return (s:gsub("[^%w%-%._~]", pct))
 end
