@@ -65,6 +65,7 @@ struct call {
     char fetch_method[8];
     char fetch_path[200];
     const fetch_response *resp; /* only while the response is being pushed */
+    buf req_url, req_body;      /* ctx.http's request being built (fetch_start copies them) */
     /* result */
     int status;
     int is_error;
@@ -328,21 +329,23 @@ static int ctx_http(lua_State *L)
         return luaL_error(L, "ctx.http: path is required");
     if ((perr = upstream_check_path(path)) != NULL)
         return luaL_error(L, "ctx.http: %s", perr);
-    url = push_gcbuf(L);  /* 5 */
-    body = push_gcbuf(L); /* 6 */
+    url = &c->req_url; /* the call's own: raising leaks nothing, the next request reuses them */
+    body = &c->req_body;
+    buf_reset(url);
+    buf_reset(body);
     buf_puts(url, up->base_url);
     buf_puts(url, path);
-    lua_getfield(L, 1, "query"); /* 7 */
-    if (lua_istable(L, 7))
-        build_query(L, 7, url);
-    else if (!lua_isnil(L, 7))
+    lua_getfield(L, 1, "query"); /* 5 */
+    if (lua_istable(L, 5))
+        build_query(L, 5, url);
+    else if (!lua_isnil(L, 5))
         return luaL_error(L, "ctx.http: query must be a table");
 
     H.n = 0;
-    lua_getfield(L, 1, "headers"); /* 8: kept on the stack, so its strings stay alive */
-    if (lua_istable(L, 8)) {
+    lua_getfield(L, 1, "headers"); /* 6: kept on the stack, so its strings stay alive */
+    if (lua_istable(L, 6)) {
         lua_pushnil(L);
-        while (lua_next(L, 8)) {
+        while (lua_next(L, 6)) {
             size_t vlen;
             const char *name, *value;
             if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
@@ -359,7 +362,7 @@ static int ctx_http(lua_State *L)
             hdr_add(L, &H, name, value);
             lua_pop(L, 1);
         }
-    } else if (!lua_isnil(L, 8)) {
+    } else if (!lua_isnil(L, 6)) {
         return luaL_error(L, "ctx.http: headers must be a table");
     }
     /* managed_proxy = <kn_id>: a read of a bound tool's published definition as the
@@ -428,28 +431,28 @@ static int ctx_http(lua_State *L)
     hdr_add(L, &H, "traceparent", traceparent);
     hdr_add(L, &H, "accept-language", lang_tag(c->lang));
 
-    lua_getfield(L, 1, "json"); /* 9 */
-    lua_getfield(L, 1, "body"); /* 10 */
-    has_json = !lua_isnil(L, 9);
-    has_body = !lua_isnil(L, 10);
+    lua_getfield(L, 1, "json"); /* 7 */
+    lua_getfield(L, 1, "body"); /* 8 */
+    has_json = !lua_isnil(L, 7);
+    has_body = !lua_isnil(L, 8);
     if (has_json && has_body)
         return luaL_error(L, "ctx.http: give json= or body=, not both");
     if (has_json) {
-        if (cljson_encode(L, 9, body, 0, jerr, sizeof jerr) != 0)
+        if (cljson_encode(L, 7, body, 0, jerr, sizeof jerr) != 0)
             return luaL_error(L, "ctx.http: json: %s", jerr);
         hdr_add(L, &H, "content-type", "application/json");
     } else if (has_body) {
         size_t blen;
         const char *b;
-        if (lua_type(L, 10) != LUA_TSTRING)
+        if (lua_type(L, 8) != LUA_TSTRING)
             return luaL_error(L, "ctx.http: body must be a string");
-        b = lua_tolstring(L, 10, &blen);
+        b = lua_tolstring(L, 8, &blen);
         buf_append(body, b, blen);
     }
-    lua_getfield(L, 1, "timeout_ms"); /* 11 */
+    lua_getfield(L, 1, "timeout_ms"); /* 9 */
     timeout = up->timeout_ms;
-    if (!lua_isnil(L, 11)) {
-        lua_Integer t = lua_isinteger(L, 11) ? lua_tointeger(L, 11) : 0;
+    if (!lua_isnil(L, 9)) {
+        lua_Integer t = lua_isinteger(L, 9) ? lua_tointeger(L, 9) : 0;
         if (t <= 0)
             return luaL_error(L, "ctx.http: timeout_ms must be a positive integer");
         if (timeout <= 0 || t < timeout)
@@ -889,6 +892,8 @@ static void cleanup(call *c)
         luaL_unref(c->L, LUA_REGISTRYINDEX, c->ud_ref);
     }
     tools_gen_release(c->gen); /* may close the state: nothing Lua after this */
+    buf_free(&c->req_url);
+    buf_free(&c->req_body);
     buf_free(&c->body);
     buf_free(&c->toon);
     json_free(c->value);
