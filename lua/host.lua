@@ -466,7 +466,7 @@ function M.invoke(name, args, ctx, query)
     end
     ctx = clruntime.readonly(real)
     local lang = ctx.lang
-    local res, err, bad = run(tool, args, ctx, query)
+    local res, err, bad = run(tool, args, ctx, query, true)
     if bad then
         return 400, invalid_arguments(bad, lang), "invalid_arguments"
     end
@@ -511,8 +511,9 @@ function M.invoke(name, args, ctx, query)
     return 200, res, nil
 end
 
--- run(tool, args, ctx, query) -> result | nil, err | nil, nil, validation errors
-run = function(tool, args, ctx, query)
+-- run(tool, args, ctx, query [, owned]) -> result | nil, err | nil, nil, validation
+-- errors. owned: args were made for this call alone (the core's), not a tool's table.
+run = function(tool, args, ctx, query, owned)
     if args == nil then
         args = cljson.object()
     end
@@ -529,7 +530,7 @@ run = function(tool, args, ctx, query)
         args.kn_id = ctx.kn_id_header
     end
     if tool.input_schema then
-        local v, errs = schema.validate(tool.input_schema, args, ctx.lang)
+        local v, errs = schema.validate(tool.input_schema, args, ctx.lang, owned)
         if v == nil then
             return nil, nil, errs or {}
         end

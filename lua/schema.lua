@@ -881,7 +881,9 @@ local function compile_object(cache, root, s)
     local closed = s.additionalProperties == false
     local extra = type(s.additionalProperties) == "table" and compile(cache, root, s.additionalProperties)
     local defaults = s.properties ~= nil and names_with_defaults(props) or {}
-    return function(v, depth)
+    -- owned: v is the checked value itself, made for this check alone; its
+    -- defaults go in place once every member passed (nothing fails after them)
+    return function(v, depth, owned)
         for i = 1, #must do
             if v[must[i]] == nil then
                 return FAIL
@@ -909,7 +911,9 @@ local function compile_object(cache, root, s)
         for i = 1, #defaults do
             local name = defaults[i]
             if v[name] == nil then
-                out = writable(out, v)
+                if not (owned and out == v) then
+                    out = writable(out, v)
+                end
                 out[name] = deep_copy(props[name].default)
             end
         end
@@ -1018,14 +1022,14 @@ local function specialize(cache, root, s, check)
     elseif t == "object" or t == "array" then
         local mark = t == "object" and OBJECT_MT or ARRAY_MT
         local contents -- the object or array part of check
-        return function(v, depth)
+        return function(v, depth, owned)
             if depth >= MAX_DEPTH or not mark or getmetatable(v) ~= mark then
                 return check(v, depth)
             end
             if not contents then
                 contents = (t == "object" and compile_object or compile_array)(cache, root, s)
             end
-            return contents(v, depth + 1)
+            return contents(v, depth + 1, owned)
         end
     end
     return nil
@@ -1165,8 +1169,9 @@ end
 -- root -> { node -> check }
 local checks = setmetatable({}, { __mode = "k" })
 
--- fast(root, node, value) -> true, value | false (invalid, or not decided here)
-local function fast(root, node, value)
+-- fast(root, node, value [, owned]) -> true, value | false (invalid, or not decided
+-- here). owned: as validate's.
+local function fast(root, node, value, owned)
     if type(root) ~= "table" or type(node) ~= "table" then
         return false
     end
@@ -1183,7 +1188,7 @@ local function fast(root, node, value)
         end
         check = c
     end
-    local ok, out = pcall(check, value, 0)
+    local ok, out = pcall(check, value, 0, owned)
     if ok and out ~= FAIL then
         return true, out
     end
@@ -1203,20 +1208,22 @@ end
 -- Validates value against node, a part of root (for $ref resolution). lang: the
 -- language of the error messages ("zh-CN" or "en-US"; nil = en-US, the language of
 -- the load-time checks operators read).
-function M.validate_node(root, node, value, lang)
-    local valid, checked = fast(root, node, value)
+function M.validate_node(root, node, value, lang, owned)
+    local valid, checked = fast(root, node, value, owned)
     if valid then
         return checked
     end
     return interpret(root, node, value, lang)
 end
 
--- schema.validate(s, value, lang) -> value_with_defaults | nil, errors ({path=, message=})
--- path is the JSON pointer of the value, message says what is wrong with it in lang
--- (as validate_node). The input is never mutated: changed tables are copied (copy on
--- write).
-function M.validate(s, value, lang)
-    return M.validate_node(s, s, value == nil and {} or value, lang)
+-- schema.validate(s, value, lang [, owned]) -> value_with_defaults | nil, errors
+-- ({path=, message=}); path is the JSON pointer of the value, message says what is
+-- wrong with it in lang (as validate_node). The input is never mutated: changed
+-- tables are copied (copy on write). owned = true: value was made for this check
+-- alone (nobody else holds it), so a valid value's top-level object gets its
+-- defaults in place instead of in a copy; an invalid value is still left as it was.
+function M.validate(s, value, lang, owned)
+    return M.validate_node(s, s, value == nil and {} or value, lang, owned)
 end
 
 -- schema.validate_reference(s, value, lang): the same without the compiled check, the

@@ -299,6 +299,29 @@ describe("schema.validate of a valid value", function()
         assert.is_nil(v.limit) -- the input untouched
     end)
 
+    it("fills the defaults of a value it owns in place; an invalid one stays as it was", function()
+        local v = cljson.decode(text)
+        local out = schema.validate(s, v, "en-US", true)
+        assert.is_true(rawequal(v, out)) -- no copy of the top-level object
+        assert.equal(10, v.limit)
+        assert.equal("desc", v.sort[1].direction)
+        local w = cljson.decode(text) -- not owned: copied, the input untouched
+        assert.is_false(rawequal(w, schema.validate(s, w, "en-US")))
+        assert.is_nil(w.limit)
+        local bad = cljson.decode('{"kn_id":"kn_1","sort":[{"field":"","direction":"up"}]}')
+        local none, errs = schema.validate(s, bad, "en-US", true)
+        assert.is_nil(none)
+        assert.is_table(errs)
+        assert.is_nil(bad.limit)
+        local nested = { type = "object", properties = { o = { type = "object",
+            properties = { n = { type = "integer", default = 1 } } } } }
+        local n = cljson.decode('{"o":{}}')
+        local inner = n.o
+        out = schema.validate(nested, n, "en-US", true)
+        assert.is_nil(inner.n) -- owned is the top-level object only: a nested one is copied
+        assert.equal(1, out.o.n)
+    end)
+
     it("gives the same value and errors on every call", function()
         local valid, invalid = cljson.decode(text), cljson.decode('{"sort":[{"field":"","direction":"up"}],"x":1}')
         local first_out = schema.validate(s, valid)
