@@ -518,6 +518,65 @@ static const char *transport_code(fetch_result r)
     }
 }
 
+/* res.headers is made on its first read (most tools never read it): the response's
+ * header lines wait, packed as "name\0value\0..." in one string, as the upvalue of
+ * res's __index. Pushes the table: names as the fetch gave them (lower case),
+ * repeated headers joined with ", " (RFC 9110 field combination). */
+static void push_headers(lua_State *L, const char *packed, size_t len)
+{
+    const char *p = packed, *end = packed + len;
+    lua_newtable(L);
+    while (p < end) {
+        const char *name = p, *value = p + strlen(p) + 1;
+        p = value + strlen(value) + 1;
+        lua_pushstring(L, name);
+        lua_pushvalue(L, -1);
+        if (lua_rawget(L, -3) == LUA_TSTRING) {
+            lua_pushliteral(L, ", ");
+            lua_pushstring(L, value);
+            lua_concat(L, 3);
+        } else {
+            lua_pop(L, 1);
+            lua_pushstring(L, value);
+        }
+        lua_rawset(L, -3);
+    }
+}
+
+/* __index of a response table: makes res.headers (then stored in res itself). */
+static int resp_index(lua_State *L)
+{
+    size_t len;
+    const char *packed;
+    if (lua_type(L, 2) != LUA_TSTRING || strcmp(lua_tostring(L, 2), "headers") != 0)
+        return 0;
+    packed = lua_tolstring(L, lua_upvalueindex(1), &len);
+    push_headers(L, packed, len);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, 1, "headers"); /* rawset: res has no __newindex */
+    return 1;
+}
+
+static int resp_next(lua_State *L)
+{
+    lua_settop(L, 2);
+    if (lua_next(L, 1))
+        return 2;
+    lua_pushnil(L);
+    return 1;
+}
+
+/* __pairs of a response table: res.headers is made first, so pairs lists it. */
+static int resp_pairs(lua_State *L)
+{
+    lua_getfield(L, 1, "headers");
+    lua_pop(L, 1);
+    lua_pushcfunction(L, resp_next);
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    return 3;
+}
+
 /* Pushes the completion values on the main thread: res | nil, err. */
 static int push_response_p(lua_State *L)
 {
@@ -537,20 +596,23 @@ static int push_response_p(lua_State *L)
     lua_createtable(L, 0, 4);
     lua_pushinteger(L, r->status);
     lua_setfield(L, -2, "status");
-    lua_createtable(L, 0, (int)r->n_headers);
-    for (i = 0; i < r->n_headers; i++) {
-        /* repeated headers are joined with ", " (RFC 9110 field combination) */
-        if (lua_getfield(L, -1, r->headers[i].name) == LUA_TSTRING) {
-            lua_pushliteral(L, ", ");
-            lua_pushstring(L, r->headers[i].value);
-            lua_concat(L, 3);
-        } else {
-            lua_pop(L, 1);
-            lua_pushstring(L, r->headers[i].value);
+    {
+        luaL_Buffer hb;
+        lua_createtable(L, 0, 2); /* res's metatable */
+        luaL_buffinit(L, &hb);
+        for (i = 0; i < r->n_headers; i++) {
+            luaL_addstring(&hb, r->headers[i].name);
+            luaL_addchar(&hb, '\0');
+            luaL_addstring(&hb, r->headers[i].value);
+            luaL_addchar(&hb, '\0');
         }
-        lua_setfield(L, -2, r->headers[i].name);
+        luaL_pushresult(&hb);
+        lua_pushcclosure(L, resp_index, 1);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, resp_pairs);
+        lua_setfield(L, -2, "__pairs");
+        lua_setmetatable(L, -2);
     }
-    lua_setfield(L, -2, "headers");
     lua_pushlstring(L, r->body ? r->body : "", r->body ? r->body_len : 0);
     lua_pushvalue(L, -1);
     lua_setfield(L, -3, "body");

@@ -90,6 +90,8 @@ static void upstream_cb(struct evhttp_request *req, void *arg)
         const char *ct = evhttp_find_header(in, "content-type");
         evhttp_add_header(evhttp_request_get_output_headers(req), "X-Seen-Content-Type",
                           ct ? ct : "");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Dup", "a");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "X-Dup", "b");
         evbuffer_add_buffer(out, evhttp_request_get_input_buffer(req));
         evhttp_send_reply(req, 200, "OK", out);
     } else {
@@ -473,6 +475,10 @@ int main(void)
     CHECK(o.status == 200);
     CHECK(contains(o.body, "\"echoed\":{\"b\":2,\"a\":[],\"n\":9007199254740993}"));
     CHECK(contains(o.body, "\"ctype\":\"application/json\""));
+    /* res.headers: made on its first read, listed by pairs, repeats joined */
+    CHECK(contains(o.body, "\"dup\":\"a, b\""));
+    CHECK(contains(o.body, "\"keys\":\"body,headers,json,status\""));
+    CHECK(contains(o.body, "\"lazy\":true"));
     outcome_free(&o);
     run(g, "post_json", "{\"down\":true}", &o);
     CHECK(o.status == 502 && o.is_error);
