@@ -972,7 +972,12 @@ end
 
 -- Whether string v has the length bounds (in characters, as validate counts them).
 local function length_fits(v, min_len, max_len)
-    local len = utf8.len(v) or #v
+    local bytes = #v
+    -- a character is 1 to 4 bytes: the byte length alone often decides
+    if (not max_len or bytes <= max_len) and (not min_len or bytes >= 4 * min_len) then
+        return true
+    end
+    local len = utf8.len(v) or bytes
     return not ((min_len and len < min_len) or (max_len and len > max_len))
 end
 

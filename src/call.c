@@ -25,7 +25,9 @@ enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
  * hook; a call that runs longer is counted from then on, and the run-time slice
  * (lua.max_run_ms) is checked from then on too. At most a few hundred thousand
  * instructions go uncounted, against a budget of hundreds of millions. */
+#ifndef CALL_UNCOUNTED_US /* a build may set its own (instruction-count profiles) */
 #define CALL_UNCOUNTED_US 2000
+#endif
 
 typedef struct ctx_ud {
     struct call *c; /* NULL once the call ended: ctx is dead */

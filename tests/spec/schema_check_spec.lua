@@ -145,6 +145,20 @@ describe("the compiled check of schema.validate", function()
         assert.is_true(invalid > 1000, "invalid " .. invalid)
     end)
 
+    it("agrees on string lengths in characters (multi-byte and invalid UTF-8)", function()
+        local s = { type = "object", properties = { a = { type = "string", minLength = 2, maxLength = 3 },
+                                                      b = { type = "string", minLength = 1 } } }
+        for _, text in ipairs({ "", "a", "ab", "abc", "abcd", "网", "网网", "网网网", "网网网网", "ab网",
+                                "\xff", "\xff\xff", "\xff\xff\xff\xff", "a\xe7\xbd" }) do
+            for _, v in ipairs({ { a = text }, { b = text } }) do
+                local out, errs = schema.validate(s, v, "en-US")
+                local ref, ref_errs = schema.validate_reference(s, v, "en-US")
+                assert.same(ref_errs, errs, text)
+                assert.same(ref, out, text)
+            end
+        end
+    end)
+
     it("agrees on plain Lua tables, empty tables and deep nesting", function()
         local s = { type = "object", properties = {
             list = { type = "array", items = { type = "integer" }, default = {} },
