@@ -465,8 +465,9 @@ function M.invoke(name, args, ctx, query)
         setmetatable(real, M.ctx_mt)
     end
     ctx = clruntime.readonly(real)
-    local lang = ctx.lang
-    local res, err, bad = run(tool, args, ctx, query, true)
+    -- the runtime reads its own fields from the real table (no view in between)
+    local lang, format = real.lang, real.response_format
+    local res, err, bad = run(tool, args, ctx, query, true, lang)
     if bad then
         return 400, invalid_arguments(bad, lang), "invalid_arguments"
     end
@@ -480,7 +481,7 @@ function M.invoke(name, args, ctx, query)
     -- A tool that declares toon_view gets the token-saving view, laid out by the core
     -- from the result (src/toonview.c); the fifth value asks for it: true, or the
     -- <kn_id>-<ot_id>- prefix its omit_instance_id rule compares _instance_id with.
-    if ctx.response_format == "toon" and tool.toon_view then
+    if format == "toon" and tool.toon_view then
         local view = true
         if type(tool.toon_view) == "table" and tool.toon_view.omit_instance_id and
             type(args) == "table" then
@@ -495,10 +496,10 @@ function M.invoke(name, args, ctx, query)
     -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx, args)
     -- returns the value to encode for the text (args: the call's arguments), or nil on
     -- MCP when the compact JSON result is the cheaper text; structuredContent stays the result.
-    if ctx.response_format == "toon" and type(tool.render) == "function" then
+    if format == "toon" and type(tool.render) == "function" then
         local v = tool.render(res, ctx, args)
         local text, terr
-        if v == nil and ctx.surface ~= "rest" then
+        if v == nil and real.surface ~= "rest" then
             text = cljson.encode(res)
         else
             text, terr = require("cltoon").encode(v)
@@ -511,9 +512,10 @@ function M.invoke(name, args, ctx, query)
     return 200, res, nil
 end
 
--- run(tool, args, ctx, query [, owned]) -> result | nil, err | nil, nil, validation
--- errors. owned: args were made for this call alone (the core's), not a tool's table.
-run = function(tool, args, ctx, query, owned)
+-- run(tool, args, ctx, query [, owned, lang]) -> result | nil, err | nil, nil,
+-- validation errors. owned: args were made for this call alone (the core's), not a
+-- tool's table. lang: ctx.lang, when the caller has it at hand.
+run = function(tool, args, ctx, query, owned, lang)
     if args == nil then
         args = cljson.object()
     end
@@ -530,7 +532,7 @@ run = function(tool, args, ctx, query, owned)
         args.kn_id = ctx.kn_id_header
     end
     if tool.input_schema then
-        local v, errs = schema.validate(tool.input_schema, args, ctx.lang, owned)
+        local v, errs = schema.validate(tool.input_schema, args, lang or ctx.lang, owned)
         if v == nil then
             return nil, nil, errs or {}
         end
