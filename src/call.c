@@ -136,18 +136,22 @@ static int ctx_log(lua_State *L)
 }
 
 /* A buf owned by Lua (freed by __gc), so raising never leaks it. */
-static buf *push_gcbuf(lua_State *L)
-{
-    buf *b = lua_newuserdatauv(L, sizeof(buf), 0);
-    memset(b, 0, sizeof *b);
-    luaL_setmetatable(L, "cl.gcbuf");
-    return b;
-}
-
 static int gcbuf_gc(lua_State *L)
 {
     buf_free(lua_touserdata(L, 1));
     return 0;
+}
+
+static buf *push_gcbuf(lua_State *L)
+{
+    buf *b = lua_newuserdatauv(L, sizeof(buf), 0);
+    memset(b, 0, sizeof *b);
+    if (luaL_newmetatable(L, "cl.gcbuf")) {
+        lua_pushcfunction(L, gcbuf_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return b;
 }
 
 /* Pushes the text of one query scalar (string, number, boolean, boxed cljson
@@ -1045,11 +1049,6 @@ static int setup_p(lua_State *L)
     int host, ctx;
     c->co = lua_newthread(L);
     c->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    if (luaL_newmetatable(L, "cl.gcbuf")) {
-        lua_pushcfunction(L, gcbuf_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_pop(L, 1);
 
     lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
     host = lua_gettop(L);

@@ -135,7 +135,14 @@ int upstream_traceparent_child(const char *in, const char *span_hex, char out[56
         !lower_hex(in, 2) || !lower_hex(in + 3, 32) || !lower_hex(in + 53, 2) ||
         strncmp(in, "ff", 2) == 0)
         return 0;
-    snprintf(out, 56, "00-%.32s-%.16s-%.2s", in + 3, span_hex, in + 53);
+    /* 00-<the inbound trace id>-<span_hex>-<the inbound flags> */
+    memcpy(out, "00-", 3);
+    memcpy(out + 3, in + 3, 32);
+    out[35] = '-';
+    memcpy(out + 36, span_hex, 16);
+    out[52] = '-';
+    memcpy(out + 53, in + 53, 2);
+    out[55] = '\0';
     return 1;
 }
 
