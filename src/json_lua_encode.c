@@ -788,10 +788,12 @@ typedef struct {
 static int p_convert(lua_State *L)
 {
     pcall_args *a = lua_touserdata(L, 1);
-    cbox *box = cljson_box_new(L);
-    a->rc = convert(L, 2, box, a->write ? a->out : NULL, a->max, !a->write || a->both, a->canonical,
-                    a->err, a->errlen);
-    if (a->rc == 0 && (!a->write || a->both))
+    int tree = !a->write || a->both;
+    /* Only a tree needs the GC-owned box; text goes to the caller's buffer. */
+    cbox *box = tree ? cljson_box_new(L) : NULL;
+    a->rc =
+        convert(L, 2, box, a->write ? a->out : NULL, a->max, tree, a->canonical, a->err, a->errlen);
+    if (a->rc == 0 && tree)
         a->result = box->root, box->root = NULL;
     return 0;
 }
