@@ -959,11 +959,13 @@ int json_number_valid(const char *s, size_t len)
 /* ------------------------------------------------------------------ writer */
 
 /* The escape scan of json_write_string, one block of input at a time: a mask with
- * one bit (ESC_BIT) per byte to escape ('"', '\\' or below 0x20), exact (no byte
- * flagged spuriously), and the index of the first flagged byte of a mask. */
+ * one bit per byte to escape ('"', '\\' or below 0x20), exact (no byte flagged
+ * spuriously), and the index of the first flagged byte of a mask. ESC_SLACK: the
+ * room json_write_string keeps past a slice's worst case for the block copies. */
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #define ESC_BLOCK 16
+#define ESC_SLACK (2 * ESC_BLOCK)
 typedef unsigned esc_mask;
 static inline esc_mask esc_scan(const unsigned char *p)
 {
@@ -979,6 +981,7 @@ static inline unsigned esc_first(esc_mask m)
 }
 #elif JSON_TEXT_WORDS
 #define ESC_BLOCK 8
+#define ESC_SLACK (2 * ESC_BLOCK)
 typedef uint64_t esc_mask;
 /* Bit 7 of each flagged byte; every byte is tested on its own (no carries). */
 static inline esc_mask esc_scan(const unsigned char *p)
@@ -996,6 +999,8 @@ static inline unsigned esc_first(esc_mask m)
 {
     return json_first_flagged(m);
 }
+#else
+#define ESC_SLACK 0
 #endif
 
 void json_write_string(buf *out, const char *s, size_t len)
@@ -1003,16 +1008,17 @@ void json_write_string(buf *out, const char *s, size_t len)
     /* Writes straight into the buffer, reserving the worst case (6 bytes out per
      * byte in) one slice of the input at a time: JSON text embedded in a string (an
      * MCP text content) has an escape every few bytes, and a call per escape was
-     * most of the cost. */
-    enum { SLICE = 4096 };
+     * most of the cost. A slice is small enough that the room reserved for it stays
+     * near what the text needs (SLICE: a multiple of ESC_BLOCK). */
+    enum { SLICE = 1024 };
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
-    buf_reserve(out, (len < SLICE ? len : SLICE) * 6 + 2);
+    buf_reserve(out, (len < SLICE ? len : SLICE) * 6 + ESC_SLACK + 2);
     char *w = out->data + out->len;
     *w++ = '"';
     while (p < end) {
         const unsigned char *stop = end - p > SLICE ? p + SLICE : end;
         out->len = (size_t)(w - out->data);
-        buf_reserve(out, (size_t)(stop - p) * 6 + 1);
+        buf_reserve(out, (size_t)(stop - p) * 6 + ESC_SLACK + 1);
         w = out->data + out->len;
 #ifdef ESC_BLOCK
         /* A block at a time, all of its escapes in one go. The output of input byte
@@ -1020,9 +1026,13 @@ void json_write_string(buf *out, const char *s, size_t len)
          * added: the block is copied whole, and after each escape the input from
          * the next byte to keep on is copied again, a block's worth, behind it (a
          * '"' or '\\' gets its backslash and is copied with that rest). Those copies
-         * read at most 2 blocks past p and write at most 7 blocks' worth past w,
-         * within the room of 6 bytes per input byte left. */
-        while (stop - p >= 2 * ESC_BLOCK) {
+         * read at most 2 blocks past p (so a block is taken only with another one
+         * of input after it) and write at most 7 blocks' worth past w (within the
+         * room of 6 bytes per byte of the slice left and ESC_SLACK). */
+        size_t blocks = (size_t)(stop - p) / ESC_BLOCK, left = (size_t)(end - p) / ESC_BLOCK;
+        if (blocks == left) /* the input's last block is left to the loop below */
+            blocks = left ? left - 1 : 0;
+        for (const unsigned char *last = p + blocks * ESC_BLOCK; p < last;) {
             esc_mask m = esc_scan(p);
             memcpy(w, p, ESC_BLOCK);
             if (m) {
