@@ -2,6 +2,7 @@
  * tree (cljson_push) and JSON text straight into Lua values (the decoder). */
 #include "json_lua_impl.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -485,7 +486,11 @@ static int dec_value(dec *d, size_t depth);
  * Each step returns the position after what it read, or NULL if the text is
  * rejected. The usual case is tried first at each step: canonical text has no
  * whitespace, so the next byte is the expected one; anything else takes the
- * general path (whitespace skipped, and the text is then not canonical). */
+ * general path (whitespace skipped, and the text is then not canonical).
+ * The text is a Lua string, so a '\0' follows it: a byte no step accepts, which
+ * ends every step at the text's end without a bounds check (a NUL inside the
+ * text is rejected in the same way; strings, whose word loads need the bound,
+ * and the end of a number still check it). */
 #define RAW_MAX_KEYS 64
 
 /* A key of the object being scanned, on the d->keys stack (a nested object's
@@ -631,18 +636,16 @@ static const unsigned char *rs_number(dec *d, const unsigned char *p)
     const unsigned char *s = p, *end = d->end;
     int neg = *p == '-', zero = 0;
     p += neg;
-    if (p >= end)
-        return NULL;
     if (*p == '0') {
         zero = 1;
-        if (++p < end && *p >= '0' && *p <= '9')
+        if (*++p >= '0' && *p <= '9')
             return NULL;
     } else if (*p >= '1' && *p <= '9') {
         p = digit_run(p + 1, end);
     } else {
         return NULL;
     }
-    if (p < end && (*p == '.' || (*p | 0x20) == 'e')) {
+    if (*p == '.' || (*p | 0x20) == 'e') {
         num_tok t;
         if (!(p = num_scan(s, end, &t)))
             return NULL;
@@ -659,10 +662,10 @@ static const unsigned char *rs_number(dec *d, const unsigned char *p)
  * dropped members are noted in d->cut. */
 static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t depth, int row)
 {
-    const unsigned char *end = d->end, *ret = NULL;
-    if (++p >= end || *p != '"') {
+    const unsigned char *ret = NULL;
+    if (*++p != '"') {
         p = rs_ws(d, p);
-        if (p < end && *p == '}')
+        if (*p == '}')
             return p + 1;
     }
     if (!d->keys)
@@ -677,7 +680,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     uint64_t droplens = row ? d->ro->droplens : 0;
     int n = 0;
     for (;;) {
-        if (p >= end || *p != '"')
+        if (*p != '"')
             break;
         uint64_t h;
         const unsigned char *q = rs_key(d, p, &h), *member = p;
@@ -714,15 +717,18 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
                 kb->len = start + (size_t)n * sizeof(rawkey_ref);
             }
         }
-        if (++q >= end || *q != ':') {
+        if (*++q != ':') {
             q = rs_ws(d, q);
-            if (q >= end || *q != ':')
+            if (*q != ':')
                 break;
         }
-        if (++q < end && *q == '"') {
+        if (*++q == '"') {
             if (!(q = rs_string(d, q + 1)))
                 break;
             q++;
+        } else if (*q >= '0' && *q <= '9') {
+            if (!(q = rs_number(d, q)))
+                break;
         } else if (!(q = rs_value(d, q, depth))) {
             break;
         }
@@ -731,13 +737,11 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
             d->cut[d->ncut][1] = q;
             d->ncut++;
         }
-        if (q >= end || (*q != ',' && *q != '}'))
+        if (*q != ',' && *q != '}')
             q = rs_ws(d, q);
-        if (q >= end)
-            break;
         if (*q == ',') {
             p = q + 1;
-            if (p >= end || *p != '"')
+            if (*p != '"')
                 p = rs_ws(d, p);
             continue;
         }
@@ -752,17 +756,14 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
 /* The array at p (on '[', depth already counted). */
 static const unsigned char *rs_array(dec *d, const unsigned char *p, size_t depth)
 {
-    const unsigned char *end = d->end;
     p = rs_ws(d, p + 1);
-    if (p < end && *p == ']')
+    if (*p == ']')
         return p + 1;
     for (;;) {
         if (!(p = rs_value(d, p, depth)))
             return NULL;
-        if (p >= end || (*p != ',' && *p != ']'))
+        if (*p != ',' && *p != ']')
             p = rs_ws(d, p);
-        if (p >= end)
-            return NULL;
         if (*p == ',') {
             p++;
             continue;
@@ -775,7 +776,7 @@ static const unsigned char *rs_array(dec *d, const unsigned char *p, size_t dept
 static const unsigned char *rs_value(dec *d, const unsigned char *p, size_t depth)
 {
     const unsigned char *end = d->end;
-    if (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t'))
+    if (p < end && *p <= ' ')
         p = rs_ws(d, p);
     if (p >= end)
         return NULL;
@@ -1115,6 +1116,7 @@ int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_lim
 int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
                       const cljson_raw_opts *ro)
 {
+    assert(s[len] == '\0'); /* the raw scan's end mark */
     if (lim->max_size && len > lim->max_size)
         return -1;
     int base = cljson_push_tables(L, 16);
@@ -1155,6 +1157,7 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
 
 int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
 {
+    assert(s[len] == '\0'); /* the raw scan's end mark */
     luaL_checkstack(L, 4, "cljson");
     int base = lua_gettop(L);
     lua_pushnil(L); /* the scratch cboxes, made at the first need */

@@ -189,11 +189,13 @@ typedef struct {
  * values (their text in the string s at slot ro->anchor) when their text is
  * exactly what the encoder would write; other elements are decoded as usual. The
  * ro->drop members are removed from every object element (a raw one gets its own
- * text without them). Accepts and rejects exactly what cljson_decode_direct does. */
+ * text without them). Accepts and rejects exactly what cljson_decode_direct does.
+ * s[len] must be '\0' (s is a Lua string): the raw scan stops at that byte. */
 CLJSON_HIDDEN int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
                                     const cljson_raw_opts *ro);
 /* Whether the value text s..s+len (a complete JSON text) is valid (returns 0, else
- * -1) and exactly what the encoder writes for it (*canon = 1). */
+ * -1) and exactly what the encoder writes for it (*canon = 1). s[len] must be '\0'
+ * (s is a Lua string). */
 CLJSON_HIDDEN int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon);
 
 /* json_lua_encode.c. */
