@@ -137,6 +137,16 @@ void cljson_push(lua_State *L, const json_value *v)
  * container is created once with its final size when it has no more than this. */
 #define DEC_CHUNK 512
 
+/* The raw scan (below): a row of more members is not checked for duplicates. */
+#define RAW_MAX_KEYS 64
+
+/* A key of an object being scanned (its text, after its opening quote). */
+typedef struct {
+    const unsigned char *k;
+    size_t len;
+    uint64_t hash;
+} rawkey_ref;
+
 typedef struct {
     lua_State *L;
     const unsigned char *p, *end;
@@ -152,6 +162,8 @@ typedef struct {
     int canon;                 /* raw scan: the text so far is what the encoder writes */
     int ncut;                  /* its members to drop: key start, value end */
     const unsigned char *cut[CLJSON_DROP_MAX][2];
+    int nprev;                       /* the keys of the last canonical row (no duplicates) */
+    rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
 /* The decode's scratch buffer i, in a cbox made at the first need. */
@@ -491,17 +503,26 @@ static int dec_value(dec *d, size_t depth);
  * ends every step at the text's end without a bounds check (a NUL inside the
  * text is rejected in the same way; strings, whose word loads need the bound,
  * and the end of a number still check it). */
-#define RAW_MAX_KEYS 64
-
-/* A key of the object being scanned, on the d->keys stack (a nested object's
- * keys come after its parent's and are cut off when it closes). */
-typedef struct {
-    const unsigned char *k; /* the key's text, after its opening quote */
-    size_t len;
-    uint64_t hash;
-} rawkey_ref;
 
 static const unsigned char *rs_value(dec *d, const unsigned char *p, size_t depth);
+
+/* Whether r is the key k of kl bytes and hash h (rs_key's). Below 8 bytes equal
+ * hashes and lengths settle it: the hash is then a bijection of the bytes. */
+static inline int key_same(const rawkey_ref *r, const unsigned char *k, size_t kl, uint64_t h)
+{
+    if (r->hash != h || r->len != kl)
+        return 0;
+    if (kl < 8)
+        return 1;
+    if (kl > 16)
+        return memcmp(r->k, k, kl) == 0;
+    uint64_t a, b, x, y; /* the first and the last 8 bytes cover them all */
+    memcpy(&a, r->k, 8);
+    memcpy(&b, k, 8);
+    memcpy(&x, r->k + kl - 8, 8);
+    memcpy(&y, k + kl - 8, 8);
+    return a == b && x == y;
+}
 
 /* Whitespace at p: skipped, and the text is then not canonical. */
 static const unsigned char *rs_ws(dec *d, const unsigned char *p)
@@ -659,7 +680,8 @@ static const unsigned char *rs_number(dec *d, const unsigned char *p)
 }
 
 /* The object at p (on '{', depth already counted). row: the raw row itself, whose
- * dropped members are noted in d->cut. */
+ * dropped members are noted in d->cut and whose keys are compared with the last
+ * row's. */
 static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t depth, int row)
 {
     const unsigned char *ret = NULL;
@@ -679,6 +701,9 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     uint64_t seen[4] = {0, 0, 0, 0}; /* a bit per key hash (from its top 8 bits) */
     uint64_t droplens = row ? d->ro->droplens : 0;
     int n = 0;
+    /* A row's keys are first compared with the last canonical row's, in order:
+     * while they are the same (same: the first n are), they have no duplicates. */
+    int same = row && d->nprev > 0;
     for (;;) {
         if (*p != '"')
             break;
@@ -693,18 +718,26 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
             for (int i = 0; i < d->ro->ndrop && !cut; i++)
                 cut = kl == d->ro->droplen[i] && memcmp(p + 1, d->ro->drop[i], kl) == 0;
         }
-        if (d->canon) {
-            /* Duplicate keys: compared as text (canonical escapes are unique). */
+        if (same && n < d->nprev && key_same(&d->prev[n], p + 1, kl, h)) {
+            n++;
+        } else if (d->canon) {
+            /* Duplicate keys: compared as text (canonical escapes are unique).
+             * (A nested object may have moved the buffer.) */
+            rawkey_ref *refs = (rawkey_ref *)(void *)(kb->data + start);
+            if (same) { /* the first n keys, the last row's, as if checked here */
+                same = 0;
+                for (int i = 0; i < n; i++) {
+                    refs[i] = d->prev[i];
+                    seen[refs[i].hash >> 62] |= 1ULL << (refs[i].hash >> 56 & 63);
+                }
+            }
             uint64_t *sw = &seen[h >> 62], bit = 1ULL << (h >> 56 & 63);
             if (n == RAW_MAX_KEYS) {
                 d->canon = 0;
             } else {
-                /* (a nested object may have moved the buffer) */
-                rawkey_ref *refs = (rawkey_ref *)(void *)(kb->data + start);
                 if (*sw & bit) {
                     for (int i = 0; i < n; i++)
-                        if (refs[i].hash == h && refs[i].len == kl &&
-                            memcmp(refs[i].k, p + 1, kl) == 0) {
+                        if (key_same(&refs[i], p + 1, kl, h)) {
                             d->canon = 0;
                             break;
                         }
@@ -714,7 +747,6 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
                 refs[n].len = kl;
                 refs[n].hash = h;
                 n++;
-                kb->len = start + (size_t)n * sizeof(rawkey_ref);
             }
         }
         if (*++q != ':') {
@@ -729,8 +761,10 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
         } else if (*q >= '0' && *q <= '9') {
             if (!(q = rs_number(d, q)))
                 break;
-        } else if (!(q = rs_value(d, q, depth))) {
-            break;
+        } else {
+            kb->len = start + (size_t)n * sizeof(rawkey_ref); /* a nested object's go after */
+            if (!(q = rs_value(d, q, depth)))
+                break;
         }
         if (cut && d->ncut < CLJSON_DROP_MAX) {
             d->cut[d->ncut][0] = member;
@@ -748,6 +782,10 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
         if (*q == '}')
             ret = q + 1;
         break;
+    }
+    if (ret && row && !same && d->canon) { /* a new shape: the next rows compare with it */
+        memcpy(d->prev, kb->data + start, (size_t)n * sizeof(rawkey_ref));
+        d->nprev = n;
     }
     kb->len = len0;
     return ret;
@@ -845,7 +883,7 @@ static int dec_raw_elem(dec *d, size_t depth)
             return -1;
         d->canon = 1;
         d->ncut = 0;
-        const unsigned char *e = rs_object(d, p, depth + 1, d->ro->ndrop > 0);
+        const unsigned char *e = rs_object(d, p, depth + 1, 1);
         if (!e)
             return -1;
         if (d->canon) {
@@ -1142,6 +1180,7 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     d.ro = ro && ro->key ? ro : NULL;
     d.rawmt = 0;
     d.ncut = 0;
+    d.nprev = 0;
     if (d.ro) {
         cljson_push_reg_at(L, REGI_RAW); /* base + 8 */
         d.rawmt = base + 8;

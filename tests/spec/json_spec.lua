@@ -284,6 +284,23 @@ describe("cljson raw values", function()
       assert.are.equal("table", kind("{" .. q .. ":1,\"x\":{" .. q .. ":[]," .. q .. ":3}}"), k)
       assert.are.equal("userdata", kind("{" .. q .. ":1,\"x\":{" .. q .. ":2}}"), k)
     end
+    -- a row after one with other keys: a duplicate of a key both rows share is found
+    for _, k in ipairs({ "a", "abcdefgh", "abcdefghijklmnop", "abcdefghijklmnopq" }) do
+      local q = '"' .. k .. '"'
+      local first = "{" .. q .. ':1,"b":2}'
+      for _, second in ipairs({ "{" .. q .. ':1,"c":3,' .. q .. ":4}", "{" .. q .. ':1,"b":2,' .. q .. ":3}",
+        '{"b":1,' .. q .. ':2,"b":3}' }) do
+        local v = same_both_ways('{"datas":[' .. first .. "," .. second .. "," .. first .. "]}")
+        assert.are.equal("userdata", type(v.datas[1]), second)
+        assert.are.equal("table", type(v.datas[2]), second)
+        assert.are.equal("userdata", type(v.datas[3]), second)
+      end
+      -- and a row like the last one but for one key of the same length
+      local other = "{" .. q .. ':1,"B":2}'
+      local v = same_both_ways('{"datas":[' .. first .. "," .. other .. "," .. first .. "]}")
+      assert.are.equal('{"datas":[' .. first .. "," .. other .. "," .. first .. "]}", cljson.encode(v))
+      assert.are.equal("userdata", type(v.datas[2]))
+    end
     -- keys alike in their first and last 8 bytes and length are still different keys
     assert.are.equal("userdata", kind('{"abcdefgh_1_ijklmnop":1,"abcdefgh_2_ijklmnop":2}'))
     -- 64 members (a duplicate among them found wherever it is), then 65
