@@ -1052,10 +1052,11 @@ static int dec_object(dec *d, size_t depth)
         return 0;
     }
     /* Members are stored as they come (so a duplicate's last value wins), in a
-     * table sized like the last object at this depth (rows repeat); their keys
-     * gather in d->keys after those of the enclosing objects. */
+     * table sized like the last object at this depth (rows repeat; the top-level
+     * object, a response's envelope, with room for 8); their keys gather in
+     * d->keys after those of the enclosing objects. */
     int *lastn = &d->lastn[depth & 63];
-    lua_createtable(L, 0, *lastn);
+    lua_createtable(L, 0, *lastn ? *lastn : depth == 1 ? 8 : 0);
     int t = lua_gettop(L);
     if (!d->keys)
         d->keys = dec_buf(d, 1);
