@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ------------------------------------------------------------------ C -> Lua */
 
@@ -183,9 +186,33 @@ static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned
     return p;
 }
 
+#if defined(__SSE2__) && JSON_TEXT_WORDS
+#define DEC_SSE2 1
+/* Bit i set for each byte i of the 16 at p that needs work in a string: below 0x20,
+ * '"', '\\', or 0x80 and above (a signed byte below 0x20). */
+static inline unsigned special16(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    __m128i c = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+}
+#else
+#define DEC_SSE2 0
+#endif
+
 /* Skips bytes that need no work in a string (printable ASCII but '"' and '\\'). */
 static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
 {
+#if DEC_SSE2
+    while (end - p >= 16) {
+        unsigned m = special16(p);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+#endif
     while (end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
@@ -576,6 +603,25 @@ static inline __attribute__((always_inline)) const unsigned char *rs_key(dec *d,
                                                                          uint64_t *h)
 {
     const unsigned char *s = p + 1, *q = s;
+#if DEC_SSE2
+    if (d->end - s >= 16) {
+        unsigned m = special16(s);
+        unsigned i = m ? (unsigned)__builtin_ctz(m) : 16;
+        if (i < 16 && s[i] == '"') {
+            uint64_t a, b;
+            memcpy(&a, s, 8);
+            if (i < 8) {
+                a &= ~(~0ULL << (i * 8));
+                *h = (a ^ i) * 0xFF51AFD7ED558CCDULL; /* text_hash of i < 8 bytes */
+            } else {
+                memcpy(&b, s + i - 8, 8);
+                *h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ i) * 0xFF51AFD7ED558CCDULL;
+            }
+            return s + i;
+        }
+        q = s + i; /* i plain bytes */
+    } else
+#endif
 #if JSON_TEXT_WORDS
     if (d->end - s >= 8) {
         uint64_t w;

@@ -278,7 +278,8 @@ describe("cljson raw values", function()
       return type(v.datas[1])
     end
     -- the same key read near the end of the text and far from it, short and long
-    for _, k in ipairs({ "", "a", "abcdefg", "abcdefgh", "abcdefghi", "abcdefgh_1_ijklmnop", "é" }) do
+    for _, k in ipairs({ "", "a", "abcdefg", "abcdefgh", "abcdefghi", "abcdefgh_1_ijklmnop", "é",
+      string.rep("k", 15), string.rep("k", 16), string.rep("k", 17), 'abcdefghijklmn\\"o', "abcdefghijklmnopé" }) do
       local q = '"' .. k .. '"'
       assert.are.equal("table", kind("{" .. q .. ":1," .. q .. ":2}"), k)
       assert.are.equal("table", kind("{" .. q .. ":1,\"x\":{" .. q .. ":[]," .. q .. ":3}}"), k)
