@@ -165,7 +165,8 @@ typedef struct {
     int canon;                 /* raw scan: the text so far is what the encoder writes */
     int ncut;                  /* its members to drop: key start, value end */
     const unsigned char *cut[CLJSON_DROP_MAX][2];
-    int nprev;                       /* the keys of the last canonical row (no duplicates) */
+    uint64_t drophash[CLJSON_DROP_MAX]; /* key_hash of each ro->drop name */
+    int nprev;                          /* the keys of the last canonical row (no duplicates) */
     rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
@@ -268,6 +269,8 @@ static inline __attribute__((always_inline)) const unsigned char *str_next(const
             return p;
         if (!(p = utf8_run(p, end)))
             return NULL;
+        if (p < end && *p == '"') /* the end of a string of multi-byte characters */
+            return p;
     }
 }
 
@@ -595,12 +598,23 @@ static inline __attribute__((always_inline)) const unsigned char *rs_string(dec 
     }
 }
 
+/* The hash rs_key gives a key's text s..s+len: text_hash, but for 8 bytes, whose
+ * last 8 count too. */
+static inline uint64_t key_hash(const void *s, size_t len)
+{
+    if (len < 8)
+        return text_hash(s, len);
+    uint64_t a, b;
+    memcpy(&a, s, 8);
+    memcpy(&b, (const char *)s + len - 8, 8);
+    return (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
+}
+
 /* The key at p (on its opening quote): the position of its closing quote, and
- * in *h a hash of its text (text_hash but for 8 bytes, whose last 8 count too).
- * A key of fewer than 8 plain bytes is read and hashed from one load. */
-static inline __attribute__((always_inline)) const unsigned char *rs_key(dec *d,
-                                                                         const unsigned char *p,
-                                                                         uint64_t *h)
+ * in *h its key_hash. A key of fewer than 16 plain bytes (8 without SSE2) is read
+ * and hashed from one check of its first bytes. */
+static inline __attribute__((always_inline)) const unsigned char *
+rs_key(dec *d, const unsigned char *p, uint64_t *h)
 {
     const unsigned char *s = p + 1, *q = s;
 #if DEC_SSE2
@@ -620,9 +634,8 @@ static inline __attribute__((always_inline)) const unsigned char *rs_key(dec *d,
             return s + i;
         }
         q = s + i; /* i plain bytes */
-    } else
-#endif
-#if JSON_TEXT_WORDS
+    }
+#elif JSON_TEXT_WORDS
     if (d->end - s >= 8) {
         uint64_t w;
         memcpy(&w, s, 8);
@@ -641,15 +654,7 @@ static inline __attribute__((always_inline)) const unsigned char *rs_key(dec *d,
 #endif
     if (!(q = rs_string(d, q)))
         return NULL;
-    size_t len = (size_t)(q - s);
-    if (len < 8) {
-        *h = text_hash(s, len);
-    } else {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, q - 8, 8);
-        *h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
-    }
+    *h = key_hash(s, (size_t)(q - s));
     return q;
 }
 
@@ -662,8 +667,8 @@ static inline const unsigned char *digit_run(const unsigned char *p, const unsig
         memcpy(&w, p, 8);
         /* Bit 7 of a byte set if it is not '0'..'9' (exact for the first such byte:
          * the digits before it carry and borrow nothing). */
-        uint64_t m = ((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) &
-                     0x8080808080808080ULL;
+        uint64_t m =
+            ((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) & 0x8080808080808080ULL;
         if (m)
             return p + json_first_flagged(m);
         p += 8;
@@ -696,9 +701,22 @@ static int num_canonical(dec *d, const num_tok *t, const unsigned char *s, size_
     return b->len == len && memcmp(b->data, s, len) == 0;
 }
 
-/* The number token at p. An integer is canonical unless it is "-0"; a fraction
- * or exponent is read again by num_scan and asked of num_canonical. */
-static const unsigned char *rs_number(dec *d, const unsigned char *p)
+/* A number token s..p with a fraction or exponent (p on '.', 'e' or 'E'): num_scan
+ * reads it again and num_canonical settles it. */
+static __attribute__((noinline)) const unsigned char *rs_number_frac(dec *d, const unsigned char *s)
+{
+    num_tok t;
+    const unsigned char *p = num_scan(s, d->end, &t);
+    if (!p)
+        return NULL;
+    if (d->canon && !num_canonical(d, &t, s, (size_t)(p - s)))
+        d->canon = 0;
+    return p;
+}
+
+/* The number token at p. An integer is canonical unless it is "-0". */
+static inline __attribute__((always_inline)) const unsigned char *rs_number(dec *d,
+                                                                            const unsigned char *p)
 {
     const unsigned char *s = p, *end = d->end;
     int neg = *p == '-', zero = 0;
@@ -712,14 +730,8 @@ static const unsigned char *rs_number(dec *d, const unsigned char *p)
     } else {
         return NULL;
     }
-    if (*p == '.' || (*p | 0x20) == 'e') {
-        num_tok t;
-        if (!(p = num_scan(s, end, &t)))
-            return NULL;
-        if (d->canon && !num_canonical(d, &t, s, (size_t)(p - s)))
-            d->canon = 0;
-        return p;
-    }
+    if (*p == '.' || (*p | 0x20) == 'e')
+        return rs_number_frac(d, s);
     if (neg && zero)
         d->canon = 0;
     return p;
@@ -760,9 +772,11 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
         size_t kl = (size_t)(q - p) - 1;
         int cut = 0;
         if ((droplens >> (kl & 63) & 1) && d->canon) {
-            /* A dropped name (it needs no escaping, so its text is its bytes). */
+            /* A dropped name (it needs no escaping, so its text is its bytes; below
+             * 8 bytes equal hashes and lengths settle it, as in key_same). */
             for (int i = 0; i < d->ro->ndrop && !cut; i++)
-                cut = kl == d->ro->droplen[i] && memcmp(p + 1, d->ro->drop[i], kl) == 0;
+                cut = d->drophash[i] == h && kl == d->ro->droplen[i] &&
+                      (kl < 8 || memcmp(p + 1, d->ro->drop[i], kl) == 0);
         }
         if (same && n < d->nprev && key_same(&d->prev[n], p + 1, kl, h)) {
             n++;
@@ -1229,6 +1243,8 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     d.ncut = 0;
     d.nprev = 0;
     if (d.ro) {
+        for (int i = 0; i < d.ro->ndrop; i++)
+            d.drophash[i] = key_hash(d.ro->drop[i], d.ro->droplen[i]);
         cljson_push_reg_at(L, REGI_RAW); /* base + 8 */
         d.rawmt = base + 8;
     }

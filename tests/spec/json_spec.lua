@@ -343,6 +343,11 @@ describe("cljson raw values", function()
     for i = 1, 5 do
       assert.are.equal("object", cljson.is_raw(v.datas[i]))
     end
+    -- names of 8 bytes and more, beside keys of their length
+    text = '{"datas":[{"overall_":1,"overall-":2,"a_long_dropped_key":3,"a_long_dropped_kez":4}]}'
+    v = cljson.decode(text, { raw = "datas", drop = { "overall_", "a_long_dropped_key" } })
+    assert.are.equal('{"datas":[{"overall-":2,"a_long_dropped_kez":4}]}', cljson.encode(v))
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
   end)
 
   it("only touches object elements of the named top-level array", function()
