@@ -299,6 +299,48 @@ static void check_pool(void)
     lvm_free(vm);
 }
 
+/* With calls in flight the state keeps more of what the collector frees (the
+ * garbage of all of them, reused by the next calls); when the last call ends it
+ * hands back all but one call's worth (256 kB + 1 MB). */
+static void check_pool_calls(void)
+{
+    char *err = NULL;
+    lvm *vm = lvm_new(CL_SOURCE_DIR "/lua", NULL, 0, &err);
+    CHECK(vm != NULL);
+    if (!vm) {
+        free(err);
+        return;
+    }
+    lua_State *L = lvm_state(vm);
+    static const char code[] = "local t = {}\n"
+                               "for i = 1, 40000 do t[i] = { i } end\n"
+                               "return #t";
+    for (int i = 0; i < 16; i++)
+        lvm_call_begin(vm);
+    CHECK(lvm_load(L, code, strlen(code), "=pool") == LUA_OK);
+    CHECK(lua_pcall(L, 0, 1, 0) == LUA_OK);
+    CHECK(lua_tointeger(L, -1) == 40000);
+    lua_settop(L, 0);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    size_t in_flight = lvm_pool_bytes(vm);
+    for (int i = 0; i < 16; i++)
+        lvm_call_end(vm);
+    size_t idle = lvm_pool_bytes(vm);
+#if defined(__SANITIZE_ADDRESS__)
+    CHECK(in_flight == 0);
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    CHECK(in_flight == 0);
+#else
+    CHECK(in_flight > (size_t)2 << 20);
+#endif
+#else
+    CHECK(in_flight > (size_t)2 << 20);
+#endif
+    CHECK(idle <= ((size_t)256 << 10) + ((size_t)1 << 20));
+    lvm_free(vm);
+}
+
 int main(void)
 {
     struct evhttp *http;
@@ -609,6 +651,7 @@ int main(void)
 
     check_hostile(&cfg);
     check_pool();
+    check_pool_calls();
     fetch_free(fetch);
     evhttp_free(http);
     event_base_free(base);
