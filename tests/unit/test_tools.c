@@ -299,6 +299,24 @@ static void check_pool(void)
     lvm_free(vm);
 }
 
+/* The state's collector is incremental (pause 300, step multiplier 200): the
+ * generational mode fell into major collections with many calls in flight. */
+static void check_gc_mode(void)
+{
+    char *err = NULL;
+    lvm *vm = lvm_new(CL_SOURCE_DIR "/lua", NULL, 0, &err);
+    CHECK(vm != NULL);
+    if (!vm) {
+        free(err);
+        return;
+    }
+    lua_State *L = lvm_state(vm);
+    CHECK(lua_gc(L, LUA_GCSETPAUSE, 300) == 300);
+    CHECK(lua_gc(L, LUA_GCSETSTEPMUL, 200) == 200);
+    CHECK(lua_gc(L, LUA_GCINC, 0, 0, 0) == LUA_GCINC); /* the mode it was in */
+    lvm_free(vm);
+}
+
 /* With calls in flight the state keeps more of what the collector frees (the
  * garbage of all of them, reused by the next calls); when the last call ends it
  * hands back all but one call's worth (256 kB + 1 MB). */
@@ -652,6 +670,7 @@ int main(void)
     check_hostile(&cfg);
     check_pool();
     check_pool_calls();
+    check_gc_mode();
     fetch_free(fetch);
     evhttp_free(http);
     event_base_free(base);
