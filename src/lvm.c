@@ -35,7 +35,7 @@
 #define LVM_CLOCK_EVERY 4u
 /* The collector's settings (lvm_new). */
 #define LVM_GC_PAUSE 300
-#define LVM_GC_STEPMUL 200
+#define LVM_GC_STEPMUL 400
 
 /* The state's small blocks (up to LVM_POOL_MAX_BLOCK bytes, in classes of
  * LVM_POOL_STEP) are kept on per-class free lists when Lua frees them, up to
@@ -1636,7 +1636,7 @@ lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **
         goto fail;
     }
     /* Incremental: a cycle once the heap has grown to 3x what the last one left
-     * (LVM_GC_PAUSE), at twice the default speed (LVM_GC_STEPMUL). The generational
+     * (LVM_GC_PAUSE), at four times the default speed (LVM_GC_STEPMUL). The generational
      * mode suits one call at a time (short-lived garbage on a long-lived heap), but
      * with many calls in flight their data outlives the young collections, the heap
      * grows and it keeps falling into major collections and back to generational

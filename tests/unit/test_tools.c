@@ -299,7 +299,7 @@ static void check_pool(void)
     lvm_free(vm);
 }
 
-/* The state's collector is incremental (pause 300, step multiplier 200): the
+/* The state's collector is incremental (pause 300, step multiplier 400): the
  * generational mode fell into major collections with many calls in flight. */
 static void check_gc_mode(void)
 {
@@ -312,7 +312,7 @@ static void check_gc_mode(void)
     }
     lua_State *L = lvm_state(vm);
     CHECK(lua_gc(L, LUA_GCSETPAUSE, 300) == 300);
-    CHECK(lua_gc(L, LUA_GCSETSTEPMUL, 200) == 200);
+    CHECK(lua_gc(L, LUA_GCSETSTEPMUL, 400) == 400);
     CHECK(lua_gc(L, LUA_GCINC, 0, 0, 0) == LUA_GCINC); /* the mode it was in */
     lvm_free(vm);
 }
