@@ -9,18 +9,12 @@
 // requests sent after the barrier. MCP_FORMAT=toon asks the MCP calls for TOON text.
 import http from 'node:http';
 import { execSync } from 'node:child_process';
+import { PREFIX, ARGS, headers, INITIALIZE, INITIALIZED, CALL as call } from './request.mjs';
 
 const [base, concArg, roundsArg] = process.argv.slice(2);
 const conc = Number(concArg || 256);
 const rounds = Number(roundsArg || 4);
 const url = new URL(base);
-const PREFIX = '/api/agent-retrieval/v1';
-const ARGS = '{"kn_id":"kn_medical","ot_id":"ot_drug","limit":10,"sort":[{"field":"drug_id","direction":"desc"}]}';
-const headers = {
-  'content-type': 'application/json',
-  accept: 'application/json, text/event-stream',
-  authorization: 'Bearer demo-user-token',
-};
 
 // One agent per client: one socket each, kept between its requests.
 function post(agent, path, body, extra = {}) {
@@ -44,11 +38,10 @@ function post(agent, path, body, extra = {}) {
 }
 
 const first = new http.Agent({ keepAlive: true, maxSockets: 1 });
-const init = await post(first, '/mcp', '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}');
+const init = await post(first, '/mcp', INITIALIZE);
 const sid = init.headers['mcp-session-id'];
-await post(first, '/mcp', '{"jsonrpc":"2.0","method":"notifications/initialized"}', { 'mcp-session-id': sid });
+await post(first, '/mcp', INITIALIZED, { 'mcp-session-id': sid });
 first.destroy();
-const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_object_instance","arguments":${ARGS.replace(/^\{/, `{"response_format":"${process.env.MCP_FORMAT || 'json'}",`)}}}`;
 
 async function round(agent) {
   const a = await post(agent, '/kn/query_object_instance', ARGS);
