@@ -959,6 +959,7 @@ static void cleanup(call *c)
         luaL_unref(c->L, LUA_REGISTRYINDEX, c->co_ref);
         luaL_unref(c->L, LUA_REGISTRYINDEX, c->ud_ref);
     }
+    lvm_call_end(c->vm);
     tools_gen_release(c->gen); /* may close the state: nothing Lua after this */
     buf_free(&c->req_url);
     buf_free(&c->req_body);
@@ -1148,6 +1149,7 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     tools_gen_ref(gen);
     c->gen = gen;
     c->vm = tools_gen_vm(gen);
+    lvm_call_begin(c->vm);
     c->L = lvm_state(c->vm);
     c->co_ref = LUA_NOREF;
     c->ud_ref = LUA_NOREF;

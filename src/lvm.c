@@ -33,16 +33,25 @@
 /* Charges (hook ticks of LVM_HOOK_EVERY instructions) between two reads of the clock:
  * a read every 4000 instructions or so, tens of microseconds apart. Power of 2. */
 #define LVM_CLOCK_EVERY 4u
+/* The collector's settings (lvm_new). */
+#define LVM_GC_PAUSE 300
+#define LVM_GC_STEPMUL 400
 
 /* The state's small blocks (up to LVM_POOL_MAX_BLOCK bytes, in classes of
  * LVM_POOL_STEP) are kept on per-class free lists when Lua frees them, up to
- * LVM_POOL_BYTES in all, and reused: a call allocates and frees a few hundred
- * small objects, each a malloc/free pair otherwise. Sanitizer builds go to malloc
- * directly so that a use after free is still caught. */
+ * LVM_POOL_BYTES plus LVM_POOL_PER_CALL for each call in flight (lvm_call_begin)
+ * in all, and reused: a call allocates and frees a few hundred small objects, each
+ * a malloc/free pair otherwise. With many calls in flight the collector frees the
+ * garbage of all of them at once; kept, it serves the next calls instead of going
+ * back to malloc (whose free lists, under that load, cost hundreds of instructions
+ * per block). When calls end, the blocks over the lower bound go back to malloc.
+ * Sanitizer builds go to malloc directly so that a use after free is still caught. */
 #define LVM_POOL_STEP 16
 #define LVM_POOL_MAX_BLOCK 1024
 #define LVM_POOL_CLASSES (LVM_POOL_MAX_BLOCK / LVM_POOL_STEP)
-#define LVM_POOL_BYTES ((size_t)1 << 20)
+#define LVM_POOL_BYTES ((size_t)256 << 10)
+#define LVM_POOL_PER_CALL ((size_t)1 << 20)
+#define LVM_POOL_MAX ((size_t)32 << 20)
 #if defined(__SANITIZE_ADDRESS__)
 #define LVM_POOL 0
 #elif defined(__has_feature)
@@ -62,6 +71,7 @@ struct lvm {
     lua_State *L;
     pool_block *pool[LVM_POOL_CLASSES]; /* owned: free blocks of class i + 1 */
     size_t pool_bytes;
+    size_t calls; /* in flight: lvm_call_begin minus lvm_call_end */
     size_t total;
     size_t cap;
     lvm_budget *cur;
@@ -88,6 +98,13 @@ static inline unsigned pool_class(size_t n)
                                                : 0;
 }
 
+static inline size_t pool_bound(const lvm *vm)
+{
+    return vm->calls >= (LVM_POOL_MAX - LVM_POOL_BYTES) / LVM_POOL_PER_CALL
+               ? LVM_POOL_MAX
+               : LVM_POOL_BYTES + vm->calls * LVM_POOL_PER_CALL;
+}
+
 static void *pool_get(lvm *vm, size_t n)
 {
     unsigned c = pool_class(n);
@@ -106,7 +123,7 @@ static void pool_put(lvm *vm, void *p, size_t n)
 {
     unsigned c = pool_class(n);
     size_t size = (size_t)c * LVM_POOL_STEP;
-    if (!c || vm->pool_bytes + size > LVM_POOL_BYTES) {
+    if (!c || vm->pool_bytes + size > pool_bound(vm)) {
         free(p);
         return;
     }
@@ -116,16 +133,23 @@ static void pool_put(lvm *vm, void *p, size_t n)
     vm->pool_bytes += size;
 }
 
-static void pool_drain(lvm *vm)
+/* Returns kept blocks to malloc, the largest classes first, until at most keep
+ * bytes are left. */
+static void pool_trim(lvm *vm, size_t keep)
 {
-    for (unsigned c = 0; c < LVM_POOL_CLASSES; c++) {
-        while (vm->pool[c]) {
-            pool_block *b = vm->pool[c];
-            vm->pool[c] = b->next;
+    for (unsigned c = LVM_POOL_CLASSES; c > 0 && vm->pool_bytes > keep; c--) {
+        while (vm->pool[c - 1] && vm->pool_bytes > keep) {
+            pool_block *b = vm->pool[c - 1];
+            vm->pool[c - 1] = b->next;
+            vm->pool_bytes -= (size_t)c * LVM_POOL_STEP;
             free(b);
         }
     }
-    vm->pool_bytes = 0;
+}
+
+static void pool_drain(lvm *vm)
+{
+    pool_trim(vm, 0);
 }
 
 /* realloc through the pool: old is the block's size as Lua states it. A shrink
@@ -215,6 +239,20 @@ size_t lvm_mem_total(const lvm *vm)
 size_t lvm_pool_bytes(const lvm *vm)
 {
     return vm->pool_bytes;
+}
+
+void lvm_call_begin(lvm *vm)
+{
+    vm->calls++;
+}
+
+void lvm_call_end(lvm *vm)
+{
+    if (vm->calls)
+        vm->calls--;
+    /* No call in flight: keep one call's worth, hand back the rest. */
+    if (!vm->calls && vm->pool_bytes > LVM_POOL_BYTES + LVM_POOL_PER_CALL)
+        pool_trim(vm, LVM_POOL_BYTES + LVM_POOL_PER_CALL);
 }
 
 /* ---- lazy instruction counting ----
@@ -1616,10 +1654,13 @@ lvm *lvm_new(const char *lua_dir, const char *lib_dir, size_t state_cap, char **
         *err = xstrdup("cannot create a Lua state");
         goto fail;
     }
-    /* Tool calls make short-lived garbage on top of a large, long-lived heap
-     * (modules, schemas, catalogue): the generational collector's young
-     * collections fit that shape better than full incremental cycles. */
-    lua_gc(vm->L, LUA_GCGEN, 0, 0);
+    /* Incremental: a cycle once the heap has grown to 3x what the last one left
+     * (LVM_GC_PAUSE), at four times the default speed (LVM_GC_STEPMUL). The generational
+     * mode suits one call at a time (short-lived garbage on a long-lived heap), but
+     * with many calls in flight their data outlives the young collections, the heap
+     * grows and it keeps falling into major collections and back to generational
+     * (atomic2gen, sweep2old). The pool keeps what a cycle frees for the next calls. */
+    lua_gc(vm->L, LUA_GCINC, LVM_GC_PAUSE, LVM_GC_STEPMUL, 0);
     if (lvm_cpcall(vm->L, setup_p, vm, err) != 0)
         goto fail;
     sa = (snap_args){lua_dir, "", "", 0, 1};

@@ -78,6 +78,10 @@ size_t lvm_mem_total(const lvm *vm);
 /* Bytes of freed small blocks the state keeps for reuse (bounded; 0 in sanitizer
  * builds, where every block goes back to malloc). */
 size_t lvm_pool_bytes(const lvm *vm);
+/* A call on this state starts / has ended: the bound of the kept blocks grows with
+ * the calls in flight, and lvm_call_end hands back what exceeds the lower bound. */
+void lvm_call_begin(lvm *vm);
+void lvm_call_end(lvm *vm);
 
 /* Makes b the budget charged by the allocator and the hook, with `on` the thread
  * about to run Lua (NULL: the main thread); replaces any current budget. */

@@ -10,15 +10,23 @@
 # call bound to a started interaction, recording an Operation and returning a
 # receipt): the managed call's instructions, what it adds over the ad hoc one, and
 # its Trace Core round trips (the simulator's request log).
+# CONC=256 counts the same mix under concurrency instead: CONC clients at once, each on
+# its own connection (gateway/conc.mjs), one uncounted warm-up round each, then ROUNDS
+# rounds (default 4) of one REST read and one MCP call each, counted; so the collector's
+# and the allocator's cost with up to CONC calls in flight shows. The managed phases are
+# skipped then.
 # Not part of scripts/test.
 # Usage: tests/bench/callgrind.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out files; MCP_FORMAT=toon
-#   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases.
+#   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases;
+#   CONC=256 ROUNDS=4 the concurrent mix.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}
 N=${N:-200}
 TOP=${TOP:-10}
+CONC=${CONC:-}
+[ -z "$CONC" ] || MANAGED=0
 
 bench_install valgrind nginx curl nodejs
 [ -n "${NO_BUILD:-}" ] || bench_build "$BUILD"
@@ -29,9 +37,18 @@ capture_canned
 start_upstream
 GW_WRAP="valgrind --tool=callgrind --collect-atstart=no --toggle-collect=event_base_loop
   --callgrind-out-file=$WORK/callgrind.out" start_gateway
-sent=$(node "$BENCH_DIR/mix.mjs" "$GW" "$N")
-# Each dump holds the counts since the previous one: callgrind.out.1 is this mix.
+# Each dump holds the counts since the previous one: callgrind.out.$mix_dump is the mix.
 dumps=0
+mix_dump=1
+if [ -n "$CONC" ]; then
+  # callgrind.out.1: the session and the warm-up round (not counted)
+  sent=$(BARRIER="callgrind_control -d $GW_PID >/dev/null 2>&1; until [ -s $WORK/callgrind.out.1 ]; do sleep 0.1; done; sleep 0.5" \
+    node "$BENCH_DIR/conc.mjs" "$GW" "$CONC" "${ROUNDS:-4}")
+  dumps=1
+  mix_dump=2
+else
+  sent=$(node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+fi
 phase_dump() {
   callgrind_control -d "$GW_PID" >/dev/null 2>&1
   dumps=$((dumps + 1))
@@ -46,7 +63,7 @@ phase_dump
 if [ "${MANAGED:-1}" != 0 ]; then
   mcp_sent=$(MIX=mcp node "$BENCH_DIR/mix.mjs" "$GW" "$N")
   phase_dump
-  mcp_total=$(phase_total 2)
+  mcp_total=$(phase_total $dumps)
   # Capture on; the gateway re-reads the policy within trace_core.capture_policy_ttl_s
   # (30 s): until then an ad hoc MCP call still runs (this phase is not counted).
   curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
@@ -61,26 +78,33 @@ if [ "${MANAGED:-1}" != 0 ]; then
   phase_dump # the session and the interactions' starts: not counted
   managed_sent=$(MIX=managed SID=$SID LINES=$WORK/managed.lines node "$BENCH_DIR/mix.mjs" "$GW" "$N")
   phase_dump
-  managed_total=$(phase_total 4)
+  managed_total=$(phase_total $dumps)
   trace_calls=$(curl -sf "$SIM/_sim/requests?service=trace_core&since=$seq0" | grep -o '"seq":' | wc -l)
 fi
 bench_stop "$GW_PID" # SIGTERM: the loop exits, callgrind writes its last file
-mv "$WORK/callgrind.out.1" "$WORK/callgrind.out"
+mv "$WORK/callgrind.out.$mix_dump" "$WORK/callgrind.out"
 total=$(awk '/^(summary|totals):/ {print $2; exit}' "$WORK/callgrind.out")
-echo "== callgrind: $sent requests (1 initialize + 1 notification + $N REST + $N MCP tools/call)"
+if [ -n "$CONC" ]; then
+  echo "== callgrind: $sent requests from $CONC concurrent connections (${ROUNDS:-4} rounds of 1 REST + 1 MCP tools/call each, after a warm-up round)"
+else
+  echo "== callgrind: $sent requests (1 initialize + 1 notification + $N REST + $N MCP tools/call)"
+fi
 awk -v t="$total" -v n="$sent" 'BEGIN { printf "instructions in the event loop: %d\ninstructions per request: %.0f\n\n", t, t / n }'
 # Function lines only, paths shortened; the Debian liblua5.4 is stripped, so its
 # functions show as addresses of liblua5.4.so.
 fn_lines() { awk '/^ *[0-9,]+ \(/ && !/PROGRAM TOTALS/ && /\]$/' | sed -E 's#/[^ ]*/(src/)#\1#; s#\[/[^]]*/([^/]*)\]#[\1]#'; }
+# A later dump lists the frames already open when it began (main, the loop) with the
+# whole count as their own; those are not self instructions.
+self_lines() { fn_lines | grep -v '(100\.0%)'; }
 echo "== top $TOP functions by self instructions"
-callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | fn_lines | head -n "$TOP"
+callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | self_lines | head -n "$TOP"
 echo
 echo "== where the project's code spends it (inclusive, src/ only)"
 callgrind_annotate --inclusive=yes --threshold=100 "$WORK/callgrind.out" 2>/dev/null | fn_lines |
   grep ' src/' | grep -v -E 'main\.c:main|below main' | head -n 15
 echo
 echo "== self instructions by library"
-callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | fn_lines |
+callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | self_lines |
   awk '{ n = $1; gsub(",", "", n); lib = $NF; s[lib] += n; t += n }
        END { for (k in s) printf "%6.1f%%  %s\n", 100 * s[k] / t, k }' | sort -rn | head -6
 if [ "${MANAGED:-1}" != 0 ]; then

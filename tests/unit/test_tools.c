@@ -260,17 +260,35 @@ static void check_hostile(const tools_config *base_cfg)
     CHECK(tools_gen_live() == 0);
 }
 
-/* The state keeps freed small blocks for reuse, within its bound, and accounts
- * for its memory as before: what a run allocates and drops comes back off the total. */
-static void check_pool(void)
+/* Sanitizer builds keep no freed blocks (lvm.c), so that a use after free is caught. */
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_KEEPS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_KEEPS 0
+#endif
+#endif
+#ifndef POOL_KEEPS
+#define POOL_KEEPS 1
+#endif
+
+/* A state with the runtime of lua/ loaded; NULL (a failed check) if it cannot be made. */
+static lvm *runtime_vm(void)
 {
     char *err = NULL;
     lvm *vm = lvm_new(CL_SOURCE_DIR "/lua", NULL, 0, &err);
     CHECK(vm != NULL);
-    if (!vm) {
-        free(err);
+    free(err);
+    return vm;
+}
+
+/* The state keeps freed small blocks for reuse, within its bound, and accounts
+ * for its memory as before: what a run allocates and drops comes back off the total. */
+static void check_pool(void)
+{
+    lvm *vm = runtime_vm();
+    if (!vm)
         return;
-    }
     lua_State *L = lvm_state(vm);
     static const char code[] =
         "local t = {}\n"
@@ -286,18 +304,50 @@ static void check_pool(void)
         after[i] = lvm_mem_total(vm);
     }
     CHECK(after[1] <= after[0] + 1024); /* the second run's garbage is all accounted for */
-#if defined(__SANITIZE_ADDRESS__)
-    CHECK(lvm_pool_bytes(vm) == 0);
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-    CHECK(lvm_pool_bytes(vm) == 0);
-#else
-    CHECK(lvm_pool_bytes(vm) > 0);
-#endif
-#else
-    CHECK(lvm_pool_bytes(vm) > 0);
-#endif
+    CHECK(POOL_KEEPS ? lvm_pool_bytes(vm) > 0 : lvm_pool_bytes(vm) == 0);
     CHECK(lvm_pool_bytes(vm) <= (size_t)256 << 10);
+    lvm_free(vm);
+}
+
+/* The state's collector is incremental (pause 300, step multiplier 400): the
+ * generational mode fell into major collections with many calls in flight. */
+static void check_gc_mode(void)
+{
+    lvm *vm = runtime_vm();
+    if (!vm)
+        return;
+    lua_State *L = lvm_state(vm);
+    CHECK(lua_gc(L, LUA_GCSETPAUSE, 300) == 300);
+    CHECK(lua_gc(L, LUA_GCSETSTEPMUL, 400) == 400);
+    CHECK(lua_gc(L, LUA_GCINC, 0, 0, 0) == LUA_GCINC); /* the mode it was in */
+    lvm_free(vm);
+}
+
+/* With calls in flight the state keeps more of what the collector frees (the
+ * garbage of all of them, reused by the next calls); when the last call ends it
+ * hands back all but one call's worth (256 kB + 1 MB). */
+static void check_pool_calls(void)
+{
+    lvm *vm = runtime_vm();
+    if (!vm)
+        return;
+    lua_State *L = lvm_state(vm);
+    static const char code[] = "local t = {}\n"
+                               "for i = 1, 40000 do t[i] = { i } end\n"
+                               "return #t";
+    for (int i = 0; i < 16; i++)
+        lvm_call_begin(vm);
+    CHECK(lvm_load(L, code, strlen(code), "=pool") == LUA_OK);
+    CHECK(lua_pcall(L, 0, 1, 0) == LUA_OK);
+    CHECK(lua_tointeger(L, -1) == 40000);
+    lua_settop(L, 0);
+    lua_gc(L, LUA_GCCOLLECT, 0);
+    size_t in_flight = lvm_pool_bytes(vm);
+    for (int i = 0; i < 16; i++)
+        lvm_call_end(vm);
+    size_t idle = lvm_pool_bytes(vm);
+    CHECK(POOL_KEEPS ? in_flight > (size_t)2 << 20 : in_flight == 0);
+    CHECK(idle <= ((size_t)256 << 10) + ((size_t)1 << 20));
     lvm_free(vm);
 }
 
@@ -627,6 +677,8 @@ int main(void)
 
     check_hostile(&cfg);
     check_pool();
+    check_pool_calls();
+    check_gc_mode();
     fetch_free(fetch);
     evhttp_free(http);
     event_base_free(base);

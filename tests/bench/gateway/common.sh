@@ -127,7 +127,8 @@ start_gateway() { # [NAME=value...]
     [ -n "${REDIS_PORT:-}" ] || start_redis
     GW_STORE="CL_STATE_STORE=redis://127.0.0.1:$REDIS_PORT/0"
   fi
-  env CL_WORKERS="${WORKERS:-1}" $GW_STORE CL_LISTEN=127.0.0.1:0 CL_ADMIN_LISTEN=127.0.0.1:0 CL_TOOLS_DIR="$ROOT/tools" CL_LUA_DIR="$ROOT/lua" \
+  # GLIBC_TUNABLES as etc/context-loader.service sets it (GLIBC_TUNABLES= runs without).
+  env GLIBC_TUNABLES="${GLIBC_TUNABLES-glibc.malloc.tcache_count=256}" CL_WORKERS="${WORKERS:-1}" $GW_STORE CL_LISTEN=127.0.0.1:0 CL_ADMIN_LISTEN=127.0.0.1:0 CL_TOOLS_DIR="$ROOT/tools" CL_LUA_DIR="$ROOT/lua" \
     CL_UPSTREAM_ONTOLOGY_QUERY_URL="$UPSTREAM/api/ontology-query" \
     CL_UPSTREAM_BKN_BACKEND_URL="$SIM/api/bkn-backend" CL_UPSTREAM_VEGA_URL="$SIM/api/vega-backend" \
     CL_UPSTREAM_OPERATOR_INTEGRATION_URL="$SIM/api/agent-operator-integration" \

@@ -7,15 +7,10 @@
 // MIX=managed SID=<session> LINES=<file>: only N managed MCP calls on that session,
 // the bodies of LINES (interactions.mjs output) each used at most 100 times; every
 // answer must carry a receipt. Prints the number of calls.
+import { PREFIX, ARGS, headers, INITIALIZE, INITIALIZED, CALL as call } from './request.mjs';
+
 const [base, nArg] = process.argv.slice(2);
 const n = Number(nArg || 200);
-const PREFIX = '/api/agent-retrieval/v1';
-const ARGS = '{"kn_id":"kn_medical","ot_id":"ot_drug","limit":10,"sort":[{"field":"drug_id","direction":"desc"}]}';
-const headers = {
-  'content-type': 'application/json',
-  accept: 'application/json, text/event-stream',
-  authorization: 'Bearer demo-user-token',
-};
 
 async function post(path, body, extra = {}) {
   const r = await fetch(base + PREFIX + path, {
@@ -41,10 +36,9 @@ if (mix === 'managed') {
   console.log(n);
   process.exit(0);
 }
-const init = await post('/mcp', '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}');
+const init = await post('/mcp', INITIALIZE);
 const sid = init.r.headers.get('mcp-session-id');
-await post('/mcp', '{"jsonrpc":"2.0","method":"notifications/initialized"}', { 'mcp-session-id': sid });
-const call = `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"query_object_instance","arguments":${ARGS.replace(/^\{/, `{"response_format":"${process.env.MCP_FORMAT || 'json'}",`)}}}`;
+await post('/mcp', INITIALIZED, { 'mcp-session-id': sid });
 let sent = 2;
 for (let i = 0; i < n; i++) {
   const a = mix === 'mcp' ? null : await post('/kn/query_object_instance', ARGS);
