@@ -977,43 +977,106 @@ int json_number_valid(const char *s, size_t len)
 
 /* ------------------------------------------------------------------ writer */
 
+/* The escape scan of json_write_string, one block of input at a time: a mask with
+ * one bit per byte to escape ('"', '\\' or below 0x20), exact (no byte flagged
+ * spuriously), and the index of the first flagged byte of a mask. ESC_SLACK: the
+ * room json_write_string keeps past a slice's worst case for the block copies. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define ESC_BLOCK 16
+#define ESC_SLACK (2 * ESC_BLOCK)
+typedef unsigned esc_mask;
+static inline esc_mask esc_scan(const unsigned char *p)
+{
+    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
+    __m128i q = _mm_cmpeq_epi8(x, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'));
+    return (esc_mask)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_or_si128(q, b)));
+}
+static inline unsigned esc_first(esc_mask m)
+{
+    return (unsigned)__builtin_ctz(m);
+}
+#elif JSON_TEXT_WORDS
+#define ESC_BLOCK 8
+#define ESC_SLACK (2 * ESC_BLOCK)
+typedef uint64_t esc_mask;
+/* Bit 7 of each flagged byte; every byte is tested on its own (no carries). */
+static inline esc_mask esc_scan(const unsigned char *p)
+{
+    const uint64_t ones = 0x0101010101010101ULL, lo7 = 0x7f7f7f7f7f7f7f7fULL;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    uint64_t t = w & lo7;
+    uint64_t ctl = t + ones * (0x80 - 0x20); /* bit 7: low 7 bits >= 0x20 */
+    uint64_t q = (t ^ (ones * '"')) + lo7;   /* bit 7: low 7 bits are not '"' */
+    uint64_t b = (t ^ (ones * '\\')) + lo7;  /* bit 7: low 7 bits are not '\\' */
+    return ~((ctl & q & b) | w) & (ones * 0x80);
+}
+static inline unsigned esc_first(esc_mask m)
+{
+    return json_first_flagged(m);
+}
+#else
+#define ESC_SLACK 0
+#endif
+
 void json_write_string(buf *out, const char *s, size_t len)
 {
     /* Writes straight into the buffer, reserving the worst case (6 bytes out per
      * byte in) one slice of the input at a time: JSON text embedded in a string (an
      * MCP text content) has an escape every few bytes, and a call per escape was
-     * most of the cost. */
-    enum { SLICE = 4096 };
+     * most of the cost. A slice is small enough that the room reserved for it stays
+     * near what the text needs (SLICE: a multiple of ESC_BLOCK). */
+    enum { SLICE = 1024 };
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
-    buf_reserve(out, (len < SLICE ? len : SLICE) * 6 + 2);
+    buf_reserve(out, (len < SLICE ? len : SLICE) * 6 + ESC_SLACK + 2);
     char *w = out->data + out->len;
     *w++ = '"';
     while (p < end) {
         const unsigned char *stop = end - p > SLICE ? p + SLICE : end;
         out->len = (size_t)(w - out->data);
-        buf_reserve(out, (size_t)(stop - p) * 6 + 1);
+        buf_reserve(out, (size_t)(stop - p) * 6 + ESC_SLACK + 1);
         w = out->data + out->len;
-        while (p < stop) {
-#if JSON_TEXT_WORDS
-            /* Eight bytes at a time up to the next one to escape (the slice's room of
-             * 6 bytes per input byte covers the whole word). */
-            while (stop - p >= 8) {
-                uint64_t x;
-                memcpy(&x, p, 8);
-                uint64_t m = json_special_mask(x, 0);
-                memcpy(w, &x, 8);
-                if (m) {
-                    unsigned k = json_first_flagged(m);
-                    w += k;
-                    p += k;
-                    break;
-                }
-                w += 8;
-                p += 8;
+#ifdef ESC_BLOCK
+        /* A block at a time, all of its escapes in one go. The output of input byte
+         * p[i] of the block is at o + i, o moving on by what the escapes so far
+         * added: the block is copied whole, and after each escape the input from
+         * the next byte to keep on is copied again, a block's worth, behind it (a
+         * '"' or '\\' gets its backslash and is copied with that rest). Those copies
+         * read at most 2 blocks past p (so a block is taken only with another one
+         * of input after it) and write at most 7 blocks' worth past w (within the
+         * room of 6 bytes per byte of the slice left and ESC_SLACK). */
+        size_t blocks = (size_t)(stop - p) / ESC_BLOCK, left = (size_t)(end - p) / ESC_BLOCK;
+        if (blocks == left) /* the input's last block is left to the loop below */
+            blocks = left ? left - 1 : 0;
+        for (const unsigned char *last = p + blocks * ESC_BLOCK; p < last;) {
+            esc_mask m = esc_scan(p);
+            memcpy(w, p, ESC_BLOCK);
+            if (m) {
+                char *o = w;
+                do {
+                    unsigned k = esc_first(m);
+                    m &= m - 1;
+                    unsigned c = p[k];
+                    if (c >= 0x20) {
+                        o[k] = '\\';
+                        o++;
+                        memcpy(o + k, p + k, ESC_BLOCK);
+                    } else {
+                        char *t = json_escape_byte(o + k, c);
+                        o = t - k - 1;
+                        memcpy(t, p + k + 1, ESC_BLOCK);
+                    }
+                } while (m);
+                w = o;
             }
-            if (p >= stop)
-                break;
+            w += ESC_BLOCK;
+            p += ESC_BLOCK;
+        }
 #endif
+        while (p < stop) {
             unsigned c = *p++;
             if (c >= 0x20 && c != '"' && c != '\\') {
                 *w++ = (char)c;

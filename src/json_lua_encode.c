@@ -721,6 +721,10 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     }
 }
 
+/* The room text is written into from the start: a tool's result or a request
+ * body is rarely smaller, and growing a buffer from 64 bytes copies it each time. */
+#define ENC_FIRST_ROOM 1024
+
 /* Converts the value at idx into box->root (w == NULL), or writes its text straight
  * into w (the fast path: same bytes as json_write of the tree, no tree built). May
  * raise only on Lua memory errors, in which case the box's __gc frees the partial
@@ -755,6 +759,8 @@ static int convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int tre
     e->box = box;
     e->w = w;
     e->max = max ? w->len + max : 0;
+    if (w && w->cap < ENC_FIRST_ROOM)
+        buf_reserve(w, ENC_FIRST_ROOM); /* not grown from 64 bytes by doubling */
     e->tree = tree;
     e->err = err;
     e->errlen = errlen;
@@ -788,10 +794,12 @@ typedef struct {
 static int p_convert(lua_State *L)
 {
     pcall_args *a = lua_touserdata(L, 1);
-    cbox *box = cljson_box_new(L);
-    a->rc = convert(L, 2, box, a->write ? a->out : NULL, a->max, !a->write || a->both, a->canonical,
-                    a->err, a->errlen);
-    if (a->rc == 0 && (!a->write || a->both))
+    int tree = !a->write || a->both;
+    /* Only a tree needs the GC-owned box; text goes to the caller's buffer. */
+    cbox *box = tree ? cljson_box_new(L) : NULL;
+    a->rc =
+        convert(L, 2, box, a->write ? a->out : NULL, a->max, tree, a->canonical, a->err, a->errlen);
+    if (a->rc == 0 && tree)
         a->result = box->root, box->root = NULL;
     return 0;
 }

@@ -91,10 +91,11 @@ static void reply_outcome(req_ctx *c, const call_outcome *o)
 {
     buf b = BUF_INIT;
     /* Room for the whole answer at once (a realloc would copy it): the text block
-     * escaped (json_write_string reserves 6 bytes per byte), structuredContent the
-     * JSON again, and the receipt. */
+     * escaped (JSON text has an escape every few bytes; json_write_string reserves
+     * its own worst case a slice at a time), structuredContent the JSON again, and
+     * the receipt. */
     size_t text = o->toon && o->toon_text.data ? o->toon_text.len : o->json.len;
-    begin_result(c, &b, 6 * text + o->json.len + 512);
+    begin_result(c, &b, 2 * text + o->json.len + 512);
     mcp_write_tool_result(&b, o);
     send_result(c, &b);
     buf_free(&b);

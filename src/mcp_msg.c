@@ -220,7 +220,7 @@ void mcp_write_tool_result(buf *out, const call_outcome *o)
         buf_puts(out, ",\"structuredContent\":");
         put_error_object(out, o);
     }
-    buf_printf(out, ",\"isError\":%s", o->is_error ? "true" : "false");
+    buf_puts(out, o->is_error ? ",\"isError\":true" : ",\"isError\":false");
     if (o->unrecorded)
         buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"unrecorded\"}");
     buf_putc(out, '}');

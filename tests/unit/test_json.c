@@ -1113,9 +1113,47 @@ static void test_string_words(void)
     lua_close(L);
 }
 
+/* Strings dense in bytes to escape - several in one word, every byte of a word,
+ * runs across the writer's slices of 4096 bytes - and bytes that differ from '"',
+ * '\\' or 0x20 only in bit 7 or in one low bit: the writer matches the
+ * byte-by-byte rules. */
+static void test_string_dense(void)
+{
+    static const unsigned char alphabet[] = {'"',  '\\', '\n', 0x01, 0x1f, 0x00, 'a',  ' ',
+                                             0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc,
+                                             0xa0, 0x9f, 0xff, ':',  '{',  ','};
+    uint32_t seed = 12345;
+    int bad = 0;
+    for (int round = 0; round < 3000; round++) {
+        size_t n = round < 2000 ? (size_t)(round % 97) : (size_t)(round % 9001);
+        unsigned char *s = malloc(n + 1);
+        int mode = round % 4; /* 0: any of the alphabet, 1: '"' only, 2: 0x01 only, 3: JSON-like */
+        for (size_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            unsigned r = seed >> 16;
+            s[i] = mode == 1   ? '"'
+                   : mode == 2 ? 0x01
+                   : mode == 3 ? (r % 7 == 0 ? '"' : (unsigned char)('a' + r % 26))
+                               : alphabet[r % sizeof alphabet];
+        }
+        buf want = {0}, got = {0};
+        buf_puts(&got, "x"); /* appended after what the buffer holds */
+        ref_escape(&want, s, n);
+        json_write_string(&got, (const char *)s, n);
+        if (got.len != want.len + 1 || memcmp(got.data + 1, want.data, want.len) != 0 ||
+            got.data[got.len] != '\0')
+            bad++;
+        buf_free(&want);
+        buf_free(&got);
+        free(s);
+    }
+    CHECK(bad == 0);
+}
+
 static int run_unit(void)
 {
     test_string_words();
+    test_string_dense();
     test_types();
     test_numbers();
     test_errors();
