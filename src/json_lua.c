@@ -63,6 +63,18 @@ void cljson_raw_push(lua_State *L, int anchor, const char *text, size_t len, int
     lua_setmetatable(L, -2);
 }
 
+char *cljson_raw_new(lua_State *L, size_t len, int rawmt)
+{
+    rawval *r = lua_newuserdatauv(L, sizeof *r + len + 1, 0);
+    char *t = (char *)(r + 1);
+    t[len] = '\0';
+    r->text = t;
+    r->len = len;
+    lua_pushvalue(L, rawmt);
+    lua_setmetatable(L, -2);
+    return t;
+}
+
 const rawval *cljson_raw_at(lua_State *L, int idx)
 {
     return luaL_testudata(L, idx, REG_RAW);
@@ -93,17 +105,12 @@ static int raw_index(lua_State *L)
     return 1;
 }
 
-/* Pushes a raw value holding its own copy of text (the string is made first). */
+/* Pushes a raw value holding its own copy of text. */
 static void raw_push_copy(lua_State *L, const char *text, size_t len)
 {
-    lua_pushlstring(L, text, len);
-    int anchor = lua_gettop(L);
-    size_t n;
-    const char *s = lua_tolstring(L, anchor, &n);
     luaL_getmetatable(L, REG_RAW);
-    cljson_raw_push(L, anchor, s, n, anchor + 1);
-    lua_replace(L, anchor);
-    lua_settop(L, anchor);
+    memcpy(cljson_raw_new(L, len, lua_gettop(L)), text, len);
+    lua_remove(L, -2);
 }
 
 /* End of the value at p in canonical text (no whitespace), before end. */

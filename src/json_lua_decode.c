@@ -2,10 +2,14 @@
  * tree (cljson_push) and JSON text straight into Lua values (the decoder). */
 #include "json_lua_impl.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* ------------------------------------------------------------------ C -> Lua */
 
@@ -136,6 +140,16 @@ void cljson_push(lua_State *L, const json_value *v)
  * container is created once with its final size when it has no more than this. */
 #define DEC_CHUNK 512
 
+/* The raw scan (below): a row of more members is not checked for duplicates. */
+#define RAW_MAX_KEYS 64
+
+/* A key of an object being scanned (its text, after its opening quote). */
+typedef struct {
+    const unsigned char *k;
+    size_t len;
+    uint64_t hash;
+} rawkey_ref;
+
 typedef struct {
     lua_State *L;
     const unsigned char *p, *end;
@@ -148,9 +162,12 @@ typedef struct {
     int lastn[64];             /* members of the last object at each depth (mod 64) */
     const cljson_raw_opts *ro; /* raw option (NULL: none) */
     int rawmt;                 /* stack slot of cljson.raw_mt */
-    size_t rowdepth;           /* depth of the raw row being scanned */
+    int canon;                 /* raw scan: the text so far is what the encoder writes */
     int ncut;                  /* its members to drop: key start, value end */
     const unsigned char *cut[CLJSON_DROP_MAX][2];
+    uint64_t drophash[CLJSON_DROP_MAX]; /* key_hash of each ro->drop name */
+    int nprev;                          /* the keys of the last canonical row (no duplicates) */
+    rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
 /* The decode's scratch buffer i, in a cbox made at the first need. */
@@ -170,14 +187,38 @@ static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned
     return p;
 }
 
+#if defined(__SSE2__) && JSON_TEXT_WORDS
+#define DEC_SSE2 1
+/* Bit i set for each byte i of the 16 at p that needs work in a string: below 0x20,
+ * '"', '\\', or 0x80 and above (a signed byte below 0x20). */
+static inline unsigned special16(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    __m128i c = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+}
+#else
+#define DEC_SSE2 0
+#endif
+
 /* Skips bytes that need no work in a string (printable ASCII but '"' and '\\'). */
 static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
 {
+#if DEC_SSE2
+    while (end - p >= 16) {
+        unsigned m = special16(p);
+        if (m)
+            return p + __builtin_ctz(m);
+        p += 16;
+    }
+#endif
     while (end - p >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
 #if JSON_TEXT_WORDS
-        uint64_t m = json_special_mask(w, 1);
+        uint64_t m = json_special_mask_hi(w);
         if (m)
             return p + json_first_flagged(m);
 #else
@@ -228,6 +269,8 @@ static inline __attribute__((always_inline)) const unsigned char *str_next(const
             return p;
         if (!(p = utf8_run(p, end)))
             return NULL;
+        if (p < end && *p == '"') /* the end of a string of multi-byte characters */
+            return p;
     }
 }
 
@@ -476,60 +519,164 @@ static int dec_value(dec *d, size_t depth);
 
 /* A raw value is a slice of the decoded text kept as is. The scanner below
  * accepts exactly what dec_value accepts (same grammar, UTF-8, escape and depth
- * rules) without making Lua values, and clears *canon when the slice is not
+ * rules) without making Lua values, and clears d->canon when the slice is not
  * byte for byte what the encoder writes for the decoded value: whitespace, an
  * escape the writer would not use, a number the writer would spell differently,
  * a duplicate key, or an object of more than RAW_MAX_KEYS members (not checked
  * for duplicates). Such an element is decoded into tables as usual, so a raw
- * value always encodes to the same bytes as its tables would. */
-#define RAW_MAX_KEYS 64
+ * value always encodes to the same bytes as its tables would.
+ * Each step returns the position after what it read, or NULL if the text is
+ * rejected. The usual case is tried first at each step: canonical text has no
+ * whitespace, so the next byte is the expected one; anything else takes the
+ * general path (whitespace skipped, and the text is then not canonical).
+ * The text is a Lua string, so a '\0' follows it: a byte no step accepts, which
+ * ends every step at the text's end without a bounds check (a NUL inside the
+ * text is rejected in the same way; strings, whose word loads need the bound,
+ * and the end of a number still check it). */
 
-typedef struct {
-    const unsigned char *k; /* the key's text with its quotes, in the decoded text */
-    size_t len;
-    uint32_t hash;
-} rawkey_ref;
+static const unsigned char *rs_value(dec *d, const unsigned char *p, size_t depth);
 
-static int scan_value(dec *d, size_t depth, int *canon);
-
-/* Validates the string at d->p (on '"') and moves past it; *h gets a hash of
- * its text (keys). */
-static inline __attribute__((always_inline)) int scan_string(dec *d, int *canon, uint32_t *h)
+/* Whether r is the key k of kl bytes and hash h (rs_key's). Below 8 bytes equal
+ * hashes and lengths settle it: the hash is then a bijection of the bytes. */
+static inline int key_same(const rawkey_ref *r, const unsigned char *k, size_t kl, uint64_t h)
 {
-    const unsigned char *p = d->p + 1, *end = d->end;
+    if (r->hash != h || r->len != kl)
+        return 0;
+    if (kl < 8)
+        return 1;
+    if (kl > 16)
+        return memcmp(r->k, k, kl) == 0;
+    uint64_t a, b, x, y; /* the first and the last 8 bytes cover them all */
+    memcpy(&a, r->k, 8);
+    memcpy(&b, k, 8);
+    memcpy(&x, r->k + kl - 8, 8);
+    memcpy(&y, k + kl - 8, 8);
+    return a == b && x == y;
+}
+
+/* Whitespace at p: skipped, and the text is then not canonical. */
+static const unsigned char *rs_ws(dec *d, const unsigned char *p)
+{
+    const unsigned char *q = dec_ws(p, d->end);
+    if (q != p)
+        d->canon = 0;
+    return q;
+}
+
+/* The escape at p (a backslash in a string): its end, or NULL if it is not a
+ * valid escape; clears d->canon if the writer would not write it so (it escapes
+ * only '"', '\\' and control characters). */
+static __attribute__((noinline)) const unsigned char *rs_escape(dec *d, const unsigned char *p)
+{
+    const unsigned char *esc = p;
+    unsigned cp;
+    if (!(p = read_escape(p, d->end, &cp)))
+        return NULL;
+    if (d->canon) {
+        char w[8];
+        size_t wl = 0;
+        if (cp < 0x20 || cp == '"' || cp == '\\')
+            wl = (size_t)(json_escape_byte(w, cp) - w);
+        if (wl != (size_t)(p - esc) || memcmp(w, esc, wl) != 0)
+            d->canon = 0;
+    }
+    return p;
+}
+
+/* The rest of a string from p (after its opening quote): the position of its
+ * closing quote. */
+static inline __attribute__((always_inline)) const unsigned char *rs_string(dec *d,
+                                                                            const unsigned char *p)
+{
     for (;;) {
-        if (!(p = str_next(p, end)))
-            return -1;
+        if (!(p = str_next(p, d->end)))
+            return NULL;
         if (*p == '"')
-            break;
-        /* backslash */
-        const unsigned char *esc = p;
-        unsigned cp;
-        if (!(p = read_escape(p, end, &cp)))
-            return -1;
-        if (*canon) {
-            /* The writer escapes only '"', '\\' and control characters. */
-            char w[8];
-            size_t wl = 0;
-            if (cp < 0x20 || cp == '"' || cp == '\\')
-                wl = (size_t)(json_escape_byte(w, cp) - w);
-            if (wl != (size_t)(p - esc) || memcmp(w, esc, wl) != 0)
-                *canon = 0;
+            return p;
+        if (!(p = rs_escape(d, p)))
+            return NULL;
+    }
+}
+
+/* The hash rs_key gives a key's text s..s+len: text_hash, but for 8 bytes, whose
+ * last 8 count too. */
+static inline uint64_t key_hash(const void *s, size_t len)
+{
+    if (len < 8)
+        return text_hash(s, len);
+    uint64_t a, b;
+    memcpy(&a, s, 8);
+    memcpy(&b, (const char *)s + len - 8, 8);
+    return (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
+}
+
+/* The key at p (on its opening quote): the position of its closing quote, and
+ * in *h its key_hash. A key of fewer than 16 plain bytes (8 without SSE2) is read
+ * and hashed from one check of its first bytes. */
+static inline __attribute__((always_inline)) const unsigned char *
+rs_key(dec *d, const unsigned char *p, uint64_t *h)
+{
+    const unsigned char *s = p + 1, *q = s;
+#if DEC_SSE2
+    if (d->end - s >= 16) {
+        unsigned m = special16(s);
+        unsigned i = m ? (unsigned)__builtin_ctz(m) : 16;
+        if (i < 16 && s[i] == '"') {
+            uint64_t a, b;
+            memcpy(&a, s, 8);
+            if (i < 8) {
+                a &= ~(~0ULL << (i * 8));
+                *h = (a ^ i) * 0xFF51AFD7ED558CCDULL; /* text_hash of i < 8 bytes */
+            } else {
+                memcpy(&b, s + i - 8, 8);
+                *h = (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ i) * 0xFF51AFD7ED558CCDULL;
+            }
+            return s + i;
+        }
+        q = s + i; /* i plain bytes */
+    }
+#elif JSON_TEXT_WORDS
+    if (d->end - s >= 8) {
+        uint64_t w;
+        memcpy(&w, s, 8);
+        uint64_t m = json_special_mask_hi(w);
+        if (m) {
+            unsigned i = json_first_flagged(m);
+            if (s[i] == '"') {
+                w &= ~(~0ULL << (i * 8));
+                *h = (w ^ i) * 0xFF51AFD7ED558CCDULL; /* text_hash of i < 8 bytes */
+                return s + i;
+            }
+        } else {
+            q = s + 8; /* eight plain bytes */
         }
     }
-    if (h) {
-        size_t len = (size_t)(p - d->p - 1);
-        uint64_t a = 0;
-        if (len >= 8 || end - (d->p + 1) < 8 || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__) {
-            *h = (uint32_t)(text_hash(d->p + 1, len) >> 32);
-        } else { /* a short key with 8 bytes of text from its start: text_hash in one load */
-            memcpy(&a, d->p + 1, 8);
-            a &= ~(~0ULL << (len * 8));
-            *h = (uint32_t)(((a ^ len) * 0xFF51AFD7ED558CCDULL) >> 32);
-        }
+#endif
+    if (!(q = rs_string(d, q)))
+        return NULL;
+    *h = key_hash(s, (size_t)(q - s));
+    return q;
+}
+
+/* A run of decimal digits from p: its end. */
+static inline const unsigned char *digit_run(const unsigned char *p, const unsigned char *end)
+{
+#if JSON_TEXT_WORDS
+    while (end - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        /* Bit 7 of a byte set if it is not '0'..'9' (exact for the first such byte:
+         * the digits before it carry and borrow nothing). */
+        uint64_t m =
+            ((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) & 0x8080808080808080ULL;
+        if (m)
+            return p + json_first_flagged(m);
+        p += 8;
     }
-    d->p = p + 1;
-    return 0;
+#endif
+    while (p < end && *p >= '0' && *p <= '9')
+        p++;
+    return p;
 }
 
 /* Whether the number token s..s+len is what the writer writes for its value. */
@@ -554,158 +701,202 @@ static int num_canonical(dec *d, const num_tok *t, const unsigned char *s, size_
     return b->len == len && memcmp(b->data, s, len) == 0;
 }
 
-static int scan_object(dec *d, size_t depth, int *canon)
+/* A number token s..p with a fraction or exponent (p on '.', 'e' or 'E'): num_scan
+ * reads it again and num_canonical settles it. */
+static __attribute__((noinline)) const unsigned char *rs_number_frac(dec *d, const unsigned char *s)
 {
-    const unsigned char *p = d->p + 1, *q = dec_ws(p, d->end);
-    if (q != p)
-        *canon = 0;
-    if (q < d->end && *q == '}') {
-        d->p = q + 1;
-        return 0;
+    num_tok t;
+    const unsigned char *p = num_scan(s, d->end, &t);
+    if (!p)
+        return NULL;
+    if (d->canon && !num_canonical(d, &t, s, (size_t)(p - s)))
+        d->canon = 0;
+    return p;
+}
+
+/* The number token at p. An integer is canonical unless it is "-0". */
+static inline __attribute__((always_inline)) const unsigned char *rs_number(dec *d,
+                                                                            const unsigned char *p)
+{
+    const unsigned char *s = p, *end = d->end;
+    int neg = *p == '-', zero = 0;
+    p += neg;
+    if (*p == '0') {
+        zero = 1;
+        if (*++p >= '0' && *p <= '9')
+            return NULL;
+    } else if (*p >= '1' && *p <= '9') {
+        p = digit_run(p + 1, end);
+    } else {
+        return NULL;
+    }
+    if (*p == '.' || (*p | 0x20) == 'e')
+        return rs_number_frac(d, s);
+    if (neg && zero)
+        d->canon = 0;
+    return p;
+}
+
+/* The object at p (on '{', depth already counted). row: the raw row itself, whose
+ * dropped members are noted in d->cut and whose keys are compared with the last
+ * row's. */
+static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t depth, int row)
+{
+    const unsigned char *ret = NULL;
+    if (*++p != '"') {
+        p = rs_ws(d, p);
+        if (*p == '}')
+            return p + 1;
     }
     if (!d->keys)
         d->keys = dec_buf(d, 1);
-    /* Room for this object's key references, reserved at once (a nested object's
-     * come after them). */
+    /* This object's key references, from a 16-byte boundary (the buffer is
+     * malloc'd, so they are aligned). */
     buf *kb = d->keys;
-    size_t start = kb->len;
-    buf_reserve(kb, RAW_MAX_KEYS * sizeof(rawkey_ref));
-    kb->len = start + RAW_MAX_KEYS * sizeof(rawkey_ref);
-    uint64_t mask = 0;
-    int n = 0, rc = -1;
-    int row = depth == d->rowdepth && d->ro && d->ro->ndrop;
-    for (p = q;;) {
-        if (p >= d->end || *p != '"')
+    size_t len0 = kb->len, start = (len0 + 15) & ~(size_t)15;
+    if (start + RAW_MAX_KEYS * sizeof(rawkey_ref) >= kb->cap)
+        buf_reserve(kb, start - len0 + RAW_MAX_KEYS * sizeof(rawkey_ref));
+    uint64_t seen[4] = {0, 0, 0, 0}; /* a bit per key hash (from its top 8 bits) */
+    uint64_t droplens = row ? d->ro->droplens : 0;
+    int n = 0;
+    /* A row's keys are first compared with the last canonical row's, in order:
+     * while they are the same (same: the first n are), they have no duplicates. */
+    int same = row && d->nprev > 0;
+    for (;;) {
+        if (*p != '"')
             break;
-        d->p = p;
-        uint32_t h;
-        if (scan_string(d, canon, &h) < 0)
+        uint64_t h;
+        const unsigned char *q = rs_key(d, p, &h), *member = p;
+        if (!q)
             break;
-        const unsigned char *member = p;
+        size_t kl = (size_t)(q - p) - 1;
         int cut = 0;
-        size_t kl = (size_t)(d->p - p) - 2;
-        if (row && *canon && (d->ro->droplens >> (kl & 63) & 1)) {
-            /* A dropped name (it needs no escaping, so its text is its bytes). */
+        if ((droplens >> (kl & 63) & 1) && d->canon) {
+            /* A dropped name (it needs no escaping, so its text is its bytes; below
+             * 8 bytes equal hashes and lengths settle it, as in key_same). */
             for (int i = 0; i < d->ro->ndrop && !cut; i++)
-                cut = kl == d->ro->droplen[i] && memcmp(p + 1, d->ro->drop[i], kl) == 0;
+                cut = d->drophash[i] == h && kl == d->ro->droplen[i] &&
+                      (kl < 8 || memcmp(p + 1, d->ro->drop[i], kl) == 0);
         }
-        if (*canon) {
-            /* Duplicate keys: compared as text (canonical escapes are unique). */
-            size_t klen = (size_t)(d->p - p);
-            uint64_t bit = 1ULL << (h & 63);
-            if (++n > RAW_MAX_KEYS) {
-                *canon = 0;
-            } else {
-                for (int i = 0; (mask & bit) && i < n - 1; i++) {
-                    rawkey_ref r;
-                    memcpy(&r, kb->data + start + (size_t)i * sizeof r, sizeof r);
-                    if (r.hash == h && r.len == klen && memcmp(r.k, p, klen) == 0) {
-                        *canon = 0;
-                        break;
-                    }
+        if (same && n < d->nprev && key_same(&d->prev[n], p + 1, kl, h)) {
+            n++;
+        } else if (d->canon) {
+            /* Duplicate keys: compared as text (canonical escapes are unique).
+             * (A nested object may have moved the buffer.) */
+            rawkey_ref *refs = (rawkey_ref *)(void *)(kb->data + start);
+            if (same) { /* the first n keys, the last row's, as if checked here */
+                same = 0;
+                for (int i = 0; i < n; i++) {
+                    refs[i] = d->prev[i];
+                    seen[refs[i].hash >> 62] |= 1ULL << (refs[i].hash >> 56 & 63);
                 }
-                mask |= bit;
-                rawkey_ref r = {p, klen, h};
-                memcpy(kb->data + start + (size_t)(n - 1) * sizeof r, &r, sizeof r);
+            }
+            uint64_t *sw = &seen[h >> 62], bit = 1ULL << (h >> 56 & 63);
+            if (n == RAW_MAX_KEYS) {
+                d->canon = 0;
+            } else {
+                if (*sw & bit) {
+                    for (int i = 0; i < n; i++)
+                        if (key_same(&refs[i], p + 1, kl, h)) {
+                            d->canon = 0;
+                            break;
+                        }
+                }
+                *sw |= bit;
+                refs[n].k = p + 1;
+                refs[n].len = kl;
+                refs[n].hash = h;
+                n++;
             }
         }
-        q = dec_ws(d->p, d->end);
-        if (q != d->p)
-            *canon = 0;
-        if (q >= d->end || *q != ':')
-            break;
-        d->p = q + 1;
-        if (scan_value(d, depth, canon) < 0)
-            break;
+        if (*++q != ':') {
+            q = rs_ws(d, q);
+            if (*q != ':')
+                break;
+        }
+        if (*++q == '"') {
+            if (!(q = rs_string(d, q + 1)))
+                break;
+            q++;
+        } else if (*q >= '0' && *q <= '9') {
+            if (!(q = rs_number(d, q)))
+                break;
+        } else {
+            kb->len = start + (size_t)n * sizeof(rawkey_ref); /* a nested object's go after */
+            if (!(q = rs_value(d, q, depth)))
+                break;
+        }
         if (cut && d->ncut < CLJSON_DROP_MAX) {
             d->cut[d->ncut][0] = member;
-            d->cut[d->ncut][1] = d->p;
+            d->cut[d->ncut][1] = q;
             d->ncut++;
         }
-        q = dec_ws(d->p, d->end);
-        if (q != d->p)
-            *canon = 0;
-        if (q >= d->end)
-            break;
+        if (*q != ',' && *q != '}')
+            q = rs_ws(d, q);
         if (*q == ',') {
-            p = dec_ws(q + 1, d->end);
-            if (p != q + 1)
-                *canon = 0;
+            p = q + 1;
+            if (*p != '"')
+                p = rs_ws(d, p);
             continue;
         }
-        if (*q != '}')
-            break;
-        d->p = q + 1;
-        rc = 0;
+        if (*q == '}')
+            ret = q + 1;
         break;
     }
-    kb->len = start;
-    return rc;
+    if (ret && row && !same && d->canon) { /* a new shape: the next rows compare with it */
+        memcpy(d->prev, kb->data + start, (size_t)n * sizeof(rawkey_ref));
+        d->nprev = n;
+    }
+    kb->len = len0;
+    return ret;
 }
 
-static int scan_array(dec *d, size_t depth, int *canon)
+/* The array at p (on '[', depth already counted). */
+static const unsigned char *rs_array(dec *d, const unsigned char *p, size_t depth)
 {
-    const unsigned char *p = d->p + 1, *q = dec_ws(p, d->end);
-    if (q != p)
-        *canon = 0;
-    if (q < d->end && *q == ']') {
-        d->p = q + 1;
-        return 0;
-    }
-    d->p = q;
+    p = rs_ws(d, p + 1);
+    if (*p == ']')
+        return p + 1;
     for (;;) {
-        if (scan_value(d, depth, canon) < 0)
-            return -1;
-        q = dec_ws(d->p, d->end);
-        if (q != d->p)
-            *canon = 0;
-        if (q >= d->end)
-            return -1;
-        if (*q == ',') {
-            d->p = q + 1;
+        if (!(p = rs_value(d, p, depth)))
+            return NULL;
+        if (*p != ',' && *p != ']')
+            p = rs_ws(d, p);
+        if (*p == ',') {
+            p++;
             continue;
         }
-        if (*q != ']')
-            return -1;
-        d->p = q + 1;
-        return 0;
+        return *p == ']' ? p + 1 : NULL;
     }
 }
 
-/* Validates one value at d->p (whitespace before it clears *canon) and moves
- * past it. */
-static int scan_value(dec *d, size_t depth, int *canon)
+/* The value at p (whitespace before it clears d->canon). */
+static const unsigned char *rs_value(dec *d, const unsigned char *p, size_t depth)
 {
-    const unsigned char *p = dec_ws(d->p, d->end);
-    if (p != d->p)
-        *canon = 0;
-    d->p = p;
-    if (p >= d->end)
-        return -1;
+    const unsigned char *end = d->end;
+    if (p < end && *p <= ' ')
+        p = rs_ws(d, p);
+    if (p >= end)
+        return NULL;
     switch (*p) {
     case '"':
-        return scan_string(d, canon, NULL);
+        p = rs_string(d, p + 1);
+        return p ? p + 1 : NULL;
     case '{':
+        return depth + 1 > d->max_depth ? NULL : rs_object(d, p, depth + 1, 0);
     case '[':
-        if (depth + 1 > d->max_depth)
-            return -1;
-        return *p == '{' ? scan_object(d, depth + 1, canon) : scan_array(d, depth + 1, canon);
+        return depth + 1 > d->max_depth ? NULL : rs_array(d, p, depth + 1);
     case 't':
-        return dec_lit(d, "true", 4);
+        d->p = p;
+        return dec_lit(d, "true", 4) < 0 ? NULL : d->p;
     case 'f':
-        return dec_lit(d, "false", 5);
+        d->p = p;
+        return dec_lit(d, "false", 5) < 0 ? NULL : d->p;
     case 'n':
-        return dec_lit(d, "null", 4);
-    default: {
-        num_tok t;
-        const unsigned char *e = num_scan(p, d->end, &t);
-        if (!e)
-            return -1;
-        d->p = e;
-        if (*canon && !num_canonical(d, &t, p, (size_t)(e - p)))
-            *canon = 0;
-        return 0;
-    }
+        d->p = p;
+        return dec_lit(d, "null", 4) < 0 ? NULL : d->p;
+    default:
+        return rs_number(d, p);
     }
 }
 
@@ -718,26 +909,28 @@ static void push_raw(dec *d, const unsigned char *s, const unsigned char *e)
         cljson_raw_push(L, d->ro->anchor, (const char *)s, (size_t)(e - s), d->rawmt);
         return;
     }
-    buf *b = dec_buf(d, 0);
-    buf_reset(b);
-    const unsigned char *copied = s;
+    /* The parts kept: from[i]..to[i] (the last one ends at e). */
+    const unsigned char *from[CLJSON_DROP_MAX + 1], *to[CLJSON_DROP_MAX + 1];
+    size_t len = 0;
+    from[0] = s;
     for (int i = 0; i < d->ncut; i++) {
-        const unsigned char *from = d->cut[i][0] - 1, *to = d->cut[i][1];
-        if (*from == '{' || from < copied) { /* the first member left: its comma after */
-            from = d->cut[i][0];
-            if (*to == ',')
-                to++;
+        const unsigned char *a = d->cut[i][0] - 1, *b = d->cut[i][1];
+        if (*a == '{' || a < from[i]) { /* the first member left: its comma after */
+            a = d->cut[i][0];
+            if (*b == ',')
+                b++;
         }
-        buf_append(b, copied, (size_t)(from - copied));
-        copied = to;
+        to[i] = a;
+        len += (size_t)(a - from[i]);
+        from[i + 1] = b;
     }
-    buf_append(b, copied, (size_t)(e - copied));
-    lua_pushlstring(L, b->data, b->len);
-    int anchor = lua_gettop(L);
-    size_t n;
-    const char *t = lua_tolstring(L, anchor, &n);
-    cljson_raw_push(L, anchor, t, n, d->rawmt);
-    lua_remove(L, anchor);
+    to[d->ncut] = e;
+    len += (size_t)(e - from[d->ncut]);
+    char *t = cljson_raw_new(L, len, d->rawmt);
+    for (int i = 0; i <= d->ncut; i++) {
+        memcpy(t, from[i], (size_t)(to[i] - from[i]));
+        t += to[i] - from[i];
+    }
 }
 
 /* One element of the raw array: an object whose text is canonical stays raw;
@@ -748,14 +941,14 @@ static int dec_raw_elem(dec *d, size_t depth)
     if (p < d->end && *p == '{') {
         if (depth + 1 > d->max_depth)
             return -1;
-        int canon = 1;
-        d->p = p;
-        d->rowdepth = depth + 1;
+        d->canon = 1;
         d->ncut = 0;
-        if (scan_object(d, depth + 1, &canon) < 0)
+        const unsigned char *e = rs_object(d, p, depth + 1, 1);
+        if (!e)
             return -1;
-        if (canon) {
-            push_raw(d, p, d->p);
+        if (d->canon) {
+            d->p = e;
+            push_raw(d, p, e);
             return 0;
         }
     }
@@ -919,10 +1112,11 @@ static int dec_object(dec *d, size_t depth)
         return 0;
     }
     /* Members are stored as they come (so a duplicate's last value wins), in a
-     * table sized like the last object at this depth (rows repeat); their keys
-     * gather in d->keys after those of the enclosing objects. */
+     * table sized like the last object at this depth (rows repeat; the top-level
+     * object, a response's envelope, with room for 8); their keys gather in
+     * d->keys after those of the enclosing objects. */
     int *lastn = &d->lastn[depth & 63];
-    lua_createtable(L, 0, *lastn);
+    lua_createtable(L, 0, *lastn ? *lastn : depth == 1 ? 8 : 0);
     int t = lua_gettop(L);
     if (!d->keys)
         d->keys = dec_buf(d, 1);
@@ -1021,6 +1215,7 @@ int cljson_decode_direct(lua_State *L, const char *s, size_t len, const json_lim
 int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
                       const cljson_raw_opts *ro)
 {
+    assert(s[len] == '\0'); /* the raw scan's end mark */
     if (lim->max_size && len > lim->max_size)
         return -1;
     int base = cljson_push_tables(L, 16);
@@ -1045,9 +1240,11 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     memset(d.lastn, 0, sizeof d.lastn);
     d.ro = ro && ro->key ? ro : NULL;
     d.rawmt = 0;
-    d.rowdepth = 0;
     d.ncut = 0;
+    d.nprev = 0;
     if (d.ro) {
+        for (int i = 0; i < d.ro->ndrop; i++)
+            d.drophash[i] = key_hash(d.ro->drop[i], d.ro->droplen[i]);
         cljson_push_reg_at(L, REGI_RAW); /* base + 8 */
         d.rawmt = base + 8;
     }
@@ -1062,6 +1259,7 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
 
 int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
 {
+    assert(s[len] == '\0'); /* the raw scan's end mark */
     luaL_checkstack(L, 4, "cljson");
     int base = lua_gettop(L);
     lua_pushnil(L); /* the scratch cboxes, made at the first need */
@@ -1073,13 +1271,15 @@ int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
     d.end = d.p + len;
     d.max_depth = DEC_DEFAULT_DEPTH;
     d.boxslot = base + 1;
-    *canon = 1;
-    int rc = scan_value(&d, 0, canon);
-    if (rc == 0 && d.p != d.end) {
-        if (dec_ws(d.p, d.end) != d.end)
+    d.canon = 1;
+    const unsigned char *e = rs_value(&d, d.p, 0);
+    int rc = e ? 0 : -1;
+    if (e && e != d.end) {
+        if (dec_ws(e, d.end) != d.end)
             rc = -1;
-        *canon = 0;
+        d.canon = 0;
     }
+    *canon = d.canon;
     lua_settop(L, base);
     return rc;
 }

@@ -154,8 +154,9 @@ CLJSON_HIDDEN void cljson_push_number_box(lua_State *L, const char *s, size_t le
 CLJSON_HIDDEN int cljson_decode_direct(lua_State *L, const char *s, size_t len,
                                        const json_limits *lim);
 
-/* The userdata behind cljson.raw_mt. Its user value 1 is the Lua string that
- * holds the text (so text stays valid while the userdata lives). */
+/* The userdata behind cljson.raw_mt. The text is either in the Lua string that is
+ * its user value 1 (so it stays valid while the userdata lives) or, for a raw
+ * value made by cljson_raw_new, in the userdata's own block, after this struct. */
 typedef struct {
     const char *text;
     size_t len;
@@ -165,6 +166,10 @@ typedef struct {
  * anchor (rawmt: the slot of cljson.raw_mt). */
 CLJSON_HIDDEN void cljson_raw_push(lua_State *L, int anchor, const char *text, size_t len,
                                    int rawmt);
+/* Pushes a raw value that holds its own copy of len bytes of text (rawmt: stack
+ * slot of cljson.raw_mt) and returns where the caller writes that text (len bytes,
+ * then a '\0' already in place). */
+CLJSON_HIDDEN char *cljson_raw_new(lua_State *L, size_t len, int rawmt);
 /* The raw value at idx, or NULL if it is not one. */
 CLJSON_HIDDEN const rawval *cljson_raw_at(lua_State *L, int idx);
 
@@ -184,11 +189,13 @@ typedef struct {
  * values (their text in the string s at slot ro->anchor) when their text is
  * exactly what the encoder would write; other elements are decoded as usual. The
  * ro->drop members are removed from every object element (a raw one gets its own
- * text without them). Accepts and rejects exactly what cljson_decode_direct does. */
+ * text without them). Accepts and rejects exactly what cljson_decode_direct does.
+ * s[len] must be '\0' (s is a Lua string): the raw scan stops at that byte. */
 CLJSON_HIDDEN int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
                                     const cljson_raw_opts *ro);
 /* Whether the value text s..s+len (a complete JSON text) is valid (returns 0, else
- * -1) and exactly what the encoder writes for it (*canon = 1). */
+ * -1) and exactly what the encoder writes for it (*canon = 1). s[len] must be '\0'
+ * (s is a Lua string). */
 CLJSON_HIDDEN int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon);
 
 /* json_lua_encode.c. */

@@ -272,6 +272,84 @@ describe("cljson raw values", function()
     end
   end)
 
+  it("finds duplicate keys and non-canonical text wherever they are in a row", function()
+    local function kind(row)
+      local v = same_both_ways('{"datas":[' .. row .. ']}')
+      return type(v.datas[1])
+    end
+    -- the same key read near the end of the text and far from it, short and long
+    for _, k in ipairs({ "", "a", "abcdefg", "abcdefgh", "abcdefghi", "abcdefgh_1_ijklmnop", "é",
+      string.rep("k", 15), string.rep("k", 16), string.rep("k", 17), 'abcdefghijklmn\\"o', "abcdefghijklmnopé" }) do
+      local q = '"' .. k .. '"'
+      assert.are.equal("table", kind("{" .. q .. ":1," .. q .. ":2}"), k)
+      assert.are.equal("table", kind("{" .. q .. ":1,\"x\":{" .. q .. ":[]," .. q .. ":3}}"), k)
+      assert.are.equal("userdata", kind("{" .. q .. ":1,\"x\":{" .. q .. ":2}}"), k)
+    end
+    -- a row after one with other keys: a duplicate of a key both rows share is found
+    for _, k in ipairs({ "a", "abcdefgh", "abcdefghijklmnop", "abcdefghijklmnopq" }) do
+      local q = '"' .. k .. '"'
+      local first = "{" .. q .. ':1,"b":2}'
+      for _, second in ipairs({ "{" .. q .. ':1,"c":3,' .. q .. ":4}", "{" .. q .. ':1,"b":2,' .. q .. ":3}",
+        '{"b":1,' .. q .. ':2,"b":3}' }) do
+        local v = same_both_ways('{"datas":[' .. first .. "," .. second .. "," .. first .. "]}")
+        assert.are.equal("userdata", type(v.datas[1]), second)
+        assert.are.equal("table", type(v.datas[2]), second)
+        assert.are.equal("userdata", type(v.datas[3]), second)
+      end
+      -- and a row like the last one but for one key of the same length
+      local other = "{" .. q .. ':1,"B":2}'
+      local v = same_both_ways('{"datas":[' .. first .. "," .. other .. "," .. first .. "]}")
+      assert.are.equal('{"datas":[' .. first .. "," .. other .. "," .. first .. "]}", cljson.encode(v))
+      assert.are.equal("userdata", type(v.datas[2]))
+    end
+    -- keys alike in their first and last 8 bytes and length are still different keys
+    assert.are.equal("userdata", kind('{"abcdefgh_1_ijklmnop":1,"abcdefgh_2_ijklmnop":2}'))
+    -- 64 members (a duplicate among them found wherever it is), then 65
+    local keys = {}
+    for i = 1, 64 do
+      keys[i] = '"key_' .. string.rep("k", i % 13) .. i .. '":' .. i
+    end
+    assert.are.equal("userdata", kind("{" .. table.concat(keys, ",") .. "}"))
+    for _, at in ipairs({ 2, 33, 64 }) do
+      local dup = { table.unpack(keys) }
+      dup[at] = keys[at - 1]:gsub(":%d+$", ":0")
+      assert.are.equal("table", kind("{" .. table.concat(dup, ",") .. "}"), at)
+    end
+    -- numbers: digit runs of every length, "-0" anywhere, and what is not a number
+    for n = 1, 25 do
+      local d = string.rep("9", n)
+      assert.are.equal("userdata", kind('{"a":' .. d .. ',"b":[-' .. d .. '],"c":{"d":' .. d .. "}}"), n)
+      assert.are.equal("table", kind('{"a":' .. d .. ',"b":{"c":[-0]}}'), n)
+      assert.is_nil(cljson.pdecode('{"datas":[{"a":0' .. d .. "}]}", RAW))
+      assert.is_nil(cljson.pdecode('{"datas":[{"a":-' .. d .. "-}]}", RAW))
+      assert.is_nil(cljson.pdecode('{"datas":[{"a":' .. d, RAW))
+    end
+    -- whitespace in each place a row can have it
+    local row = '{"a":[1,{"b":"c"}],"d":2}'
+    for i = 1, #row - 1 do
+      for _, ws in ipairs({ " ", "\n", "\t", "\r" }) do
+        local r = row:sub(1, i) .. ws .. row:sub(i + 1)
+        if not r:find('"[^"]*' .. ws .. '[^"]*"') then -- not inside a string
+          assert.are.equal("table", kind(r), r)
+        end
+      end
+    end
+    -- a dropped member wherever it is, and a row cut down to nothing
+    local text = '{"datas":[{"_score":1,"a":{"_score":2}},{"a":1,"_score":2},{"a":1,"_score":2,"b":3},'
+      .. '{"_score":[{"_score":1}]},{"_scorf":1}]}'
+    local v = cljson.decode(text, { raw = "datas", drop = { "_score" } })
+    assert.are.equal('{"datas":[{"a":{"_score":2}},{"a":1},{"a":1,"b":3},{},{"_scorf":1}]}',
+      cljson.encode(v))
+    for i = 1, 5 do
+      assert.are.equal("object", cljson.is_raw(v.datas[i]))
+    end
+    -- names of 8 bytes and more, beside keys of their length
+    text = '{"datas":[{"overall_":1,"overall-":2,"a_long_dropped_key":3,"a_long_dropped_kez":4}]}'
+    v = cljson.decode(text, { raw = "datas", drop = { "overall_", "a_long_dropped_key" } })
+    assert.are.equal('{"datas":[{"overall-":2,"a_long_dropped_kez":4}]}', cljson.encode(v))
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+  end)
+
   it("only touches object elements of the named top-level array", function()
     local v = same_both_ways('{"datas":[1,"s",null,[{"a":1}],{"a":1}],"x":{"datas":[{"a":1}]}}')
     assert.are.equal("integer", math.type(v.datas[1]))
