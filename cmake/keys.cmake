@@ -4,3 +4,9 @@ add_executable(test_keys ${CMAKE_SOURCE_DIR}/tests/unit/test_keys.c)
 target_link_libraries(test_keys PRIVATE clcore)
 add_test(NAME unit_keys COMMAND test_keys)
 set_tests_properties(unit_keys PROPERTIES TIMEOUT 60)
+# Session ids (session.c): bound to the principal and the secret, the same answers
+# when checked again.
+add_executable(test_session ${CMAKE_SOURCE_DIR}/tests/unit/test_session.c)
+target_link_libraries(test_session PRIVATE clcore)
+add_test(NAME unit_session COMMAND test_session)
+set_tests_properties(unit_session PROPERTIES TIMEOUT 60)

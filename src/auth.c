@@ -12,6 +12,7 @@
 
 #define FLIGHT_BUCKETS 256
 #define MAX_TOKEN_LEN 16384 /* longer than any real token; refused without a call */
+#define WAITS_KEPT 32       /* freed waits kept for the next checks */
 
 static const char DETAIL_TOKEN[] = "token is invalid";
 static const char DETAIL_APIKEY[] = "api key is invalid";
@@ -68,6 +69,8 @@ struct auth_ctx {
     size_t n_entries;
     flight *flights[FLIGHT_BUCKETS];
     wait_list ready;
+    auth_wait *kept[WAITS_KEPT]; /* freed waits kept for reuse (owned) */
+    size_t n_kept;
     struct event *deliver;
     int dispatching, dead;
     auth_stats_t stats;
@@ -166,6 +169,32 @@ static void cache_put(auth_ctx *a, const char *key, auth_status st, const princi
     a->n_entries++;
 }
 
+/* ---- waits ---- */
+
+/* A wait holds a principal (over 1 kB): a malloc of that size is slow (it takes
+ * glibc's large-request path), so freed waits are kept and reused. Only the fields
+ * read before make_ready are set here; who and detail are written by make_ready. */
+static auth_wait *wait_new(auth_ctx *a, auth_cb cb, void *arg)
+{
+    auth_wait *w = a->n_kept ? a->kept[--a->n_kept] : xmalloc(sizeof(*w));
+    w->a = a;
+    w->state = W_READY;
+    w->f = NULL;
+    w->cb = cb;
+    w->arg = arg;
+    w->st = AUTH_INVALID;
+    w->detail[0] = '\0';
+    return w;
+}
+
+static void wait_release(auth_ctx *a, auth_wait *w)
+{
+    if (a->n_kept < WAITS_KEPT)
+        a->kept[a->n_kept++] = w;
+    else
+        free(w);
+}
+
 /* ---- delivery ---- */
 
 static void make_ready(auth_ctx *a, auth_wait *w, auth_status st, const principal *who,
@@ -190,7 +219,7 @@ static void deliver_cb(evutil_socket_t fd, short what, void *arg)
         TAILQ_REMOVE(&a->ready, w, link);
         w->state = W_DELIVERING;
         w->cb(w->st, w->st == AUTH_OK ? &w->who : NULL, w->detail, w->arg);
-        free(w);
+        wait_release(a, w);
     }
     a->dispatching = 0;
     if (a->dead)
@@ -500,6 +529,8 @@ void auth_free(auth_ctx *a)
     }
     while (!TAILQ_EMPTY(&a->entries))
         entry_unlink_free(a, TAILQ_FIRST(&a->entries));
+    while (a->n_kept)
+        free(a->kept[--a->n_kept]);
     free(a->buckets);
     if (a->deliver)
         event_free(a->deliver);
@@ -518,10 +549,7 @@ auth_wait *auth_check(auth_ctx *a, const char *token, size_t token_len, auth_cb 
 {
     if (!a || !cb || a->dead)
         return NULL;
-    auth_wait *w = xcalloc(1, sizeof(*w));
-    w->a = a;
-    w->cb = cb;
-    w->arg = arg;
+    auth_wait *w = wait_new(a, cb, arg);
     if (!token || token_len == 0 || token_len > MAX_TOKEN_LEN) {
         make_ready(a, w, AUTH_INVALID, NULL, DETAIL_TOKEN);
         return w;
@@ -577,7 +605,7 @@ void auth_cancel(auth_wait *w)
     case W_DELIVERING:
         return; /* freed by deliver_cb when its callback returns */
     }
-    free(w);
+    wait_release(w->a, w);
 }
 
 void auth_stats(const auth_ctx *a, auth_stats_t *out)

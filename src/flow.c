@@ -17,7 +17,11 @@ struct flow {
     flow_done_fn done;
     void *done_arg;
     int64_t trace_t0;
-    json_value *args; /* the arguments minus bkn_context and response_format (owned) */
+    /* The arguments minus bkn_context, the hints and response_format: in->args itself
+     * (borrowed: it lives as long as the request) when it has none of them, else
+     * args_copy, an edited copy (owned). */
+    const json_value *args;
+    json_value *args_copy;
     bkn_context ctx;
     char kn_id[129];
     char invocation[260];
@@ -72,7 +76,7 @@ static void flow_free(flow *f)
         call_cancel(f->call);
     if (f->idem_owned)
         idem_abort(f->in.idem, f->idem_key);
-    json_free(f->args);
+    json_free(f->args_copy);
     json_free(f->lease_epoch);
     json_free(f->error_value);
     guard_context_free(&f->ctx);
@@ -609,7 +613,8 @@ static int pick_format(flow *f)
     char details[200];
     int rc = callcheck_format(f->in.format, json_get(f->args, "response_format"), f->in.mcp,
                               f->in.ti->toon, &f->o.toon, details, sizeof details);
-    json_remove(f->args, "response_format");
+    if (f->args_copy)
+        json_remove(f->args_copy, "response_format");
     if (rc == 0)
         return 0;
     err_write(&f->o.json, 400, f->in.env.lang, NULL, NULL, NULL, details, NULL, NULL);
@@ -635,6 +640,20 @@ flow *flow_new(const flow_input *in, flow_done_fn done, void *arg)
     return f;
 }
 
+/* 1 when the arguments hold a member the tool must not see (bkn_context, a host
+ * hint, response_format): then the flow works on a copy without them. */
+static int args_to_edit(const json_value *args)
+{
+    if (json_typeof(args) != JSON_OBJECT)
+        return 1;
+    for (size_t i = 0, n = json_count(args); i < n; i++) {
+        const char *k = json_key_at(args, i, NULL);
+        if (!strcmp(k, "bkn_context") || !strcmp(k, "response_format") || guard_is_hint(k))
+            return 1;
+    }
+    return 0;
+}
+
 void flow_run(flow *f)
 {
     const flow_input *in = &f->in;
@@ -656,9 +675,13 @@ void flow_run(flow *f)
                why.rest_action);
         return;
     }
-    f->args = in->args ? json_clone(in->args) : json_new_object();
-    json_remove(f->args, "bkn_context");
-    guard_strip_hints(f->args);
+    if (!in->args || args_to_edit(in->args)) {
+        f->args = f->args_copy = in->args ? json_clone(in->args) : json_new_object();
+        json_remove(f->args_copy, "bkn_context");
+        guard_strip_hints(f->args_copy);
+    } else {
+        f->args = in->args;
+    }
     if (pick_format(f) < 0)
         return;
 

@@ -1,6 +1,7 @@
 /* framing: see framing.h. */
 #include "framing.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static framing_rc bad(framing_error *err, int status, const char *reason)
@@ -238,6 +239,29 @@ static const char *const DUP_REASON[N_SINGLE] = {
 
 enum { H_HOST, H_CL, H_TE, H_EXPECT = 7 };
 
+/* 1 when s[0..n) has no control byte (below 0x20, tab included, or 0x7f), the usual
+ * header line: then it holds no bare CR and no invalid value byte, and those
+ * byte-by-byte checks are skipped. Eight bytes at a time (a byte below 0x20, or
+ * 0x7f: a zero byte after xor with 0x7f, is flagged in the word's high bits). */
+static int plain_text(const char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w, d;
+        memcpy(&w, s + i, 8);
+        d = w ^ (0x7f * ones);
+        if (((w - 0x20 * ones) & ~w & highs) || ((d - ones) & ~d & highs))
+            return 0;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
 framing_rc framing_check_head(const char *buf, size_t len, const framing_limits *lim,
                               framing_head *head, framing_error *err)
 {
@@ -258,7 +282,8 @@ framing_rc framing_check_head(const char *buf, size_t len, const framing_limits 
         pos += n + 1;
         if (n && line[n - 1] == '\r')
             n--;
-        if (memchr(line, '\r', n))
+        int plain = plain_text(line, n);
+        if (!plain && memchr(line, '\r', n))
             return bad(err, 400, "bare CR in the header block");
         if (lineno++ == 0) {
             if (check_request_line(line, n, &http11, &head_method, err) != FRAMING_OK)
@@ -284,7 +309,7 @@ framing_rc framing_check_head(const char *buf, size_t len, const framing_limits 
             v++;
         while (e > v && (line[e - 1] == ' ' || line[e - 1] == '\t'))
             e--;
-        for (size_t i = v; i < e; i++) {
+        for (size_t i = v; i < e && !plain; i++) {
             unsigned char c = (unsigned char)line[i];
             if ((c < 0x20 && c != '\t') || c == 0x7f)
                 return bad(err, 400, "invalid character in a header value");

@@ -279,20 +279,27 @@ fail:
     return -1;
 }
 
-int guard_strip_hints(json_value *args)
+int guard_is_hint(const char *key)
 {
     static const char *const HINTS[] = {
         "openbkn.ai/client-invocation-id", "openbkn.ai/host-conversation-key",
         "x-openbkn-client-invocation-id", "x-openbkn-host-conversation-key"};
+    int hint = 0, first = key[0] | 0x20;
+    if (first != 'o' && first != 'x') /* every hint name's first letter */
+        return 0;
+    for (size_t h = 0; h < sizeof HINTS / sizeof *HINTS; h++)
+        hint |= str_ieq(key, HINTS[h]);
+    return hint;
+}
+
+int guard_strip_hints(json_value *args)
+{
     int removed = 0;
     if (!args || json_typeof(args) != JSON_OBJECT)
         return 0;
     for (size_t i = 0; i < json_count(args);) {
         const char *k = json_key_at(args, i, NULL);
-        int hint = 0;
-        for (size_t h = 0; h < sizeof HINTS / sizeof *HINTS; h++)
-            hint |= str_ieq(k, HINTS[h]);
-        if (hint) {
+        if (guard_is_hint(k)) {
             char key[64];
             snprintf(key, sizeof key, "%s", k);
             json_remove(args, key);

@@ -45,6 +45,8 @@ void guard_context_free(bkn_context *c);
  * _meta keys openbkn.ai/client-invocation-id and openbkn.ai/host-conversation-key and
  * the header names, case-insensitively. Returns how many were removed. */
 int guard_strip_hints(json_value *args);
+/* 1 when key is one of those hint names (case-insensitively), else 0. */
+int guard_is_hint(const char *key);
 
 /* Writes the lifecycle error envelope {"error":{code,message,retryable,
  * required_action,retry_after_ms[,extra members]}}; mcp != 0 picks the MCP action

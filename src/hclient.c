@@ -858,6 +858,32 @@ static void put_lit(buf *b, const char *s, size_t n)
 }
 #define PUT(b, lit) put_lit((b), (lit), sizeof(lit) - 1)
 
+/* What a tool's header name is to the client: a framing header it writes itself
+ * (Content-Length, Transfer-Encoding, Expect), one it adds when missing (Host,
+ * Accept, Content-Type), or another. Told apart by length first: a request carries
+ * a dozen names and most are none of these. */
+enum { HN_OTHER, HN_FRAMING, HN_HOST, HN_ACCEPT, HN_CTYPE };
+
+static int header_kind(const char *name, size_t n)
+{
+    switch (n) {
+    case 4:
+        return lower_eq(name, n, "host") ? HN_HOST : HN_OTHER;
+    case 6:
+        return lower_eq(name, n, "accept")   ? HN_ACCEPT
+               : lower_eq(name, n, "expect") ? HN_FRAMING
+                                             : HN_OTHER;
+    case 12:
+        return lower_eq(name, n, "content-type") ? HN_CTYPE : HN_OTHER;
+    case 14:
+        return lower_eq(name, n, "content-length") ? HN_FRAMING : HN_OTHER;
+    case 17:
+        return lower_eq(name, n, "transfer-encoding") ? HN_FRAMING : HN_OTHER;
+    default:
+        return HN_OTHER;
+    }
+}
+
 static void put_size(buf *b, size_t v)
 {
     char d[24];
@@ -901,12 +927,12 @@ hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *method, const fetc
     for (size_t i = 0; i < n_headers; i++) {
         const char *name = headers[i].name;
         size_t nlen = strlen(name);
-        if (lower_eq(name, nlen, "content-length") || lower_eq(name, nlen, "transfer-encoding") ||
-            lower_eq(name, nlen, "expect"))
+        int kind = header_kind(name, nlen);
+        if (kind == HN_FRAMING)
             continue; /* the client frames the body itself */
-        have_host |= lower_eq(name, nlen, "host");
-        have_accept |= lower_eq(name, nlen, "accept");
-        have_ctype |= lower_eq(name, nlen, "content-type");
+        have_host |= kind == HN_HOST;
+        have_accept |= kind == HN_ACCEPT;
+        have_ctype |= kind == HN_CTYPE;
         buf_append(b, name, nlen);
         PUT(b, ": ");
         buf_puts(b, headers[i].value);

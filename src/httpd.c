@@ -9,6 +9,7 @@
 #include <event2/bufferevent.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <event2/http_struct.h>
 #include <sys/queue.h>
 #include <event2/keyvalq_struct.h>
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "accept.h"
@@ -347,6 +349,46 @@ void req_end_stream(req_ctx *c, size_t bytes_out)
     ctx_free(c);
 }
 
+/* The Date of an HTTP/1.1 reply, laid out once a second: libevent would format it
+ * with snprintf for every reply when the header is missing. The same text as
+ * libevent's (RFC 1123, GMT: "Thu, 03 Dec 2026 17:59:11 GMT"). */
+static char *put2(char *p, int v, char after)
+{
+    p[0] = (char)('0' + v / 10 % 10);
+    p[1] = (char)('0' + v % 10);
+    p[2] = after;
+    return p + 3;
+}
+
+static const char *date_now(void)
+{
+    static const char days[] = "SunMonTueWedThuFriSat";
+    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
+    static time_t at = (time_t)-1;
+    static char text[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    if (t == at)
+        return text;
+    int year = 1900 + (gmtime_r(&t, &tm) ? tm.tm_year : -1900);
+    if (year < 1000 || year > 9999)
+        return NULL; /* libevent lays it out then */
+    char *p = text;
+    memcpy(p, days + 3 * tm.tm_wday, 3);
+    memcpy(p + 3, ", ", 2);
+    p = put2(p + 5, tm.tm_mday, ' ');
+    memcpy(p, months + 3 * tm.tm_mon, 3);
+    p[3] = ' ';
+    p = put2(p + 4, year / 100, '\0') - 1;
+    p = put2(p, year % 100, ' ');
+    p = put2(p, tm.tm_hour, ':');
+    p = put2(p, tm.tm_min, ':');
+    p = put2(p, tm.tm_sec, ' ');
+    memcpy(p, "GMT", 4);
+    at = t;
+    return text;
+}
+
 void req_reply(req_ctx *c, int status, const char *content_type, const char *body, size_t len)
 {
     async_end(c);
@@ -356,6 +398,9 @@ void req_reply(req_ctx *c, int status, const char *content_type, const char *bod
         evhttp_add_header(h, "Cache-Control", "no-store");
     if (content_type)
         evhttp_add_header(h, "Content-Type", content_type);
+    const char *date = c->req->major == 1 && c->req->minor >= 1 ? date_now() : NULL;
+    if (date && !evhttp_find_header(h, "Date"))
+        evhttp_add_header(h, "Date", date);
     struct evbuffer *out = evbuffer_new();
     if (len)
         evbuffer_add(out, body, len);

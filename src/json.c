@@ -510,7 +510,24 @@ typedef struct {
     size_t vn, vcap;
     json_member *ms;
     size_t mn, mcap;
+    /* The stacks' first room, in the parser itself: a request's document fits, with
+     * no allocation (a heap stack of 64 members is over 1 kB, glibc's slow path). */
+    json_value *vs_small[32];
+    json_member ms_small[32];
 } parser;
+
+/* Doubles a stack of elem-byte entries that starts in small (the parser's own room,
+ * never freed) and moves to the heap when it outgrows it. */
+static void *grow_stack(void *stack, const void *small, size_t *cap, size_t elem)
+{
+    size_t n = *cap;
+    *cap = n * 2;
+    if (stack != small)
+        return xrealloc(stack, *cap * elem);
+    void *heap = xmalloc(*cap * elem);
+    memcpy(heap, small, n * elem);
+    return heap;
+}
 
 static void fail(parser *ps, const unsigned char *at, const char *msg)
 {
@@ -743,10 +760,8 @@ static json_value *parse_array(parser *ps, size_t depth)
         json_value *v = parse_value(ps, depth);
         if (!v)
             return NULL;
-        if (ps->vn == ps->vcap) {
-            ps->vcap = ps->vcap ? ps->vcap * 2 : 64;
-            ps->vs = xrealloc(ps->vs, ps->vcap * sizeof(json_value *));
-        }
+        if (ps->vn == ps->vcap)
+            ps->vs = grow_stack(ps->vs, ps->vs_small, &ps->vcap, sizeof(json_value *));
         ps->vs[ps->vn++] = v;
         skip_ws(ps);
         if (ps->p >= ps->end) {
@@ -803,10 +818,8 @@ static json_value *parse_object(parser *ps, size_t depth)
             free(key);
             return NULL;
         }
-        if (ps->mn == ps->mcap) {
-            ps->mcap = ps->mcap ? ps->mcap * 2 : 64;
-            ps->ms = xrealloc(ps->ms, ps->mcap * sizeof(json_member));
-        }
+        if (ps->mn == ps->mcap)
+            ps->ms = grow_stack(ps->ms, ps->ms_small, &ps->mcap, sizeof(json_member));
         ps->ms[ps->mn].key = key;
         ps->ms[ps->mn].klen = klen;
         ps->ms[ps->mn].val = v;
@@ -888,6 +901,10 @@ json_value *json_parse(const char *text, size_t len, const json_limits *lim, cha
     ps.end = ps.start + len;
     ps.err = err;
     ps.errlen = errlen;
+    ps.vs = ps.vs_small;
+    ps.vcap = sizeof ps.vs_small / sizeof ps.vs_small[0];
+    ps.ms = ps.ms_small;
+    ps.mcap = sizeof ps.ms_small / sizeof ps.ms_small[0];
     ps.max_depth = lim && lim->max_depth ? lim->max_depth : JSON_DEFAULT_DEPTH;
     if (ps.max_depth > JSON_HARD_DEPTH)
         ps.max_depth = JSON_HARD_DEPTH;
@@ -919,8 +936,10 @@ done:
         free(ps.ms[i].key);
         json_free(ps.ms[i].val);
     }
-    free(ps.vs);
-    free(ps.ms);
+    if (ps.vs != ps.vs_small)
+        free(ps.vs);
+    if (ps.ms != ps.ms_small)
+        free(ps.ms);
     buf_free(&ps.scratch);
     return root;
 }

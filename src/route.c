@@ -12,6 +12,7 @@
 
 #include "server.h"
 #include "surfaces.h"
+#include "util.h"
 
 /* A REST-style tool route: the tool must exist, be on the surface and not be gated
  * off - otherwise it is an unknown path - and take POST. Replies and returns -1 when
@@ -19,8 +20,8 @@
 static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char *post_only)
 {
     c->kind = ROUTE_REST;
-    snprintf(c->surface, sizeof c->surface, "rest");
-    snprintf(c->tool, sizeof c->tool, "%s", tool);
+    str_copy(c->surface, sizeof c->surface, "rest");
+    str_copy(c->tool, sizeof c->tool, tool);
     /* The generation is pinned here, once: the call runs on what routing saw. */
     c->gen = tools_host_acquire(c->app->tools);
     const tools_info *ti = c->gen ? tools_gen_find_rest(c->gen, c->tool) : NULL;
@@ -126,7 +127,7 @@ static int route_declared(req_ctx *c, const char *rest)
     json_value *params = NULL;
     if (r) {
         c->kind = ROUTE_REST;
-        snprintf(c->surface, sizeof c->surface, "rest");
+        str_copy(c->surface, sizeof c->surface, "rest");
     }
     if (!r) {
         /* not a declared route */
@@ -141,7 +142,7 @@ static int route_declared(req_ctx *c, const char *rest)
         c->gen = g;
         c->ti = ti;
         c->route_body = r->body;
-        snprintf(c->tool, sizeof c->tool, "%s", ti->name);
+        str_copy(c->tool, sizeof c->tool, ti->name);
         rc = 1;
     }
     if (rc != 1 && g)
@@ -175,14 +176,14 @@ route_handler route_request(req_ctx *c, const char *rest)
             info_shell(c); /* public: the shell holds no data */
             return NULL;
         }
-        snprintf(c->surface, sizeof c->surface, "%s",
+        str_copy(c->surface, sizeof c->surface,
                  !strncmp(rest, "/mcp-compact", 12) ? "compact"
                  : !strncmp(rest, "/mcp/ptc", 8)    ? "ptc"
                                                     : "mcp");
     } else if (mcp_surface) {
         c->kind = ROUTE_MCP;
         handler = mcp_handle;
-        snprintf(c->surface, sizeof c->surface, "%s", mcp_surface);
+        str_copy(c->surface, sizeof c->surface, mcp_surface);
         if (strcmp(c->method, "POST") && strcmp(c->method, "GET") && strcmp(c->method, "DELETE")) {
             req_add_header(c, "Allow", "GET, POST, DELETE");
             req_reply_error(c, 405, NULL, "use POST, GET or DELETE on the MCP endpoint");

@@ -11,12 +11,24 @@
 
 #include "util.h"
 
+/* An id whose tag matched for a principal key. The tag is a function of the id's
+ * random part and expiry, the key and this context's secret alone, so a match holds
+ * for the life of the context: a client's next requests on its session skip the
+ * HMAC (the expiry is still checked on every request). */
+typedef struct {
+    char id[SESSION_ID_LEN];
+    char key[sizeof(((principal *)0)->key)];
+} verified_id;
+
+#define VERIFIED_SLOTS 64 /* direct-mapped by the id's first random byte */
+
 struct session_ctx {
     unsigned char secret[64];
     size_t secret_len;
     long max_age_s;
     store *st;
     EVP_MAC_CTX *mac; /* owned: HMAC-SHA256 keyed with secret, copied per tag (NULL: none) */
+    verified_id verified[VERIFIED_SLOTS];
 };
 
 /* One pending store lookup or write; freed in its store callback. */
@@ -121,6 +133,11 @@ static int is_hex(const char *p, int n)
     return 1;
 }
 
+static unsigned nibble(char c)
+{
+    return c <= '9' ? (unsigned)(c - '0') : (unsigned)(c - 'a' + 10);
+}
+
 /* Seconds since the epoch at which id (well-formed) stops being valid. */
 static int64_t expiry_of(const char *id)
 {
@@ -135,14 +152,19 @@ session_status session_check_id(session_ctx *s, const principal *who, const char
     if (!id || strlen(id) != SESSION_ID_LEN || id[32] != '.' || id[41] != '.' || !is_hex(id, 32) ||
         !is_hex(id + 33, 8) || !is_hex(id + 42, 32))
         return SESSION_INVALID;
-    char rnd[33], exp_hex[9], tag[33];
-    memcpy(rnd, id, 32);
-    rnd[32] = '\0';
-    memcpy(exp_hex, id + 33, 8);
-    exp_hex[8] = '\0';
-    tag_for(s, rnd, exp_hex, who, tag);
-    if (CRYPTO_memcmp(tag, id + 42, 32) != 0)
-        return SESSION_INVALID;
+    verified_id *v = &s->verified[(nibble(id[0]) << 4 | nibble(id[1])) % VERIFIED_SLOTS];
+    if (CRYPTO_memcmp(v->id, id, SESSION_ID_LEN) != 0 || strcmp(v->key, who->key) != 0) {
+        char rnd[33], exp_hex[9], tag[33];
+        memcpy(rnd, id, 32);
+        rnd[32] = '\0';
+        memcpy(exp_hex, id + 33, 8);
+        exp_hex[8] = '\0';
+        tag_for(s, rnd, exp_hex, who, tag);
+        if (CRYPTO_memcmp(tag, id + 42, 32) != 0)
+            return SESSION_INVALID;
+        memcpy(v->id, id, SESSION_ID_LEN);
+        str_copy(v->key, sizeof v->key, who->key);
+    }
     return expiry_of(id) > now_wall_ms() / 1000 ? SESSION_OK : SESSION_EXPIRED;
 }
 

@@ -79,17 +79,21 @@ int upstream_header_value_valid(const char *s, size_t len)
 void upstream_pct_encode(buf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
-    size_t run = 0; /* start of the unreserved bytes not yet appended */
+    buf_reserve(b, len * 3); /* written in place: at most three bytes per byte */
+    char *o = b->data + b->len;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~')
-            continue;
-        char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-        buf_append(b, s + run, i - run);
-        buf_append(b, esc, sizeof esc);
-        run = i + 1;
+        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+            *o++ = (char)ch;
+        } else {
+            o[0] = '%';
+            o[1] = hex[ch >> 4];
+            o[2] = hex[ch & 15];
+            o += 3;
+        }
     }
-    buf_append(b, s + run, len - run);
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
 }
 
 /* Orders indices of pairs by key, then by index (a stable order). */

@@ -191,3 +191,32 @@ test('mutated requests: never an HTML answer, the server keeps serving', async (
   for (let round = 0; round < 8; round++) await Promise.all(Array.from({ length: 30 }, one));
   await stillServing();
 });
+
+// The reply's header block, byte for byte in its layout: one Date in RFC 1123 form
+// (GMT, now) on an HTTP/1.1 reply and none on an HTTP/1.0 one, one Content-Length,
+// the request id, no-store and the type, in that order.
+test('reply header block: Date on HTTP/1.1 only, each header once, in order', async () => {
+  const names = (data) => data.slice(0, data.indexOf('\r\n\r\n')).split('\r\n').slice(1).map((l) => l.slice(0, l.indexOf(':')));
+  const before = Math.floor(Date.now() / 1000);
+  const r11 = await exchange(port, `POST ${REST} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n${AUTH}Content-Length: ${BODY.length}\r\nConnection: close\r\n\r\n${BODY}`);
+  const after = Math.ceil(Date.now() / 1000);
+  const [res] = parseResponses(r11.data);
+  assert.equal(res?.status, 200, r11.data);
+  const date = res.headers.date ?? '';
+  assert.match(date, /^(Sun|Mon|Tue|Wed|Thu|Fri|Sat), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$/, date);
+  const t = Date.parse(date) / 1000;
+  assert.ok(t >= before && t <= after, `Date ${date} is not now`);
+  assert.equal(new Date(t * 1000).toUTCString(), date);
+  const n11 = names(r11.data);
+  for (const h of ['Date', 'Content-Length', 'bkn-request-id', 'Cache-Control', 'Content-Type'])
+    assert.equal(n11.filter((x) => x.toLowerCase() === h.toLowerCase()).length, 1, `${h} in ${n11}`);
+  const at = (h) => n11.findIndex((x) => x.toLowerCase() === h.toLowerCase());
+  assert.ok(at('bkn-request-id') < at('Cache-Control') && at('Cache-Control') < at('Content-Type') &&
+    at('Content-Type') < at('Date') && at('Date') < at('Content-Length'), n11.join(', '));
+  const r10 = await exchange(port, 'GET /health/alive HTTP/1.0\r\n\r\n');
+  const [res10] = parseResponses(r10.data);
+  assert.equal(res10?.status, 200, r10.data);
+  assert.equal(res10.headers.date, undefined, r10.data);
+  const alive = await exchange(port, 'GET /health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n');
+  assert.match(parseResponses(alive.data)[0]?.headers.date ?? '', / GMT$/, alive.data);
+});

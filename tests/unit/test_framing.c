@@ -273,9 +273,57 @@ static void test_plimit(void)
     plimit_free(unl);
 }
 
+/* A control byte anywhere in a long header line (each offset, so every place in an
+ * eight-byte word and the tail), in its value or its name: refused with the same
+ * reason as a short line; tabs and bytes from 0x80 in a value pass. */
+static void test_long_lines(void)
+{
+    static const char value[] = "Bearer 0123456789abcdefghijklmnopqrstuvwxyz-0123456789";
+    char text[512];
+    framing_head h;
+    framing_error e = {0, NULL};
+    for (size_t at = 0; at < sizeof value - 1; at++) {
+        static const struct {
+            char c;
+            const char *reason;
+        } bad[] = {{'\x01', "header value"},
+                   {'\x7f', "header value"},
+                   {'\r', "bare CR"},
+                   {'\x1f', "header value"},
+                   {'\0', "header value"}};
+        for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+            char v[sizeof value];
+            memcpy(v, value, sizeof value);
+            v[at] = bad[k].c;
+            int n = snprintf(text, sizeof text, POST "X-Long: ");
+            memcpy(text + n, v, sizeof value - 1);
+            n += (int)sizeof value - 1;
+            memcpy(text + n, "\r\n\r\n", 5);
+            size_t len = (size_t)n + 4;
+            e.status = 0;
+            e.reason = NULL;
+            framing_rc rc = framing_check_head(text, len, &LIM, &h, &e);
+            CHECK(rc == FRAMING_BAD);
+            CHECK(e.reason && strstr(e.reason, bad[k].reason));
+        }
+        char v[sizeof value];
+        memcpy(v, value, sizeof value);
+        v[at] = at % 2 ? '\t' : '\xe9';
+        snprintf(text, sizeof text, POST "X-Long: %s\r\n\r\n", v);
+        CHECK(head(text, &h, &e) == FRAMING_OK);
+    }
+    CHECK(refused(POST "X-Long-Name\x01"
+                       "abcdefghij: v\r\n\r\n",
+                  400, "field name"));
+    CHECK(refused(POST "X-Long: abcdefg\x7f"
+                       "\r\n\r\n",
+                  400, "header value"));
+}
+
 int main(void)
 {
     test_heads();
+    test_long_lines();
     test_head_end();
     test_chunks();
     test_hosts();

@@ -326,6 +326,34 @@ static void test_limits(void)
     CHECK_STR(perr("[{\"a\":[1,{\"b\":\"x\"},", 19, NULL), "unexpected end of input at byte 19");
 }
 
+/* Containers with more children than the parser holds before it grows its stacks
+ * (objects of objects, arrays of arrays, each past 32 and 64 children, nested, and
+ * siblings after a large one), written back unchanged; a failure past the growth
+ * frees everything (ASan). */
+static void test_wide(void)
+{
+    for (int n = 1; n <= 140; n += (n < 70 ? 1 : 23)) {
+        buf doc = BUF_INIT;
+        buf_putc(&doc, '{');
+        for (int i = 0; i < n; i++) {
+            buf_printf(&doc, "%s\"k%d\":[", i ? "," : "", i);
+            for (int j = 0; j < (i % 3 ? 2 : n); j++)
+                buf_printf(&doc, "%s{\"a%d\":%d,\"b\":[%d,\"x\"]}", j ? "," : "", j, j, i);
+            buf_putc(&doc, ']');
+        }
+        buf_puts(&doc, ",\"after\":{\"z\":[1,2,3]}}");
+        CHECK_STR(rt(doc.data, 0), doc.data);
+        json_value *v = parse(doc.data);
+        CHECK(v != NULL && json_count(v) == (size_t)n + 1);
+        CHECK(v != NULL && json_count(json_get(v, "k0")) == (size_t)n);
+        json_free(v);
+        doc.len -= 2; /* cut inside the last member: the stacks hold everything */
+        doc.data[doc.len] = '\0';
+        CHECK(json_parse(doc.data, doc.len, NULL, last_err, sizeof last_err) == NULL);
+        buf_free(&doc);
+    }
+}
+
 static void test_builders(void)
 {
     json_value *o = json_new_object();
@@ -1132,6 +1160,7 @@ static int run_unit(void)
     test_utf8();
     test_order_and_canonical();
     test_limits();
+    test_wide();
     test_builders();
     test_lua_bridge();
     test_push_order();
