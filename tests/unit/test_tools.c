@@ -309,17 +309,15 @@ static void check_pool(void)
     lvm_free(vm);
 }
 
-/* The state's collector is incremental (pause 300, step multiplier 400): the
- * generational mode fell into major collections with many calls in flight. */
+/* The state's collector is generational: incremental mode was slower on the wall
+ * clock at 16 connections and no faster at 256. */
 static void check_gc_mode(void)
 {
     lvm *vm = runtime_vm();
     if (!vm)
         return;
     lua_State *L = lvm_state(vm);
-    CHECK(lua_gc(L, LUA_GCSETPAUSE, 300) == 300);
-    CHECK(lua_gc(L, LUA_GCSETSTEPMUL, 400) == 400);
-    CHECK(lua_gc(L, LUA_GCINC, 0, 0, 0) == LUA_GCINC); /* the mode it was in */
+    CHECK(lua_gc(L, LUA_GCGEN, 0, 0) == LUA_GCGEN); /* the mode it was in */
     lvm_free(vm);
 }
 
