@@ -981,18 +981,13 @@ int json_number_valid(const char *s, size_t len)
  * one bit per byte to escape ('"', '\\' or below 0x20), exact (no byte flagged
  * spuriously), and the index of the first flagged byte of a mask. ESC_SLACK: the
  * room json_write_string keeps past a slice's worst case for the block copies. */
-#if defined(__SSE2__)
-#include <emmintrin.h>
+#if JSON_TEXT_SSE2
 #define ESC_BLOCK 16
 #define ESC_SLACK (2 * ESC_BLOCK)
 typedef unsigned esc_mask;
 static inline esc_mask esc_scan(const unsigned char *p)
 {
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(x, _mm_set1_epi8(0x1f)), x);
-    __m128i q = _mm_cmpeq_epi8(x, _mm_set1_epi8('"'));
-    __m128i b = _mm_cmpeq_epi8(x, _mm_set1_epi8('\\'));
-    return (esc_mask)_mm_movemask_epi8(_mm_or_si128(ctl, _mm_or_si128(q, b)));
+    return json_special16(p, 0);
 }
 static inline unsigned esc_first(esc_mask m)
 {

@@ -7,9 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 /* ------------------------------------------------------------------ C -> Lua */
 
@@ -187,28 +184,16 @@ static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned
     return p;
 }
 
-#if defined(__SSE2__) && JSON_TEXT_WORDS
-#define DEC_SSE2 1
-/* Bit i set for each byte i of the 16 at p that needs work in a string: below 0x20,
- * '"', '\\', or 0x80 and above (a signed byte below 0x20). */
-static inline unsigned special16(const unsigned char *p)
-{
-    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
-    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
-    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
-    __m128i c = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20));
-    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
-}
-#else
-#define DEC_SSE2 0
-#endif
+/* Strings are scanned 16 bytes at a time with SSE2 (json_special16 with the high
+ * bytes flagged: a byte of 0x80 and above starts a UTF-8 sequence to check). */
+#define DEC_SSE2 (JSON_TEXT_SSE2 && JSON_TEXT_WORDS)
 
 /* Skips bytes that need no work in a string (printable ASCII but '"' and '\\'). */
 static inline const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
 {
 #if DEC_SSE2
     while (end - p >= 16) {
-        unsigned m = special16(p);
+        unsigned m = json_special16(p, 1);
         if (m)
             return p + __builtin_ctz(m);
         p += 16;
@@ -619,7 +604,7 @@ rs_key(dec *d, const unsigned char *p, uint64_t *h)
     const unsigned char *s = p + 1, *q = s;
 #if DEC_SSE2
     if (d->end - s >= 16) {
-        unsigned m = special16(s);
+        unsigned m = json_special16(s, 1);
         unsigned i = m ? (unsigned)__builtin_ctz(m) : 16;
         if (i < 16 && s[i] == '"') {
             uint64_t a, b;

@@ -130,6 +130,26 @@ static inline uint64_t json_special_mask_hi(uint64_t w)
            hb;
 }
 
+/* Sixteen bytes at a time where the compiler has SSE2: bit i set for each byte i of
+ * the 16 at p below 0x20, '"' or '\\' (with high: or 0x80 and above), exactly (no
+ * byte flagged spuriously). */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define JSON_TEXT_SSE2 1
+static inline unsigned json_special16(const unsigned char *p, int high)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    /* signed: 0x80 and above count as below 0x20; unsigned: min(v, 0x1f) == v */
+    __m128i c = high ? _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))
+                     : _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
+}
+#else
+#define JSON_TEXT_SSE2 0
+#endif
+
 /* The index (0..7) of the first flagged byte of a non-zero json_special_mask. */
 static inline unsigned json_first_flagged(uint64_t m)
 {
