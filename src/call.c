@@ -1029,7 +1029,6 @@ static void on_start(evutil_socket_t fd, short what, void *arg)
  * adds), so that filling it never rehashes the table. */
 #define CTX_FIELDS 16
 
-/* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
 /* Pushes ctx.config: the deployment settings, fixed before the first call, so
  * their Lua table is built once per state (the registry keeps it under the
  * settings' address) and shared by every call; tools see it through ctx's
@@ -1044,6 +1043,7 @@ static void push_shared_config(lua_State *L, const json_value *config)
     lua_rawsetp(L, LUA_REGISTRYINDEX, config);
 }
 
+/* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
 static int setup_p(lua_State *L)
 {
     call *c = lua_touserdata(L, 1);
