@@ -340,6 +340,70 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
     ctx_free(c);
 }
 
+/* ---- the request's transport: what the surfaces read and send ---- */
+
+const char *req_query(req_ctx *c)
+{
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(c->req);
+    return uri ? evhttp_uri_get_query(uri) : NULL;
+}
+
+static int req_fd(req_ctx *c)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    return bev ? bufferevent_getfd(bev) : -1;
+}
+
+const struct sockaddr *req_peer(req_ctx *c)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
+    return evcon ? evhttp_connection_get_addr(evcon) : NULL;
+}
+
+void req_public_base(req_ctx *c, char *out, size_t outlen)
+{
+    proxy_request pr = {req_peer(c), req_fd(c), req_header(c, "X-Forwarded-Proto"),
+                        req_header(c, "X-Forwarded-Host"), req_header(c, "Host")};
+    proxy_public_base(&pr, c->app->cfg->trusted_proxies, c->app->cfg->public_url, out, outlen);
+}
+
+struct hstream {
+    struct evhttp_request *req;
+    void (*on_close)(void *arg);
+    void *arg;
+};
+
+static void stream_start(req_ctx *c)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+    evhttp_add_header(h, "Content-Type", "text/event-stream");
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_add_header(h, "bkn-request-id", c->request_id);
+    evhttp_send_reply_start(c->req, 200, "OK");
+}
+
+void req_stream_begin(req_ctx *c)
+{
+    if (c->sse)
+        return;
+    stream_start(c);
+    c->sse = 1;
+}
+
+static void send_chunk(struct evhttp_request *req, const char *data, size_t len)
+{
+    struct evbuffer *e = evbuffer_new();
+    evbuffer_add(e, data, len);
+    evhttp_send_reply_chunk(req, e);
+    evbuffer_free(e);
+}
+
+void req_stream_write(req_ctx *c, const char *data, size_t len)
+{
+    send_chunk(c->req, data, len);
+}
+
 void req_end_stream(req_ctx *c, size_t bytes_out)
 {
     async_end(c);
@@ -347,6 +411,47 @@ void req_end_stream(req_ctx *c, size_t bytes_out)
     c->status = 200;
     access_log(c, bytes_out);
     ctx_free(c);
+}
+
+static void on_stream_close(struct evhttp_connection *evcon, void *arg)
+{
+    hstream *s = arg;
+    (void)evcon;
+    s->on_close(s->arg);
+    /* An orphaned request is still ours to free. */
+    if (evhttp_request_get_connection(s->req) == NULL)
+        evhttp_send_reply_end(s->req);
+    free(s);
+}
+
+hstream *req_stream_detach(req_ctx *c, void (*on_close)(void *arg), void *arg)
+{
+    hstream *s = xcalloc(1, sizeof *s);
+    s->req = c->req;
+    s->on_close = on_close;
+    s->arg = arg;
+    stream_start(c);
+    async_end(c);
+    c->status = 200;
+    access_log(c, 0);
+    ctx_free(c);
+    struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
+    evhttp_connection_set_closecb(evcon, on_stream_close, s);
+    return s;
+}
+
+void hstream_write(hstream *s, const char *data, size_t len)
+{
+    send_chunk(s->req, data, len);
+}
+
+void hstream_end(hstream *s)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
+    if (evcon)
+        evhttp_connection_set_closecb(evcon, NULL, NULL);
+    evhttp_send_reply_end(s->req);
+    free(s);
 }
 
 /* The Date of an HTTP/1.1 reply, laid out once a second: libevent would format it
@@ -472,8 +577,7 @@ static void reply_unauthorized(req_ctx *c, const char *details, int credentials)
     } else if (*c->app->cfg->oauth_authorization_servers) {
         /* our own RFC 9728 document for the path asked for (path-suffixed form) */
         char base[512];
-        proxy_public_base(c->req, c->app->cfg->trusted_proxies, c->app->cfg->public_url, base,
-                          sizeof base);
+        req_public_base(c, base, sizeof base);
         const char *suffix = strspn(c->path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
                                              "0123456789/_.-") == strlen(c->path)
                                  ? c->path
@@ -1225,6 +1329,11 @@ int httpd_start(app *a, char *err, size_t errlen)
     return 0;
 }
 
+int httpd_listen_fd(const app *a)
+{
+    return a->listener ? evhttp_bound_socket_get_fd(a->listener) : -1;
+}
+
 void httpd_stop_accepting(app *a)
 {
     if (a->listener) {
@@ -1256,14 +1365,6 @@ void httpd_free(app *a)
         free(g_ctx_kept[--g_ctx_nkept]);
 }
 
-void req_detach(req_ctx *c, int status)
-{
-    async_end(c);
-    c->status = status;
-    access_log(c, 0);
-    ctx_free(c);
-}
-
 void req_call_env(req_ctx *c, call_env *env)
 {
     memset(env, 0, sizeof *env);
@@ -1281,7 +1382,7 @@ void req_call_env(req_ctx *c, call_env *env)
                                                {"forwarded_proto", "X-Forwarded-Proto"}};
         /* X-Forwarded-* only from a trusted proxy (tools build links from them) */
         size_t n = (req_header(c, "X-Forwarded-Host") || req_header(c, "X-Forwarded-Proto")) &&
-                           proxy_request_trusted(c->req, c->app->cfg->trusted_proxies)
+                           proxy_trusted(req_peer(c), c->app->cfg->trusted_proxies)
                        ? sizeof names / sizeof names[0]
                        : 1;
         c->reqinfo = json_new_object();

@@ -50,13 +50,12 @@ static unsigned surface_bit(const char *surface)
                                        : SURFACE_MCP;
 }
 
-/* The endpoint as the caller reaches it (proxy_public_base: trusted_proxies,
+/* The endpoint as the caller reaches it (req_public_base: trusted_proxies,
  * public_url, the local address), then the prefix and the surface's path. */
 static void endpoint_of(req_ctx *c, buf *out)
 {
     char base[512];
-    proxy_public_base(c->req, c->app->cfg->trusted_proxies, c->app->cfg->public_url, base,
-                      sizeof base);
+    req_public_base(c, base, sizeof base);
     buf_printf(out, "%s%s%s", base, c->app->prefix, surface_path(c->surface));
 }
 

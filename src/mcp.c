@@ -1,7 +1,5 @@
 /* mcp: the MCP Streamable HTTP surface: JSON-RPC framing, sessions,
  * initialize / ping / tools/list / tools/call, GET streams and DELETE. */
-#include <event2/buffer.h>
-#include <event2/http.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +16,7 @@ static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"}
 
 struct sse_stream {
     app *app;
-    struct evhttp_request *req;
+    hstream *st;
     char session[SESSION_ID_LEN + 1];
     LIST_ENTRY(sse_stream) link; /* in app->streams */
 };
@@ -42,12 +40,13 @@ static void rpc_error(req_ctx *c, int http_status, int code, const char *message
 
 static void sse_send(req_ctx *c, const char *json, size_t len)
 {
-    struct evbuffer *e = evbuffer_new();
-    evbuffer_add(e, "event: message\ndata: ", 21);
-    evbuffer_add(e, json, len);
-    evbuffer_add(e, "\n\n", 2);
-    evhttp_send_reply_chunk(c->req, e);
-    evbuffer_free(e);
+    buf e = BUF_INIT;
+    buf_reserve(&e, len + 32);
+    buf_append(&e, "event: message\ndata: ", 21);
+    buf_append(&e, json, len);
+    buf_append(&e, "\n\n", 2);
+    req_stream_write(c, e.data, e.len);
+    buf_free(&e);
 }
 
 /* Starts {"jsonrpc":"2.0","id":<request id>,"result": in b (room for extra more). */
@@ -109,14 +108,7 @@ static void on_progress(evutil_socket_t fd, short ev, void *arg)
     req_ctx *c = arg;
     (void)fd;
     (void)ev;
-    if (!c->sse) {
-        struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
-        evhttp_add_header(h, "Content-Type", "text/event-stream");
-        evhttp_add_header(h, "Cache-Control", "no-store");
-        evhttp_add_header(h, "bkn-request-id", c->request_id);
-        evhttp_send_reply_start(c->req, 200, "OK");
-        c->sse = 1;
-    }
+    req_stream_begin(c);
     c->progress_n++;
     buf b = BUF_INIT;
     buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{"
@@ -336,23 +328,17 @@ static void stream_unlink(app *a, sse_stream *s)
     a->n_streams--;
 }
 
-static void on_stream_close(struct evhttp_connection *evcon, void *arg)
+/* The client went away (the HTTP layer frees the stream itself). */
+static void on_stream_close(void *arg)
 {
     sse_stream *s = arg;
-    (void)evcon;
     stream_unlink(s->app, s);
-    /* An orphaned request is still ours to free. */
-    if (evhttp_request_get_connection(s->req) == NULL)
-        evhttp_send_reply_end(s->req);
     free(s);
 }
 
 static void stream_write(sse_stream *s, const char *text)
 {
-    struct evbuffer *b = evbuffer_new();
-    evbuffer_add(b, text, strlen(text));
-    evhttp_send_reply_chunk(s->req, b);
-    evbuffer_free(b);
+    hstream_write(s->st, text, strlen(text));
 }
 
 static void open_stream(req_ctx *c, const char *sid)
@@ -360,16 +346,8 @@ static void open_stream(req_ctx *c, const char *sid)
     app *a = c->app;
     sse_stream *s = xcalloc(1, sizeof *s);
     s->app = a;
-    s->req = c->req;
     str_copy(s->session, sizeof s->session, sid);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_add_header(h, "bkn-request-id", c->request_id);
-    evhttp_send_reply_start(c->req, 200, "OK");
-    req_detach(c, 200);
-    struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
-    evhttp_connection_set_closecb(evcon, on_stream_close, s);
+    s->st = req_stream_detach(c, on_stream_close, s);
     LIST_INSERT_HEAD(&a->streams, s, link);
     a->n_streams++;
     stream_write(s, ": context-loader stream open\n\n");
@@ -437,10 +415,7 @@ void mcp_close_streams(app *a)
 {
     for (sse_stream *s; (s = LIST_FIRST(&a->streams));) {
         stream_unlink(a, s);
-        struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
-        if (evcon)
-            evhttp_connection_set_closecb(evcon, NULL, NULL);
-        evhttp_send_reply_end(s->req);
+        hstream_end(s->st);
         free(s);
     }
 }

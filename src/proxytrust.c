@@ -9,10 +9,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include <event2/bufferevent.h>
-#include <event2/http.h>
-#include <event2/keyvalq_struct.h>
-
 typedef struct entry {
     int family; /* AF_INET or AF_INET6 */
     unsigned char addr[16];
@@ -141,21 +137,13 @@ int proxy_trusted(const struct sockaddr *sa, const char *list)
     return each_entry(list, match_one, &p) > 0;
 }
 
-int proxy_request_trusted(struct evhttp_request *req, const char *list)
+int proxy_local_hostport(int fd, char *out, size_t outlen)
 {
-    struct evhttp_connection *conn = req ? evhttp_request_get_connection(req) : NULL;
-    return conn && proxy_trusted(evhttp_connection_get_addr(conn), list);
-}
-
-int proxy_local_hostport(struct evhttp_request *req, char *out, size_t outlen)
-{
-    struct evhttp_connection *conn = req ? evhttp_request_get_connection(req) : NULL;
-    struct bufferevent *bev = conn ? evhttp_connection_get_bufferevent(conn) : NULL;
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     char host[INET6_ADDRSTRLEN];
     int port;
-    if (!bev || getsockname(bufferevent_getfd(bev), (struct sockaddr *)&ss, &len) != 0)
+    if (fd < 0 || getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
         return 0;
     if (ss.ss_family == AF_INET) {
         const struct sockaddr_in *s4 = (const struct sockaddr_in *)&ss;
@@ -222,29 +210,28 @@ static int host_valid(const char *h)
     return *p == '\0';
 }
 
-int proxy_public_base(struct evhttp_request *req, const char *trusted, const char *public_url,
+int proxy_public_base(const proxy_request *req, const char *trusted, const char *public_url,
                       char *out, size_t outlen)
 {
     char proto[16] = "http", v[256], host[256] = "";
-    struct evkeyvalq *in = evhttp_request_get_input_headers(req);
-    if (!proxy_request_trusted(req, trusted)) {
+    if (!proxy_trusted(req->peer, trusted)) {
         if (*public_url)
             snprintf(out, outlen, "%s", public_url);
-        else if (proxy_local_hostport(req, host, sizeof host))
+        else if (proxy_local_hostport(req->fd, host, sizeof host))
             snprintf(out, outlen, "http://%s", host);
         else
             snprintf(out, outlen, "http://localhost");
         return 0;
     }
-    if (first_value(evhttp_find_header(in, "X-Forwarded-Proto"), v, sizeof v)) {
+    if (first_value(req->xf_proto, v, sizeof v)) {
         for (char *p = v; *p; p++)
             *p = (char)tolower((unsigned char)*p);
         if (!strcmp(v, "http") || !strcmp(v, "https"))
             memcpy(proto, v, strlen(v) + 1);
     }
-    if (first_value(evhttp_find_header(in, "X-Forwarded-Host"), v, sizeof v) && host_valid(v))
+    if (first_value(req->xf_host, v, sizeof v) && host_valid(v))
         snprintf(host, sizeof host, "%s", v);
-    else if (first_value(evhttp_find_header(in, "Host"), v, sizeof v) && host_valid(v))
+    else if (first_value(req->host, v, sizeof v) && host_valid(v))
         snprintf(host, sizeof host, "%s", v);
     else
         snprintf(host, sizeof host, "localhost");

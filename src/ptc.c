@@ -80,8 +80,8 @@ void ptc_init(app *a)
         int port = 0;
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
-        if (a->listener && getsockname(evhttp_bound_socket_get_fd(a->listener),
-                                       (struct sockaddr *)&ss, &len) == 0) {
+        int fd = httpd_listen_fd(a);
+        if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &len) == 0) {
             if (ss.ss_family == AF_INET) {
                 struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
                 port = ntohs(sin->sin_port);

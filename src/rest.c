@@ -14,8 +14,7 @@
 void rest_handle(req_ctx *c)
 {
     struct evkeyvalq q;
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(c->req);
-    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    const char *query = req_query(c);
     memset(&q, 0, sizeof q);
     if (query && evhttp_parse_query_str(query, &q) < 0) {
         req_reply_error(c, 400, NULL, "malformed query string");

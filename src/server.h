@@ -29,6 +29,10 @@
 
 typedef struct sse_stream sse_stream;
 typedef struct req_ctx req_ctx;
+/* A streaming reply that outlives its request context (a GET /mcp stream): owned by
+ * the HTTP layer until hstream_end or its close callback. */
+typedef struct hstream hstream;
+struct sockaddr;
 
 /* A route's handler: runs after authentication, owns the request until it replies. */
 typedef void (*route_handler)(req_ctx *c);
@@ -126,6 +130,8 @@ struct req_ctx {
 int httpd_start(app *a, char *err, size_t errlen);
 void httpd_stop_accepting(app *a);
 void httpd_free(app *a);
+/* The public listener's socket (its local address), or -1. */
+int httpd_listen_fd(const app *a);
 /* Common response headers (request id, no-store, content type) and send; frees ctx. */
 void req_reply(req_ctx *c, int status, const char *content_type, const char *body, size_t len);
 void req_reply_json(req_ctx *c, int status, const char *json);
@@ -146,10 +152,25 @@ void req_not_found(req_ctx *c);
 /* Origin allow-list (config) plus loopback origins; DNS-rebinding guard on Host
  * when the listener is a loopback address. */
 int req_origin_allowed(req_ctx *c);
-/* The request became a long-lived stream owned elsewhere: log it, free ctx, keep req. */
-void req_detach(req_ctx *c, int status);
-/* Ends an SSE response begun with evhttp_send_reply_start: logs, frees c. */
+/* The query string of the request target (after '?', not decoded), or NULL. */
+const char *req_query(req_ctx *c);
+/* The peer's address (NULL when unknown); valid while c lives. */
+const struct sockaddr *req_peer(req_ctx *c);
+/* The base URL the caller reached us by (proxytrust.h: proxy_public_base). */
+void req_public_base(req_ctx *c, char *out, size_t outlen);
+/* Switches the reply to a 200 text/event-stream (no-store, the request id; sets
+ * c->sse); then req_stream_write sends events and req_end_stream ends it. */
+void req_stream_begin(req_ctx *c);
+void req_stream_write(req_ctx *c, const char *data, size_t len);
+/* Ends a stream begun with req_stream_begin: logs, frees c. */
 void req_end_stream(req_ctx *c, size_t bytes_out);
+/* Answers c with a 200 text/event-stream that outlives it: logs c and frees it. The
+ * stream is the HTTP layer's; on_close(arg) runs when the client goes away (the
+ * stream is gone after it returns), unless hstream_end ended it first. */
+hstream *req_stream_detach(req_ctx *c, void (*on_close)(void *arg), void *arg);
+void hstream_write(hstream *s, const char *data, size_t len);
+/* Ends the stream (no close callback). */
+void hstream_end(hstream *s);
 /* Fills a call environment from the request (strings borrowed from c). */
 void req_call_env(req_ctx *c, call_env *env);
 
