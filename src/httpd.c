@@ -6,12 +6,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <event2/bufferevent.h>
-#include <event2/buffer.h>
-#include <event2/http.h>
-#include <event2/http_struct.h>
 #include <sys/queue.h>
-#include <event2/keyvalq_struct.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -24,9 +19,9 @@
 #include <unistd.h>
 
 #include "accept.h"
-#include "connguard.h"
 #include "errenv.h"
 #include "hostguard.h"
+#include "hsrv.h"
 #include "httpd.h"
 #include "log.h"
 #include "metrics.h"
@@ -103,33 +98,19 @@ static int valid_traceparent(const char *s)
 
 /* ---- replies ---- */
 
-/* As evhttp_find_header (the first value, the name compared without case), with a
- * test of the first letter before the full comparison: a request asks for a dozen
- * names, most of them absent. */
 const char *req_header(req_ctx *c, const char *name)
 {
-    struct evkeyval *kv;
-    unsigned char f = (unsigned char)(name[0] | 0x20);
-    TAILQ_FOREACH(kv, evhttp_request_get_input_headers(c->req), next)
-    {
-        if ((unsigned char)(kv->key[0] | 0x20) == f && strcasecmp(kv->key, name) == 0)
-            return kv->value;
-    }
-    return NULL;
+    return hconn_header(c->conn, name);
 }
 
 void req_add_header(req_ctx *c, const char *name, const char *value)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(c->req), name, value);
+    hconn_add_header(c->conn, name, value);
 }
 
 const char *req_body(req_ctx *c, size_t *len)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
-    *len = evbuffer_get_length(in);
-    if (*len == 0)
-        return "";
-    return (const char *)evbuffer_pullup(in, -1);
+    return hconn_body(c->conn, len);
 }
 
 /* A bounded route label for /metrics (never the raw path: clients choose paths). */
@@ -258,85 +239,40 @@ static void ctx_free(req_ctx *c)
     buf_free(&c->progress_token);
     if (c->progress_timer)
         event_free(c->progress_timer);
-    if (c->close_watch)
-        event_free(c->close_watch);
     ctx_release(c);
 }
 
-static void on_conn_close(struct evhttp_connection *evcon, void *arg);
+static void on_conn_close(void *arg);
 
 static void async_end(req_ctx *c)
 {
-    if (c->close_watch) {
-        event_free(c->close_watch);
-        c->close_watch = NULL;
-    }
     if (c->on_close_set) {
-        struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-        if (evcon)
-            evhttp_connection_set_closecb(evcon, NULL, NULL);
+        hconn_on_close(c->conn, NULL, NULL);
         c->on_close_set = 0;
         c->app->inflight--;
     }
 }
 
-/* libevent stops reading a server connection once its request is complete, so a
- * client that hangs up while we work would go unnoticed until the reply is written
- * (the work and its upstream calls would run to the end). This watch sees the EOF
- * or reset and frees the connection, which runs on_conn_close. Bytes of a pipelined
- * request end the watch: they are not a hang-up. */
-static void on_close_watch(evutil_socket_t fd, short what, void *arg)
-{
-    req_ctx *c = arg;
-    char byte;
-    (void)what;
-    ssize_t n = recv(fd, &byte, 1, MSG_PEEK);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        event_add(c->close_watch, NULL);
-        return;
-    }
-    if (n > 0)
-        return;
-    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-    if (evcon)
-        evhttp_connection_free(evcon); /* frees c (and this event) via on_conn_close */
-}
-
+/* The connection is watched while the request waits (hsrv.h): a client that hangs
+ * up ends the work at once, not when the reply would be written. */
 void req_async_begin(req_ctx *c)
 {
     if (c->on_close_set)
         return;
-    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-    if (evcon) {
-        evhttp_connection_set_closecb(evcon, on_conn_close, c);
-        c->on_close_set = 1;
-        c->app->inflight++;
-        struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
-        evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-        if (fd >= 0 && !c->close_watch) {
-            c->close_watch = event_new(c->app->base, fd, EV_READ, on_close_watch, c);
-            event_add(c->close_watch, NULL);
-        }
-    }
+    hconn_on_close(c->conn, on_conn_close, c);
+    c->on_close_set = 1;
+    c->app->inflight++;
 }
 
-/* The client went away while we were working: stop the work. If libevent
- * orphaned the request (evcon == NULL) we still own it and free it by "replying". */
-static void on_conn_close(struct evhttp_connection *evcon, void *arg)
+/* The client went away while we were working: stop the work. */
+static void on_conn_close(void *arg)
 {
     req_ctx *c = arg;
-    (void)evcon;
     c->on_close_set = 0;
     c->app->inflight--;
     c->status = 499;
     c->outcome = "client_closed";
     access_log(c, 0);
-    if (evhttp_request_get_connection(c->req) == NULL) {
-        if (c->sse)
-            evhttp_send_reply_end(c->req);
-        else
-            evhttp_send_reply(c->req, 499, "Client Closed", NULL);
-    }
     ctx_free(c);
 }
 
@@ -344,43 +280,34 @@ static void on_conn_close(struct evhttp_connection *evcon, void *arg)
 
 const char *req_query(req_ctx *c)
 {
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(c->req);
-    return uri ? evhttp_uri_get_query(uri) : NULL;
-}
-
-static int req_fd(req_ctx *c)
-{
-    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-    struct bufferevent *bev = evcon ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    return bev ? bufferevent_getfd(bev) : -1;
+    return hconn_query(c->conn);
 }
 
 const struct sockaddr *req_peer(req_ctx *c)
 {
-    struct evhttp_connection *evcon = evhttp_request_get_connection(c->req);
-    return evcon ? evhttp_connection_get_addr(evcon) : NULL;
+    return hconn_peer(c->conn);
 }
 
 void req_public_base(req_ctx *c, char *out, size_t outlen)
 {
-    proxy_request pr = {req_peer(c), req_fd(c), req_header(c, "X-Forwarded-Proto"),
+    proxy_request pr = {req_peer(c), hconn_fd(c->conn), req_header(c, "X-Forwarded-Proto"),
                         req_header(c, "X-Forwarded-Host"), req_header(c, "Host")};
     proxy_public_base(&pr, c->app->cfg->trusted_proxies, c->app->cfg->public_url, out, outlen);
 }
 
+/* A stream is its connection (hsrv.h), with the close callback of the owner. */
 struct hstream {
-    struct evhttp_request *req;
+    hconn *conn;
     void (*on_close)(void *arg);
     void *arg;
 };
 
 static void stream_start(req_ctx *c)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_add_header(h, "bkn-request-id", c->request_id);
-    evhttp_send_reply_start(c->req, 200, "OK");
+    hconn_add_header(c->conn, "Content-Type", "text/event-stream");
+    hconn_add_header(c->conn, "Cache-Control", "no-store");
+    hconn_add_header(c->conn, "bkn-request-id", c->request_id);
+    hconn_stream_begin(c->conn, 200, "OK");
 }
 
 void req_stream_begin(req_ctx *c)
@@ -391,43 +318,31 @@ void req_stream_begin(req_ctx *c)
     c->sse = 1;
 }
 
-static void send_chunk(struct evhttp_request *req, const char *data, size_t len)
-{
-    struct evbuffer *e = evbuffer_new();
-    evbuffer_add(e, data, len);
-    evhttp_send_reply_chunk(req, e);
-    evbuffer_free(e);
-}
-
 void req_stream_write(req_ctx *c, const char *data, size_t len)
 {
-    send_chunk(c->req, data, len);
+    hconn_stream_write(c->conn, data, len);
 }
 
 void req_end_stream(req_ctx *c, size_t bytes_out)
 {
     async_end(c);
-    evhttp_send_reply_end(c->req);
+    hconn_stream_end(c->conn);
     c->status = 200;
     access_log(c, bytes_out);
     ctx_free(c);
 }
 
-static void on_stream_close(struct evhttp_connection *evcon, void *arg)
+static void on_stream_close(void *arg)
 {
     hstream *s = arg;
-    (void)evcon;
     s->on_close(s->arg);
-    /* An orphaned request is still ours to free. */
-    if (evhttp_request_get_connection(s->req) == NULL)
-        evhttp_send_reply_end(s->req);
     free(s);
 }
 
 hstream *req_stream_detach(req_ctx *c, void (*on_close)(void *arg), void *arg)
 {
     hstream *s = xcalloc(1, sizeof *s);
-    s->req = c->req;
+    s->conn = c->conn;
     s->on_close = on_close;
     s->arg = arg;
     stream_start(c);
@@ -435,80 +350,31 @@ hstream *req_stream_detach(req_ctx *c, void (*on_close)(void *arg), void *arg)
     c->status = 200;
     access_log(c, 0);
     ctx_free(c);
-    struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
-    evhttp_connection_set_closecb(evcon, on_stream_close, s);
+    hconn_on_close(s->conn, on_stream_close, s);
     return s;
 }
 
 void hstream_write(hstream *s, const char *data, size_t len)
 {
-    send_chunk(s->req, data, len);
+    hconn_stream_write(s->conn, data, len);
 }
 
 void hstream_end(hstream *s)
 {
-    struct evhttp_connection *evcon = evhttp_request_get_connection(s->req);
-    if (evcon)
-        evhttp_connection_set_closecb(evcon, NULL, NULL);
-    evhttp_send_reply_end(s->req);
+    hconn_on_close(s->conn, NULL, NULL);
+    hconn_stream_end(s->conn);
     free(s);
-}
-
-/* The Date of an HTTP/1.1 reply, laid out once a second: libevent would format it
- * with snprintf for every reply when the header is missing. The same text as
- * libevent's (RFC 1123, GMT: "Thu, 03 Dec 2026 17:59:11 GMT"). */
-static char *put2(char *p, int v, char after)
-{
-    p[0] = (char)('0' + v / 10 % 10);
-    p[1] = (char)('0' + v % 10);
-    p[2] = after;
-    return p + 3;
-}
-
-static const char *date_now(void)
-{
-    static const char days[] = "SunMonTueWedThuFriSat";
-    static const char months[] = "JanFebMarAprMayJunJulAugSepOctNovDec";
-    static time_t at = (time_t)-1;
-    static char text[32];
-    time_t t = time(NULL);
-    struct tm tm;
-    if (t == at)
-        return text;
-    int year = 1900 + (gmtime_r(&t, &tm) ? tm.tm_year : -1900);
-    if (year < 1000 || year > 9999)
-        return NULL; /* libevent lays it out then */
-    char *p = text;
-    memcpy(p, days + 3 * tm.tm_wday, 3);
-    memcpy(p + 3, ", ", 2);
-    p = put2(p + 5, tm.tm_mday, ' ');
-    memcpy(p, months + 3 * tm.tm_mon, 3);
-    p[3] = ' ';
-    p = put2(p + 4, year / 100, '\0') - 1;
-    p = put2(p, year % 100, ' ');
-    p = put2(p, tm.tm_hour, ':');
-    p = put2(p, tm.tm_min, ':');
-    p = put2(p, tm.tm_sec, ' ');
-    memcpy(p, "GMT", 4);
-    at = t;
-    return text;
 }
 
 void req_reply(req_ctx *c, int status, const char *content_type, const char *body, size_t len)
 {
     async_end(c);
-    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
-    evhttp_add_header(h, "bkn-request-id", c->request_id);
-    if (!evhttp_find_header(h, "Cache-Control"))
-        evhttp_add_header(h, "Cache-Control", "no-store");
+    hconn *h = c->conn;
+    hconn_add_header(h, "bkn-request-id", c->request_id);
+    if (!hconn_has_header(h, "Cache-Control"))
+        hconn_add_header(h, "Cache-Control", "no-store");
     if (content_type)
-        evhttp_add_header(h, "Content-Type", content_type);
-    const char *date = c->req->major == 1 && c->req->minor >= 1 ? date_now() : NULL;
-    if (date && !evhttp_find_header(h, "Date"))
-        evhttp_add_header(h, "Date", date);
-    struct evbuffer *out = evbuffer_new();
-    if (len)
-        evbuffer_add(out, body, len);
+        hconn_add_header(h, "Content-Type", content_type);
     c->status = status;
     const char *reason = status == 200   ? "OK"
                          : status == 202 ? "Accepted"
@@ -533,8 +399,7 @@ void req_reply(req_ctx *c, int status, const char *content_type, const char *bod
                          : status == 504 ? "Gateway Timeout"
                          : status == 505 ? "HTTP Version Not Supported"
                                          : "Status";
-    evhttp_send_reply(c->req, status, reason, out);
-    evbuffer_free(out);
+    hconn_reply(h, status, reason, body, len); /* Date and Content-Length: hsrv */
     access_log(c, len);
     ctx_free(c);
 }
@@ -709,69 +574,40 @@ void req_not_found(req_ctx *c)
     req_reply_error(c, 404, NULL, "no such route");
 }
 
-static const char *method_name(enum evhttp_cmd_type cmd)
-{
-    switch (cmd) {
-    case EVHTTP_REQ_GET:
-        return "GET";
-    case EVHTTP_REQ_POST:
-        return "POST";
-    case EVHTTP_REQ_DELETE:
-        return "DELETE";
-    case EVHTTP_REQ_PUT:
-        return "PUT";
-    case EVHTTP_REQ_HEAD:
-        return "HEAD";
-    case EVHTTP_REQ_OPTIONS:
-        return "OPTIONS";
-    case EVHTTP_REQ_PATCH:
-        return "PATCH";
-    default:
-        return "OTHER";
-    }
-}
-
-/* Size of the request line and header block as received (approximately: names,
- * values and separators). connguard's framing gate refuses heads over the limit
- * before evhttp reads them; this check and libevent's own cap (4x) are backstops. */
-static size_t header_bytes(struct evhttp_request *req)
-{
-    size_t n = strlen(evhttp_request_get_uri(req)) + 16;
-    struct evkeyval *kv;
-    TAILQ_FOREACH(kv, evhttp_request_get_input_headers(req), next)
-    n += strlen(kv->key) + strlen(kv->value) + 4;
-    return n;
-}
-
-/* Whole-request deadline, framing gate and connection cap of the public listener,
- * and the same (without a cap) for the admin listener. */
-static connguard *g_guard, *g_admin_guard;
+/* The servers of the public and the admin listener. */
+static hsrv *g_srv, *g_admin_srv;
 static int g_admin_loopback;
 
 /* A request the connection guard refused (framing, connection cap): answered with
  * the JSON error, and the connection closes. */
-static void reply_refused(req_ctx *c, const connguard_refusal *why)
+static void reply_refused(req_ctx *c, int status, const char *reason)
 {
     req_add_header(c, "Connection", "close");
-    req_reply_error(c, why->status,
-                    why->status == 503 ? "Public.ServiceUnavailable.TooManyConnections" : NULL,
-                    why->reason);
+    req_reply_error(c, status,
+                    status == 503 ? "Public.ServiceUnavailable.TooManyConnections" : NULL, reason);
 }
 
-static void gencb(struct evhttp_request *req, void *arg)
+/* A request context for the connection's request; NULL-free. */
+static req_ctx *ctx_for(app *a, hconn *conn)
 {
-    app *a = arg;
-    connguard_refusal refused = {0, NULL};
-    connguard_request_done(g_guard, req, &refused);
     req_ctx *c = ctx_new();
     c->app = a;
-    c->req = req;
+    c->conn = conn;
     c->t0 = now_mono_ms();
+    str_copy(c->method, sizeof c->method, hconn_method(conn));
+    const char *path = hconn_path(conn);
+    str_copy(c->path, sizeof c->path, *path ? path : "/");
+    return c;
+}
+
+static void gencb(hconn *conn, void *arg)
+{
+    app *a = arg;
+    int refused = 0;
+    const char *why = NULL;
+    refused = hconn_refusal(conn, &refused, &why) ? refused : 0;
+    req_ctx *c = ctx_for(a, conn);
     a->requests_total++;
-    str_copy(c->method, sizeof c->method, method_name(evhttp_request_get_command(req)));
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    str_copy(c->path, sizeof c->path, path && *path ? path : "/");
 
     const char *rid = req_header(c, "bkn-request-id");
     if (!valid_request_id(rid))
@@ -785,22 +621,11 @@ static void gencb(struct evhttp_request *req, void *arg)
     if (valid_traceparent(tp))
         str_copy(c->traceparent, sizeof c->traceparent, tp);
     c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
-    if (refused.status) {
-        reply_refused(c, &refused);
+    if (refused) {
+        reply_refused(c, refused, why);
         return;
     }
 
-    if (header_bytes(req) > (size_t)a->cfg->limits_max_header_bytes) {
-        req_add_header(c, "Connection", "close");
-        req_reply_error(c, 413, NULL, "request header block exceeds limits.max_header_bytes");
-        return;
-    }
-    if (evbuffer_get_length(evhttp_request_get_input_buffer(req)) >
-        (size_t)a->cfg->limits_max_body_bytes) {
-        req_add_header(c, "Connection", "close");
-        req_reply_error(c, 413, NULL, "request body exceeds limits.max_body_bytes");
-        return;
-    }
     if (!strcmp(c->path, "/health/alive") || !strcmp(c->path, "/health/ready")) {
         health(c, c->path[8] == 'r');
         return;
@@ -850,22 +675,13 @@ static int split_listen_addr(const char *addr, char host[256], const char **h, c
     return 0;
 }
 
-static int bind_listener(app *a, struct evhttp *http, const char *addr,
-                         struct evhttp_bound_socket **out, char *err, size_t errlen)
+static int bind_listener(hsrv *srv, const char *addr, char *err, size_t errlen)
 {
     int fd = -1;
     /* the master's binder: its errors carry the system's reason ("Address already in use") */
     if (httpd_bind_socket(addr, &fd, err, errlen) < 0)
         return -1;
-    struct evhttp_bound_socket *s = evhttp_accept_socket_with_handle(http, fd);
-    if (!s) {
-        close(fd);
-        snprintf(err, errlen, "cannot accept on %s", addr);
-        return -1;
-    }
-    if (out)
-        *out = s;
-    (void)a;
+    hsrv_listen(srv, fd);
     return 0;
 }
 
@@ -893,12 +709,12 @@ void httpd_log_listening(int fd, const char *what)
     log_end(l);
 }
 
-static void print_bound(struct evhttp_bound_socket *s, const char *what)
+static void print_bound(hsrv *s, const char *what)
 {
-    httpd_log_listening(evhttp_bound_socket_get_fd(s), what);
+    httpd_log_listening(hsrv_listen_fd(s), what);
 }
 
-/* Same parsing and socket options as evhttp_bind_socket (SO_REUSEADDR, backlog),
+/* Same parsing and socket options as libevent's evhttp_bind_socket had (SO_REUSEADDR, backlog),
  * but without an event base: the master binds before forking the workers. */
 int httpd_bind_socket(const char *addr, int *out, char *err, size_t errlen)
 {
@@ -951,11 +767,11 @@ void httpd_set_worker(int index, int count, int listen_fd, int admin_fd, pid_t m
     g_master = master;
 }
 
-static int is_loopback_bound(struct evhttp_bound_socket *s)
+static int is_loopback_bound(hsrv *s)
 {
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(s), (struct sockaddr *)&ss, &len) < 0)
+    if (getsockname(hsrv_listen_fd(s), (struct sockaddr *)&ss, &len) < 0)
         return 0;
     if (ss.ss_family == AF_INET)
         return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
@@ -1071,20 +887,19 @@ static void httpd_metrics_text(app *a, buf *b)
                 (double)st.evictions);
     }
     gauge(b, "cl_connections_open", "Client connections of the public listener open now.",
-          (double)connguard_open(g_guard));
+          (double)hsrv_open(g_srv));
     counter(b, "cl_connections_deadline_closed_total",
             "Connections shut down for reading a whole window without a request.",
-            (double)connguard_closed(g_guard));
-    counter(
-        b, "cl_requests_framing_refused_total",
-        "Requests refused by the framing check (answered with an error, connection closed).",
-        (double)(connguard_framing_refused(g_guard) + connguard_framing_refused(g_admin_guard)));
+            (double)hsrv_deadline_closed(g_srv));
+    counter(b, "cl_requests_framing_refused_total",
+            "Requests refused by the framing check (answered with an error, connection closed).",
+            (double)(hsrv_framing_refused(g_srv) + hsrv_framing_refused(g_admin_srv)));
     counter(b, "cl_connections_refused_total",
             "Connections refused at limits.max_connections or for want of file descriptors.",
-            (double)connguard_conns_refused(g_guard));
+            (double)hsrv_conns_refused(g_srv));
     counter(b, "cl_heap_trims_total",
             "Times free heap went back to the kernel after many connections closed.",
-            (double)connguard_trims(g_guard));
+            (double)hsrv_trims(g_srv));
     uphealth_write_metrics(b);
     gauge(b, "process_start_time_seconds", "Start time of the process (Unix seconds).",
           (double)a->started_ms / 1000.0);
@@ -1161,23 +976,17 @@ static int admin_allowed(req_ctx *c)
     return 1;
 }
 
-static void admin_gencb(struct evhttp_request *req, void *arg)
+static void admin_gencb(hconn *conn, void *arg)
 {
     app *a = arg;
-    connguard_refusal refused = {0, NULL};
-    connguard_request_done(g_admin_guard, req, &refused);
-    req_ctx *c = ctx_new();
-    c->app = a;
-    c->req = req;
-    c->t0 = now_mono_ms();
-    str_copy(c->method, sizeof c->method, method_name(evhttp_request_get_command(req)));
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-    str_copy(c->path, sizeof c->path, path && *path ? path : "/");
+    int refused = 0;
+    const char *why = NULL;
+    refused = hconn_refusal(conn, &refused, &why) ? refused : 0;
+    req_ctx *c = ctx_for(a, conn);
     new_request_id(c->request_id, sizeof c->request_id);
     c->lang = a->default_lang;
-    if (refused.status) {
-        reply_refused(c, &refused);
+    if (refused) {
+        reply_refused(c, refused, why);
         return;
     }
     if (!strcmp(c->path, "/health/alive") || !strcmp(c->path, "/health/ready")) {
@@ -1242,54 +1051,32 @@ static void admin_gencb(struct evhttp_request *req, void *arg)
     req_not_found(c);
 }
 
-/* The methods evhttp hands to the callbacks: the ones the framing check accepts
- * (framing.c); others never reach evhttp. */
-#define METHODS                                                                                    \
-    (EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_DELETE | EVHTTP_REQ_PUT | EVHTTP_REQ_HEAD |     \
-     EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH)
+#define JSON_TYPE "application/json; charset=utf-8"
 
 int httpd_start(app *a, char *err, size_t errlen)
 {
-    a->http = evhttp_new(a->base);
-    if (!a->http) {
-        snprintf(err, errlen, "evhttp_new failed");
-        return -1;
-    }
-    /* Backstops only: connguard's framing gate refuses heads and bodies over the limits
-     * (JSON 413) before evhttp reads them; libevent's own caps would answer HTML. */
-    evhttp_set_max_headers_size(a->http, 4 * a->cfg->limits_max_header_bytes);
-    evhttp_set_max_body_size(a->http, 2 * a->cfg->limits_max_body_bytes);
-    evhttp_set_timeout(a->http, (int)a->cfg->limits_idle_timeout_s);
-    /* evhttp's timeout restarts with every byte; this bounds the whole request, and
-     * checks the framing of every request before evhttp reads it */
-    connguard_limits gl = {
-        (int)a->cfg->limits_idle_timeout_s, (size_t)a->cfg->limits_max_header_bytes,
-        (uint64_t)a->cfg->limits_max_body_bytes, (size_t)a->cfg->limits_max_connections};
-    g_guard = connguard_new(a->base, &gl);
-    connguard_attach(g_guard, a->http);
+    /* the whole request within a window, the framing check on every request (hsrv.h) */
+    hsrv_limits lim = {(int)a->cfg->limits_idle_timeout_s, (int)a->cfg->limits_idle_timeout_s,
+                       (size_t)a->cfg->limits_max_header_bytes,
+                       (uint64_t)a->cfg->limits_max_body_bytes,
+                       (size_t)a->cfg->limits_max_connections};
     if (admin_token_load(&g_admin_token, a->cfg->admin_listen, a->cfg->admin_token_file, err,
                          errlen) < 0)
         return -1;
+    g_srv = hsrv_new(a->base, &lim, gencb, a, JSON_TYPE);
+    a->http = g_srv;
     if (!g_plimit)
         g_plimit = plimit_new((size_t)a->cfg->limits_max_calls_per_principal);
-    evhttp_set_allowed_methods(a->http, METHODS);
-    evhttp_set_default_content_type(a->http, "application/json; charset=utf-8");
-    evhttp_set_gencb(a->http, gencb, a);
     if (g_listen_fd >= 0) {
         /* a worker: accept on the socket the master bound (and already logged) */
-        a->listener = evhttp_accept_socket_with_handle(a->http, g_listen_fd);
-        if (!a->listener) {
-            snprintf(err, errlen, "cannot accept on the inherited listener");
-            return -1;
-        }
+        hsrv_listen(g_srv, g_listen_fd);
         g_listen_fd = -1;
     } else {
-        if (bind_listener(a, a->http, a->cfg->listen, &a->listener, err, errlen) < 0)
+        if (bind_listener(g_srv, a->cfg->listen, err, errlen) < 0)
             return -1;
-        print_bound(a->listener, "public");
+        print_bound(g_srv, "public");
     }
-    a->listen_loopback = is_loopback_bound(a->listener);
-    connguard_listener(g_guard, a->listener);
+    a->listen_loopback = is_loopback_bound(g_srv);
 
     if (!g_metrics)
         g_metrics = metrics_new();
@@ -1302,57 +1089,37 @@ int httpd_start(app *a, char *err, size_t errlen)
     const char *admin = a->cfg->admin_listen;
     /* workers > 1: worker 0 alone serves it, on the socket the master bound */
     if (*admin && (g_worker < 0 || g_admin_fd >= 0)) {
-        a->admin_http = evhttp_new(a->base);
-        evhttp_set_timeout(a->admin_http, 30);
-        evhttp_set_max_body_size(a->admin_http, 65536);
-        evhttp_set_allowed_methods(a->admin_http, METHODS);
-        evhttp_set_gencb(a->admin_http, admin_gencb, a);
-        connguard_limits al = {30, 16384, 65536, 0};
-        g_admin_guard = connguard_new(a->base, &al);
-        connguard_attach(g_admin_guard, a->admin_http);
-        struct evhttp_bound_socket *s = NULL;
+        hsrv_limits al = {30, 30, 16384, 65536, 0};
+        g_admin_srv = hsrv_new(a->base, &al, admin_gencb, a, JSON_TYPE);
+        a->admin_http = g_admin_srv;
         if (g_admin_fd >= 0) {
-            s = evhttp_accept_socket_with_handle(a->admin_http, g_admin_fd);
-            if (!s) {
-                snprintf(err, errlen, "cannot accept on the inherited admin listener");
-                return -1;
-            }
+            hsrv_listen(g_admin_srv, g_admin_fd);
             g_admin_fd = -1;
         } else {
-            if (bind_listener(a, a->admin_http, admin, &s, err, errlen) < 0)
+            if (bind_listener(g_admin_srv, admin, err, errlen) < 0)
                 return -1;
-            print_bound(s, "admin");
+            print_bound(g_admin_srv, "admin");
         }
-        g_admin_loopback = is_loopback_bound(s);
-        connguard_listener(g_admin_guard, s);
+        g_admin_loopback = is_loopback_bound(g_admin_srv);
     }
     return 0;
 }
 
 int httpd_listen_fd(const app *a)
 {
-    return a->listener ? evhttp_bound_socket_get_fd(a->listener) : -1;
+    return hsrv_listen_fd(a->http);
 }
 
 void httpd_stop_accepting(app *a)
 {
-    if (a->listener) {
-        connguard_listener(g_guard, NULL);
-        evhttp_del_accept_socket(a->http, a->listener);
-        a->listener = NULL;
-    }
+    hsrv_stop_accepting(a->http);
 }
 
 void httpd_free(app *a)
 {
-    if (a->http)
-        evhttp_free(a->http);
-    connguard_free(g_guard);
-    g_guard = NULL;
-    if (a->admin_http)
-        evhttp_free(a->admin_http);
-    connguard_free(g_admin_guard);
-    g_admin_guard = NULL;
+    hsrv_free(g_srv);
+    hsrv_free(g_admin_srv);
+    g_srv = g_admin_srv = NULL;
     a->http = a->admin_http = NULL;
     plimit_free(g_plimit);
     g_plimit = NULL;

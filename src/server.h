@@ -9,7 +9,6 @@
 #define CL_SERVER_H
 
 #include <event2/event.h>
-#include <event2/http.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
@@ -51,9 +50,8 @@ typedef struct app {
     trace_ctx *trace;
     store *store;
     idem_ctx *idem;
-    struct evhttp *http;
-    struct evhttp *admin_http;
-    struct evhttp_bound_socket *listener;
+    struct hsrv *http;       /* the public listener's server (hsrv.h) */
+    struct hsrv *admin_http; /* the admin listener's, or NULL */
     char prefix[128];
     lang_id default_lang;
     char *instructions[LANG_COUNT];
@@ -83,7 +81,7 @@ typedef struct req_pending {
 
 struct req_ctx {
     app *app;
-    struct evhttp_request *req;
+    struct hconn *conn; /* the request on its connection (hsrv.h) */
     route_kind kind;
     char method[8];
     char path[512];
@@ -105,11 +103,10 @@ struct req_ctx {
     int status;      /* for the access log */
     const char *outcome;
     int64_t lua_ms, upstream_ms;
-    int on_close_set;
-    struct event *close_watch; /* hang-up watch on the client socket while async */
-    int caller_request_id;     /* the request id came from the caller (a retry hint) */
-    json_value *query;         /* REST query parameters (object of strings), or NULL */
-    char format[16];           /* REST ?response_format= as given */
+    int on_close_set;      /* the connection's close callback is ours (while async) */
+    int caller_request_id; /* the request id came from the caller (a retry hint) */
+    json_value *query;     /* REST query parameters (object of strings), or NULL */
+    char format[16];       /* REST ?response_format= as given */
     /* A route the tool declares (tools_info.routes): its {parameter} segments, decoded
      * (an object), and the parameter the body becomes (borrowed from ti, or NULL). */
     json_value *route_params;
@@ -139,7 +136,7 @@ void req_reply_json(req_ctx *c, int status, const char *json);
 void req_reply_error(req_ctx *c, int status, const char *code, const char *details);
 const char *req_header(req_ctx *c, const char *name);
 void req_add_header(req_ctx *c, const char *name, const char *value);
-/* Body of the request (pointer into libevent's buffer, valid until reply). */
+/* Body of the request (pointer into the connection's buffer, valid until reply). */
 const char *req_body(req_ctx *c, size_t *len);
 /* Marks the request as waiting for something asynchronous. */
 void req_async_begin(req_ctx *c);
