@@ -1,7 +1,8 @@
 # Area "framing": the pure request guards (HTTP/1.1 framing, Host/Origin, admin token,
 # calls in flight per principal) as a C unit test over their sources, and the framing
 # checker as a fuzz target (cmake/fuzz.cmake's cl_fuzz_target). The socket-level
-# behaviour is tested by tests/integration/{framing,guards,limits}.test.mjs.
+# behaviour is tested by tests/integration/{framing,guards,limits,http1}.test.mjs, and the
+# HTTP/1.1 server (hsrv.c) on a loopback socket by tests/unit/test_hsrv.c.
 add_executable(test_framing ${CMAKE_SOURCE_DIR}/tests/unit/test_framing.c
                             ${CMAKE_SOURCE_DIR}/src/framing.c ${CMAKE_SOURCE_DIR}/src/hostguard.c
                             ${CMAKE_SOURCE_DIR}/src/plimit.c ${CMAKE_SOURCE_DIR}/src/util.c)
@@ -9,3 +10,11 @@ target_include_directories(test_framing PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_
 target_link_libraries(test_framing PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_framing COMMAND test_framing)
 set_tests_properties(unit_framing PROPERTIES TIMEOUT 30 LABELS "unit;framing")
+
+add_executable(test_hsrv ${CMAKE_SOURCE_DIR}/tests/unit/test_hsrv.c ${CMAKE_SOURCE_DIR}/src/hsrv.c
+                         ${CMAKE_SOURCE_DIR}/src/framing.c ${CMAKE_SOURCE_DIR}/src/log.c
+                         ${CMAKE_SOURCE_DIR}/src/json.c ${CMAKE_SOURCE_DIR}/src/util.c)
+target_include_directories(test_hsrv PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+target_link_libraries(test_hsrv PRIVATE PkgConfig::LIBEVENT PkgConfig::CRYPTO m)
+add_test(NAME unit_hsrv COMMAND test_hsrv)
+set_tests_properties(unit_hsrv PROPERTIES TIMEOUT 30 LABELS "unit;framing")

@@ -60,11 +60,19 @@ static int hex_val(unsigned char c)
 
 /* Characters of a request target besides '%' escapes: RFC 3986 unreserved,
  * sub-delims, ':', '@', '/', '?' (and '[' ']' for an IPv6 authority). */
-static int is_target_char(unsigned char c)
+static int is_target_char_slow(unsigned char c)
 {
     if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
         return 1;
     return c && strchr("-._~!$&'()*+,;=:@/?[]", c) != NULL;
+}
+
+/* Every target byte is tested: one table look-up instead of a strchr. */
+static unsigned char target_table[256];
+
+static int is_target_char(unsigned char c)
+{
+    return target_table[c];
 }
 
 /* An absolute-form target's authority from target[i]: host [":" port] (no userinfo),
@@ -211,16 +219,27 @@ static const char *const SINGLE[] = {"host",
                                      "mcp-protocol-version"};
 #define N_SINGLE (sizeof SINGLE / sizeof SINGLE[0])
 static size_t single_len[N_SINGLE]; /* strlen of each, filled by tables_init */
+/* The SINGLE names of each length (at most two share one), index + 1; 0 ends. A
+ * header name is compared only with the names of its length. */
+#define SINGLE_MAXLEN 20
+static unsigned char single_by_len[SINGLE_MAXLEN + 1][3];
 
 static void tables_init(void)
 {
     static int ready;
     if (ready)
         return;
-    for (unsigned i = 0; i < 256; i++)
+    for (unsigned i = 0; i < 256; i++) {
         tchar_table[i] = (unsigned char)is_tchar_slow((unsigned char)i);
-    for (size_t i = 0; i < N_SINGLE; i++)
+        target_table[i] = (unsigned char)is_target_char_slow((unsigned char)i);
+    }
+    for (size_t i = 0; i < N_SINGLE; i++) {
         single_len[i] = strlen(SINGLE[i]);
+        unsigned char *slot = single_by_len[single_len[i]];
+        while (*slot)
+            slot++;
+        *slot = (unsigned char)(i + 1);
+    }
     ready = 1;
 }
 
@@ -314,7 +333,9 @@ framing_rc framing_check_head(const char *buf, size_t len, const framing_limits 
             if ((c < 0x20 && c != '\t') || c == 0x7f)
                 return bad(err, 400, "invalid character in a header value");
         }
-        for (size_t s = 0; s < N_SINGLE; s++) {
+        for (const unsigned char *slot = k <= SINGLE_MAXLEN ? single_by_len[k] : single_by_len[0];
+             *slot; slot++) {
+            size_t s = (size_t)(*slot - 1);
             if (!ieqn(line, k, SINGLE[s], single_len[s]))
                 continue;
             if (seen[s]++)

@@ -57,6 +57,7 @@ static int ieqn(const char *a, const char *b, size_t n)
 int hsrv_parse_head(char *buf, size_t len, hsrv_head *h)
 {
     h->n_headers = 0;
+    h->lengths = 0;
     h->query = NULL;
     h->absolute = 0;
     char *nl = memchr(buf, '\n', len);
@@ -112,6 +113,7 @@ int hsrv_parse_head(char *buf, size_t len, hsrv_head *h)
         hd->name = l;
         hd->name_len = (size_t)(colon - l);
         hd->value = l + v;
+        h->lengths |= 1ull << (hd->name_len & 63);
     }
     return 0;
 }
@@ -119,6 +121,8 @@ int hsrv_parse_head(char *buf, size_t len, hsrv_head *h)
 const char *hsrv_head_find(const hsrv_head *h, const char *name)
 {
     size_t n = strlen(name);
+    if (!(h->lengths & (1ull << (n & 63))))
+        return NULL;
     unsigned char f = (unsigned char)lower((unsigned char)name[0]);
     for (size_t i = 0; i < h->n_headers; i++) {
         const hsrv_header *hd = &h->headers[i];
@@ -152,6 +156,9 @@ size_t hsrv_dechunk(char *p, size_t n)
 }
 
 /* ---- the server ---- */
+
+/* Reply headers the server adds unless the callback did, or reads. */
+enum { O_TYPE = 1, O_LENGTH = 2, O_DATE = 4, O_CONN = 8, O_CACHE = 16, O_CONN_CLOSE = 32 };
 
 enum {
     C_READ,   /* reading and parsing requests */
@@ -194,8 +201,10 @@ struct hconn {
     size_t body_n;
     int refusal_status;
     const char *refusal_reason;
-    buf hdrs; /* reply headers added by the callback */
-    buf out;  /* bytes not written yet */
+    buf hdrs;             /* reply headers added by the callback */
+    unsigned out_has;     /* O_* of the headers in hdrs */
+    const char *conn_hdr; /* the request's Connection field, or NULL */
+    buf out;              /* bytes not written yet */
     size_t out_at;
     void (*on_close)(void *arg);
     void *close_arg;
@@ -383,6 +392,7 @@ static void conn_done(hconn *c)
     c->continue_sent = 0;
     c->state = C_READ;
     buf_reset(&c->hdrs);
+    c->out_has = 0;
     if (!rest && c->in) {
         in_put(c->in);
         c->in = NULL;
@@ -426,6 +436,7 @@ static void refuse(hconn *c, int status, const char *reason)
     c->body = "";
     c->body_n = 0;
     c->head_len = 0;
+    c->conn_hdr = NULL;
     c->close_after = 1;
     dispatch(c);
 }
@@ -460,7 +471,7 @@ static void complete(hconn *c)
         return;
     }
     c->head_method = !strcmp(h->method, "HEAD");
-    const char *conn = hsrv_head_find(h, "Connection");
+    const char *conn = c->conn_hdr = hsrv_head_find(h, "Connection");
     if (h->absolute) /* as evhttp: a proxy request, closed unless Proxy-Connection */
         conn = hsrv_head_find(h, "Proxy-Connection"),
         c->close_after = !conn || strcasecmp(conn, "keep-alive") != 0;
@@ -654,12 +665,37 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 /* ---- replies ---- */
 
+static unsigned out_flag(const char *name, size_t n, const char *value)
+{
+    switch (n) {
+    case 4:
+        return ieqn(name, "Date", 4) ? O_DATE : 0;
+    case 10:
+        return ieqn(name, "Connection", 10)
+                   ? O_CONN | (strncasecmp(value, "close", 5) ? 0u : (unsigned)O_CONN_CLOSE)
+                   : 0;
+    case 12:
+        return ieqn(name, "Content-Type", 12) ? O_TYPE : 0;
+    case 13:
+        return ieqn(name, "Cache-Control", 13) ? O_CACHE : 0;
+    case 14:
+        return ieqn(name, "Content-Length", 14) ? O_LENGTH : 0;
+    default:
+        return 0;
+    }
+}
+
 void hconn_add_header(hconn *c, const char *name, const char *value)
 {
-    buf_puts(&c->hdrs, name);
-    buf_append(&c->hdrs, ": ", 2);
-    buf_puts(&c->hdrs, value);
-    buf_append(&c->hdrs, "\r\n", 2);
+    size_t nl = strlen(name), vl = strlen(value);
+    c->out_has |= out_flag(name, nl, value);
+    buf_reserve(&c->hdrs, nl + vl + 4);
+    char *p = c->hdrs.data + c->hdrs.len;
+    memcpy(p, name, nl);
+    memcpy(p + nl, ": ", 2);
+    memcpy(p + nl + 2, value, vl);
+    memcpy(p + nl + 2 + vl, "\r\n", 2);
+    c->hdrs.len += nl + vl + 4;
 }
 
 /* The header named name in the block b (lines "Name: value\r\n"). */
@@ -678,7 +714,8 @@ static const char *find_out(const buf *b, const char *name)
 
 int hconn_has_header(const hconn *c, const char *name)
 {
-    return find_out(&c->hdrs, name) != NULL;
+    unsigned f = out_flag(name, strlen(name), "");
+    return f ? (c->out_has & f) != 0 : find_out(&c->hdrs, name) != NULL;
 }
 
 static char *put_uint(char *p, uint64_t v)
@@ -706,7 +743,7 @@ static void make_head(hconn *c, buf *b, int status, const char *reason, int stre
 {
     const hsrv_head *h = &c->in->head;
     int needs_body = status != 204 && status != 304 && status >= 200 && !c->head_method;
-    const char *conn = hsrv_head_find(h, "Connection");
+    const char *conn = c->conn_hdr;
     /* a refused request stands for one that asked to close */
     int input_close = c->parse == P_REFUSED || (conn && !strcasecmp(conn, "close"));
     int keepalive = conn && !strncasecmp(conn, "keep-alive", 10);
@@ -720,7 +757,8 @@ static void make_head(hconn *c, buf *b, int status, const char *reason, int stre
     put(b, reason);
     buf_append(b, "\r\n", 2);
     if (c->hdrs.len) {
-        if (h->absolute || input_close) { /* ours goes: none, or the one at the end */
+        if ((h->absolute || input_close) && (c->out_has & O_CONN)) {
+            /* ours goes: none, or the one at the end */
             const char *q = c->hdrs.data, *end = c->hdrs.data + c->hdrs.len;
             while (q < end) {
                 const char *e = memchr(q, '\n', (size_t)(end - q)) + 1;
@@ -732,11 +770,11 @@ static void make_head(hconn *c, buf *b, int status, const char *reason, int stre
             buf_append(b, c->hdrs.data, c->hdrs.len);
         }
     }
-    if (stream && h->http11 && needs_body && !find_out(&c->hdrs, "Content-Length")) {
+    if (stream && h->http11 && needs_body && !(c->out_has & O_LENGTH)) {
         put(b, "Transfer-Encoding: chunked\r\n");
         c->chunked_out = 1;
     }
-    if (h->http11 && !find_out(&c->hdrs, "Date")) {
+    if (h->http11 && !(c->out_has & O_DATE)) {
         const char *d = hsrv_date_now();
         if (d) {
             put(b, "Date: ");
@@ -746,15 +784,14 @@ static void make_head(hconn *c, buf *b, int status, const char *reason, int stre
     }
     if (!h->http11 && keepalive)
         put(b, "Connection: keep-alive\r\n");
-    if ((h->http11 || keepalive) && needs_body && !stream &&
-        !find_out(&c->hdrs, "Content-Length")) {
+    if ((h->http11 || keepalive) && needs_body && !stream && !(c->out_has & O_LENGTH)) {
         buf_reserve(b, 48);
         memcpy(b->data + b->len, "Content-Length: ", 16);
         char *q = put_uint(b->data + b->len + 16, (uint64_t)len);
         b->len = (size_t)(q - b->data);
         buf_append(b, "\r\n", 2);
     }
-    if (needs_body && !find_out(&c->hdrs, "Content-Type") && c->s->default_type) {
+    if (needs_body && !(c->out_has & O_TYPE) && c->s->default_type) {
         put(b, "Content-Type: ");
         put(b, c->s->default_type);
         buf_append(b, "\r\n", 2);
@@ -764,8 +801,7 @@ static void make_head(hconn *c, buf *b, int status, const char *reason, int stre
     buf_append(b, "\r\n", 2);
     /* as evhttp: a Connection: close of ours closes too; HTTP/1.0 closes unless
      * keep-alive */
-    const char *ours = find_out(&c->hdrs, "Connection");
-    if (ours && ieqn(ours + 11 + strspn(ours + 11, " "), "close", 5))
+    if (c->out_has & O_CONN_CLOSE)
         c->close_after = 1;
 }
 

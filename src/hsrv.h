@@ -110,6 +110,7 @@ typedef struct hsrv_head {
     const char *path;  /* NUL-terminated in place */
     const char *query; /* NUL-terminated in place, or NULL */
     int http11, absolute;
+    uint64_t lengths; /* bit (name length % 64) of every field: absent names cost one test */
     size_t n_headers;
     hsrv_header headers[HSRV_MAX_HEADERS];
 } hsrv_head;
