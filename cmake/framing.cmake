@@ -12,6 +12,7 @@ add_test(NAME unit_framing COMMAND test_framing)
 set_tests_properties(unit_framing PROPERTIES TIMEOUT 30 LABELS "unit;framing")
 
 add_executable(test_hsrv ${CMAKE_SOURCE_DIR}/tests/unit/test_hsrv.c ${CMAKE_SOURCE_DIR}/src/hsrv.c
+                         ${CMAKE_SOURCE_DIR}/src/hsrv_head.c
                          ${CMAKE_SOURCE_DIR}/src/framing.c ${CMAKE_SOURCE_DIR}/src/log.c
                          ${CMAKE_SOURCE_DIR}/src/json.c ${CMAKE_SOURCE_DIR}/src/util.c)
 target_include_directories(test_hsrv PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)

@@ -47,7 +47,7 @@ cl_fuzz_target(rest callcheck.c guard.c json.c util.c texts.c)
 # The Lua JSON module: direct decoder vs the json_parse tree path (differential).
 cl_fuzz_target(json_lua json_lua.c json_lua_decode.c json_lua_encode.c json.c util.c)
 target_link_libraries(fuzz_json_lua PRIVATE PkgConfig::LUA)
-cl_fuzz_target(framing framing.c)
+cl_fuzz_target(framing framing.c hsrv_head.c)
 # The lean HTTP client's response parser (hclient.c; the client part needs libevent).
 cl_fuzz_target(hclient hclient.c util.c)
 target_link_libraries(fuzz_hclient PRIVATE PkgConfig::LIBEVENT)

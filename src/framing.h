@@ -1,14 +1,13 @@
-/* framing: the strict HTTP/1.1 request framing check (RFC 9112) the listeners apply
- * to the raw bytes before libevent's parser sees them.
+/* framing: the strict HTTP/1.1 request framing check (RFC 9112) the listeners'
+ * server (hsrv.c) applies to the raw bytes: it is the server's parser.
  *
- * libevent's evhttp is lenient where a gateway behind proxies must not be: the
- * first of two Content-Length headers wins, "Transfer-Encoding : chunked" is a
- * header nobody reads, "+51" is a length, obsolete line folding is joined, chunk
- * trailers are merged into the request headers. Any such disagreement with a proxy
- * in front lets a client smuggle a request. These functions accept only messages
- * whose framing is unambiguous, so that what they accept libevent reads the same
- * way; everything else gets a status and a reason (connguard.c answers it and
- * closes the connection).
+ * Lenient parsers (libevent's evhttp among them) let the first of two Content-Length
+ * headers win, ignore "Transfer-Encoding : chunked", read "+51" as a length, join
+ * obsolete line folding, merge chunk trailers into the request headers. Any such
+ * disagreement with a proxy in front lets a client smuggle a request. These
+ * functions accept only messages whose framing is unambiguous; everything else gets
+ * a status and a reason (hsrv.c hands it to the request callback as a refusal, which
+ * is answered and the connection closed).
  *
  * Pure functions over byte ranges: no allocation, no I/O. Reasons are static
  * strings. */

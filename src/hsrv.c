@@ -39,122 +39,6 @@
 #include "log.h"
 #include "util.h"
 
-/* ---- the parser ---- */
-
-static int lower(int c)
-{
-    return c >= 'A' && c <= 'Z' ? c + 32 : c;
-}
-
-static int ieqn(const char *a, const char *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
-            return 0;
-    return 1;
-}
-
-int hsrv_parse_head(char *buf, size_t len, hsrv_head *h)
-{
-    h->n_headers = 0;
-    h->lengths = 0;
-    h->query = NULL;
-    h->absolute = 0;
-    char *nl = memchr(buf, '\n', len);
-    if (!nl)
-        return -1;
-    /* the request line, checked by framing_check_head: METHOD SP target SP version */
-    char *line = buf, *sp1 = memchr(line, ' ', (size_t)(nl - line));
-    size_t mlen = (size_t)(sp1 - line);
-    memcpy(h->method, line, mlen < sizeof h->method ? mlen : sizeof h->method - 1);
-    h->method[mlen < sizeof h->method ? mlen : sizeof h->method - 1] = '\0';
-    char *target = sp1 + 1, *sp2 = memchr(target, ' ', (size_t)(nl - target));
-    h->http11 = sp2[8] == '1';
-    *sp2 = '\0';
-    char *path = target;
-    if (target[0] != '/' && target[0] != '*') {
-        /* absolute-form: the path starts after the authority */
-        h->absolute = 1;
-        char *a = strstr(target, "://");
-        path = a ? a + 3 : target;
-        path += strcspn(path, "/?");
-    }
-    char *q = strchr(path, '?');
-    if (q) {
-        h->query = q + 1;
-        if (q == path) { /* "http://host?x": an empty path */
-            static char empty[1];
-            path = empty;
-        } else {
-            *q = '\0';
-        }
-    }
-    h->path = path;
-    size_t pos = (size_t)(nl - buf) + 1;
-    while (pos < len) {
-        char *l = buf + pos, *e = memchr(l, '\n', len - pos);
-        size_t n = (size_t)(e - l);
-        pos += n + 1;
-        if (n && l[n - 1] == '\r')
-            n--;
-        if (n == 0)
-            break;
-        if (h->n_headers == HSRV_MAX_HEADERS)
-            return -1;
-        char *colon = memchr(l, ':', n);
-        size_t v = (size_t)(colon - l) + 1, end = n;
-        /* trimmed as framing.c reads it: leading spaces, trailing spaces and tabs */
-        while (v < end && l[v] == ' ')
-            v++;
-        while (end > v && (l[end - 1] == ' ' || l[end - 1] == '\t'))
-            end--;
-        l[end] = '\0';
-        hsrv_header *hd = &h->headers[h->n_headers++];
-        hd->name = l;
-        hd->name_len = (size_t)(colon - l);
-        hd->value = l + v;
-        h->lengths |= 1ull << (hd->name_len & 63);
-    }
-    return 0;
-}
-
-const char *hsrv_head_find(const hsrv_head *h, const char *name)
-{
-    size_t n = strlen(name);
-    if (!(h->lengths & (1ull << (n & 63))))
-        return NULL;
-    unsigned char f = (unsigned char)lower((unsigned char)name[0]);
-    for (size_t i = 0; i < h->n_headers; i++) {
-        const hsrv_header *hd = &h->headers[i];
-        if (hd->name_len == n && (unsigned char)lower((unsigned char)hd->name[0]) == f &&
-            ieqn(hd->name, name, n))
-            return hd->value;
-    }
-    return NULL;
-}
-
-static int hexval(unsigned char c)
-{
-    return c <= '9' ? c - '0' : lower(c) - 'a' + 10;
-}
-
-size_t hsrv_dechunk(char *p, size_t n)
-{
-    size_t r = 0, w = 0;
-    for (;;) {
-        size_t size = 0;
-        while (r < n && p[r] != '\r' && p[r] != '\n')
-            size = size * 16 + (size_t)hexval((unsigned char)p[r++]);
-        r += r < n && p[r] == '\r' ? 2 : 1;
-        if (size == 0 || r + size > n)
-            return w;
-        memmove(p + w, p + r, size);
-        w += size;
-        r += size;
-        r += r < n && p[r] == '\r' ? 2 : 1;
-    }
-}
-
 /* ---- the server ---- */
 
 /* Reply headers the server adds unless the callback did, or reads. */
@@ -669,17 +553,17 @@ static unsigned out_flag(const char *name, size_t n, const char *value)
 {
     switch (n) {
     case 4:
-        return ieqn(name, "Date", 4) ? O_DATE : 0;
+        return !strncasecmp(name, "Date", 4) ? O_DATE : 0;
     case 10:
-        return ieqn(name, "Connection", 10)
+        return !strncasecmp(name, "Connection", 10)
                    ? O_CONN | (strncasecmp(value, "close", 5) ? 0u : (unsigned)O_CONN_CLOSE)
                    : 0;
     case 12:
-        return ieqn(name, "Content-Type", 12) ? O_TYPE : 0;
+        return !strncasecmp(name, "Content-Type", 12) ? O_TYPE : 0;
     case 13:
-        return ieqn(name, "Cache-Control", 13) ? O_CACHE : 0;
+        return !strncasecmp(name, "Cache-Control", 13) ? O_CACHE : 0;
     case 14:
-        return ieqn(name, "Content-Length", 14) ? O_LENGTH : 0;
+        return !strncasecmp(name, "Content-Length", 14) ? O_LENGTH : 0;
     default:
         return 0;
     }
@@ -705,7 +589,7 @@ static const char *find_out(const buf *b, const char *name)
     const char *p = b->data, *end = b->data + b->len;
     while (p && p < end) {
         const char *e = memchr(p, '\n', (size_t)(end - p));
-        if ((size_t)(end - p) > n && p[n] == ':' && ieqn(p, name, n))
+        if ((size_t)(end - p) > n && p[n] == ':' && !strncasecmp(p, name, n))
             return p;
         p = e ? e + 1 : NULL;
     }
@@ -762,7 +646,7 @@ static void make_head(hconn *c, buf *b, int status, const char *reason, int stre
             const char *q = c->hdrs.data, *end = c->hdrs.data + c->hdrs.len;
             while (q < end) {
                 const char *e = memchr(q, '\n', (size_t)(end - q)) + 1;
-                if (!(ieqn(q, "Connection:", 11)))
+                if (strncasecmp(q, "Connection:", 11))
                     buf_append(b, q, (size_t)(e - q));
                 q = e;
             }

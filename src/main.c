@@ -229,7 +229,7 @@ static void log_started(app *a, int workers)
 
 /* epoll with libevent's change list: the interest changes a request makes on one
  * socket within a loop iteration (curl switching a connection between writing and
- * reading, evhttp enabling and disabling its bufferevents) become one epoll_ctl at
+ * reading, a connection whose reply would block adding its write event) become one epoll_ctl at
  * the next dispatch instead of one each (measured: 6 epoll_ctl per proxied request
  * without it). We never dup() the sockets we watch, the case the flag warns about. */
 static struct event_base *new_event_base(void)

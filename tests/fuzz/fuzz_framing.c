@@ -1,5 +1,6 @@
 /* fuzz_framing: libFuzzer target for the HTTP/1.1 request framing checker
- * (src/framing.c).
+ * (src/framing.c) and the server's indexing of the heads and chunked bodies it
+ * accepts (src/hsrv_head.c).
  *
  * Input: one selector byte, then bytes as a client would send them.
  *   bit 0: the bytes are a chunked body (else a request head);
@@ -9,11 +10,19 @@
  * found at once; an accepted head has no folded line, no bare CR, no whitespace
  * before a colon, a body length within the limit; a refusal has a known status and
  * a reason. A chunked body gives the same verdict and the same consumed count fed
- * whole or in pieces, and an accepted body is within the limit. */
+ * whole or in pieces, and an accepted body is within the limit.
+ * Indexing an accepted head: it fails only past HSRV_MAX_HEADERS fields; the method
+ * is the request line's first word, every field is found by its name (the first of
+ * that name, ASCII case ignored) with a value free of CR, LF and NUL, the path lies
+ * in the target. Decoding an accepted chunked body gives as many bytes as the chunk
+ * sizes add up to. */
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "framing.h"
 #include "fuzz_common.h"
+#include "hsrv.h"
 
 #define T "fuzz_framing"
 
@@ -25,6 +34,48 @@ static void check_error(const framing_error *e)
     fuzz_must(s == 400 || s == 413 || s == 414 || s == 417 || s == 501 || s == 505, T,
               "a refusal has a known status");
     fuzz_must(e->reason && *e->reason, T, "a refusal has a reason");
+}
+
+static void index_head(const char *p, size_t end)
+{
+    char *copy = malloc(end + 1);
+    memcpy(copy, p, end);
+    copy[end] = '\0';
+    size_t lines = 0;
+    for (size_t i = 0; i < end; i++)
+        lines += p[i] == '\n';
+    hsrv_head *h = malloc(sizeof *h);
+    int rc = hsrv_parse_head(copy, end, h);
+    /* lines: the request line, the fields, the empty line */
+    fuzz_must(rc == 0 || lines - 2 > HSRV_MAX_HEADERS, T, "indexing fails only past the cap");
+    if (rc == 0) {
+        size_t mlen = strcspn(p, " ");
+        fuzz_must(mlen < sizeof h->method && strlen(h->method) == mlen &&
+                      !memcmp(h->method, p, mlen),
+                  T, "the method is the first word");
+        fuzz_must(h->n_headers == lines - 2, T, "every field is indexed");
+        fuzz_must(!*h->path || (h->path > copy && h->path < copy + end), T,
+                  "the path is in the target");
+        for (size_t i = 0; i < h->n_headers; i++) {
+            char name[64];
+            const hsrv_header *f = &h->headers[i];
+            if (f->name_len >= sizeof name)
+                continue;
+            memcpy(name, f->name, f->name_len);
+            name[f->name_len] = '\0';
+            const char *v = hsrv_head_find(h, name);
+            fuzz_must(v != NULL, T, "a field is found by its name");
+            fuzz_must(!strpbrk(v, "\r\n"), T, "a value holds no CR or LF");
+            for (size_t k = 0; k < i; k++)
+                if (h->headers[k].name_len == f->name_len &&
+                    !strncasecmp(h->headers[k].name, name, f->name_len)) {
+                    fuzz_must(v == h->headers[k].value, T, "the first field of a name is found");
+                    break;
+                }
+        }
+    }
+    free(h);
+    free(copy);
 }
 
 static void fuzz_head(const char *p, size_t n, size_t step)
@@ -54,6 +105,7 @@ static void fuzz_head(const char *p, size_t n, size_t step)
         return;
     }
     fuzz_must(h.head_len == end && end <= LIM.max_head, T, "an accepted head is within the limit");
+    index_head(p, end);
     fuzz_must(h.body != FRAMING_BODY_LENGTH || (h.length > 0 && h.length <= LIM.max_body), T,
               "an accepted length is within the limit");
     for (size_t i = 0; i < end; i++) {
@@ -83,8 +135,14 @@ static void fuzz_chunks(const char *p, size_t n, size_t step)
     fuzz_must(used_a <= n, T, "chunks: never consumes more than given");
     if (ra == FRAMING_BAD)
         check_error(&ea);
-    if (ra == FRAMING_OK)
+    if (ra == FRAMING_OK) {
         fuzz_must(a.total <= LIM.max_body, T, "chunks: an accepted body is within the limit");
+        char *copy = malloc(used_a + 1);
+        memcpy(copy, p, used_a);
+        fuzz_must(hsrv_dechunk(copy, used_a) == a.total, T,
+                  "chunks: decoding gives the sizes' sum");
+        free(copy);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
