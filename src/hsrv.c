@@ -530,8 +530,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         grow(c, c->in->cap * 2);
     ssize_t n = recv(fd, c->in->data + c->in_len, c->in->cap - c->in_len, 0);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        if (c->in_len > c->start)
+        if (c->in_len > c->start) {
             process(c); /* woken to parse a pipelined request */
+        } else if (!c->in_len) {
+            in_put(c->in);
+            c->in = NULL;
+        }
         return;
     }
     if (n <= 0) {

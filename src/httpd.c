@@ -587,9 +587,12 @@ static void reply_refused(req_ctx *c, int status, const char *reason)
                     status == 503 ? "Public.ServiceUnavailable.TooManyConnections" : NULL, reason);
 }
 
-/* A request context for the connection's request; NULL-free. */
-static req_ctx *ctx_for(app *a, hconn *conn)
+/* A request context for the connection's request; *refused: the status of a refusal
+ * to answer with *why (hsrv.h), or 0. */
+static req_ctx *ctx_for(app *a, hconn *conn, int *refused, const char **why)
 {
+    if (!hconn_refusal(conn, refused, why))
+        *refused = 0;
     req_ctx *c = ctx_new();
     c->app = a;
     c->conn = conn;
@@ -603,10 +606,9 @@ static req_ctx *ctx_for(app *a, hconn *conn)
 static void gencb(hconn *conn, void *arg)
 {
     app *a = arg;
-    int refused = 0;
+    int refused;
     const char *why = NULL;
-    refused = hconn_refusal(conn, &refused, &why) ? refused : 0;
-    req_ctx *c = ctx_for(a, conn);
+    req_ctx *c = ctx_for(a, conn, &refused, &why);
     a->requests_total++;
 
     const char *rid = req_header(c, "bkn-request-id");
@@ -979,10 +981,9 @@ static int admin_allowed(req_ctx *c)
 static void admin_gencb(hconn *conn, void *arg)
 {
     app *a = arg;
-    int refused = 0;
+    int refused;
     const char *why = NULL;
-    refused = hconn_refusal(conn, &refused, &why) ? refused : 0;
-    req_ctx *c = ctx_for(a, conn);
+    req_ctx *c = ctx_for(a, conn, &refused, &why);
     new_request_id(c->request_id, sizeof c->request_id);
     c->lang = a->default_lang;
     if (refused) {
