@@ -794,11 +794,6 @@ const char *hconn_body(const hconn *c, size_t *len)
     return c->body_n ? c->body : "";
 }
 
-size_t hconn_head_bytes(const hconn *c)
-{
-    return c->head_len;
-}
-
 const struct sockaddr *hconn_peer(const hconn *c)
 {
     return (const struct sockaddr *)&c->peer;
@@ -1019,6 +1014,7 @@ void hsrv_free(hsrv *s)
     free(s);
     while (g_in_nkept > 0)
         free(g_in_kept[--g_in_nkept]);
+    buf_free(&g_head);
 }
 
 uint64_t hsrv_framing_refused(const hsrv *s)

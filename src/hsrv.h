@@ -71,8 +71,6 @@ int hconn_http11(const hconn *c);
 const char *hconn_header(const hconn *c, const char *name);
 /* The body (Content-Length or chunked, decoded); "" when none. */
 const char *hconn_body(const hconn *c, size_t *len);
-/* Request line and header block, bytes. */
-size_t hconn_head_bytes(const hconn *c);
 const struct sockaddr *hconn_peer(const hconn *c);
 int hconn_fd(const hconn *c);
 
