@@ -1085,6 +1085,15 @@ static int dec_array(dec *d, size_t depth, int raw)
     return 0;
 }
 
+/* Whether the key ks of kl bytes is one of ro->keep. */
+static int kept(const cljson_raw_opts *ro, const char *ks, size_t kl)
+{
+    for (int i = 0; i < ro->nkeep; i++)
+        if (ro->keeplen[i] == kl && memcmp(ro->keep[i], ks, kl) == 0)
+            return 1;
+    return 0;
+}
+
 static int dec_object(dec *d, size_t depth)
 {
     lua_State *L = d->L;
@@ -1111,6 +1120,7 @@ static int dec_object(dec *d, size_t depth)
         if (p >= d->end || *p != '"')
             return -1;
         d->p = p;
+        size_t klen0 = d->keys->len;
         if (dec_string(d, 1) < 0)
             return -1;
         p = dec_ws(d->p, d->end);
@@ -1121,8 +1131,29 @@ static int dec_object(dec *d, size_t depth)
         if (depth == 1 && d->ro) {
             size_t kl;
             const char *ks = lua_tolstring(L, -1, &kl);
+            if (d->ro->nkeep && !kept(d->ro, ks, kl)) {
+                /* validated by the scan, no Lua value made; the key is forgotten */
+                lua_pop(L, 1);
+                d->keys->len = klen0;
+                d->canon = 0; /* no canonical-text checks */
+                const unsigned char *e = rs_value(d, d->p, depth);
+                if (!e)
+                    return -1;
+                p = dec_ws(e, d->end);
+                if (p >= d->end)
+                    return -1;
+                if (*p == ',') {
+                    p = dec_ws(p + 1, d->end);
+                    continue;
+                }
+                if (*p != '}')
+                    return -1;
+                d->p = p + 1;
+                break;
+            }
             const unsigned char *v = dec_ws(d->p, d->end);
-            raw = kl == d->ro->keylen && memcmp(ks, d->ro->key, kl) == 0 && v < d->end && *v == '[';
+            raw = d->ro->key && kl == d->ro->keylen && memcmp(ks, d->ro->key, kl) == 0 &&
+                  v < d->end && *v == '[';
             if (raw) {
                 if (depth + 1 > d->max_depth || !lua_checkstack(L, 8))
                     return -1;
@@ -1223,7 +1254,7 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     d.box[0] = d.box[1] = NULL;
     d.keys = NULL;
     memset(d.lastn, 0, sizeof d.lastn);
-    d.ro = ro && ro->key ? ro : NULL;
+    d.ro = ro && (ro->key || ro->nkeep) ? ro : NULL;
     d.rawmt = 0;
     d.ncut = 0;
     d.nprev = 0;
