@@ -498,16 +498,15 @@ static int ctx_http(lua_State *L)
 }
 
 /* response.json([opts]) -> value | nil, err: cljson.pdecode(body, opts); opts as
- * cljson.decode takes them, e.g. {raw = "datas"} keeps that array's rows raw. */
+ * cljson.decode takes them, e.g. {raw = "datas"} keeps that array's rows raw. The
+ * decoder runs on this function's own stack (the body below opts), not through a
+ * module look-up and a second call. */
 static int resp_json(lua_State *L)
 {
     lua_settop(L, 1);
-    lvm_require(L, "cljson");
-    lua_getfield(L, -1, "pdecode");
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_pushvalue(L, 1);
-    lua_call(L, 2, 2);
-    return 2;
+    lua_insert(L, 1);
+    return cljson_pdecode(L);
 }
 
 static const char *transport_code(fetch_result r)
@@ -996,6 +995,7 @@ static void finish(call *c)
         buf_puts(&c->body, "{}");
     res.body = c->body.data;
     res.body_len = c->body.len;
+    res.body_buf = &c->body;
     res.toon = c->toon_set ? (c->toon.data ? c->toon.data : "") : NULL;
     res.toon_len = c->toon_set ? c->toon.len : 0;
     res.value = c->value; /* the callback owns it from here */

@@ -343,7 +343,7 @@ static int l_decode(lua_State *L)
     return 1;
 }
 
-static int l_pdecode(lua_State *L)
+int cljson_pdecode(lua_State *L)
 {
     return do_decode(L);
 }
@@ -635,7 +635,7 @@ static int l_tonumber(lua_State *L)
 int luaopen_cljson(lua_State *L)
 {
     static const luaL_Reg fns[] = {{"decode", l_decode},
-                                   {"pdecode", l_pdecode},
+                                   {"pdecode", cljson_pdecode},
                                    {"encode", l_encode},
                                    {"encode_canonical", l_encode_canonical},
                                    {"array", l_array},
