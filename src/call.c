@@ -602,16 +602,20 @@ static int push_response_p(lua_State *L)
     lua_pushinteger(L, r->status);
     lua_setfield(L, -2, "status");
     {
-        luaL_Buffer hb;
         lua_createtable(L, 0, 2); /* res's metatable */
-        luaL_buffinit(L, &hb);
-        for (i = 0; i < r->n_headers; i++) {
-            luaL_addstring(&hb, r->headers[i].name);
-            luaL_addchar(&hb, '\0');
-            luaL_addstring(&hb, r->headers[i].value);
-            luaL_addchar(&hb, '\0');
+        if (r->packed_headers) {  /* the lean client's: already in this form */
+            lua_pushlstring(L, r->packed_headers, r->packed_headers_len);
+        } else {
+            luaL_Buffer hb;
+            luaL_buffinit(L, &hb);
+            for (i = 0; i < r->n_headers; i++) {
+                luaL_addstring(&hb, r->headers[i].name);
+                luaL_addchar(&hb, '\0');
+                luaL_addstring(&hb, r->headers[i].value);
+                luaL_addchar(&hb, '\0');
+            }
+            luaL_pushresult(&hb);
         }
-        luaL_pushresult(&hb);
         lua_pushcclosure(L, resp_index, 1);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, resp_pairs);
