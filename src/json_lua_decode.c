@@ -167,14 +167,45 @@ typedef struct {
     rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
-/* The decode's scratch buffer i, in a cbox made at the first need. */
+/* Each state keeps the scratch cboxes of its last decode (registry, by these
+ * addresses) for the next: a decode then makes no userdata with a finalizer and
+ * its buffers keep their memory. A decode takes them out while it runs (a nested
+ * one, or one that raised, makes its own; the GC frees those). */
+static const char dec_spare[2];
+#define DEC_SPARE_MAX 65536 /* a bigger scratch buffer is freed, not kept */
+
+/* The decode's scratch buffer i, in a cbox taken or made at the first need. */
 static buf *dec_buf(dec *d, int i)
 {
     if (!d->box[i]) {
-        d->box[i] = cljson_box_new(d->L);
-        lua_replace(d->L, d->boxslot + i);
+        lua_State *L = d->L;
+        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &dec_spare[i]) == LUA_TUSERDATA) {
+            d->box[i] = lua_touserdata(L, -1);
+            lua_pushnil(L);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_spare[i]);
+        } else {
+            lua_pop(L, 1);
+            d->box[i] = cljson_box_new(L);
+        }
+        lua_replace(L, d->boxslot + i);
     }
     return &d->box[i]->out;
+}
+
+/* Hands the decode's scratch cboxes back to the state (the Lua stack is unchanged). */
+static void dec_spare_put(dec *d)
+{
+    for (int i = 0; i < 2; i++) {
+        cbox *b = d->box[i];
+        if (!b)
+            continue;
+        if (b->out.cap > DEC_SPARE_MAX)
+            buf_free(&b->out);
+        else
+            buf_reset(&b->out);
+        lua_pushvalue(d->L, d->boxslot + i);
+        lua_rawsetp(d->L, LUA_REGISTRYINDEX, &dec_spare[i]);
+    }
 }
 
 static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned char *end)
@@ -1265,9 +1296,12 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
         d.rawmt = base + 8;
     }
     if (dec_value(&d, 0) < 0 || dec_ws(d.p, d.end) != d.end) {
+        lua_settop(L, d.shapes); /* down to the boxes, whatever the decode left */
+        dec_spare_put(&d);
         lua_settop(L, base);
         return -1;
     }
+    dec_spare_put(&d);
     lua_replace(L, base + 1);
     lua_settop(L, base + 1);
     return 0;
@@ -1296,6 +1330,8 @@ int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
         d.canon = 0;
     }
     *canon = d.canon;
+    lua_settop(L, base + 2);
+    dec_spare_put(&d);
     lua_settop(L, base);
     return rc;
 }

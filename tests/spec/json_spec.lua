@@ -74,6 +74,23 @@ describe("cljson", function()
       assert.are.equal(text, cljson.encode(v))
     end)
 
+    it("starts every decode afresh: after a rejected text, an escaped key, a long one", function()
+      -- decodes share their scratch buffers (key order, unescaping) from one to the next
+      assert.is_nil(cljson.pdecode('{"p":{"q":{"r":1,"s":[1,2,'))
+      local v = cljson.decode('{"b":1,"a":{"d":2,"c":3}}')
+      assert.are.same({ "b", "a" }, cljson.keys(v))
+      assert.are.same({ "d", "c" }, cljson.keys(v.a))
+      v = cljson.decode('{"\\u00e9x":"\\n","y":"é"}')
+      assert.are.equal('{"éx":"\\n","y":"é"}', cljson.encode(v))
+      local long = string.rep("k", 70000)
+      v = cljson.decode('{"' .. long .. '":"' .. long .. '\\t","z":1}')
+      assert.are.same({ long, "z" }, cljson.keys(v))
+      assert.are.equal(long .. "\t", v[long])
+      v = cljson.decode('{"y":"\\"","x":2}')
+      assert.are.same({ "y", "x" }, cljson.keys(v))
+      assert.are.equal('"', v.y)
+    end)
+
     it("puts new keys after remembered ones, sorted, and skips removed keys", function()
       local v = cljson.decode('{"z":1,"a":2,"m":3}')
       v.a = nil
