@@ -1329,7 +1329,10 @@ local function emit_slow(e, f, s, x, y, d)
 end
 
 local function emit_string(e, s, x)
-    e.put("if type(" .. x .. ") ~= \"string\" then return FAIL end")
+    -- an enum's entries are strings: equal to one, x is a string (no type call)
+    if not s.enum then
+        e.put("if type(" .. x .. ") ~= \"string\" then return FAIL end")
+    end
     if s.enum then
         if #s.enum <= 4 then
             local alts = {}
