@@ -1043,6 +1043,52 @@ static void push_shared_config(lua_State *L, const json_value *config)
     lua_rawsetp(L, LUA_REGISTRYINDEX, config);
 }
 
+/* Pushes ctx.request: {host, forwarded_*} from the request's headers, the same
+ * few strings request after request, so the table of the last one is kept (the
+ * registry holds its text, each member as name NUL value NUL, and the table) and
+ * shared while they do not change, as ctx.config is; tools see it through ctx's
+ * read-only view. */
+static char KEY_REQ_TEXT, KEY_REQ_TABLE;
+static void push_shared_request(lua_State *L, const json_value *req)
+{
+    char text[1024];
+    size_t n = 0, count = json_count(req);
+    if (json_typeof(req) != JSON_OBJECT) {
+        cljson_push(L, req);
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        size_t klen, vlen;
+        const char *k = json_key_at(req, i, &klen);
+        const json_value *v = json_val_at(req, i);
+        const char *s = json_typeof(v) == JSON_STRING ? json_get_str(v, &vlen) : NULL;
+        if (!s || n + klen + vlen + 2 > sizeof text) {
+            cljson_push(L, req); /* not the usual shape: a table of its own */
+            return;
+        }
+        memcpy(text + n, k, klen);
+        n += klen;
+        text[n++] = '\0';
+        memcpy(text + n, s, vlen);
+        n += vlen;
+        text[n++] = '\0';
+    }
+    size_t len;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_REQ_TEXT);
+    const char *last = lua_tolstring(L, -1, &len);
+    int same = last && len == n && memcmp(last, text, n) == 0;
+    lua_pop(L, 1);
+    if (same && lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_REQ_TABLE) == LUA_TTABLE)
+        return;
+    if (same)
+        lua_pop(L, 1);
+    cljson_push(L, req);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_REQ_TABLE);
+    lua_pushlstring(L, text, n);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_REQ_TEXT);
+}
+
 /* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
 static int setup_p(lua_State *L)
 {
@@ -1105,7 +1151,7 @@ static int setup_p(lua_State *L)
     }
     lua_setfield(L, ctx, "principal");
     if (c->env_request) {
-        cljson_push(L, c->env_request);
+        push_shared_request(L, c->env_request);
         lua_setfield(L, ctx, "request");
     }
     if (c->env_config) {
