@@ -11,7 +11,9 @@
 #   (d) nginx + Lua (libnginx-mod-http-lua, lua-cjson) doing the tool's work.
 # Then: a managed MCP call (capture enabled on the simulator's Trace Core, bkn_context
 # of a started interaction) against the same ad hoc call, at 1 and 16 connections.
-# Prints requests/s, p50/p99, latency added over (u), the ratios, and a diff showing
+# Prints requests/s, p50/p99, latency added over (u), the server's CPU time (user +
+# system, its processes and their children) per request, how busy the machine's cores
+# were during the cell, the ratios, and a diff showing
 # that (d) corrupts the 64-bit ids and empty arrays that (a) keeps exact.
 # Usage: tests/bench/gateway-bench.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
@@ -84,12 +86,29 @@ echo "gateway keeps ids and [] exact: yes; nginx+Lua: $d_exact"
 echo
 
 RES=$WORK/results.txt; : >"$RES"
+# CPU time (user + system, clock ticks) of a server: its process and its children
+# (nginx's workers). Per request it is what bounds a saturated single worker, and it
+# moves less with the machine's load than requests/s do.
+cpu_ticks() { # pid
+  for p in $1 $(pgrep -P "$1" 2>/dev/null); do
+    awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null || echo 0
+  done | awk '{ s += $1 } END { print s + 0 }'
+}
+server_pid() { # target label
+  case $1 in u) echo "$UPSTREAM_PID" ;; a | b | m) echo "$GW_PID" ;; *) echo "$PEERS_PID" ;; esac
+}
+HZ=$(getconf CLK_TCK)
+# The whole machine's busy and total ticks (all cores): a cell whose machine was not
+# near 100% busy was not bounded by CPU (or something else ran beside it).
+machine_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
 run_wrk() { # label conns url body headers
   t=1; [ "$2" -gt 1 ] && t=2
+  sp=$(server_pid "$1"); t0=$(cpu_ticks "$sp"); set -- "$@" $(machine_ticks)
   line=$(WRK_BODY_FILE=$4 WRK_HEADERS=$5 wrk -t"$t" -c"$2" -d"${DURATION}s" --timeout 10s \
     -s "$BENCH_DIR/wrk-post.lua" "$3" | grep '^WRK ' || true)
+  t1=$(cpu_ticks "$sp"); set -- "$@" $(machine_ticks)
   [ -n "$line" ] || line="WRK 0 0 0 0 1 0"
-  echo "$1 $2 ${line#WRK }" >>"$RES"
+  echo "$1 $2 ${line#WRK } $((t1 - t0)) $(( (${8} - ${6}) * 100 / (${9} - ${7} + 1) ))" >>"$RES"
 }
 warm() { WRK_BODY_FILE=$3 WRK_HEADERS=$4 wrk -t2 -c16 -d2s -s "$BENCH_DIR/wrk-post.lua" "$2" >/dev/null; }
 warm u "$U_URL" "$WORK/upstream.json" ""
@@ -126,14 +145,16 @@ grep -q 'bkn_receipt' "$WORK/out-m.json" || { echo "managed call has no receipt:
 SKIP=1
 managed_wrk() { # label conns seconds
   t=1; [ "$2" -gt 1 ] && t=2
+  t0=$(cpu_ticks "$GW_PID")
   line=$(WRK_BODY_FILE=$WORK/managed.lines WRK_BODY_REUSE=100 WRK_BODY_SKIP=$SKIP WRK_THREADS=$t \
     WRK_HEADERS=$MCPH wrk -t"$t" -c"$2" -d"$3s" --timeout 10s -s "$BENCH_DIR/wrk-post.lua" "$B_URL" |
     grep '^WRK ' || true)
+  t1=$(cpu_ticks "$GW_PID")
   [ -n "$line" ] || line="WRK 0 0 0 0 1 0"
   set -- "$1" "$2" "$3" $line
   # $4 is "WRK", then rps p50 p99 requests errors failed
   SKIP=$(( SKIP + $8 * t / 100 + 2 * t + 2 ))
-  [ "$1" = warm ] || echo "$1 $2 $5 $6 $7 $8 $9 ${10}" >>"$RES"
+  [ "$1" = warm ] || echo "$1 $2 $5 $6 $7 $8 $9 ${10} $((t1 - t0))" >>"$RES"
 }
 managed_wrk warm 16 2
 for c in 1 16; do
@@ -142,36 +163,38 @@ done
 [ "$SKIP" -le "$need" ] || echo "!! the managed runs needed more interactions than were started ($SKIP > $need)"
 
 # ---- report
-awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" '
+awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" -v hz="$HZ" '
   { rps[$1","$2] = $3; p50[$1","$2] = $4 / 1000; p99[$1","$2] = $5 / 1000; err[$1","$2] = $7 + $8
+    cpu[$1","$2] = $6 > 0 ? $9 * 1e6 / hz / $6 : 0; busy[$1","$2] = NF >= 10 ? $10 "%" : "-"
     if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
   END {
     name["u"] = "(u) canned upstream (nginx)"; name["a"] = "(a) gateway REST ad hoc"
     name["b"] = "(b) gateway MCP ad hoc"; name["c"] = "(c) nginx proxy"
     name["d"] = "(d) nginx + Lua + cjson"; name["m"] = "(m) gateway MCP managed"
     printf "== wrk, %d s per cell, %d cores shared by wrk, nginx and the gateway (%s worker(s))\n", dur, nproc, workers
-    printf "%-5s %-30s %10s %9s %9s %10s %10s %7s\n", "conns", "target", "req/s", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "failed"
+    printf "%-5s %-30s %10s %9s %9s %10s %10s %7s %8s %6s\n", "conns", "target", "req/s", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "failed", "cpu us", "busy"
     for (i = 1; i <= n; i++) {
       c = order[i]
       split("u a b c d m", ts, " ")
       for (j = 1; j <= 6; j++) {
         t = ts[j]; k = t "," c
         if (!(k in rps)) continue
-        printf "%-5s %-30s %10.0f %9.3f %9.3f %10s %10s %7d\n", c, name[t], rps[k], p50[k], p99[k],
+        printf "%-5s %-30s %10.0f %9.3f %9.3f %10s %10s %7d %8.1f %6s\n", c, name[t], rps[k], p50[k], p99[k],
           t == "u" ? "-" : sprintf("%.3f", p50[k] - p50["u," c]),
-          t == "u" ? "-" : sprintf("%.3f", p99[k] - p99["u," c]), err[k]
+          t == "u" ? "-" : sprintf("%.3f", p99[k] - p99["u," c]), err[k], cpu[k], busy[k]
       }
     }
     print ""
     print "== Ratios (throughput)"
-    printf "%-5s %12s %12s %12s %14s\n", "conns", "(a)/(d)", "(a)/(c)", "(b)/(a)", "managed/(b)"
+    printf "%-5s %12s %12s %12s %14s %16s\n", "conns", "(a)/(d)", "(a)/(c)", "(b)/(a)", "managed/(b)", "cpu (c)/(a)"
     for (i = 1; i <= n; i++) {
       c = order[i]
-      printf "%-5s %12s %12s %12s %14s\n", c,
+      printf "%-5s %12s %12s %12s %14s %16s\n", c,
         rps["d," c] ? sprintf("%.2fx", rps["a," c] / rps["d," c]) : "-",
         rps["c," c] ? sprintf("%.2fx", rps["a," c] / rps["c," c]) : "-",
         rps["a," c] ? sprintf("%.2fx", rps["b," c] / rps["a," c]) : "-",
-        (("m," c) in rps) && rps["b," c] ? sprintf("%.2fx", rps["m," c] / rps["b," c]) : "-"
+        (("m," c) in rps) && rps["b," c] ? sprintf("%.2fx", rps["m," c] / rps["b," c]) : "-",
+        cpu["a," c] && cpu["c," c] ? sprintf("%.2fx", cpu["c," c] / cpu["a," c]) : "-"
     }
     print ""
     print "== Tracing cost (managed MCP call with Trace Core round trips vs the same ad hoc call)"

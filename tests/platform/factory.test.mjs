@@ -84,7 +84,9 @@ test('skill content: presigned URL served without headers; 403, 404; tampered an
   assert.equal(md.status, 200);
   assert.match(md.headers.get('content-type'), /^text\/markdown/);
   assert.match(md.text, /^---\nname: 合同审查/);
-  const bad = await call('GET', r.json.url.replace(/X-Signature=../, 'X-Signature=00'));
+  // Tamper with the signature's first digit (a fixed replacement would be a no-op for
+  // the 1 in 16 signatures that already start with it).
+  const bad = await call('GET', r.json.url.replace(/X-Signature=(.)/, (_, d) => `X-Signature=${d === '0' ? '1' : '0'}`));
   envelope(bad, 403, 'Sim.PresignedURL.SignatureMismatch');
   const big = await get('/internal-v1/skills/skill_clause_extract/content');
   const bigMd = await call('GET', big.json.url);
