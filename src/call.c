@@ -689,9 +689,6 @@ static int collect_p(lua_State *L)
     set_error_code(c, lua_isstring(L, 3) ? lua_tostring(L, 3) : NULL);
     c->is_error = c->status != 200 || c->error_code != NULL;
     buf_reset(&c->body);
-    /* a result is usually a few kB: start from a kept 2 kB block (util.c) rather
-     * than doubling up from 64 bytes */
-    buf_reserve(&c->body, 2047);
     json_free(c->value);
     c->value = NULL;
     if (lua_type(L, 2) == LUA_TSTRING) {
