@@ -498,16 +498,15 @@ static int ctx_http(lua_State *L)
 }
 
 /* response.json([opts]) -> value | nil, err: cljson.pdecode(body, opts); opts as
- * cljson.decode takes them, e.g. {raw = "datas"} keeps that array's rows raw. */
+ * cljson.decode takes them, e.g. {raw = "datas"} keeps that array's rows raw. The
+ * decoder runs on this function's own stack (the body below opts), not through a
+ * module look-up and a second call. */
 static int resp_json(lua_State *L)
 {
     lua_settop(L, 1);
-    lvm_require(L, "cljson");
-    lua_getfield(L, -1, "pdecode");
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_pushvalue(L, 1);
-    lua_call(L, 2, 2);
-    return 2;
+    lua_insert(L, 1);
+    return cljson_pdecode(L);
 }
 
 static const char *transport_code(fetch_result r)
@@ -603,16 +602,20 @@ static int push_response_p(lua_State *L)
     lua_pushinteger(L, r->status);
     lua_setfield(L, -2, "status");
     {
-        luaL_Buffer hb;
         lua_createtable(L, 0, 2); /* res's metatable */
-        luaL_buffinit(L, &hb);
-        for (i = 0; i < r->n_headers; i++) {
-            luaL_addstring(&hb, r->headers[i].name);
-            luaL_addchar(&hb, '\0');
-            luaL_addstring(&hb, r->headers[i].value);
-            luaL_addchar(&hb, '\0');
+        if (r->packed_headers) {  /* the lean client's: already in this form */
+            lua_pushlstring(L, r->packed_headers, r->packed_headers_len);
+        } else {
+            luaL_Buffer hb;
+            luaL_buffinit(L, &hb);
+            for (i = 0; i < r->n_headers; i++) {
+                luaL_addstring(&hb, r->headers[i].name);
+                luaL_addchar(&hb, '\0');
+                luaL_addstring(&hb, r->headers[i].value);
+                luaL_addchar(&hb, '\0');
+            }
+            luaL_pushresult(&hb);
         }
-        luaL_pushresult(&hb);
         lua_pushcclosure(L, resp_index, 1);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, resp_pairs);
@@ -996,6 +999,7 @@ static void finish(call *c)
         buf_puts(&c->body, "{}");
     res.body = c->body.data;
     res.body_len = c->body.len;
+    res.body_buf = &c->body;
     res.toon = c->toon_set ? (c->toon.data ? c->toon.data : "") : NULL;
     res.toon_len = c->toon_set ? c->toon.len : 0;
     res.value = c->value; /* the callback owns it from here */

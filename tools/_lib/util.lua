@@ -49,23 +49,22 @@ function M.array(t)
 end
 
 -- Keeps only the listed keys of a decoded object, in place: the object keeps its
--- remembered key order and every value stays the decoded one.
+-- remembered key order and every value stays the decoded one. No table is made
+-- (it runs on every call, often on a body the decoder already trimmed: option
+-- keep): the lists are short, and clearing a key while traversing is allowed.
 function M.keep_only(obj, keys)
     if type(obj) ~= "table" then
         return obj
     end
-    local keep = {}
-    for _, k in ipairs(keys) do
-        keep[k] = true
-    end
-    local drop = {}
-    for k in pairs(obj) do
-        if not keep[k] then
-            drop[#drop + 1] = k
+    local n = #keys
+    for k in next, obj do
+        local i = 1
+        while i <= n and keys[i] ~= k do
+            i = i + 1
         end
-    end
-    for _, k in ipairs(drop) do
-        obj[k] = nil
+        if i > n then
+            obj[k] = nil
+        end
     end
     return obj
 end
