@@ -596,14 +596,15 @@ local function validate_object(st, s, v, path)
             fail(st, path, "schema_non_string_key")
         elseif sub ~= nil then
             local nv = validate(st, sub, v[k], join(path, k))
-            if nv ~= v[k] then
+            -- (an integer-valued float made an integer is equal to it, not the same)
+            if nv ~= v[k] or math.type(nv) ~= math.type(v[k]) then
                 set(k, nv)
             end
         elseif s.additionalProperties == false then
             fail(st, join(path, k), "schema_not_allowed")
         elseif type(s.additionalProperties) == "table" then
             local nv = validate(st, s.additionalProperties, v[k], join(path, k))
-            if nv ~= v[k] then
+            if nv ~= v[k] or math.type(nv) ~= math.type(v[k]) then
                 set(k, nv)
             end
         end
@@ -630,7 +631,7 @@ local function validate_array(st, s, v, path)
     if s.items then
         for i = 1, n do
             local nv = validate(st, s.items, v[i], join(path, i - 1))
-            if nv ~= v[i] then
+            if nv ~= v[i] or math.type(nv) ~= math.type(v[i]) then
                 out = writable(out, v, n)
                 out[i] = nv
             end
@@ -866,11 +867,19 @@ local function compile_types(types)
     end
 end
 
+-- Whether a check of node s may turn an integer-valued float into an integer (equal
+-- to what it was, not the same: a write-back must test the number type too).
+local function may_convert(s)
+    return not (type(s) == "table" and type(s.type) == "string" and s.type ~= "integer" and s["$ref"] == nil and
+        s.anyOf == nil and s.oneOf == nil)
+end
+
 local function compile_object(cache, root, s)
     local props = s.properties or {}
-    local sub = {}
+    local sub, converts = {}, {}
     for name, p in pairs(props) do
         sub[name] = compile(cache, root, p)
+        converts[name] = may_convert(p)
     end
     local must = {}
     for _, name in ipairs(s.required or {}) do
@@ -880,6 +889,7 @@ local function compile_object(cache, root, s)
     end
     local closed = s.additionalProperties == false
     local extra = type(s.additionalProperties) == "table" and compile(cache, root, s.additionalProperties)
+    local extra_converts = extra and may_convert(s.additionalProperties)
     local defaults = s.properties ~= nil and names_with_defaults(props) or {}
     -- owned: v is the checked value itself, made for this check alone; its
     -- defaults go in place once every member passed (nothing fails after them)
@@ -900,7 +910,8 @@ local function compile_object(cache, root, s)
                 if nv == FAIL then
                     return FAIL
                 end
-                if nv ~= x then
+                if nv ~= x or ((converts[k] or (extra_converts and sub[k] == nil)) and
+                    math_type(nv) ~= math_type(x)) then
                     out = writable(out, v)
                     out[k] = nv
                 end
@@ -924,6 +935,7 @@ end
 local function compile_array(cache, root, s)
     local min, max, unique = s.minItems, s.maxItems, s.uniqueItems
     local item = s.items and compile(cache, root, s.items)
+    local item_converts = item and may_convert(s.items)
     return function(v, depth)
         local out = v
         local n = #v
@@ -937,7 +949,7 @@ local function compile_array(cache, root, s)
                 if nv == FAIL then
                     return FAIL
                 end
-                if nv ~= x then
+                if nv ~= x or (item_converts and math_type(nv) ~= math_type(x)) then
                     out = writable(out, v, n)
                     out[i] = nv
                 end
@@ -1320,12 +1332,14 @@ local emit_node
 
 -- Code that checks local x (node s at static depth d of the function) and leaves the
 -- checked value in local y (declared by the caller), or returns FAIL. f: the
--- function's state (max depth reached). Returns whether y may differ from x.
+-- function's state (max depth reached). Returns whether y may differ from x: false,
+-- true, or "num" when y may also be x's integer-valued float made an integer (equal
+-- to x: the caller's write-back tests the number type too).
 local function emit_slow(e, f, s, x, y, d)
     e.put(y .. " = " .. e.slow(s) .. "(" .. x .. ", depth + " .. (d - 1) .. ")")
     e.put("if " .. y .. " == FAIL then return FAIL end")
     f.max = math.max(f.max, d)
-    return true
+    return may_convert(s) and "num" or true
 end
 
 local function emit_string(e, s, x)
@@ -1363,9 +1377,15 @@ local function emit_string(e, s, x)
     end
 end
 
-local function emit_integer(e, f, s, x, y, d)
+-- store: the code putting y in the caller's copy of its container, or nil; only the
+-- slow branch can change x (an integer-valued float made an integer), so it alone
+-- tests and stores, and the caller has nothing to test.
+local function emit_integer(e, f, s, x, y, d, store)
     e.put("if math_type(" .. x .. ") ~= \"integer\" then")
     emit_slow(e, f, s, x, y, d)
+    if store then
+        e.put("if math_type(" .. y .. ") ~= math_type(" .. x .. ") then " .. store .. " end")
+    end
     e.put("else")
     e.put(y .. " = " .. x)
     local tests = {}
@@ -1378,6 +1398,27 @@ local function emit_integer(e, f, s, x, y, d)
     if #tests > 0 then
         e.put("if " .. table.concat(tests, " or ") .. " then return FAIL end")
     end
+    e.put("end")
+    return store == nil
+end
+
+-- The code putting child value cy in y, the copy of container x (made at the first
+-- change).
+local function store_code(y, x, slot, cy, n)
+    return y .. " = writable(" .. y .. ", " .. x .. (n and (", " .. n) or "") .. ") " .. y .. "[" .. slot ..
+        "] = " .. cy
+end
+
+-- The write-back of child value cy (checked from cx): changes as emit_node returns.
+local function emit_store(e, changes, cx, cy, store)
+    if changes == "num" then
+        e.put("if " .. cy .. " ~= " .. cx .. " or math_type(" .. cy .. ") ~= math_type(" .. cx .. ") then")
+    elseif changes then
+        e.put("if " .. cy .. " ~= " .. cx .. " then")
+    else
+        return
+    end
+    e.put(store)
     e.put("end")
 end
 
@@ -1408,12 +1449,8 @@ local function emit_object(e, f, s, x, y, d, owned)
         e.put("if " .. px .. " ~= nil then")
         e.put(count .. " = " .. count .. " + 1")
         e.put("local " .. py)
-        if emit_node(e, f, props[name], px, py, d + 1) then
-            e.put("if " .. py .. " ~= " .. px .. " then")
-            e.put(y .. " = writable(" .. y .. ", " .. x .. ")")
-            e.put(y .. "[" .. q(name) .. "] = " .. py)
-            e.put("end")
-        end
+        local store = store_code(y, x, q(name), py)
+        emit_store(e, emit_node(e, f, props[name], px, py, d + 1, nil, store), px, py, store)
         e.put("end")
         e.put("end")
     end
@@ -1475,12 +1512,8 @@ local function emit_array(e, f, s, x, y, d)
         e.put("for " .. i .. " = 1, " .. len .. " do")
         e.put("local " .. ix .. " = " .. x .. "[" .. i .. "]")
         e.put("local " .. iy)
-        if emit_node(e, f, s.items, ix, iy, d + 1) then
-            e.put("if " .. iy .. " ~= " .. ix .. " then")
-            e.put(y .. " = writable(" .. y .. ", " .. x .. ", " .. len .. ")")
-            e.put(y .. "[" .. i .. "] = " .. iy)
-            e.put("end")
-        end
+        local store = store_code(y, x, i, iy, len)
+        emit_store(e, emit_node(e, f, s.items, ix, iy, d + 1, nil, store), ix, iy, store)
         e.put("end")
     end
     e.put("end")
@@ -1513,7 +1546,8 @@ local function def_function(e, name)
     return fname
 end
 
-emit_node = function(e, f, s, x, y, d, owned)
+-- store: see emit_integer.
+emit_node = function(e, f, s, x, y, d, owned, store)
     f.max = math.max(f.max, d)
     if not generable(e.root, s, s == e.root) or d > 40 then
         return emit_slow(e, f, s, x, y, d)
@@ -1522,7 +1556,7 @@ emit_node = function(e, f, s, x, y, d, owned)
         local fname = def_function(e, s["$ref"]:match("^#/%$defs/(.+)$"))
         e.put(y .. " = " .. fname .. "(" .. x .. ", depth + " .. d .. ")")
         e.put("if " .. y .. " == FAIL then return FAIL end")
-        return true
+        return "num"
     end
     local t = s.type
     if t == "string" then
@@ -1534,7 +1568,7 @@ emit_node = function(e, f, s, x, y, d, owned)
         e.put(y .. " = " .. x)
         return false
     elseif t == "integer" then
-        emit_integer(e, f, s, x, y, d)
+        return emit_integer(e, f, s, x, y, d, store)
     elseif t == "object" then
         emit_object(e, f, s, x, y, d, owned)
     else

@@ -12,6 +12,7 @@ local function same_value(a, b, where)
     assert.equal(type(a), type(b), where)
     if type(a) ~= "table" or real.container_kind(a) == nil then
         assert.is_true(a == b or (a ~= a and b ~= b), where)
+        assert.equal(math.type(a), math.type(b), where .. " number type")
         return
     end
     assert.equal(getmetatable(a), getmetatable(b), where .. " mark")
@@ -170,6 +171,56 @@ describe("the generated check", function()
         local arr = input.a
         real.validate(s, input, "en-US", true)
         assert.equal("float", math.type(arr[2])) -- the input array is never changed
+    end)
+
+    it("gives an integer-valued float of an integer node as an integer, the input unchanged", function()
+        local int = { type = "integer" }
+        local closed = { type = "object", additionalProperties = false, properties = { n = int } }
+        local schemas = {
+            { type = "object", properties = { limit = int, a = { type = "array", items = int }, o = closed } },
+            { type = "object", properties = { limit = { type = "integer", minimum = 1, maximum = 100 } } },
+            -- outside the generated subset: the closure check decides
+            { type = "object", additionalProperties = int,
+              properties = { limit = { type = "integer", enum = { 10 } } } },
+            { type = "object", properties = { limit = { anyOf = { int, { type = "string" } } } } },
+            { type = "object", ["$defs"] = { n = int }, properties = { limit = { ["$ref"] = "#/$defs/n" } } },
+        }
+        local paths = {
+            reference = function(s, v) return real.validate_reference(s, v, "en-US") end,
+            closures = function(s, v) return real.validate_closures(s, v, "en-US") end,
+            closures_owned = function(s, v) return real.validate_closures(s, v, "en-US", true) end,
+            generated = function(s, v) return (generated(s, v)) end,
+            generated_owned = function(s, v) return (generated(s, v, true)) end,
+            validate = function(s, v) return real.validate(s, v, "en-US", true) end,
+        }
+        for i, s in ipairs(schemas) do
+            for name, run in pairs(paths) do
+                -- a root outside the generated subset has no generated path
+                if real.generated_check(s) or not name:match("^generated") then
+                    local where = name .. " #" .. i
+                    local text = i == 3 and '{"limit":10.0,"x":7.0}' or
+                        '{"limit":10.0,"a":[1,4.0],"o":{"n":3.0},"x":7.0}'
+                    local v = obj(text)
+                    local a, o = v.a, v.o
+                    local out = run(s, v)
+                    assert.is_table(out, where)
+                    assert.equal("integer", math.type(out.limit), where)
+                    assert.equal(10, out.limit, where)
+                    if i == 1 then
+                        assert.equal("integer", math.type(out.a[2]), where)
+                        assert.equal("integer", math.type(out.o.n), where)
+                        assert.equal("float", math.type(a[2]), where .. ": the input array is never changed")
+                        assert.equal("float", math.type(o.n), where .. ": the input object is never changed")
+                        assert.equal(getmetatable(a), getmetatable(out.a), where)
+                    elseif i == 3 then
+                        assert.equal("integer", math.type(out.x), where)
+                    end
+                    compare(s, obj(text), "en-US")
+                end
+            end
+        end
+        -- a float that is not an integer stays refused
+        assert.is_nil(real.validate(schemas[1], obj('{"limit":10.5}'), "en-US"))
     end)
 
     it("agrees on recursive $defs, nesting past the depth limit included", function()
