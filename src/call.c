@@ -39,6 +39,7 @@ struct call {
     lua_State *L;
     lua_State *co;
     int co_ref;
+    int co_clean; /* co returned and handed its results over: it may serve another call */
     int ud_ref;
     ctx_ud *ud;
     const tools_info *info;
@@ -840,6 +841,8 @@ static void step(call *c, int nargs)
                 err = xstrdup(m ? m : "result encoding failed");
             }
             lvm_set_budget(c->vm, NULL);
+            c->co_clean = !err && !c->budget.killed && !c->budget.co_exposed &&
+                          lua_status(c->co) == LUA_OK && lua_gettop(c->co) == 0;
             if (err) {
                 fail_incident(
                     c, c->budget.killed == LVM_KILL_MEM ? "memory_limit_exceeded" : "tool_raised",
@@ -946,6 +949,82 @@ static void on_fetch(const fetch_response *r, void *arg)
 
 /* ---- lifecycle ---- */
 
+/* Finished call coroutines kept for the next calls of the state: a new coroutine
+ * (lua_newthread, a registry ref) grows its stack again in every call and is freed
+ * by the collector. Only one that returned, handed its results over and was never
+ * given to the tool (coroutine.running) comes back; its stack is then empty, its
+ * frames and to-be-closed variables are closed by the return itself (lua_resetthread
+ * would shrink the stack again). The registry keeps a table of their refs, made with
+ * room for CO_POOL_MAX so that putting one back allocates nothing. */
+#define CO_POOL_MAX 8
+static char KEY_CO_POOL;
+
+/* Takes a pooled coroutine into c (or makes one); protected: may raise. */
+static void co_take(lua_State *L, call *c)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CO_POOL) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_createtable(L, CO_POOL_MAX, 0);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_CO_POOL);
+    }
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    if (n > 0) {
+        lua_rawgeti(L, -1, n);
+        c->co_ref = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        lua_pushnil(L);
+        lua_rawseti(L, -2, n);
+        lua_pop(L, 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, c->co_ref);
+        c->co = lua_tothread(L, -1);
+        lua_pop(L, 1);
+        return;
+    }
+    lua_pop(L, 1);
+    c->co = lua_newthread(L);
+    c->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+/* Puts coroutine co (registry ref ref) back; 0 when the pool is full or absent.
+ * Unprotected: nothing here allocates (the table's array part has the room). */
+static int co_give_back(lua_State *L, lua_State *co, int ref)
+{
+    int ok = 0;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CO_POOL) == LUA_TTABLE) {
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        if (n < CO_POOL_MAX) {
+            if (lua_gethook(co))
+                lua_sethook(co, NULL, 0, 0);
+            lua_pushinteger(L, ref);
+            lua_rawseti(L, -2, n + 1);
+            ok = 1;
+        }
+    }
+    lua_pop(L, 1);
+    return ok;
+}
+
+size_t call_co_pooled(tools_gen *gen, int *clean)
+{
+    lua_State *L = lvm_state(tools_gen_vm(gen));
+    size_t n = 0;
+    *clean = 1;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CO_POOL) == LUA_TTABLE) {
+        n = lua_rawlen(L, -1);
+        for (size_t i = 1; i <= n; i++) {
+            lua_rawgeti(L, -1, (lua_Integer)i);
+            lua_rawgeti(L, LUA_REGISTRYINDEX, (lua_Integer)lua_tointeger(L, -1));
+            lua_State *co = lua_tothread(L, -1);
+            if (!co || lua_status(co) != LUA_OK || lua_gettop(co) != 0 || lua_gethook(co))
+                *clean = 0;
+            lua_pop(L, 2);
+        }
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
 static void cleanup(call *c)
 {
     if (c->ud)
@@ -959,7 +1038,8 @@ static void cleanup(call *c)
         c->freq = NULL;
     }
     if (c->L) {
-        luaL_unref(c->L, LUA_REGISTRYINDEX, c->co_ref);
+        if (!(c->co_clean && co_give_back(c->L, c->co, c->co_ref)))
+            luaL_unref(c->L, LUA_REGISTRYINDEX, c->co_ref);
         luaL_unref(c->L, LUA_REGISTRYINDEX, c->ud_ref);
     }
     lvm_call_end(c->vm);
@@ -1141,8 +1221,7 @@ static int setup_p(lua_State *L)
 {
     call *c = lua_touserdata(L, 1);
     int host, ctx;
-    c->co = lua_newthread(L);
-    c->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    co_take(L, c);
 
     lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
     host = lua_gettop(L);

@@ -668,6 +668,17 @@ static int sb_wrapped(lua_State *L)
     return lua_gettop(L);
 }
 
+/* coroutine.running: the call's own coroutine, once a tool holds it, must not serve
+ * a later call (the tool could resume or close it there), so the budget notes it. */
+static int sb_running(lua_State *L)
+{
+    lvm *vm = lvm_of(L);
+    if (vm && vm->cur && vm->entry == L)
+        vm->cur->co_exposed = 1;
+    lua_pushboolean(L, lua_pushthread(L));
+    return 2;
+}
+
 static int sb_wrap(lua_State *L)
 {
     lua_pushvalue(L, lua_upvalueindex(1));
@@ -1449,6 +1460,8 @@ static void setup_libs(lua_State *L, int own)
             lua_getfield(L, -1, "wrap");
             lua_pushcclosure(L, sb_wrap, 1);
             lua_setfield(L, -2, "wrap");
+            lua_pushcfunction(L, sb_running);
+            lua_setfield(L, -2, "running");
         }
         lvm_push_proxy(L, -1);
         lua_setfield(L, g, libs[i].name);

@@ -64,6 +64,7 @@ typedef struct lvm_budget {
      * instructions are counted; 0 = count from the first instruction. */
     long uncounted_us;
     volatile sig_atomic_t counting; /* instructions are being counted (set by lvm) */
+    int co_exposed; /* coroutine.running gave the entry thread to Lua (set by lvm) */
 } lvm_budget;
 
 typedef struct lvm lvm;

@@ -220,6 +220,68 @@ static void check_stops(tools_gen *g, const char *tool, const char *code, int64_
     outcome_free(&o);
 }
 
+/* Finished coroutines serve later calls: a call takes the pooled one and gives it
+ * back clean; one that raised, was stopped, cancelled or handed to the tool is not
+ * given back. Calls here run one at a time, so the pool holds at most one. */
+static void check_co_reuse(tools_gen *g)
+{
+    outcome o;
+    call *c;
+    int clean;
+    run(g, "fetch_json", "{\"kn_id\":\"kn_a\"}", &o);
+    CHECK(o.status == 200);
+    outcome_free(&o);
+    CHECK(call_co_pooled(g, &clean) == 1 && clean);
+    run(g, "fetch_json", "{\"kn_id\":\"kn_a\"}", &o); /* took it: no second one */
+    CHECK(o.status == 200);
+    outcome_free(&o);
+    CHECK(call_co_pooled(g, &clean) == 1 && clean);
+    /* raised */
+    run(g, "boom", NULL, &o);
+    CHECK_STR(o.code, "tool_raised");
+    outcome_free(&o);
+    CHECK(call_co_pooled(g, &clean) == 0);
+    check_escape(g, "tbc_count", "closed 0");
+    CHECK(call_co_pooled(g, &clean) == 1 && clean);
+    /* stopped by the instruction budget, with and without a pcall around the loop */
+    run(g, "spin", NULL, &o);
+    CHECK_STR(o.code, "instruction_budget_exceeded");
+    outcome_free(&o);
+    CHECK(call_co_pooled(g, &clean) == 0);
+    check_escape(g, "tbc_count", "closed 0");
+    run(g, "spin", "{\"mode\":\"pcall\"}", &o);
+    CHECK_STR(o.code, "instruction_budget_exceeded");
+    outcome_free(&o);
+    CHECK(call_co_pooled(g, &clean) == 0);
+    /* stopped by the memory cap */
+    check_escape(g, "tbc_count", "closed 0");
+    run(g, "hog", NULL, &o);
+    CHECK_STR(o.code, "memory_limit_exceeded");
+    outcome_free(&o);
+    CHECK(call_co_pooled(g, &clean) == 0);
+    /* cancelled while it waits for ctx.http */
+    check_escape(g, "tbc_count", "closed 0");
+    c = start(g, "slow", NULL, &o);
+    run_for(60);
+    call_cancel(c);
+    CHECK(call_co_pooled(g, &clean) == 0);
+    /* handed to the tool by coroutine.running: it could resume or close it later */
+    check_escape(g, "tbc_count", "closed 0");
+    check_escape(g, "co_running", "thread false");
+    CHECK(call_co_pooled(g, &clean) == 0);
+    /* a to-be-closed variable open across a yield is closed by the return, and the
+     * coroutine comes back empty */
+    check_escape(g, "tbc", "open 0");
+    CHECK(call_co_pooled(g, &clean) == 1 && clean);
+    check_escape(g, "tbc_count", "closed 1");
+    CHECK(call_co_pooled(g, &clean) == 1 && clean);
+    /* a counted call: its coroutine comes back without the count hook */
+    check_escape(g, "busy", "busy");
+    CHECK(call_co_pooled(g, &clean) == 1 && clean);
+    check_escape(g, "tbc_count", "closed 1");
+    CHECK(call_co_pooled(g, &clean) == 1 && clean);
+}
+
 /* The run-time slice and the output cap: a large instruction budget and memory cap,
  * so that only the wall clock (or the output cap) can stop these tools. */
 static void check_hostile(const tools_config *base_cfg)
@@ -632,6 +694,8 @@ int main(void)
     check_escape(g, "caller_token_open", "caller_token_missing");
     check_escape(g, "managed_proxy_open", "status 200");
     CHECK_STR(seen.account, "kn-proxy-kn_a");
+
+    check_co_reuse(g);
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
