@@ -81,6 +81,37 @@ struct fetch_ctx {
 
 static int curl_inited = 0;
 
+struct fetch_base {
+    char *url;
+    size_t url_len;
+    int lean; /* target holds the parsed URL (pointers into url) */
+    hc_target target;
+};
+
+fetch_base *fetch_base_new(const char *base_url)
+{
+    fetch_base *b = xcalloc(1, sizeof(*b));
+    b->url = xstrdup(base_url ? base_url : "");
+    b->url_len = strlen(b->url);
+    /* A fragment would swallow the path appended to it: such a base goes the slow way,
+     * its URL put together and parsed per request as any other. */
+    b->lean = !strchr(b->url, '#') && hc_parse_url(b->url, &b->target) == 0;
+    return b;
+}
+
+void fetch_base_free(fetch_base *b)
+{
+    if (!b)
+        return;
+    free(b->url);
+    free(b);
+}
+
+int fetch_base_lean(const fetch_base *b)
+{
+    return b && b->lean;
+}
+
 static void req_destroy(fetch_req *r)
 {
     fetch_ctx *ctx = r->ctx;
@@ -447,12 +478,47 @@ static int valid_token(const char *s)
     return 1;
 }
 
+/* 1 when the path appended to a lean base keeps the URL one the lean client serves
+ * as it is: visible ASCII, no fragment. */
+static int path_plain(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)p[i] <= ' ' || (unsigned char)p[i] >= 127 || p[i] == '#')
+            return 0;
+    return 1;
+}
+
+static fetch_req *start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
+                        const char **err);
+
 fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
                        const char **err)
 {
+    if (!req || req->url || !req->base)
+        return start(ctx, req, cb, arg, err);
+    if (ctx && ctx->hc && req->base->lean && (req->path || !req->path_len) &&
+        path_plain(req->path, req->path_len))
+        return start(ctx, req, cb, arg, err);
+    /* Anything else is served as the whole URL would be. */
+    buf url = BUF_INIT;
+    buf_reserve(&url, req->base->url_len + req->path_len);
+    buf_append(&url, req->base->url, req->base->url_len);
+    if (req->path_len)
+        buf_append(&url, req->path, req->path_len);
+    fetch_request whole = *req;
+    whole.url = url.data;
+    whole.base = NULL;
+    fetch_req *r = start(ctx, &whole, cb, arg, err);
+    buf_free(&url);
+    return r;
+}
+
+static fetch_req *start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
+                        const char **err)
+{
     fetch_req *r = NULL;
     buf line = BUF_INIT;
-    if (!ctx || !req || !cb || !req->url || !req->method) {
+    if (!ctx || !req || !cb || (!req->url && !req->base) || !req->method) {
         *err = "missing context, request, url, method or callback";
         goto fail;
     }
@@ -460,7 +526,8 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
         *err = "fetch context is being freed";
         goto fail;
     }
-    if (!str_istartswith(req->url, "http://") && !str_istartswith(req->url, "https://")) {
+    if (req->url && !str_istartswith(req->url, "http://") &&
+        !str_istartswith(req->url, "https://")) {
         *err = "url must be absolute http(s)";
         goto fail;
     }
@@ -486,13 +553,19 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
     r->max_response = req->max_response ? req->max_response : ctx->cfg.default_max_response;
     long timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : ctx->cfg.default_timeout_ms;
     int is_head = strcmp(req->method, "HEAD") == 0;
-    hc_target target;
-    if (ctx->hc && hc_parse_url(req->url, &target) == 0) {
+    hc_target parsed;
+    const hc_target *target = NULL;
+    if (!req->url) /* a lean base with a plain path (fetch_start) */
+        target = &req->base->target;
+    else if (ctx->hc && hc_parse_url(req->url, &parsed) == 0)
+        target = &parsed;
+    if (target) {
         r->started_ms = now_mono_ms();
         r->state = REQ_RUNNING;
-        r->hc = hc_start(ctx->hc, &target, req->method, req->headers, req->n_headers, req->body,
-                         req->body_len, !is_head && (req->body || method_has_body(req->method)),
-                         timeout_ms, r->max_response, hc_done, r, err);
+        r->hc = hc_start(ctx->hc, target, req->url ? NULL : req->path, req->url ? 0 : req->path_len,
+                         req->method, req->headers, req->n_headers, req->body, req->body_len,
+                         !is_head && (req->body || method_has_body(req->method)), timeout_ms,
+                         r->max_response, hc_done, r, err);
         if (!r->hc)
             goto fail;
         TAILQ_INSERT_TAIL(&ctx->running, r, link);
