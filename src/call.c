@@ -609,14 +609,18 @@ static int push_response_p(lua_State *L)
     {
         luaL_Buffer hb;
         lua_createtable(L, 0, 2); /* res's metatable */
-        luaL_buffinit(L, &hb);
-        for (i = 0; i < r->n_headers; i++) {
-            luaL_addstring(&hb, r->headers[i].name);
-            luaL_addchar(&hb, '\0');
-            luaL_addstring(&hb, r->headers[i].value);
-            luaL_addchar(&hb, '\0');
+        if (r->packed_headers) {
+            lua_pushlstring(L, r->packed_headers, r->packed_len);
+        } else {
+            luaL_buffinit(L, &hb);
+            for (i = 0; i < r->n_headers; i++) {
+                luaL_addstring(&hb, r->headers[i].name);
+                luaL_addchar(&hb, '\0');
+                luaL_addstring(&hb, r->headers[i].value);
+                luaL_addchar(&hb, '\0');
+            }
+            luaL_pushresult(&hb);
         }
-        luaL_pushresult(&hb);
         lua_pushcclosure(L, resp_index, 1);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, resp_pairs);

@@ -35,6 +35,7 @@ struct fetch_req {
     CURL *easy;      /* NULL when the lean client serves the request */
     hc_req *hc;      /* the lean client's request while it runs */
     char *hdr_arena; /* owns the strings of resp_headers when set (lean client) */
+    size_t hdr_arena_len;
     enum req_state state;
     fetch_cb cb;
     void *arg;
@@ -158,7 +159,7 @@ static void hc_done(hc_result *res, void *arg)
         r->status = p->status;
         r->resp_headers = hc_parser_headers(p);
         r->n_resp_headers = p->n_headers;
-        r->hdr_arena = buf_steal(&p->arena, NULL);
+        r->hdr_arena = buf_steal(&p->arena, &r->hdr_arena_len);
         r->resp_body = p->body;
         memset(&p->body, 0, sizeof(p->body));
     }
@@ -280,6 +281,8 @@ static void deliver_cb(evutil_socket_t fd, short what, void *arg)
             .status = r->result == FETCH_OK ? r->status : 0,
             .headers = r->resp_headers,
             .n_headers = r->n_resp_headers,
+            .packed_headers = r->hdr_arena,
+            .packed_len = r->hdr_arena_len,
             .body = r->resp_body.data ? r->resp_body.data : "",
             .body_len = r->resp_body.len,
             .elapsed_ms = now_mono_ms() - r->started_ms,

@@ -119,6 +119,7 @@ static int parse_status(hc_parser *p, const char *l, size_t n)
     p->conn_close = p->chunked = p->have_len = 0;
     p->remaining = 0;
     buf_reset(&p->arena);
+    buf_reserve(&p->arena, 1024); /* a usual head at once, not grown header by header */
     p->n_headers = 0;
     p->state = P_HEADERS;
     return HC_MORE;
