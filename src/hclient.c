@@ -135,19 +135,20 @@ static int parse_header(hc_parser *p, const char *l, size_t n)
     if (!colon || colon == l)
         return fail(p, "malformed header line");
     size_t nlen = (size_t)(colon - l);
-    for (size_t i = 0; i < nlen; i++)
-        if ((unsigned char)l[i] <= ' ' || (unsigned char)l[i] >= 127)
-            return fail(p, "malformed header name");
     const char *v = colon + 1, *end = l + n;
     while (v < end && (*v == ' ' || *v == '\t'))
         v++;
     while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
     size_t vlen = (size_t)(end - v);
-    buf_reserve(&p->arena, nlen + vlen + 2);
+    if (p->arena.cap - p->arena.len < nlen + vlen + 3)
+        buf_reserve(&p->arena, nlen + vlen + 2);
     char *o = p->arena.data + p->arena.len;
+    /* checked and lower-cased in one pass; the arena's length moves only after */
     for (size_t i = 0; i < nlen; i++) {
-        char c = l[i];
+        unsigned char c = (unsigned char)l[i];
+        if (c <= ' ' || c >= 127)
+            return fail(p, "malformed header name");
         o[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
     }
     o[nlen] = '\0';
@@ -870,11 +871,22 @@ static hc_host *host_get(hc_ctx *ctx, const hc_target *t)
 
 static int is_idempotent(const char *m)
 {
-    static const char *const list[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
-    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
-        if (strcmp(m, list[i]) == 0)
-            return 1;
-    return 0;
+    switch (m[0]) { /* one comparison, not one per idempotent method */
+    case 'G':
+        return strcmp(m, "GET") == 0;
+    case 'H':
+        return strcmp(m, "HEAD") == 0;
+    case 'P':
+        return strcmp(m, "PUT") == 0;
+    case 'D':
+        return strcmp(m, "DELETE") == 0;
+    case 'O':
+        return strcmp(m, "OPTIONS") == 0;
+    case 'T':
+        return strcmp(m, "TRACE") == 0;
+    default:
+        return 0;
+    }
 }
 
 /* What a tool's header name is to the client: a framing header it writes itself

@@ -1004,6 +1004,16 @@ static void test_fake_retry(fetch_ctx *f, int lean)
         CHECK(run_until(&r.done, 1, 4000));
         CHECK(r.res == FETCH_ERROR);
         CHECK(fk.accepted == 2 && fk.requests == 4);
+        /* PUT and DELETE are idempotent: retried as GET is */
+        const char *again[] = {"PUT", "DELETE"};
+        for (int i = 0; i < 2; i++) {
+            fake_fresh();
+            fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+            fk.drop_on = 2;
+            CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+            CHECK(fake_fetch(f, again[i], 0, &r) == FETCH_OK && strcmp(r.body, "ok") == 0);
+            CHECK(fk.accepted == 2 && fk.requests == 3);
+        }
     }
     /* A response that never arrives is not retried either: the server closes a
      * fresh connection. */
