@@ -82,6 +82,17 @@ struct fetch_ctx {
 
 static int curl_inited = 0;
 
+/* Byte classes of a request's method, header names and a path after a base URL: one
+ * lookup per byte (made by fetch_new, before any request). */
+enum { B_TOKEN = 1, B_PATH = 2 };
+static unsigned char byte_class[256];
+
+static void byte_classes_init(void)
+{
+    for (int c = '!'; c < 127; c++)
+        byte_class[c] = (unsigned char)((c == ':' ? 0 : B_TOKEN) | (c == '#' ? 0 : B_PATH));
+}
+
 struct fetch_base {
     char *url;
     size_t url_len;
@@ -391,6 +402,7 @@ fetch_ctx *fetch_new(struct event_base *base, const fetch_config *cfg, const cha
         }
         curl_inited = 1;
     }
+    byte_classes_init();
     ctx = xcalloc(1, sizeof(*ctx));
     TAILQ_INIT(&ctx->running);
     TAILQ_INIT(&ctx->queue);
@@ -476,7 +488,7 @@ static int valid_token(const char *s)
     if (!*s)
         return 0;
     for (; *s; s++)
-        if ((unsigned char)*s <= ' ' || *s == ':' || (unsigned char)*s >= 127)
+        if (!(byte_class[(unsigned char)*s] & B_TOKEN))
             return 0;
     return 1;
 }
@@ -486,7 +498,7 @@ static int valid_token(const char *s)
 static int path_plain(const char *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if ((unsigned char)p[i] <= ' ' || (unsigned char)p[i] >= 127 || p[i] == '#')
+        if (!(byte_class[(unsigned char)p[i]] & B_PATH))
             return 0;
     return 1;
 }

@@ -44,8 +44,14 @@ enum {
     P_DONE,
 };
 
+/* A response header name's bytes lower-cased, 0 for a byte a name may not hold. */
+static unsigned char name_lower[256];
+
 void hc_parser_init(hc_parser *p, int no_body, size_t max_body)
 {
+    if (!name_lower['!'])
+        for (int c = '!'; c < 127; c++)
+            name_lower[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
     memset(p, 0, sizeof(*p));
     p->no_body = no_body;
     p->max_body = max_body;
@@ -146,10 +152,10 @@ static int parse_header(hc_parser *p, const char *l, size_t n)
     char *o = p->arena.data + p->arena.len;
     /* checked and lower-cased in one pass; the arena's length moves only after */
     for (size_t i = 0; i < nlen; i++) {
-        unsigned char c = (unsigned char)l[i];
-        if (c <= ' ' || c >= 127)
+        unsigned char c = name_lower[(unsigned char)l[i]];
+        if (!c)
             return fail(p, "malformed header name");
-        o[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        o[i] = (char)c;
     }
     o[nlen] = '\0';
     memcpy(o + nlen + 1, v, vlen);

@@ -1188,6 +1188,10 @@ static void test_parser_errors(void)
         {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", HC_FAIL},
         {"HTTP/1.1 2000 OK\r\n\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\n folded\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nX Bad: 1\r\n\r\n", HC_FAIL}, /* bytes a name may not hold */
+        {"HTTP/1.1 200 OK\r\nX-\x7f: 1\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nX-\x80: 1\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nX-\x01: 1\r\n\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n", HC_TOO_LARGE},
@@ -1208,6 +1212,16 @@ static void test_parser_errors(void)
         hc_parser_free(&p);
     }
     CHECK(bad == 0);
+    /* Every visible ASCII byte but ':' may be in a name, which is lower-cased. */
+    {
+        static const char names[] = "HTTP/1.1 200 OK\r\nAz-09_.~!#$%&'*+^`|Q:  v w \r\n"
+                                    "Content-Length: 0\r\n\r\n";
+        hc_parser p;
+        CHECK(parse_in_pieces(names, sizeof(names) - 1, 0, 0, 10, &p, 0) == HC_DONE);
+        CHECK(p.n_headers == 2 && p.arena.data &&
+              memcmp(p.arena.data, "az-09_.~!#$%&'*+^`|q\0v w\0", 25) == 0);
+        hc_parser_free(&p);
+    }
     /* A NUL inside a header line (names and values are kept NUL-separated). */
     static const char nul[] = "HTTP/1.1 200 OK\r\nX-Nul: a\0b\r\nContent-Length: 0\r\n\r\n";
     hc_parser p;
