@@ -23,6 +23,8 @@
  * (the allocation and defaults of curl_easy_init), and the multi handle keeps the
  * connections either way. */
 #define FETCH_SPARE_EASY 32
+/* Finished requests kept for the next ones: no allocation per request. */
+#define FETCH_SPARE_REQS 64
 
 enum req_state {
     REQ_RUNNING,    /* easy handle attached to the multi handle */
@@ -53,6 +55,7 @@ struct fetch_req {
     char errbuf[CURL_ERROR_SIZE];
     const char *error;           /* points into errbuf or at static text */
     TAILQ_ENTRY(fetch_req) link; /* in ctx->running or ctx->queue */
+    fetch_req *next_spare;       /* in ctx->spare_reqs */
 };
 
 typedef struct sockinfo {
@@ -77,6 +80,8 @@ struct fetch_ctx {
     int dispatching;               /* inside deliver_cb */
     CURL *spare[FETCH_SPARE_EASY]; /* reset easy handles kept for the next requests */
     size_t n_spare;
+    fetch_req *spare_reqs;
+    size_t n_spare_reqs;
     int dead; /* fetch_free called during dispatch: free when it unwinds */
 };
 
@@ -145,6 +150,12 @@ static void req_destroy(fetch_req *r)
     }
     free(r->hdr_arena);
     free(r->resp_headers);
+    if (ctx && !ctx->dead && ctx->n_spare_reqs < FETCH_SPARE_REQS) {
+        r->next_spare = ctx->spare_reqs;
+        ctx->spare_reqs = r;
+        ctx->n_spare_reqs++;
+        return;
+    }
     free(r);
 }
 
@@ -469,6 +480,11 @@ void fetch_free(fetch_ctx *ctx)
         fetch_cancel(TAILQ_FIRST(&ctx->queue));
     while (ctx->n_spare)
         curl_easy_cleanup(ctx->spare[--ctx->n_spare]);
+    fetch_req *r;
+    while ((r = ctx->spare_reqs)) {
+        ctx->spare_reqs = r->next_spare;
+        free(r);
+    }
     hc_free(ctx->hc);
     curl_multi_cleanup(ctx->multi); /* may still report sockets to socket_cb */
     while (!LIST_EMPTY(&ctx->socks))
@@ -561,7 +577,13 @@ static fetch_req *start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, v
             goto fail;
         }
     }
-    r = xcalloc(1, sizeof(*r));
+    if ((r = ctx->spare_reqs)) {
+        ctx->spare_reqs = r->next_spare;
+        ctx->n_spare_reqs--;
+        memset(r, 0, sizeof(*r));
+    } else {
+        r = xcalloc(1, sizeof(*r));
+    }
     r->ctx = ctx;
     r->cb = cb;
     r->arg = arg;

@@ -628,6 +628,8 @@ static void req_free(hc_req *r)
         evtimer_del(r->timer);
         if (r->out.cap > HC_SPARE_OUT)
             buf_free(&r->out);
+        else if (r->out.len) /* a kept head holds no credentials */
+            memset(r->out.data, 0, r->out.len);
         r->next_spare = ctx->spare;
         ctx->spare = r;
         ctx->n_spare++;
