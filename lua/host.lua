@@ -122,6 +122,10 @@ function M.register(file_name, value, unchanged, file)
         }
         return nil, errs
     end
+    -- the input check is generated now, with the generation, not at the first call
+    if type(tool.input_schema) == "table" then
+        schema.generated_check(tool.input_schema)
+    end
     tools[file_name] = tool
     order[#order + 1] = tool
     return tool

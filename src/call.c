@@ -502,16 +502,15 @@ static int ctx_http(lua_State *L)
 }
 
 /* response.json([opts]) -> value | nil, err: cljson.pdecode(body, opts); opts as
- * cljson.decode takes them, e.g. {raw = "datas"} keeps that array's rows raw. */
+ * cljson.decode takes them, e.g. {raw = "datas"} keeps that array's rows raw. The
+ * decoder runs on this function's own stack (the body below opts), not through a
+ * module look-up and a second call. */
 static int resp_json(lua_State *L)
 {
     lua_settop(L, 1);
-    lvm_require(L, "cljson");
-    lua_getfield(L, -1, "pdecode");
     lua_pushvalue(L, lua_upvalueindex(1));
-    lua_pushvalue(L, 1);
-    lua_call(L, 2, 2);
-    return 2;
+    lua_insert(L, 1);
+    return cljson_pdecode(L);
 }
 
 static const char *transport_code(fetch_result r)
@@ -607,11 +606,11 @@ static int push_response_p(lua_State *L)
     lua_pushinteger(L, r->status);
     lua_setfield(L, -2, "status");
     {
-        luaL_Buffer hb;
         lua_createtable(L, 0, 2); /* res's metatable */
-        if (r->packed_headers) {
-            lua_pushlstring(L, r->packed_headers, r->packed_len);
+        if (r->packed_headers) {  /* the lean client's: already in this form */
+            lua_pushlstring(L, r->packed_headers, r->packed_headers_len);
         } else {
+            luaL_Buffer hb;
             luaL_buffinit(L, &hb);
             for (i = 0; i < r->n_headers; i++) {
                 luaL_addstring(&hb, r->headers[i].name);
@@ -1004,6 +1003,7 @@ static void finish(call *c)
         buf_puts(&c->body, "{}");
     res.body = c->body.data;
     res.body_len = c->body.len;
+    res.body_buf = &c->body;
     res.toon = c->toon_set ? (c->toon.data ? c->toon.data : "") : NULL;
     res.toon_len = c->toon_set ? c->toon.len : 0;
     res.value = c->value; /* the callback owns it from here */
@@ -1049,6 +1049,95 @@ static void push_shared_config(lua_State *L, const json_value *config)
     cljson_push(L, config);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, config);
+}
+
+/* A small ctx table made of a few strings that repeat from call to call (the
+ * caller's identity, the request's host): the table of the last text is kept (the
+ * registry holds the text, each string followed by a NUL, under keys[0] and the
+ * table under keys[1]) and shared while the text does not change, as ctx.config
+ * is; tools see it through ctx's read-only view. Pushes it and returns 1, or
+ * returns 0 (nothing pushed) when the text is not the last one. */
+static int push_last_table(lua_State *L, const char keys[2], const char *text, size_t n)
+{
+    size_t len;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &keys[0]);
+    const char *last = lua_tolstring(L, -1, &len);
+    int same = last && len == n && memcmp(last, text, n) == 0;
+    lua_pop(L, 1);
+    if (!same)
+        return 0;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &keys[1]) == LUA_TTABLE)
+        return 1;
+    lua_pop(L, 1);
+    return 0;
+}
+
+/* Keeps the table on top as the one of text (push_last_table); it stays on top. */
+static void keep_last_table(lua_State *L, const char keys[2], const char *text, size_t n)
+{
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &keys[1]);
+    lua_pushlstring(L, text, n);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &keys[0]);
+}
+
+/* Appends s and a NUL to text (n bytes used); 0 when it does not fit. */
+static int text_add(char *text, size_t size, size_t *n, const char *s, size_t len)
+{
+    if (*n + len + 1 > size)
+        return 0;
+    memcpy(text + *n, s, len);
+    *n += len;
+    text[(*n)++] = '\0';
+    return 1;
+}
+
+/* Pushes ctx.request: {host, forwarded_*} from the request's headers. */
+static char KEYS_REQUEST[2];
+static void push_shared_request(lua_State *L, const json_value *req)
+{
+    char text[1024];
+    size_t n = 0, count = json_count(req);
+    int ok = json_typeof(req) == JSON_OBJECT;
+    for (size_t i = 0; ok && i < count; i++) {
+        size_t klen, vlen;
+        const char *k = json_key_at(req, i, &klen);
+        const json_value *v = json_val_at(req, i);
+        const char *s = json_typeof(v) == JSON_STRING ? json_get_str(v, &vlen) : NULL;
+        ok = s && text_add(text, sizeof text, &n, k, klen) &&
+             text_add(text, sizeof text, &n, s, vlen);
+    }
+    if (!ok) {
+        cljson_push(L, req); /* not the usual shape: a table of its own */
+        return;
+    }
+    if (push_last_table(L, KEYS_REQUEST, text, n))
+        return;
+    cljson_push(L, req);
+    keep_last_table(L, KEYS_REQUEST, text, n);
+}
+
+/* Pushes ctx.principal: {account_id, account_type}, empty for a call without one. */
+static char KEYS_PRINCIPAL[2];
+static void push_shared_principal(lua_State *L, const call *c)
+{
+    char text[512];
+    size_t n = 0;
+    int ok = 1;
+    if (c->has_who)
+        ok = text_add(text, sizeof text, &n, c->who.account_id, strlen(c->who.account_id)) &&
+             text_add(text, sizeof text, &n, c->who.account_type, strlen(c->who.account_type));
+    if (ok && push_last_table(L, KEYS_PRINCIPAL, text, n))
+        return;
+    lua_createtable(L, 0, 2);
+    if (c->has_who) {
+        lua_pushstring(L, c->who.account_id);
+        lua_setfield(L, -2, "account_id");
+        lua_pushstring(L, c->who.account_type);
+        lua_setfield(L, -2, "account_type");
+    }
+    if (ok)
+        keep_last_table(L, KEYS_PRINCIPAL, text, n);
 }
 
 /* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
@@ -1104,16 +1193,10 @@ static int setup_p(lua_State *L)
     lua_setfield(L, ctx, "generation");
     lua_pushinteger(L, (lua_Integer)c->deadline_ms);
     lua_setfield(L, ctx, "deadline_ms");
-    lua_createtable(L, 0, 2);
-    if (c->has_who) {
-        lua_pushstring(L, c->who.account_id);
-        lua_setfield(L, -2, "account_id");
-        lua_pushstring(L, c->who.account_type);
-        lua_setfield(L, -2, "account_type");
-    }
+    push_shared_principal(L, c);
     lua_setfield(L, ctx, "principal");
     if (c->env_request) {
-        cljson_push(L, c->env_request);
+        push_shared_request(L, c->env_request);
         lua_setfield(L, ctx, "request");
     }
     if (c->env_config) {

@@ -50,6 +50,8 @@ typedef struct call_result {
     int status;       /* REST status: 200 on success, else the error's status */
     const char *body; /* JSON text: the result object, or the error object */
     size_t body_len;
+    buf *body_buf;    /* the buffer holding body: the callback may take its data (swap
+                         it with a buf of its own); the call frees what it then holds */
     const char *toon; /* with env.toon: the tool's own rendering (its render function),
                          else the result rendered from its tree; NULL when neither
                          (an error, or the rendering failed: logged) */

@@ -304,7 +304,7 @@ static void deliver_cb(evutil_socket_t fd, short what, void *arg)
             .headers = r->resp_headers,
             .n_headers = r->n_resp_headers,
             .packed_headers = r->hdr_arena,
-            .packed_len = r->hdr_arena_len,
+            .packed_headers_len = r->hdr_arena_len,
             .body = r->resp_body.data ? r->resp_body.data : "",
             .body_len = r->resp_body.len,
             .elapsed_ms = now_mono_ms() - r->started_ms,

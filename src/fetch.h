@@ -70,10 +70,10 @@ typedef struct fetch_response {
     long status;                 /* HTTP status when FETCH_OK */
     const fetch_header *headers; /* response headers, names lower-cased */
     size_t n_headers;
-    /* The same headers packed as "name\0value\0..." (packed_len bytes) when the client
-     * holds them so (the lean client), else NULL. */
+    /* The same headers as "name\0value\0" pairs in one block (the lean client's), or
+       NULL (libcurl's): a caller that keeps them packed takes them as they are. */
     const char *packed_headers;
-    size_t packed_len;
+    size_t packed_headers_len;
     const char *body; /* NUL-terminated for convenience; may contain NULs */
     size_t body_len;
     int64_t elapsed_ms;

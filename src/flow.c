@@ -303,8 +303,10 @@ static void on_call_done(const call_result *res, void *arg)
     o->upstream_ms = res->upstream_ms;
     o->is_error = res->is_error;
     o->status = res->status ? res->status : (res->is_error ? 500 : 200);
-    buf_reset(&o->json);
-    buf_append(&o->json, res->body, res->body_len);
+    /* the result's text is taken, not copied: the call frees the outcome's old buffer */
+    buf mine = o->json;
+    o->json = *res->body_buf;
+    *res->body_buf = mine;
     if (o->toon && !res->is_error && res->toon)
         buf_append(&o->toon_text, res->toon, res->toon_len);
     if (res->is_error)

@@ -222,8 +222,9 @@ static void read_limits(lua_State *L, int idx, json_limits *lim)
     lua_pop(L, 1);
 }
 
-/* Options raw = "<member>" and drop = {"<name>", ...} (names anchored in the
- * options table at idx, which stays on the stack during the decode). */
+/* Options raw = "<member>", drop = {"<name>", ...} and keep = {"<name>", ...}
+ * (names anchored in the options table at idx, which stays on the stack during
+ * the decode). */
 static void read_raw(lua_State *L, int idx, cljson_raw_opts *ro)
 {
     if (lua_getfield(L, idx, "raw") != LUA_TNIL) {
@@ -247,6 +248,24 @@ static void read_raw(lua_State *L, int idx, cljson_raw_opts *ro)
             ro->droplens |= 1ULL << (kl & 63);
             ro->droplen[ro->ndrop++] = kl;
             lua_pop(L, 1);
+        }
+    }
+    lua_pop(L, 1);
+    if (lua_getfield(L, idx, "keep") != LUA_TNIL) {
+        luaL_argcheck(L, lua_type(L, -1) == LUA_TTABLE, idx, "keep must be a list of member names");
+        lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+        luaL_argcheck(L, n <= CLJSON_KEEP_MAX, idx, "keep: at most 16 names");
+        for (lua_Integer i = 1; i <= n; i++) {
+            luaL_argcheck(L, lua_rawgeti(L, -1, i) == LUA_TSTRING, idx, "keep: names are strings");
+            ro->keep[ro->nkeep] = lua_tolstring(L, -1, &ro->keeplen[ro->nkeep]);
+            ro->nkeep++;
+            lua_pop(L, 1);
+        }
+        /* an empty list keeps nothing: one name no key can be (keys are UTF-8) */
+        if (n == 0) {
+            ro->keep[0] = "\xff";
+            ro->keeplen[0] = 1;
+            ro->nkeep = 1;
         }
     }
     lua_pop(L, 1);
@@ -324,7 +343,7 @@ static int l_decode(lua_State *L)
     return 1;
 }
 
-static int l_pdecode(lua_State *L)
+int cljson_pdecode(lua_State *L)
 {
     return do_decode(L);
 }
@@ -616,7 +635,7 @@ static int l_tonumber(lua_State *L)
 int luaopen_cljson(lua_State *L)
 {
     static const luaL_Reg fns[] = {{"decode", l_decode},
-                                   {"pdecode", l_pdecode},
+                                   {"pdecode", cljson_pdecode},
                                    {"encode", l_encode},
                                    {"encode_canonical", l_encode_canonical},
                                    {"array", l_array},

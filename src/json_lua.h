@@ -39,6 +39,11 @@
 
 int luaopen_cljson(lua_State *L);
 
+/* cljson.pdecode as a lua_CFunction run on its caller's stack (slot 1: the text,
+ * slot 2: the options or none): returns 1 (the value) or 2 (nil, message). For C
+ * functions that would otherwise look the module up and call it (res.json). */
+int cljson_pdecode(lua_State *L);
+
 /* Pushes v (borrowed) as a Lua value following the model above. Creates the
  * module's registry entries if cljson was not opened yet. May raise a Lua memory
  * error: call it where a raise is safe (inside a protected call). */

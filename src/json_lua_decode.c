@@ -167,14 +167,45 @@ typedef struct {
     rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
-/* The decode's scratch buffer i, in a cbox made at the first need. */
+/* Each state keeps the scratch cboxes of its last decode (registry, by these
+ * addresses) for the next: a decode then makes no userdata with a finalizer and
+ * its buffers keep their memory. A decode takes them out while it runs (a nested
+ * one, or one that raised, makes its own; the GC frees those). */
+static const char dec_spare[2];
+#define DEC_SPARE_MAX 65536 /* a bigger scratch buffer is freed, not kept */
+
+/* The decode's scratch buffer i, in a cbox taken or made at the first need. */
 static buf *dec_buf(dec *d, int i)
 {
     if (!d->box[i]) {
-        d->box[i] = cljson_box_new(d->L);
-        lua_replace(d->L, d->boxslot + i);
+        lua_State *L = d->L;
+        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &dec_spare[i]) == LUA_TUSERDATA) {
+            d->box[i] = lua_touserdata(L, -1);
+            lua_pushnil(L);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_spare[i]);
+        } else {
+            lua_pop(L, 1);
+            d->box[i] = cljson_box_new(L);
+        }
+        lua_replace(L, d->boxslot + i);
     }
     return &d->box[i]->out;
+}
+
+/* Hands the decode's scratch cboxes back to the state (the Lua stack is unchanged). */
+static void dec_spare_put(dec *d)
+{
+    for (int i = 0; i < 2; i++) {
+        cbox *b = d->box[i];
+        if (!b)
+            continue;
+        if (b->out.cap > DEC_SPARE_MAX)
+            buf_free(&b->out);
+        else
+            buf_reset(&b->out);
+        lua_pushvalue(d->L, d->boxslot + i);
+        lua_rawsetp(d->L, LUA_REGISTRYINDEX, &dec_spare[i]);
+    }
 }
 
 static inline const unsigned char *dec_ws(const unsigned char *p, const unsigned char *end)
@@ -1085,6 +1116,15 @@ static int dec_array(dec *d, size_t depth, int raw)
     return 0;
 }
 
+/* Whether the key ks of kl bytes is one of ro->keep. */
+static int kept(const cljson_raw_opts *ro, const char *ks, size_t kl)
+{
+    for (int i = 0; i < ro->nkeep; i++)
+        if (ro->keeplen[i] == kl && memcmp(ro->keep[i], ks, kl) == 0)
+            return 1;
+    return 0;
+}
+
 static int dec_object(dec *d, size_t depth)
 {
     lua_State *L = d->L;
@@ -1111,6 +1151,7 @@ static int dec_object(dec *d, size_t depth)
         if (p >= d->end || *p != '"')
             return -1;
         d->p = p;
+        size_t klen0 = d->keys->len;
         if (dec_string(d, 1) < 0)
             return -1;
         p = dec_ws(d->p, d->end);
@@ -1121,8 +1162,29 @@ static int dec_object(dec *d, size_t depth)
         if (depth == 1 && d->ro) {
             size_t kl;
             const char *ks = lua_tolstring(L, -1, &kl);
+            if (d->ro->nkeep && !kept(d->ro, ks, kl)) {
+                /* validated by the scan, no Lua value made; the key is forgotten */
+                lua_pop(L, 1);
+                d->keys->len = klen0;
+                d->canon = 0; /* no canonical-text checks */
+                const unsigned char *e = rs_value(d, d->p, depth);
+                if (!e)
+                    return -1;
+                p = dec_ws(e, d->end);
+                if (p >= d->end)
+                    return -1;
+                if (*p == ',') {
+                    p = dec_ws(p + 1, d->end);
+                    continue;
+                }
+                if (*p != '}')
+                    return -1;
+                d->p = p + 1;
+                break;
+            }
             const unsigned char *v = dec_ws(d->p, d->end);
-            raw = kl == d->ro->keylen && memcmp(ks, d->ro->key, kl) == 0 && v < d->end && *v == '[';
+            raw = d->ro->key && kl == d->ro->keylen && memcmp(ks, d->ro->key, kl) == 0 &&
+                  v < d->end && *v == '[';
             if (raw) {
                 if (depth + 1 > d->max_depth || !lua_checkstack(L, 8))
                     return -1;
@@ -1223,7 +1285,7 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     d.box[0] = d.box[1] = NULL;
     d.keys = NULL;
     memset(d.lastn, 0, sizeof d.lastn);
-    d.ro = ro && ro->key ? ro : NULL;
+    d.ro = ro && (ro->key || ro->nkeep) ? ro : NULL;
     d.rawmt = 0;
     d.ncut = 0;
     d.nprev = 0;
@@ -1234,9 +1296,12 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
         d.rawmt = base + 8;
     }
     if (dec_value(&d, 0) < 0 || dec_ws(d.p, d.end) != d.end) {
+        lua_settop(L, d.shapes); /* down to the boxes, whatever the decode left */
+        dec_spare_put(&d);
         lua_settop(L, base);
         return -1;
     }
+    dec_spare_put(&d);
     lua_replace(L, base + 1);
     lua_settop(L, base + 1);
     return 0;
@@ -1265,6 +1330,8 @@ int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
         d.canon = 0;
     }
     *canon = d.canon;
+    lua_settop(L, base + 2);
+    dec_spare_put(&d);
     lua_settop(L, base);
     return rc;
 }

@@ -174,6 +174,7 @@ CLJSON_HIDDEN char *cljson_raw_new(lua_State *L, size_t len, int rawmt);
 CLJSON_HIDDEN const rawval *cljson_raw_at(lua_State *L, int idx);
 
 #define CLJSON_DROP_MAX 8
+#define CLJSON_KEEP_MAX 16
 typedef struct {
     const char *key; /* the member whose rows stay raw (NULL: none) */
     size_t keylen;
@@ -182,6 +183,9 @@ typedef struct {
     const char *drop[CLJSON_DROP_MAX]; /* their bytes (none needs escaping in JSON) */
     size_t droplen[CLJSON_DROP_MAX];
     uint64_t droplens; /* bit (length % 64) set for each drop name: most keys skip the loop */
+    int nkeep;         /* > 0: the only members of a top-level object decoded: */
+    const char *keep[CLJSON_KEEP_MAX]; /* their names (as decoded, escapes resolved) */
+    size_t keeplen[CLJSON_KEEP_MAX];
 } cljson_raw_opts;
 
 /* cljson_decode_direct with the raw option: when ro->key is not NULL, the elements
@@ -189,7 +193,9 @@ typedef struct {
  * values (their text in the string s at slot ro->anchor) when their text is
  * exactly what the encoder would write; other elements are decoded as usual. The
  * ro->drop members are removed from every object element (a raw one gets its own
- * text without them). Accepts and rejects exactly what cljson_decode_direct does.
+ * text without them). ro->keep: the other members of a top-level object are
+ * scanned (validated) but not decoded, as if removed from its table afterwards.
+ * Accepts and rejects exactly what cljson_decode_direct does.
  * s[len] must be '\0' (s is a Lua string): the raw scan stops at that byte. */
 CLJSON_HIDDEN int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits *lim,
                                     const cljson_raw_opts *ro);

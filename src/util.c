@@ -53,6 +53,39 @@ char *xstrndup(const char *s, size_t n)
     return p;
 }
 
+/* Freed blocks of 2, 4, 8 and 16 kB, up to BUF_KEEP of each, kept for the next
+ * buffer that grows to that size: a request's buffers (the upstream body, the
+ * encoded result, the reply) grow to a few kB and are freed when it ends, so the
+ * next request's take them instead of going through malloc's bins at each
+ * doubling. Per thread, no lock; at most 120 kB per thread. */
+#define BUF_CLASS_MIN 2048
+#define BUF_CLASSES 4
+#define BUF_KEEP 4
+static __thread struct {
+    int n;
+    char *blk[BUF_KEEP];
+} buf_kept[BUF_CLASSES];
+
+/* The class of a block of cap bytes, or -1 when such blocks are not kept (caps are
+ * 64 doubled, so every cap of 2 to 16 kB is a class's). */
+static inline int buf_class(size_t cap)
+{
+    if (cap < BUF_CLASS_MIN || cap > (size_t)BUF_CLASS_MIN << (BUF_CLASSES - 1) ||
+        (cap & (cap - 1)))
+        return -1;
+    return __builtin_ctzll(cap) - __builtin_ctz(BUF_CLASS_MIN);
+}
+
+/* Keeps the block p of cap bytes or frees it. */
+static void buf_release(char *p, size_t cap)
+{
+    int k = buf_class(cap);
+    if (k >= 0 && buf_kept[k].n < BUF_KEEP)
+        buf_kept[k].blk[buf_kept[k].n++] = p;
+    else
+        free(p);
+}
+
 void buf_reserve(buf *b, size_t extra)
 {
     size_t need = b->len + extra + 1;
@@ -61,7 +94,17 @@ void buf_reserve(buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need)
         cap *= 2;
-    b->data = xrealloc(b->data, cap);
+    int k = buf_class(cap);
+    if (k >= 0 && buf_kept[k].n) {
+        char *p = buf_kept[k].blk[--buf_kept[k].n];
+        if (b->data) {
+            memcpy(p, b->data, b->len + 1);
+            buf_release(b->data, b->cap);
+        }
+        b->data = p;
+    } else {
+        b->data = xrealloc(b->data, cap);
+    }
     b->cap = cap;
 }
 
@@ -116,7 +159,8 @@ void buf_reset(buf *b)
 
 void buf_free(buf *b)
 {
-    free(b->data);
+    if (b->data)
+        buf_release(b->data, b->cap);
     b->data = NULL;
     b->len = b->cap = 0;
 }

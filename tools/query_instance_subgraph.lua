@@ -127,8 +127,9 @@ function M.shape_request(args)
 end
 
 -- The subgraphs are passed through: decoded as raw JSON values (cljson.raw), with
--- their timing noise cut out while decoding, and copied byte for byte into the result.
-M.decode = { raw = "entries", drop = { "overall_ms" } }
+-- their timing noise cut out while decoding, and copied byte for byte into the result;
+-- the other members of the response are only validated, never decoded.
+M.decode = { raw = "entries", drop = { "overall_ms" }, keep = { "entries" } }
 
 -- Keeps the subgraphs as decoded; drops only the timing noise (args given: called
 -- by the default handle, whose decode options cut it out already).

@@ -133,9 +133,10 @@ local KEEP = { "datas", "total_count", "search_after", "effective_permissions",
 
 -- The rows are passed through: decoded as raw JSON values (cljson.raw), copied
 -- byte for byte into the result instead of becoming Lua tables; _score is cut out
--- while decoding unless the condition ranks by relevance.
-local DECODE = { raw = "datas" }
-local DECODE_UNSCORED = { raw = "datas", drop = { "_score" } }
+-- while decoding unless the condition ranks by relevance. Members not in KEEP are
+-- only validated, never decoded.
+local DECODE = { raw = "datas", keep = KEEP }
+local DECODE_UNSCORED = { raw = "datas", drop = { "_score" }, keep = KEEP }
 
 -- Trims the decoded response in place: rows (raw values, or tables: key order,
 -- big numbers, [] and {} untouched either way); only keys are removed. unscored:

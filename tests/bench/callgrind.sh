@@ -15,17 +15,22 @@
 # rounds (default 4) of one REST read and one MCP call each, counted; so the collector's
 # and the allocator's cost with up to CONC calls in flight shows. The managed phases are
 # skipped then.
+# MIX=rest counts only the N REST reads (no MCP session), so the REST path has its own
+# figure; the managed phases still run unless MANAGED=0.
 # Not part of scripts/test.
 # Usage: tests/bench/callgrind.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out files; MCP_FORMAT=toon
 #   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases;
-#   CONC=256 ROUNDS=4 the concurrent mix.
+#   CONC=256 ROUNDS=4 the concurrent mix; MIX=rest the REST reads alone.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}
 N=${N:-200}
 TOP=${TOP:-10}
 CONC=${CONC:-}
+MIX=${MIX:-}
+case "$MIX" in '' | rest) ;; *) echo "MIX=rest or unset" >&2; exit 2 ;; esac
+[ -z "$CONC" ] || [ -z "$MIX" ] || { echo "MIX=rest does not go with CONC" >&2; exit 2; }
 [ -z "$CONC" ] || MANAGED=0
 
 bench_install valgrind nginx curl nodejs
@@ -47,7 +52,7 @@ if [ -n "$CONC" ]; then
   dumps=1
   mix_dump=2
 else
-  sent=$(node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  sent=$(MIX=${MIX:-rest+mcp} node "$BENCH_DIR/mix.mjs" "$GW" "$N")
 fi
 phase_dump() {
   callgrind_control -d "$GW_PID" >/dev/null 2>&1
@@ -86,6 +91,8 @@ mv "$WORK/callgrind.out.$mix_dump" "$WORK/callgrind.out"
 total=$(awk '/^(summary|totals):/ {print $2; exit}' "$WORK/callgrind.out")
 if [ -n "$CONC" ]; then
   echo "== callgrind: $sent requests from $CONC concurrent connections (${ROUNDS:-4} rounds of 1 REST + 1 MCP tools/call each, after a warm-up round)"
+elif [ "$MIX" = rest ]; then
+  echo "== callgrind: $sent requests ($N REST reads alone)"
 else
   echo "== callgrind: $sent requests (1 initialize + 1 notification + $N REST + $N MCP tools/call)"
 fi

@@ -218,8 +218,9 @@ static int edit_ref = LUA_NOREF;
 /* The raw option against the plain decoder: the text twice as the rows of
  * {"datas":[...]}; same acceptance and error, same encodings (stored and
  * canonical), also after without() of two member names on every row and
- * when the decoder drops them itself (option drop). Returns
- * nil, or what differs. */
+ * when the decoder drops them itself (option drop); and option keep, on the
+ * text itself and with raw and drop: the plain decoding without the other
+ * top-level members (same acceptance and error). Returns nil, or what differs. */
 static const char *const raw_src =
     "local cj = require 'cljson'\n"
     "local function same(a, b)\n"
@@ -229,7 +230,27 @@ static const char *const raw_src =
     "  end\n"
     "  return true\n"
     "end\n"
+    "local function only(v, k)\n"
+    "  if cj.is_object(v) then\n"
+    "    for _, key in ipairs(cj.keys(v)) do\n"
+    "      if key ~= k and key ~= 'datas' then v[key] = nil end\n"
+    "    end\n"
+    "  end\n"
+    "  return v\n"
+    "end\n"
     "return function(s, k)\n"
+    "  local p, ep = cj.pdecode(s)\n"
+    "  local q, eq = cj.pdecode(s, {keep = {k, 'datas'}})\n"
+    "  if ep ~= eq then return 'errors differ with keep' end\n"
+    "  if p ~= nil and not same(only(p, k), q) then return 'encodings differ with keep' end\n"
+    "  local x = '{' .. (k == '' and '' or '\"a\":' .. s .. ',')\n"
+    "    .. '\"datas\":[' .. s .. '],\"b\":' .. s .. '}'\n"
+    "  local y, ey = cj.pdecode(x, {raw = 'datas', drop = {k, 'b'}})\n"
+    "  local z, ez = cj.pdecode(x, {raw = 'datas', drop = {k, 'b'}, keep = {'datas'}})\n"
+    "  if ey ~= ez then return 'errors differ with raw, drop and keep' end\n"
+    "  if y ~= nil and not same(only(y, 'datas'), z) then\n"
+    "    return 'encodings differ with raw, drop and keep'\n"
+    "  end\n"
     "  local w = '{\"datas\":[' .. s .. ',' .. s .. ']}'\n"
     "  local a, ea = cj.pdecode(w)\n"
     "  local b, eb = cj.pdecode(w, {raw = 'datas'})\n"

@@ -152,6 +152,13 @@ test('ingress: absolute links on the caller\'s host; in-cluster: relative', asyn
   for (const s of b.json.permission_guidance.shortfalls) linkOf(s, { absolute: true });
   const c = await rest(server, 'query_object_instance', PATIENTS, {});
   for (const s of c.json.permission_guidance.shortfalls) linkOf(s, { absolute: false });
+  // Each call reads its own request's headers, alternating ones included.
+  for (const host of ['other.example.com', 'studio.example.com', 'other.example.com']) {
+    const d = await rest(server, 'query_object_instance', PATIENTS, { ...INGRESS, 'x-forwarded-host': host });
+    for (const s of d.json.permission_guidance.shortfalls) {
+      assert.ok(s.request_permission_url.startsWith(`https://${host}${TEMPLATE_PATH}?`), s.request_permission_url);
+    }
+  }
   // The reason is localized and %20-encoded.
   const en = await rest(server, 'query_object_instance', PATIENTS, { ...INGRESS, authorization: `Bearer ${USER2}`, 'accept-language': 'en-US' });
   const url = en.json.permission_guidance.shortfalls[0].request_permission_url;

@@ -74,6 +74,23 @@ describe("cljson", function()
       assert.are.equal(text, cljson.encode(v))
     end)
 
+    it("starts every decode afresh: after a rejected text, an escaped key, a long one", function()
+      -- decodes share their scratch buffers (key order, unescaping) from one to the next
+      assert.is_nil(cljson.pdecode('{"p":{"q":{"r":1,"s":[1,2,'))
+      local v = cljson.decode('{"b":1,"a":{"d":2,"c":3}}')
+      assert.are.same({ "b", "a" }, cljson.keys(v))
+      assert.are.same({ "d", "c" }, cljson.keys(v.a))
+      v = cljson.decode('{"\\u00e9x":"\\n","y":"é"}')
+      assert.are.equal('{"éx":"\\n","y":"é"}', cljson.encode(v))
+      local long = string.rep("k", 70000)
+      v = cljson.decode('{"' .. long .. '":"' .. long .. '\\t","z":1}')
+      assert.are.same({ long, "z" }, cljson.keys(v))
+      assert.are.equal(long .. "\t", v[long])
+      v = cljson.decode('{"y":"\\"","x":2}')
+      assert.are.same({ "y", "x" }, cljson.keys(v))
+      assert.are.equal('"', v.y)
+    end)
+
     it("puts new keys after remembered ones, sorted, and skips removed keys", function()
       local v = cljson.decode('{"z":1,"a":2,"m":3}')
       v.a = nil
@@ -436,6 +453,85 @@ describe("cljson raw values", function()
     assert.has_error(function() cljson.decode(text, { raw = "datas", drop = { 'a"' } }) end)
     assert.has_error(function() cljson.decode(text, { raw = "datas", drop = { 1 } }) end)
     assert.has_error(function() cljson.decode(text, { raw = "datas", drop = "a" }) end)
+  end)
+
+  it("decodes only the kept top-level members (option keep)", function()
+    -- plain decoding, then every other top-level member removed: what keep gives
+    local function kept(text, names, opts)
+      local t, et = cljson.pdecode(text, opts)
+      local o = { keep = names }
+      for k, v in pairs(opts or {}) do
+        o[k] = v
+      end
+      local v, ev = cljson.pdecode(text, o)
+      assert.are.equal(et, ev)
+      if t == nil then
+        return nil
+      end
+      if cljson.is_object(t) then
+        local want = {}
+        for _, k in ipairs(names) do
+          want[k] = true
+        end
+        for _, k in ipairs(cljson.keys(t)) do
+          if not want[k] then
+            t[k] = nil
+          end
+        end
+      end
+      assert.are.equal(cljson.encode(t), cljson.encode(v))
+      if cljson.is_object(t) then
+        assert.are.same(cljson.keys(t), cljson.keys(v))
+      end
+      return v
+    end
+    local text = '{"z":{"deep":[1,{"q":"\\u00e9"}]},"b":2,"datas":[{"a":1,"_score":2}],"a":"x",' ..
+      '"skip": [ true , false , null , -1.5e3 ],"c":{"d":1}}'
+    -- the text's order, not the list's
+    local v = kept(text, { "c", "a", "b" })
+    assert.are.equal('{"b":2,"a":"x","c":{"d":1}}', cljson.encode(v))
+    assert.are.same({ "b", "a", "c" }, cljson.keys(v))
+    -- a name that is absent, an empty list, a text that is not an object
+    assert.are.equal('{"b":2}', cljson.encode(kept(text, { "b", "nope" })))
+    assert.are.equal("{}", cljson.encode(kept(text, {})))
+    assert.are.equal("[1,2]", cljson.encode(kept("[1,2]", { "a" })))
+    assert.are.equal('"s"', cljson.encode(kept('"s"', { "a" })))
+    -- only the top level: nested members of the same names stay
+    assert.are.equal('{"c":{"d":1,"b":3}}', cljson.encode(kept('{"c":{"d":1,"b":3},"d":4}', { "c" })))
+    -- duplicates: the last value in the first one's place, kept or skipped
+    v = kept('{"a":1,"x":2,"b":3,"a":4,"x":5}', { "a", "b" })
+    assert.are.equal('{"a":4,"b":3}', cljson.encode(v))
+    -- an escaped key is compared as decoded
+    assert.are.equal('{"é":1}', cljson.encode(kept('{"\\u00e9":1,"e":2}', { "é" })))
+    -- with raw and drop: the rows stay raw, without the dropped members
+    local o = { raw = "datas", drop = { "_score" } }
+    v = kept(text, { "datas", "a" }, o)
+    assert.are.equal('{"datas":[{"a":1}],"a":"x"}', cljson.encode(v))
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+    -- the raw member not kept
+    assert.are.equal('{"a":"x"}', cljson.encode(kept(text, { "a" }, o)))
+    -- a skipped member is still validated: the same errors as the plain decoder
+    for _, bad in ipairs({ '{"a":1,"z":[1,}', '{"a":1,"z":"\\x"}', '{"z":tru,"a":1}', '{"z":01}',
+      '{"z":"\255"}', '{"z":{"a" 1}}', '{"z":1 "a":1}', '{"z":[1]', '{"a":1,"z":1,}', '{"z":1}x',
+      '{"z":-}', '{"z":{"y":[[[[1]]]]},"a":1}' }) do
+      assert.is_nil(kept(bad, { "a" }, bad:find("y") and { max_depth = 4 } or nil))
+    end
+    -- the depth limit counts a skipped member's nesting as the decoder does
+    local deep = '{"a":1,"z":' .. string.rep("[", 5) .. string.rep("]", 5) .. "}"
+    for d = 4, 7 do
+      assert.are.equal(d < 6, kept(deep, { "a" }, { max_depth = d }) == nil)
+    end
+    -- a skipped member is not in the remembered order: set later, it is written last
+    v = cljson.decode('{"z":1,"a":2,"y":3}', { keep = { "a" } })
+    v.z, v.b = 4, 5
+    assert.are.equal('{"a":2,"b":5,"z":4}', cljson.encode(v))
+    assert.has_error(function() cljson.decode("{}", { keep = "a" }) end)
+    assert.has_error(function() cljson.decode("{}", { keep = { 1 } }) end)
+    local many = {}
+    for i = 1, 17 do
+      many[i] = "k" .. i
+    end
+    assert.has_error(function() cljson.decode("{}", { keep = many }) end)
   end)
 
   it("encodes canonically (sorted keys) and as a tree for TOON", function()

@@ -175,6 +175,7 @@ typedef struct result {
     size_t body_len;
     char *xreply;
     int lower_names;
+    int packed; /* packed_headers given, and the pairs of headers byte for byte */
     int64_t elapsed;
 } result;
 
@@ -202,6 +203,17 @@ static void collect_cb(const fetch_response *resp, void *arg)
         for (const char *p = resp->headers[i].name; *p; p++)
             if (*p >= 'A' && *p <= 'Z')
                 r->lower_names = 0;
+    r->packed = 0;
+    if (resp->packed_headers) {
+        buf b = BUF_INIT;
+        for (size_t i = 0; i < resp->n_headers; i++) {
+            buf_append(&b, resp->headers[i].name, strlen(resp->headers[i].name) + 1);
+            buf_append(&b, resp->headers[i].value, strlen(resp->headers[i].value) + 1);
+        }
+        r->packed = b.len == resp->packed_headers_len &&
+                    memcmp(b.data ? b.data : "", resp->packed_headers, b.len) == 0;
+        buf_free(&b);
+    }
     r->elapsed = resp->elapsed_ms;
 }
 
@@ -227,7 +239,7 @@ static fetch_req *start(fetch_ctx *f, const char *method, const char *path, cons
 
 /* ---- tests ---- */
 
-static void test_methods(fetch_ctx *f)
+static void test_methods(fetch_ctx *f, int lean)
 {
     const fetch_header hs[] = {{"X-Test", "hello world"}, {"Content-Type", "text/plain"}};
     const char *methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH"};
@@ -247,6 +259,7 @@ static void test_methods(fetch_ctx *f)
         CHECK_STR(r.body, want);
         CHECK_STR(r.xreply, "Echo");
         CHECK(r.lower_names);
+        CHECK(r.packed == lean); /* the lean client's headers also come packed */
         result_clear(&r);
     }
     /* POST without a body and without headers. */
@@ -1273,7 +1286,7 @@ int main(void)
         CHECK(f != NULL);
         if (!f)
             return CHECK_DONE();
-        test_methods(f);
+        test_methods(f, client == FETCH_CLIENT_LEAN);
         test_handle_reuse(f);
         test_status(f);
         test_concurrent(f);

@@ -464,8 +464,13 @@ static void answer_call(const char *body, int is_error, int *want_value)
     memset(&res, 0, sizeof res);
     res.is_error = is_error;
     res.status = is_error ? 404 : 200;
-    res.body = body;
-    res.body_len = strlen(body);
+    /* the body in a buffer of the call's, as call.c hands it */
+    buf b = BUF_INIT;
+    buf_puts(&b, body);
+    char *text = b.data;
+    res.body = b.data;
+    res.body_len = b.len;
+    res.body_buf = &b;
     if (o->want_value || o->toon)
         res.value = parse(body);
     if (o->toon && !is_error) {
@@ -473,6 +478,8 @@ static void answer_call(const char *body, int is_error, int *want_value)
         res.toon_len = 4;
     }
     o->call_cb(&res, o->arg);
+    CHECK(b.data != text); /* the flow took the text instead of copying it */
+    buf_free(&b);
     free(o);
 }
 

@@ -255,9 +255,45 @@ static void test_buf_printf(void)
     buf_free(&b);
 }
 
+/* A freed buffer block of 2 to 16 kB is kept (four per size) and taken by the next
+ * buffer that grows to that size, its text carried over. */
+static void test_buf_blocks(void)
+{
+    enum { N = 5 };
+    buf x[N];
+    char *p[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (buf)BUF_INIT;
+        buf_reserve(&x[i], 3000); /* 4 kB */
+        CHECK(x[i].cap == 4096);
+        p[i] = x[i].data;
+    }
+    for (int i = 0; i < N; i++)
+        buf_free(&x[i]);
+    /* the first four were kept (the fifth freed): they come back, latest first */
+    for (int i = 0; i < N - 1; i++) {
+        x[i] = (buf)BUF_INIT;
+        buf_reserve(&x[i], 3000);
+        CHECK(x[i].data == p[N - 2 - i]);
+    }
+    for (int i = 0; i < N - 1; i++)
+        buf_free(&x[i]);
+    /* a buffer growing past 2 kB takes a kept 4 kB block with its text */
+    buf g = BUF_INIT;
+    for (int i = 0; i < 2100; i++)
+        buf_putc(&g, (char)('a' + i % 26));
+    CHECK(g.data == p[0] && g.cap == 4096 && g.len == 2100 && g.data[2100] == '\0');
+    int same = 1;
+    for (int i = 0; i < 2100; i++)
+        same &= g.data[i] == (char)('a' + i % 26);
+    CHECK(same);
+    buf_free(&g);
+}
+
 int main(void)
 {
     test_buf_printf();
+    test_buf_blocks();
     test_id_random();
     test_order_does_not_matter();
     test_values_matter();

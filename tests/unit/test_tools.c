@@ -606,6 +606,22 @@ int main(void)
     check_escape(g, "write_ctx_principal",
                  "read-only table (field 'account_id'): ctx and its tables");
     check_escape(g, "setmetatable_ctx", "read-only table");
+    /* ctx.principal is the call's own, caller after caller (its table is shared
+     * only while the caller repeats) */
+    check_escape(g, "who", "who u1/user");
+    {
+        principal other;
+        memset(&other, 0, sizeof other);
+        strcpy(other.account_id, "u2");
+        strcpy(other.account_type, "app");
+        env.who = &other;
+        check_escape(g, "who", "who u2/app");
+        env.who = NULL;
+        check_escape(g, "who", "who -/-");
+        env.who = &who;
+        check_escape(g, "who", "who u1/user");
+        check_escape(g, "who", "who u1/user");
+    }
     check_escape(g, "auth_header", "cannot be given by a tool");
     check_escape(g, "unknown_upstream", "unknown upstream 'nope'");
     check_escape(g, "dotdot", "'..'");

@@ -235,38 +235,45 @@ function M.names_object_type(text, kn_id, ot_id)
     return text:find("object_type:" .. kn_id .. "/" .. ot_id, 1, true) ~= nil
 end
 
+-- Whether prop is one of the requested properties (a short list: no set built).
+local function requested_has(requested, prop)
+    for i = 1, #requested do
+        if requested[i] == prop then
+            return true
+        end
+    end
+    return false
+end
+
 -- Guidance for a successful object query, or nil when nothing was withheld.
--- requested: the `properties` argument; only those count when non-empty.
+-- requested: the `properties` argument; only those count when non-empty. It runs
+-- on every query: nothing is built unless something was withheld.
 function M.for_result(ctx, kn_id, ot_id, body, requested)
     if type(body) ~= "table" then
         return nil
     end
     local perms = body.effective_permissions
-    local only
-    if type(requested) == "table" and #requested > 0 then
-        only = {}
-        for _, p in ipairs(requested) do
-            only[p] = true
-        end
-    end
-    local withheld = {}
+    local only = type(requested) == "table" and #requested > 0 and requested or nil
+    local withheld
     if type(perms) == "table" then
         for prop, level in pairs(perms) do
-            if type(prop) == "string" and level ~= "full" and (only == nil or only[prop]) then
+            if type(prop) == "string" and level ~= "full" and (only == nil or requested_has(only, prop)) then
+                withheld = withheld or {}
                 withheld[#withheld + 1] = prop
             end
         end
     end
-    table.sort(withheld)
+    local filtered = body.row_filter_applied == true
+    if withheld == nil and not filtered then
+        return nil
+    end
     local shortfalls = {}
-    if #withheld > 0 then
+    if withheld then
+        table.sort(withheld)
         shortfalls[#shortfalls + 1] = { scope = "property_grants", properties = withheld }
     end
-    if body.row_filter_applied == true then
+    if filtered then
         shortfalls[#shortfalls + 1] = { scope = "row_filter" }
-    end
-    if #shortfalls == 0 then
-        return nil
     end
     return M.build(ctx, kn_id, ot_id, shortfalls)
 end

@@ -12,6 +12,12 @@ local function pct(c)
     return string.format("%%%02X", c:byte())
 end
 
+-- The escaped form of ids that needed escaping: the same ids come back call after
+-- call. A module lives for one generation, so does this; at most ESCAPED_MAX ids of
+-- at most ESCAPED_LEN bytes, emptied when full.
+local ESCAPED_MAX, ESCAPED_LEN = 256, 256
+local escaped, n_escaped = {}, 0
+
 function M.escape(s)
     if type(s) ~= "string" then
         s = tostring(s)
@@ -19,7 +25,18 @@ function M.escape(s)
     if s:find("^[%w%-%._~]*$") then
         return s -- nothing to escape (ids usually): one anchored scan, no copy
     end
-    return (s:gsub("[^%w%-%._~]", pct))
+    local e = escaped[s]
+    if e == nil then
+        e = (s:gsub("[^%w%-%._~]", pct))
+        if #s <= ESCAPED_LEN then
+            if n_escaped >= ESCAPED_MAX then
+                escaped, n_escaped = {}, 0
+            end
+            escaped[s] = e
+            n_escaped = n_escaped + 1
+        end
+    end
+    return e
 end
 
 function M.is_null(v)
@@ -32,23 +49,22 @@ function M.array(t)
 end
 
 -- Keeps only the listed keys of a decoded object, in place: the object keeps its
--- remembered key order and every value stays the decoded one.
+-- remembered key order and every value stays the decoded one. No table is made
+-- (it runs on every call, often on a body the decoder already trimmed: option
+-- keep): the lists are short, and clearing a key while traversing is allowed.
 function M.keep_only(obj, keys)
     if type(obj) ~= "table" then
         return obj
     end
-    local keep = {}
-    for _, k in ipairs(keys) do
-        keep[k] = true
-    end
-    local drop = {}
-    for k in pairs(obj) do
-        if not keep[k] then
-            drop[#drop + 1] = k
+    local n = #keys
+    for k in next, obj do
+        local i = 1
+        while i <= n and keys[i] ~= k do
+            i = i + 1
         end
-    end
-    for _, k in ipairs(drop) do
-        obj[k] = nil
+        if i > n then
+            obj[k] = nil
+        end
     end
     return obj
 end

@@ -139,7 +139,7 @@ start_gateway() { # [NAME=value...]
     ${GW_WRAP:-} "$BUILD/context-loader" --config "$ROOT/etc/context-loader.conf" 2>"$WORK/gateway.log" &
   GW_PID=$!; BENCH_PIDS="$BENCH_PIDS $GW_PID"
   i=0
-  until grep -q '"listener":"public"' "$WORK/gateway.log"; do
+  until grep -qs '"listener":"public"' "$WORK/gateway.log"; do
     i=$((i + 1)); [ $i -lt 1200 ] || { cat "$WORK/gateway.log" >&2; return 1; }; sleep 0.05
   done
   GW_PORT=$(grep '"listener":"public"' "$WORK/gateway.log" | sed 's/.*"port":\([0-9]*\).*/\1/')

@@ -4,6 +4,7 @@
 // answer is a 200 carrying the rows. Prints the number of requests sent.
 // MCP_FORMAT=toon asks the MCP calls for TOON text (default json).
 // MIX=mcp: only the N MCP calls (after the session's two messages).
+// MIX=rest: only the N REST reads (no MCP session).
 // MIX=managed SID=<session> LINES=<file>: only N managed MCP calls on that session,
 // the bodies of LINES (interactions.mjs output) each used at most 100 times; every
 // answer must carry a receipt. Prints the number of calls.
@@ -32,6 +33,14 @@ if (mix === 'managed') {
     if (!m.text.includes('9007199254740993') || !m.text.includes('bkn_receipt') || m.text.includes('"isError":true')) {
       throw new Error(`managed call failed: ${m.text.slice(0, 300)}`);
     }
+  }
+  console.log(n);
+  process.exit(0);
+}
+if (mix === 'rest') {
+  for (let i = 0; i < n; i++) {
+    const a = await post('/kn/query_object_instance', ARGS);
+    if (!a.text.includes('9007199254740993')) throw new Error('rows missing');
   }
   console.log(n);
   process.exit(0);

@@ -224,6 +224,29 @@ describe("permission_guidance", function()
         end)
     end)
 
+    describe("for_result", function()
+        it("builds nothing when nothing was withheld", function()
+            local cljson = require "cljson"
+            local bodies = {
+                cljson.decode('{"datas":[],"effective_permissions":{"name":"full","phone":"full"}}'),
+                cljson.decode('{"datas":[],"effective_permissions":{"name":"full","phone":"mask"},' ..
+                    '"row_filter_applied":false}'),
+                cljson.decode('{"datas":[]}'),
+            }
+            local requested, ctx = { "name" }, {}
+            for i, body in ipairs(bodies) do
+                local want = i == 2 and requested or nil
+                collectgarbage("stop")
+                local before = collectgarbage("count")
+                local g = permission.for_result(ctx, KN, OT, body, want)
+                local used = collectgarbage("count") - before
+                collectgarbage("restart")
+                assert.is_nil(g)
+                assert.equal(0, used, "body " .. i)
+            end
+        end)
+    end)
+
     describe("origin and URL", function()
         it("accepts only http(s) with a plain host[:port]", function()
             assert.equal("", permission.origin({ host = "x" }))

@@ -17,6 +17,35 @@ describe("_lib.util.escape", function()
         assert.equal("%00%0A", util.escape("\0\n"))
     end)
 
+    it("escapes an id seen before from memory, the same text, within a bound", function()
+        local sb = helper.sandbox()
+        local u = sb.tool_require("_lib.util")
+        local gsub = ("").gsub -- what s:gsub calls
+        local gsubs = 0
+        local function count(event)
+            local info = debug.getinfo(2, "f")
+            if event == "call" and info.func == gsub then
+                gsubs = gsubs + 1
+            end
+        end
+        debug.sethook(count, "c")
+        assert.equal("a%2Fb", u.escape("a/b"))
+        assert.equal(1, gsubs) -- the hook sees the sandbox's gsub
+        gsubs = 0
+        local again = u.escape("a/b")
+        debug.sethook()
+        assert.equal("a%2Fb", again)
+        assert.equal(0, gsubs)
+        -- past the bound the memory starts over; every answer stays right
+        for i = 1, 600 do
+            assert.equal("id%20" .. i, u.escape("id " .. i))
+        end
+        assert.equal("a%2Fb", u.escape("a/b"))
+        local long = string.rep("x/", 200)
+        assert.equal(string.rep("x%2F", 200), u.escape(long))
+        assert.equal(string.rep("x%2F", 200), u.escape(long))
+    end)
+
     it("takes numbers and booleans as their text", function()
         assert.equal("42", util.escape(42))
         assert.equal("1.5", util.escape(1.5))
