@@ -184,6 +184,30 @@ describe("the generated check", function()
         end
     end)
 
+    it("agrees on schemas too big for straight-line source (deep nesting, many $defs)", function()
+        local deep = { type = "object", properties = {} }
+        local at = deep
+        for _ = 1, 60 do
+            local n = { type = "object", properties = {} }
+            at.properties.a = n
+            at = n
+        end
+        at.properties.v = { type = "integer", default = 1 }
+        assert.is_function(real.generated_check(deep)) -- the deepest nodes go to the closures
+        for _, inner in ipairs({ "{}", '{"v":2}', '{"v":"x"}' }) do
+            compare(deep, obj(string.rep('{"a":', 60) .. inner .. string.rep("}", 60)), "en-US")
+        end
+        local defs, props = {}, {}
+        for i = 1, 300 do
+            defs["d" .. i] = { type = "object", properties = { x = { type = "integer" } } }
+            props["p" .. i] = { ["$ref"] = "#/$defs/d" .. i }
+        end
+        local many = { type = "object", ["$defs"] = defs, properties = props }
+        for _, text in ipairs({ '{"p1":{"x":1},"p300":{"x":2.0}}', '{"p1":{"x":"no"}}', '{"p2":1}' }) do
+            compare(many, obj(text), "en-US")
+        end
+    end)
+
     it("takes names and texts from the schema as data, never as code", function()
         local name = 'a"] = 1 error("injected") --[['
         local s = { type = "object", additionalProperties = false, required = { name, "b\nc" },
