@@ -20,6 +20,22 @@ describe("cljson", function()
       assert.are.equal(text, cljson.encode(v))
     end)
 
+    it("encodes deep nesting: decoded objects and arrays, plain tables", function()
+      -- the encoder makes room on the Lua stack every few levels
+      local text = string.rep('{"k":[', 250) .. "1" .. string.rep("]}", 250)
+      assert.are.equal(text, cljson.encode(cljson.decode(text)))
+      local t = { z = 1, a = 2 }
+      for _ = 1, 500 do
+        t = { b = t, a = { t.a or 1 } }
+      end
+      local v = cljson.decode(cljson.encode(t))
+      for _ = 1, 500 do
+        assert.are.same({ "a", "b" }, cljson.keys(v))
+        v = v.b
+      end
+      assert.are.equal('{"a":2,"z":1}', cljson.encode(v))
+    end)
+
     it("decodes numbers by the exactness rule", function()
       local v = cljson.decode('[1, -9223372036854775808, 1.5, 0.1, 1e2, 1.0, 1.000000000000000005, 1e400]')
       assert.are.equal("integer", math.type(v[1]))
