@@ -340,8 +340,9 @@ static int ctx_http(lua_State *L)
     body = &c->req_body;
     buf_reset(url);
     buf_reset(body);
-    buf_puts(url, up->base_url);
-    buf_puts(url, path);
+    if (!up->parsed) /* a config not copied by a tool host */
+        buf_puts(url, up->base_url);
+    buf_puts(url, path);         /* after the base URL, parsed once (up->parsed) */
     lua_getfield(L, 1, "query"); /* 5 */
     if (lua_istable(L, 5))
         build_query(L, 5, url);
@@ -477,7 +478,10 @@ static int ctx_http(lua_State *L)
 
     memset(&req, 0, sizeof req);
     req.method = method;
-    req.url = url->data;
+    req.url = up->parsed ? NULL : url->data;
+    req.base = up->parsed;
+    req.path = url->data;
+    req.path_len = url->len;
     req.headers = H.h;
     req.n_headers = H.n;
     req.body = (has_json || has_body) ? (body->data ? body->data : "") : NULL;

@@ -23,6 +23,8 @@
  * (the allocation and defaults of curl_easy_init), and the multi handle keeps the
  * connections either way. */
 #define FETCH_SPARE_EASY 32
+/* Finished requests kept for the next ones: no allocation per request. */
+#define FETCH_SPARE_REQS 64
 
 enum req_state {
     REQ_RUNNING,    /* easy handle attached to the multi handle */
@@ -53,6 +55,7 @@ struct fetch_req {
     char errbuf[CURL_ERROR_SIZE];
     const char *error;           /* points into errbuf or at static text */
     TAILQ_ENTRY(fetch_req) link; /* in ctx->running or ctx->queue */
+    fetch_req *next_spare;       /* in ctx->spare_reqs */
 };
 
 typedef struct sockinfo {
@@ -77,10 +80,54 @@ struct fetch_ctx {
     int dispatching;               /* inside deliver_cb */
     CURL *spare[FETCH_SPARE_EASY]; /* reset easy handles kept for the next requests */
     size_t n_spare;
+    fetch_req *spare_reqs;
+    size_t n_spare_reqs;
     int dead; /* fetch_free called during dispatch: free when it unwinds */
 };
 
 static int curl_inited = 0;
+
+/* Byte classes of a request's method, header names and a path after a base URL: one
+ * lookup per byte (made by fetch_new, before any request). */
+enum { B_TOKEN = 1, B_PATH = 2 };
+static unsigned char byte_class[256];
+
+static void byte_classes_init(void)
+{
+    for (int c = '!'; c < 127; c++)
+        byte_class[c] = (unsigned char)((c == ':' ? 0 : B_TOKEN) | (c == '#' ? 0 : B_PATH));
+}
+
+struct fetch_base {
+    char *url;
+    size_t url_len;
+    int lean; /* target holds the parsed URL (pointers into url) */
+    hc_target target;
+};
+
+fetch_base *fetch_base_new(const char *base_url)
+{
+    fetch_base *b = xcalloc(1, sizeof(*b));
+    b->url = xstrdup(base_url ? base_url : "");
+    b->url_len = strlen(b->url);
+    /* A fragment would swallow the path appended to it: such a base goes the slow way,
+     * its URL put together and parsed per request as any other. */
+    b->lean = !strchr(b->url, '#') && hc_parse_url(b->url, &b->target) == 0;
+    return b;
+}
+
+void fetch_base_free(fetch_base *b)
+{
+    if (!b)
+        return;
+    free(b->url);
+    free(b);
+}
+
+int fetch_base_lean(const fetch_base *b)
+{
+    return b && b->lean;
+}
 
 static void req_destroy(fetch_req *r)
 {
@@ -103,6 +150,12 @@ static void req_destroy(fetch_req *r)
     }
     free(r->hdr_arena);
     free(r->resp_headers);
+    if (ctx && !ctx->dead && ctx->n_spare_reqs < FETCH_SPARE_REQS) {
+        r->next_spare = ctx->spare_reqs;
+        ctx->spare_reqs = r;
+        ctx->n_spare_reqs++;
+        return;
+    }
     free(r);
 }
 
@@ -360,6 +413,7 @@ fetch_ctx *fetch_new(struct event_base *base, const fetch_config *cfg, const cha
         }
         curl_inited = 1;
     }
+    byte_classes_init();
     ctx = xcalloc(1, sizeof(*ctx));
     TAILQ_INIT(&ctx->running);
     TAILQ_INIT(&ctx->queue);
@@ -426,6 +480,11 @@ void fetch_free(fetch_ctx *ctx)
         fetch_cancel(TAILQ_FIRST(&ctx->queue));
     while (ctx->n_spare)
         curl_easy_cleanup(ctx->spare[--ctx->n_spare]);
+    fetch_req *r;
+    while ((r = ctx->spare_reqs)) {
+        ctx->spare_reqs = r->next_spare;
+        free(r);
+    }
     hc_free(ctx->hc);
     curl_multi_cleanup(ctx->multi); /* may still report sockets to socket_cb */
     while (!LIST_EMPTY(&ctx->socks))
@@ -445,17 +504,52 @@ static int valid_token(const char *s)
     if (!*s)
         return 0;
     for (; *s; s++)
-        if ((unsigned char)*s <= ' ' || *s == ':' || (unsigned char)*s >= 127)
+        if (!(byte_class[(unsigned char)*s] & B_TOKEN))
             return 0;
     return 1;
 }
 
+/* 1 when the path appended to a lean base keeps the URL one the lean client serves
+ * as it is: visible ASCII, no fragment. */
+static int path_plain(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(byte_class[(unsigned char)p[i]] & B_PATH))
+            return 0;
+    return 1;
+}
+
+static fetch_req *start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
+                        const char **err);
+
 fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
                        const char **err)
 {
+    if (!req || req->url || !req->base)
+        return start(ctx, req, cb, arg, err);
+    if (ctx && ctx->hc && req->base->lean && (req->path || !req->path_len) &&
+        path_plain(req->path, req->path_len))
+        return start(ctx, req, cb, arg, err);
+    /* Anything else is served as the whole URL would be. */
+    buf url = BUF_INIT;
+    buf_reserve(&url, req->base->url_len + req->path_len);
+    buf_append(&url, req->base->url, req->base->url_len);
+    if (req->path_len)
+        buf_append(&url, req->path, req->path_len);
+    fetch_request whole = *req;
+    whole.url = url.data;
+    whole.base = NULL;
+    fetch_req *r = start(ctx, &whole, cb, arg, err);
+    buf_free(&url);
+    return r;
+}
+
+static fetch_req *start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, void *arg,
+                        const char **err)
+{
     fetch_req *r = NULL;
     buf line = BUF_INIT;
-    if (!ctx || !req || !cb || !req->url || !req->method) {
+    if (!ctx || !req || !cb || (!req->url && !req->base) || !req->method) {
         *err = "missing context, request, url, method or callback";
         goto fail;
     }
@@ -463,7 +557,8 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
         *err = "fetch context is being freed";
         goto fail;
     }
-    if (!str_istartswith(req->url, "http://") && !str_istartswith(req->url, "https://")) {
+    if (req->url && !str_istartswith(req->url, "http://") &&
+        !str_istartswith(req->url, "https://")) {
         *err = "url must be absolute http(s)";
         goto fail;
     }
@@ -482,20 +577,32 @@ fetch_req *fetch_start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, vo
             goto fail;
         }
     }
-    r = xcalloc(1, sizeof(*r));
+    if ((r = ctx->spare_reqs)) {
+        ctx->spare_reqs = r->next_spare;
+        ctx->n_spare_reqs--;
+        memset(r, 0, sizeof(*r));
+    } else {
+        r = xcalloc(1, sizeof(*r));
+    }
     r->ctx = ctx;
     r->cb = cb;
     r->arg = arg;
     r->max_response = req->max_response ? req->max_response : ctx->cfg.default_max_response;
     long timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : ctx->cfg.default_timeout_ms;
     int is_head = strcmp(req->method, "HEAD") == 0;
-    hc_target target;
-    if (ctx->hc && hc_parse_url(req->url, &target) == 0) {
+    hc_target parsed;
+    const hc_target *target = NULL;
+    if (!req->url) /* a lean base with a plain path (fetch_start) */
+        target = &req->base->target;
+    else if (ctx->hc && hc_parse_url(req->url, &parsed) == 0)
+        target = &parsed;
+    if (target) {
         r->started_ms = now_mono_ms();
         r->state = REQ_RUNNING;
-        r->hc = hc_start(ctx->hc, &target, req->method, req->headers, req->n_headers, req->body,
-                         req->body_len, !is_head && (req->body || method_has_body(req->method)),
-                         timeout_ms, r->max_response, hc_done, r, err);
+        r->hc = hc_start(ctx->hc, target, req->url ? NULL : req->path, req->url ? 0 : req->path_len,
+                         req->method, req->headers, req->n_headers, req->body, req->body_len,
+                         !is_head && (req->body || method_has_body(req->method)), timeout_ms,
+                         r->max_response, hc_done, r, err);
         if (!r->hc)
             goto fail;
         TAILQ_INSERT_TAIL(&ctx->running, r, link);

@@ -32,16 +32,28 @@ typedef struct fetch_header {
     const char *value;
 } fetch_header;
 
+/* A base URL parsed once (an upstream's, per configuration): a request on it only
+ * appends its path and query, and the lean client's target, Host line and path
+ * prefix are not worked out again per request. Never NULL; the URL is copied. */
+typedef struct fetch_base fetch_base;
+fetch_base *fetch_base_new(const char *base_url);
+void fetch_base_free(fetch_base *b);
+/* 1 when requests on b can go through the lean client (http:// with a numeric host). */
+int fetch_base_lean(const fetch_base *b);
+
 typedef struct fetch_request {
     const char *method; /* "GET", "POST", ... */
-    const char *url;    /* absolute http(s) URL */
+    const char *url;    /* absolute http(s) URL; NULL with base */
     const fetch_header *headers;
     size_t n_headers;
     const char *body; /* may be NULL; sent (even empty) for POST/PUT/PATCH or when
                          non-NULL; curl adds a form Content-Type unless one is given */
     size_t body_len;
-    long timeout_ms;     /* total; 0 = ctx default */
-    size_t max_response; /* body bytes; 0 = ctx default */
+    long timeout_ms;        /* total; 0 = ctx default */
+    size_t max_response;    /* body bytes; 0 = ctx default */
+    const fetch_base *base; /* with url NULL: the URL is base's URL followed by path */
+    const char *path;       /* path_len bytes (path and query), with base */
+    size_t path_len;
 } fetch_request;
 
 typedef enum {

@@ -25,6 +25,10 @@
 #define HC_MAX_LINE 4096u          /* a chunk-size line */
 #define HC_READ_CHUNK 16384u
 #define HC_IDLE_MAX_MS 50000 /* idle connections older than this are not reused */
+/* Finished requests kept for the next ones (no allocation, timer event or head
+ * buffer made per request), and the largest head buffer such a request keeps. */
+#define HC_SPARE_REQS 64
+#define HC_SPARE_OUT 16384u
 
 /* ---- response parser ---- */
 
@@ -40,8 +44,14 @@ enum {
     P_DONE,
 };
 
+/* A response header name's bytes lower-cased, 0 for a byte a name may not hold. */
+static unsigned char name_lower[256];
+
 void hc_parser_init(hc_parser *p, int no_body, size_t max_body)
 {
+    if (!name_lower['!'])
+        for (int c = '!'; c < 127; c++)
+            name_lower[c] = (unsigned char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
     memset(p, 0, sizeof(*p));
     p->no_body = no_body;
     p->max_body = max_body;
@@ -115,6 +125,7 @@ static int parse_status(hc_parser *p, const char *l, size_t n)
     p->conn_close = p->chunked = p->have_len = 0;
     p->remaining = 0;
     buf_reset(&p->arena);
+    buf_reserve(&p->arena, 1024); /* a usual head at once, not grown header by header */
     p->n_headers = 0;
     p->state = P_HEADERS;
     return HC_MORE;
@@ -130,20 +141,21 @@ static int parse_header(hc_parser *p, const char *l, size_t n)
     if (!colon || colon == l)
         return fail(p, "malformed header line");
     size_t nlen = (size_t)(colon - l);
-    for (size_t i = 0; i < nlen; i++)
-        if ((unsigned char)l[i] <= ' ' || (unsigned char)l[i] >= 127)
-            return fail(p, "malformed header name");
     const char *v = colon + 1, *end = l + n;
     while (v < end && (*v == ' ' || *v == '\t'))
         v++;
     while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
         end--;
     size_t vlen = (size_t)(end - v);
-    buf_reserve(&p->arena, nlen + vlen + 2);
+    if (p->arena.cap - p->arena.len < nlen + vlen + 3)
+        buf_reserve(&p->arena, nlen + vlen + 2);
     char *o = p->arena.data + p->arena.len;
+    /* checked and lower-cased in one pass; the arena's length moves only after */
     for (size_t i = 0; i < nlen; i++) {
-        char c = l[i];
-        o[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
+        unsigned char c = name_lower[(unsigned char)l[i]];
+        if (!c)
+            return fail(p, "malformed header name");
+        o[i] = (char)c;
     }
     o[nlen] = '\0';
     memcpy(o + nlen + 1, v, vlen);
@@ -446,6 +458,7 @@ struct hc_req {
     hc_done_cb cb;
     void *arg;
     TAILQ_ENTRY(hc_req) link; /* in host->pending */
+    hc_req *next_spare;       /* in ctx->spare */
 };
 
 struct hc_host {
@@ -465,6 +478,8 @@ struct hc_ctx {
     long max_conns;
     hc_host *hosts;
     size_t opened;
+    hc_req *spare; /* finished requests kept with their timer event and head buffer */
+    size_t n_spare;
 };
 
 static void conn_cb(evutil_socket_t fd, short what, void *arg);
@@ -607,10 +622,22 @@ static void host_pump(hc_host *h)
 
 static void req_free(hc_req *r)
 {
+    hc_ctx *ctx = r->ctx;
+    hc_parser_free(&r->p);
+    if (r->timer && ctx->n_spare < HC_SPARE_REQS) {
+        evtimer_del(r->timer);
+        if (r->out.cap > HC_SPARE_OUT)
+            buf_free(&r->out);
+        else if (r->out.len) /* a kept head holds no credentials */
+            memset(r->out.data, 0, r->out.len);
+        r->next_spare = ctx->spare;
+        ctx->spare = r;
+        ctx->n_spare++;
+        return;
+    }
     if (r->timer)
         event_free(r->timer);
     buf_free(&r->out);
-    hc_parser_free(&r->p);
     free(r);
 }
 
@@ -822,6 +849,13 @@ void hc_free(hc_ctx *ctx)
             conn_destroy(c);
         free(h);
     }
+    hc_req *r;
+    while ((r = ctx->spare)) {
+        ctx->spare = r->next_spare;
+        event_free(r->timer);
+        buf_free(&r->out);
+        free(r);
+    }
     event_free(ctx->kick_ev);
     free(ctx);
 }
@@ -845,18 +879,23 @@ static hc_host *host_get(hc_ctx *ctx, const hc_target *t)
 
 static int is_idempotent(const char *m)
 {
-    static const char *const list[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
-    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
-        if (strcmp(m, list[i]) == 0)
-            return 1;
-    return 0;
+    switch (m[0]) { /* one comparison, not one per idempotent method */
+    case 'G':
+        return strcmp(m, "GET") == 0;
+    case 'H':
+        return strcmp(m, "HEAD") == 0;
+    case 'P':
+        return strcmp(m, "PUT") == 0;
+    case 'D':
+        return strcmp(m, "DELETE") == 0;
+    case 'O':
+        return strcmp(m, "OPTIONS") == 0;
+    case 'T':
+        return strcmp(m, "TRACE") == 0;
+    default:
+        return 0;
+    }
 }
-
-static void put_lit(buf *b, const char *s, size_t n)
-{
-    buf_append(b, s, n);
-}
-#define PUT(b, lit) put_lit((b), (lit), sizeof(lit) - 1)
 
 /* What a tool's header name is to the client: a framing header it writes itself
  * (Content-Length, Transfer-Encoding, Expect), one it adds when missing (Host,
@@ -884,7 +923,16 @@ static int header_kind(const char *name, size_t n)
     }
 }
 
-static void put_size(buf *b, size_t v)
+/* The head is written through a cursor into room reserved beforehand: one bound
+ * check per header instead of one per piece. */
+static char *put(char *o, const void *s, size_t n)
+{
+    memcpy(o, s, n);
+    return o + n;
+}
+#define PUT(o, lit) put((o), (lit), sizeof(lit) - 1)
+
+static char *put_size(char *o, size_t v)
 {
     char d[24];
     size_t i = sizeof(d);
@@ -892,19 +940,57 @@ static void put_size(buf *b, size_t v)
         d[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v);
-    buf_append(b, d + i, sizeof(d) - i);
+    return put(o, d + i, sizeof(d) - i);
 }
 
-hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *method, const fetch_header *headers,
-                 size_t n_headers, const char *body, size_t body_len, int send_body,
-                 long timeout_ms, size_t max_response, hc_done_cb cb, void *arg, const char **err)
+/* Room for n more bytes after o (the buffer may move): returns where o is now. */
+static char *room(buf *b, char *o, size_t n)
+{
+    size_t used = (size_t)(o - b->data);
+    if (b->cap - used > n)
+        return o;
+    b->len = used;
+    buf_reserve(b, n);
+    return b->data + used;
+}
+
+/* A spare request (its timer event and head buffer kept) or a new one. */
+static hc_req *req_new(hc_ctx *ctx)
+{
+    hc_req *r = ctx->spare;
+    if (!r) {
+        r = xcalloc(1, sizeof(*r));
+        r->ctx = ctx;
+        r->timer = evtimer_new(ctx->base, timer_cb, r);
+        return r;
+    }
+    ctx->spare = r->next_spare;
+    ctx->n_spare--;
+    struct event *timer = r->timer;
+    buf out = r->out;
+    memset(r, 0, sizeof(*r));
+    r->ctx = ctx;
+    r->timer = timer;
+    r->out = out;
+    r->out.len = 0;
+    return r;
+}
+
+hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *path, size_t path_len,
+                 const char *method, const fetch_header *headers, size_t n_headers,
+                 const char *body, size_t body_len, int send_body, long timeout_ms,
+                 size_t max_response, hc_done_cb cb, void *arg, const char **err)
 {
     if (!ctx || !t || !method || !cb) {
         *err = "missing context, target, method or callback";
         return NULL;
     }
-    hc_req *r = xcalloc(1, sizeof(*r));
-    r->ctx = ctx;
+    hc_req *r = req_new(ctx);
+    if (!r->timer) {
+        *err = "cannot create the request timer";
+        free(r);
+        return NULL;
+    }
     r->cb = cb;
     r->arg = arg;
     r->no_body = strcmp(method, "HEAD") == 0;
@@ -913,16 +999,21 @@ hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *method, const fetc
     hc_parser_init(&r->p, r->no_body, max_response);
 
     buf *b = &r->out;
-    size_t hsize = 64 + t->authority_len + t->path_len + (send_body ? body_len : 0);
-    for (size_t i = 0; i < n_headers; i++)
-        hsize += strlen(headers[i].name) + strlen(headers[i].value) + 4;
-    buf_reserve(b, hsize);
-    buf_puts(b, method);
-    buf_putc(b, ' ');
-    if (t->path_len == 0 || t->path[0] != '/')
-        buf_putc(b, '/');
-    buf_append(b, t->path, t->path_len);
-    PUT(b, " HTTP/1.1\r\n");
+    size_t mlen = strlen(method);
+    if (!send_body)
+        body_len = 0;
+    /* what follows the header lines (Host, Accept, framing, body) fits in tail */
+    size_t tail = 160 + t->authority_len + body_len;
+    buf_reserve(b, 32 + mlen + t->path_len + path_len + tail);
+    char *o = put(b->data, method, mlen);
+    *o++ = ' ';
+    char first = t->path_len ? t->path[0] : path_len ? path[0] : '\0';
+    if (first != '/')
+        *o++ = '/';
+    o = put(o, t->path, t->path_len);
+    if (path_len)
+        o = put(o, path, path_len);
+    o = PUT(o, " HTTP/1.1\r\n");
     int have_host = 0, have_accept = 0, have_ctype = 0;
     for (size_t i = 0; i < n_headers; i++) {
         const char *name = headers[i].name;
@@ -933,36 +1024,35 @@ hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *method, const fetc
         have_host |= kind == HN_HOST;
         have_accept |= kind == HN_ACCEPT;
         have_ctype |= kind == HN_CTYPE;
-        buf_append(b, name, nlen);
-        PUT(b, ": ");
-        buf_puts(b, headers[i].value);
-        PUT(b, "\r\n");
+        size_t vlen = strlen(headers[i].value);
+        o = room(b, o, nlen + vlen + 4 + tail);
+        o = put(o, name, nlen);
+        o = PUT(o, ": ");
+        o = put(o, headers[i].value, vlen);
+        o = PUT(o, "\r\n");
     }
     if (!have_host) {
-        PUT(b, "Host: ");
-        buf_append(b, t->authority, t->authority_len);
-        PUT(b, "\r\n");
+        o = PUT(o, "Host: ");
+        o = put(o, t->authority, t->authority_len);
+        o = PUT(o, "\r\n");
     }
     if (!have_accept)
-        PUT(b, "Accept: */*\r\n");
+        o = PUT(o, "Accept: */*\r\n");
     if (send_body) {
         if (!have_ctype) /* what libcurl sends for a POST body without one */
-            PUT(b, "Content-Type: application/x-www-form-urlencoded\r\n");
-        PUT(b, "Content-Length: ");
-        put_size(b, body_len);
-        PUT(b, "\r\n\r\n");
+            o = PUT(o, "Content-Type: application/x-www-form-urlencoded\r\n");
+        o = PUT(o, "Content-Length: ");
+        o = put_size(o, body_len);
+        o = PUT(o, "\r\n\r\n");
         if (body_len)
-            buf_append(b, body, body_len);
+            o = put(o, body, body_len);
     } else {
-        PUT(b, "\r\n");
+        o = PUT(o, "\r\n");
     }
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
 
-    r->timer = evtimer_new(ctx->base, timer_cb, r);
-    if (!r->timer) {
-        *err = "cannot create the request timer";
-        req_free(r);
-        return NULL;
-    }
+    evtimer_assign(r->timer, ctx->base, timer_cb, r);
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     evtimer_add(r->timer, &tv);
     r->host = host_get(ctx, t);

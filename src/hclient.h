@@ -90,11 +90,15 @@ hc_ctx *hc_new(struct event_base *base, long max_conns);
 /* Cancels everything in flight (no callbacks) and closes every connection. */
 void hc_free(hc_ctx *ctx);
 
-/* body may be NULL; send_body says whether to send it (with Content-Length) even
- * when empty. Returns NULL (err set) when the request cannot be written. */
-hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *method, const fetch_header *headers,
-                 size_t n_headers, const char *body, size_t body_len, int send_body,
-                 long timeout_ms, size_t max_response, hc_done_cb cb, void *arg, const char **err);
+/* The request target is t->path followed by the path_len bytes of path (a base URL's
+ * path prefix, parsed once, and the request's own path and query; path may be NULL
+ * when path_len is 0). body may be NULL; send_body says whether to send it (with
+ * Content-Length) even when empty. Returns NULL (err set) when the request cannot be
+ * written. */
+hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *path, size_t path_len,
+                 const char *method, const fetch_header *headers, size_t n_headers,
+                 const char *body, size_t body_len, int send_body, long timeout_ms,
+                 size_t max_response, hc_done_cb cb, void *arg, const char **err);
 /* No callback afterwards; the request's connection is closed if it was busy. */
 void hc_cancel(hc_req *r);
 

@@ -1009,10 +1009,26 @@ static int dec_room(dec *d, int *pend, int t, lua_Integer *n)
     return lua_checkstack(L, 9) ? 0 : -1;
 }
 
-/* Objects of one decode that have the same keys in the same order (the rows of a
- * result set) share one order string: the shape cache maps a cheap hash of the
- * order to the last order string with that hash. */
+/* Objects that have the same keys in the same order (the rows of a result set,
+ * the same response decoded call after call) share one order string: the shape
+ * cache maps a cheap hash of the order to the last order string with that hash.
+ * Each state keeps one cache for all its decodes (registry, by this address): a
+ * decode then makes no table of its own. An entry is compared in full before it
+ * is used, so a nested decode may share it. */
 #define DEC_SHAPES 64
+#define DEC_SHAPE_MAX 4096 /* a longer order string is not kept for later decodes */
+static const char dec_shapes;
+
+/* Pushes the state's shape cache (made at the first decode). */
+static void push_shapes(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &dec_shapes) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, DEC_SHAPES, 0);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_shapes);
+}
 
 static unsigned shape_slot(const char *k, size_t len)
 {
@@ -1073,8 +1089,10 @@ static void push_order(dec *d, int t, size_t start, int n)
         lua_pushlstring(L, ob->data, ob->len);
     }
     kb->len = start;
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, d->shapes, slot);
+    if (len <= DEC_SHAPE_MAX) {
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, d->shapes, slot);
+    }
 }
 
 static int dec_raw_elem(dec *d, size_t depth);
@@ -1268,7 +1286,7 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
     int base = cljson_push_tables(L, 16);
     lua_pushnil(L); /* the scratch cboxes, made at the first need */
     lua_pushnil(L);
-    lua_createtable(L, DEC_SHAPES, 0);
+    push_shapes(L);
     dec d;
     d.L = L;
     d.p = (const unsigned char *)s;

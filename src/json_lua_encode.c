@@ -513,9 +513,10 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
     lua_State *L = e->L;
     if (e->w && e->max && e->w->len > e->max)
         return enc_fail(e, CLJSON_TOO_LARGE);
-    /* Each level holds at most 4 slots (+2 briefly): room for 8 levels at once. */
-    if ((e->depth & 7) == 0)
-        luaL_checkstack(L, 64, "cljson");
+    /* Each level holds at most 4 slots (+2 briefly): room for 4 levels at once
+     * (a result's usual depth: asking for 8 grew the call's stack every call). */
+    if ((e->depth & 3) == 0)
+        luaL_checkstack(L, 32, "cljson");
     int kind = 0; /* 0 plain, 1 array, 2 object, 3 number */
     if (lua_getmetatable(L, idx)) {
         const void *mt = lua_topointer(L, -1);

@@ -694,6 +694,15 @@ static int is_readonly(lua_State *L, int idx)
 {
     int r;
     idx = lua_absindex(L, idx);
+    /* A view is known by its metatable (one a tool cannot set): views, made per
+     * call, stay out of the weak set, whose rehashes grow with its size. */
+    if (lua_getmetatable(L, idx)) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWMT);
+        r = lua_rawequal(L, -1, -2);
+        lua_pop(L, 2);
+        if (r)
+            return 1;
+    }
     lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_READONLY);
     lua_pushvalue(L, idx);
     r = lua_rawget(L, -2) != LUA_TNIL;
@@ -1241,8 +1250,7 @@ void lvm_push_view(lua_State *L, int idx)
         return;
     lua_newtable(L);
     lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_VIEWMT);
-    lua_setmetatable(L, -2);
-    mark_readonly(L, -1);
+    lua_setmetatable(L, -2);          /* read-only by it (is_readonly) */
     map_set(L, &KEY_VIEWOF, idx, -1); /* viewof[real] = view */
     map_set(L, &KEY_VIEWS, -1, idx);  /* views[view] = real */
 }

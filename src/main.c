@@ -77,7 +77,7 @@ static void fill_upstreams(app *a)
 #define UPSTREAM(n)                                                                                \
     {                                                                                              \
 #n, s->upstream_##n##_url, s->upstream_##n##_timeout_ms, s->upstream_##n##_caller_token,   \
-            s->upstream_##n##_managed_proxy                                                        \
+            s->upstream_##n##_managed_proxy, NULL                                                  \
     }
     const tools_upstream ups[] = {
         UPSTREAM(ontology_query),       UPSTREAM(bkn_backend),  UPSTREAM(vega),

@@ -40,6 +40,7 @@ static void config_copy(tools_config *dst, tools_upstream **ups, const tools_con
         (*ups)[i].timeout_ms = src->upstreams[i].timeout_ms;
         (*ups)[i].caller_token = src->upstreams[i].caller_token;
         (*ups)[i].managed_proxy = src->upstreams[i].managed_proxy;
+        (*ups)[i].parsed = fetch_base_new(src->upstreams[i].base_url);
     }
     dst->upstreams = *ups;
 }
@@ -50,6 +51,7 @@ static void config_free(tools_config *cfg, tools_upstream *ups)
     for (i = 0; i < cfg->n_upstreams; i++) {
         free((char *)ups[i].name);
         free((char *)ups[i].base_url);
+        fetch_base_free(ups[i].parsed);
     }
     free(ups);
     free((char *)cfg->lua_dir);

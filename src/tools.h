@@ -71,6 +71,9 @@ typedef struct tools_upstream {
     long timeout_ms;
     int caller_token;  /* ctx.http may forward the caller's bearer token (caller_token) */
     int managed_proxy; /* ctx.http GETs may go out as a managed proxy account */
+    /* base_url parsed once, by the tool host's copy of the config (left NULL by
+     * whoever fills the config in): ctx.http appends a call's path and query to it */
+    fetch_base *parsed;
 } tools_upstream;
 
 typedef struct tools_config {

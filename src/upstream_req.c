@@ -8,6 +8,29 @@
 #include <string.h>
 #include <strings.h>
 
+/* Byte classes, one table lookup per byte (these run on every ctx.http call): RFC 3986
+ * unreserved, path characters (unreserved, sub-delims, ':', '@', '/' and '%'), and
+ * RFC 9110 token characters. ASCII only, whatever the locale. */
+enum { C_UNRESERVED = 1, C_PATH = 2, C_TCHAR = 4 };
+static unsigned char char_class[256];
+
+static void classes_init(void)
+{
+    static int ready;
+    if (ready)
+        return;
+    for (int c = 0; c < 128; c++) {
+        int alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (alnum || (c && strchr("-._~", c)))
+            char_class[c] |= C_UNRESERVED;
+        if (alnum || (c && strchr("-._~!$&'()*+,;=:@/%", c)))
+            char_class[c] |= C_PATH;
+        if (alnum || (c && strchr("!#$%&'*+-.^_`|~", c)))
+            char_class[c] |= C_TCHAR;
+    }
+    ready = 1;
+}
+
 int upstream_method_valid(const char *m)
 {
     return m && (!strcmp(m, "GET") || !strcmp(m, "POST") || !strcmp(m, "PUT") ||
@@ -33,9 +56,10 @@ const char *upstream_check_path(const char *p)
             break;
         seg = end;
     }
+    classes_init();
     for (; *p; p++) {
         unsigned char ch = (unsigned char)*p;
-        if (!(isalnum(ch) || strchr("-._~!$&'()*+,;=:@/%", ch)))
+        if (!(char_class[ch] & C_PATH))
             return "path contains a character that must be percent-encoded (or use query=)";
         if (ch == '%' && !(isxdigit((unsigned char)p[1]) && isxdigit((unsigned char)p[2])))
             return "path contains an invalid percent-encoding";
@@ -43,18 +67,28 @@ const char *upstream_check_path(const char *p)
     return NULL;
 }
 
-static const char *const RESERVED_HEADERS[] = {
-    "authorization",   "host",           "x-account-id",
-    "x-account-type",  "x-tenant-id",    "x-business-domain",
-    "bkn-request-id",  "x-request-id",   "traceparent",
-    "accept-language", "content-length", "transfer-encoding",
-    "connection",      "cookie",         NULL};
+#define RH(lit)                                                                                    \
+    {                                                                                              \
+        lit, sizeof(lit) - 1                                                                       \
+    }
+static const struct {
+    const char *name;
+    size_t len;
+} RESERVED_HEADERS[] = {
+    RH("authorization"),   RH("host"),           RH("x-account-id"),
+    RH("x-account-type"),  RH("x-tenant-id"),    RH("x-business-domain"),
+    RH("bkn-request-id"),  RH("x-request-id"),   RH("traceparent"),
+    RH("accept-language"), RH("content-length"), RH("transfer-encoding"),
+    RH("connection"),      RH("cookie"),
+};
+#undef RH
 
 int upstream_header_reserved(const char *name)
 {
-    for (int i = 0; RESERVED_HEADERS[i]; i++)
-        if (str_ieq(name, RESERVED_HEADERS[i]))
-            return 1;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof RESERVED_HEADERS / sizeof RESERVED_HEADERS[0]; i++)
+        if (RESERVED_HEADERS[i].len == n && str_ieq(name, RESERVED_HEADERS[i].name))
+            return 1; /* lengths first: most names differ there */
     return 0;
 }
 
@@ -62,8 +96,9 @@ int upstream_header_name_valid(const char *s)
 {
     if (!*s)
         return 0;
+    classes_init();
     for (; *s; s++)
-        if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s)))
+        if (!(char_class[(unsigned char)*s] & C_TCHAR))
             return 0;
     return 1;
 }
@@ -80,10 +115,11 @@ void upstream_pct_encode(buf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
     buf_reserve(b, len * 3); /* written in place: at most three bytes per byte */
+    classes_init();
     char *o = b->data + b->len;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+        if (char_class[ch] & C_UNRESERVED) {
             *o++ = (char)ch;
         } else {
             o[0] = '%';

@@ -90,24 +90,20 @@ end
 
 -- The exact ontology-query request for validated args.
 function M.shape_request(args)
-    local body = cljson.object()
     local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
-    if cond ~= nil then
-        body.condition = cond
-    end
     local limit = args.limit
     if limit == nil or limit == 0 then
         limit = DEFAULT_LIMIT
     end
-    body.limit = limit
-    if args.properties ~= nil then
-        body.properties = args.properties
+    local sort = args.sort
+    if type(sort) ~= "table" or #sort == 0 then
+        sort = nil
     end
-    if type(args.sort) == "table" and #args.sort > 0 then
-        body.sort = args.sort
-    end
-    -- ontology-query turns the total off by itself on cursor pages
-    body.need_total = true
+    -- one constructor: the table is made at its size, not grown member by member
+    -- (a nil member is left out); ontology-query turns the total off by itself on
+    -- cursor pages
+    local body = cljson.object({ condition = cond, limit = limit, properties = args.properties,
+        sort = sort, need_total = true })
     if has_cursor(args) then
         body.search_after = args.search_after
     end

@@ -20,6 +20,22 @@ describe("cljson", function()
       assert.are.equal(text, cljson.encode(v))
     end)
 
+    it("encodes deep nesting: decoded objects and arrays, plain tables", function()
+      -- the encoder makes room on the Lua stack every few levels
+      local text = string.rep('{"k":[', 250) .. "1" .. string.rep("]}", 250)
+      assert.are.equal(text, cljson.encode(cljson.decode(text)))
+      local t = { z = 1, a = 2 }
+      for _ = 1, 500 do
+        t = { b = t, a = { t.a or 1 } }
+      end
+      local v = cljson.decode(cljson.encode(t))
+      for _ = 1, 500 do
+        assert.are.same({ "a", "b" }, cljson.keys(v))
+        v = v.b
+      end
+      assert.are.equal('{"a":2,"z":1}', cljson.encode(v))
+    end)
+
     it("decodes numbers by the exactness rule", function()
       local v = cljson.decode('[1, -9223372036854775808, 1.5, 0.1, 1e2, 1.0, 1.000000000000000005, 1e400]')
       assert.are.equal("integer", math.type(v[1]))
@@ -89,6 +105,31 @@ describe("cljson", function()
       v = cljson.decode('{"y":"\\"","x":2}')
       assert.are.same({ "y", "x" }, cljson.keys(v))
       assert.are.equal('"', v.y)
+    end)
+
+    it("decodes one after another: each object keeps its own order", function()
+      -- orders of the same length, first and last bytes (x and y swapped), decoded apart
+      local a = cljson.decode('{"aaaaaaaa":1,"x":2,"y":3,"zzzzzzzz":4}')
+      local b = cljson.decode('{"aaaaaaaa":1,"y":2,"x":3,"zzzzzzzz":4}')
+      local c = cljson.decode('[{"aaaaaaaa":1,"x":2,"y":3,"zzzzzzzz":4},{"aaaaaaaa":1,"y":2,"x":3,"zzzzzzzz":4}]')
+      assert.are.same({ "aaaaaaaa", "x", "y", "zzzzzzzz" }, cljson.keys(a))
+      assert.are.same({ "aaaaaaaa", "y", "x", "zzzzzzzz" }, cljson.keys(b))
+      assert.are.same({ "aaaaaaaa", "x", "y", "zzzzzzzz" }, cljson.keys(c[1]))
+      assert.are.same({ "aaaaaaaa", "y", "x", "zzzzzzzz" }, cljson.keys(c[2]))
+      -- an order seen before, then the same keys with a duplicate
+      assert.are.same({ "b", "a" }, cljson.keys(cljson.decode('{"b":1,"a":2}')))
+      assert.are.equal('{"b":3,"a":2}', cljson.encode(cljson.decode('{"b":1,"a":2,"b":3}')))
+      -- rows with an order too long for the cache
+      local keys, row = {}, {}
+      for i = 1, 600 do
+        keys[i] = string.format("col%04d", i)
+        row[i] = string.format('"%s":%d', keys[i], i)
+      end
+      local text = "{" .. table.concat(row, ",") .. "}"
+      local rows = cljson.decode("[" .. text .. "," .. text .. "]")
+      assert.are.same(keys, cljson.keys(rows[1]))
+      assert.are.same(keys, cljson.keys(rows[2]))
+      assert.are.same(keys, cljson.keys(cljson.decode(text)))
     end)
 
     it("puts new keys after remembered ones, sorted, and skips removed keys", function()

@@ -123,6 +123,10 @@ static void server_cb(struct evhttp_request *req, void *arg)
         evbuffer_add(out, blob, (size_t)n);
         free(blob);
         evhttp_send_reply(req, 200, "OK", out);
+    } else if (strncmp(path, "/base/", 6) == 0) {
+        const char *host = evhttp_find_header(evhttp_request_get_input_headers(req), "Host");
+        evbuffer_add_printf(out, "uri=%s\nhost=%s", evhttp_request_get_uri(req), host ? host : "");
+        evhttp_send_reply(req, 200, "OK", out);
     } else if (strcmp(path, "/status") == 0) {
         long code = query_long(req, "code", 200);
         if (code >= 300 && code < 400)
@@ -225,7 +229,8 @@ static fetch_req *start(fetch_ctx *f, const char *method, const char *path, cons
                         void *arg)
 {
     const char *err = NULL;
-    fetch_request rq = {method, url(path), h, nh, body, body ? strlen(body) : 0, timeout, max};
+    fetch_request rq = {method,  url(path), h,    nh,   body, body ? strlen(body) : 0,
+                        timeout, max,       NULL, NULL, 0};
     fetch_req *r = fetch_start(f, &rq, cb, arg, &err);
     if (!r)
         fprintf(stderr, "fetch_start: %s\n", err);
@@ -451,6 +456,79 @@ static void test_invalid(fetch_ctx *f)
     err = NULL;
     CHECK(fetch_start(f, &rq3, collect_cb, &r, &err) == NULL && err != NULL);
     CHECK(fetch_inflight(f) == 0);
+}
+
+/* One GET on a base URL parsed once; r filled. NULL when fetch_start refused. */
+static fetch_req *base_get(fetch_ctx *f, const fetch_base *b, const char *path, result *r,
+                           const char **err)
+{
+    fetch_request rq = {
+        .method = "GET", .base = b, .path = path, .path_len = strlen(path), .timeout_ms = 3000};
+    result_clear(r);
+    *err = NULL;
+    fetch_req *q = fetch_start(f, &rq, collect_cb, r, err);
+    if (q)
+        CHECK(run_until(&r->done, 1, 4000));
+    return q;
+}
+
+/* Requests on a parsed base URL: the path and query follow the base's own path, each
+ * base keeps its own address, and what the lean client does not serve (a host name,
+ * userinfo, a fragment) or fetch refuses (not http) is served or refused as the
+ * whole URL would be. */
+static void test_base(fetch_ctx *f)
+{
+    result r = {0};
+    const char *err;
+    char u[160], want[200];
+    snprintf(u, sizeof u, "http://127.0.0.1:%d/base", port);
+    fetch_base *a = fetch_base_new(u);
+    CHECK(fetch_base_lean(a));
+    CHECK(base_get(f, a, "/x/y?q=1&r=%20", &r, &err) != NULL);
+    snprintf(want, sizeof want, "uri=/base/x/y?q=1&r=%%20\nhost=127.0.0.1:%d", port);
+    CHECK(r.res == FETCH_OK && r.status == 200);
+    CHECK_STR(r.body, want);
+    /* a fragment ends the URL before the rest, as in the whole URL */
+    CHECK(base_get(f, a, "/x#frag/y", &r, &err) != NULL);
+    CHECK(r.res == FETCH_OK && r.body && strncmp(r.body, "uri=/base/x\n", 12) == 0);
+
+    snprintf(u, sizeof u, "http://127.0.0.1:%d", port);
+    fetch_base *root = fetch_base_new(u);
+    CHECK(fetch_base_lean(root));
+    CHECK(base_get(f, root, "/base/z", &r, &err) != NULL);
+    CHECK(r.res == FETCH_OK && r.body && strncmp(r.body, "uri=/base/z\n", 12) == 0);
+
+    snprintf(u, sizeof u, "http://127.0.0.1:%d/x", closed_port());
+    fetch_base *closed = fetch_base_new(u);
+    CHECK(base_get(f, closed, "/base/y", &r, &err) != NULL);
+    CHECK(r.res == FETCH_CONNECT);
+
+    snprintf(u, sizeof u, "http://localhost:%d/base", port);
+    fetch_base *named = fetch_base_new(u);
+    CHECK(!fetch_base_lean(named));
+    CHECK(base_get(f, named, "/n", &r, &err) != NULL);
+    CHECK(r.res == FETCH_OK && r.body && strncmp(r.body, "uri=/base/n\n", 12) == 0);
+
+    snprintf(u, sizeof u, "http://user@127.0.0.1:%d/base", port);
+    fetch_base *userinfo = fetch_base_new(u);
+    CHECK(!fetch_base_lean(userinfo));
+    CHECK(base_get(f, userinfo, "/u", &r, &err) != NULL);
+    CHECK(r.res == FETCH_OK && r.body && strncmp(r.body, "uri=/base/u\n", 12) == 0);
+
+    fetch_base *ftp = fetch_base_new("ftp://127.0.0.1/x");
+    fetch_base *empty = fetch_base_new("");
+    CHECK(!fetch_base_lean(ftp) && !fetch_base_lean(empty));
+    CHECK(base_get(f, ftp, "/x", &r, &err) == NULL && err != NULL);
+    CHECK(base_get(f, empty, "/x", &r, &err) == NULL && err != NULL);
+    CHECK(fetch_inflight(f) == 0);
+    result_clear(&r);
+    fetch_base_free(a);
+    fetch_base_free(root);
+    fetch_base_free(closed);
+    fetch_base_free(named);
+    fetch_base_free(userinfo);
+    fetch_base_free(ftp);
+    fetch_base_free(empty);
 }
 
 static void test_cancel_before(fetch_ctx *f)
@@ -731,7 +809,8 @@ static fetch_req *fake_start(fetch_ctx *f, const char *method, const char *body,
     char u[128];
     const char *err = NULL;
     snprintf(u, sizeof(u), "http://127.0.0.1:%d/fake", fk.port);
-    fetch_request rq = {method, u, NULL, 0, body, body ? strlen(body) : 0, timeout, max};
+    fetch_request rq = {method,  u,   NULL, 0,    body, body ? strlen(body) : 0,
+                        timeout, max, NULL, NULL, 0};
     fetch_req *q = fetch_start(f, &rq, collect_cb, r, &err);
     if (!q)
         fprintf(stderr, "fetch_start: %s\n", err);
@@ -938,6 +1017,16 @@ static void test_fake_retry(fetch_ctx *f, int lean)
         CHECK(run_until(&r.done, 1, 4000));
         CHECK(r.res == FETCH_ERROR);
         CHECK(fk.accepted == 2 && fk.requests == 4);
+        /* PUT and DELETE are idempotent: retried as GET is */
+        const char *again[] = {"PUT", "DELETE"};
+        for (int i = 0; i < 2; i++) {
+            fake_fresh();
+            fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"));
+            fk.drop_on = 2;
+            CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+            CHECK(fake_fetch(f, again[i], 0, &r) == FETCH_OK && strcmp(r.body, "ok") == 0);
+            CHECK(fk.accepted == 2 && fk.requests == 3);
+        }
     }
     /* A response that never arrives is not retried either: the server closes a
      * fresh connection. */
@@ -1112,6 +1201,10 @@ static void test_parser_errors(void)
         {"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", HC_FAIL},
         {"HTTP/1.1 2000 OK\r\n\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\n folded\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nX Bad: 1\r\n\r\n", HC_FAIL}, /* bytes a name may not hold */
+        {"HTTP/1.1 200 OK\r\nX-\x7f: 1\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nX-\x80: 1\r\n\r\n", HC_FAIL},
+        {"HTTP/1.1 200 OK\r\nX-\x01: 1\r\n\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\n", HC_FAIL},
         {"HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n", HC_TOO_LARGE},
@@ -1132,6 +1225,16 @@ static void test_parser_errors(void)
         hc_parser_free(&p);
     }
     CHECK(bad == 0);
+    /* Every visible ASCII byte but ':' may be in a name, which is lower-cased. */
+    {
+        static const char names[] = "HTTP/1.1 200 OK\r\nAz-09_.~!#$%&'*+^`|Q:  v w \r\n"
+                                    "Content-Length: 0\r\n\r\n";
+        hc_parser p;
+        CHECK(parse_in_pieces(names, sizeof(names) - 1, 0, 0, 10, &p, 0) == HC_DONE);
+        CHECK(p.n_headers == 2 && p.arena.data &&
+              memcmp(p.arena.data, "az-09_.~!#$%&'*+^`|q\0v w\0", 25) == 0);
+        hc_parser_free(&p);
+    }
     /* A NUL inside a header line (names and values are kept NUL-separated). */
     static const char nul[] = "HTTP/1.1 200 OK\r\nX-Nul: a\0b\r\nContent-Length: 0\r\n\r\n";
     hc_parser p;
@@ -1193,6 +1296,7 @@ int main(void)
         test_refused(f);
         test_invalid(f);
         test_host_name(f);
+        test_base(f);
         test_cancel_before(f);
         test_cancel_in_callback(f);
         test_free_inflight();

@@ -451,11 +451,11 @@ int main(void)
     if (!fetch)
         return 2;
     snprintf(base_url, sizeof base_url, "http://127.0.0.1:%d/api", port);
-    ups[0] = (tools_upstream){"up", base_url, 3000, 0, 0};
-    ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000, 0, 0};
+    ups[0] = (tools_upstream){"up", base_url, 3000, 0, 0, NULL};
+    ups[1] = (tools_upstream){"down", "http://127.0.0.1:1/api", 2000, 0, 0, NULL};
     /* the hostile fixtures declare it (declared upstreams must be configured) */
-    ups[2] = (tools_upstream){"bkn_backend", "http://127.0.0.1:1/api", 2000, 0, 0};
-    ups[3] = (tools_upstream){"up_open", base_url, 3000, 1, 1};
+    ups[2] = (tools_upstream){"bkn_backend", "http://127.0.0.1:1/api", 2000, 0, 0, NULL};
+    ups[3] = (tools_upstream){"up_open", base_url, 3000, 1, 1, NULL};
 
     memset(&cfg, 0, sizeof cfg);
     cfg.lua_dir = CL_SOURCE_DIR "/lua";
@@ -752,6 +752,25 @@ int main(void)
     CHECK(call_inflight() == 0);
     tools_host_free(h);
     CHECK(tools_gen_live() == 0);
+
+    /* The base URL is parsed once per configuration: a host made with a changed
+     * URL sends to the new one. */
+    {
+        char moved[64];
+        snprintf(moved, sizeof moved, "http://127.0.0.1:%d/moved/api", port);
+        ups[0].base_url = moved;
+        h = tools_host_new(&cfg);
+        ups[0].base_url = base_url;
+        CHECK(tools_host_reload(h, GOOD, &report) == 0);
+        free(report);
+        g = tools_host_acquire(h);
+        run(g, "fetch_json", "{\"kn_id\":\"kn_m\",\"q\":\"x\"}", &o);
+        CHECK(o.status == 200 && !o.is_error);
+        CHECK_STR(seen.uri, "/moved/api/kn/kn_m/items?exact=true&limit=5&q=x");
+        outcome_free(&o);
+        tools_gen_release(g);
+        tools_host_free(h);
+    }
 
     check_hostile(&cfg);
     check_pool();

@@ -65,6 +65,39 @@ static void test_paths(void)
     CHECK_STR(upstream_check_path("/a%"), pct);
 }
 
+/* Every byte, against the character sets written out: a path character (RFC 3986
+ * unreserved, sub-delims, ':', '@', '/', '%' with two hex digits), a token character
+ * of a header name (RFC 9110), and what the percent-encoding leaves alone
+ * (unreserved). */
+static void test_every_byte(void)
+{
+    for (int c = 1; c < 256; c++) {
+        int alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        int unreserved = alnum || (c < 128 && strchr("-._~", c));
+        int pathc = unreserved || (c < 128 && strchr("!$&'()*+,;=:@/", c));
+        int tchar = alnum || (c < 128 && strchr("!#$%&'*+-.^_`|~", c));
+        char path[8] = {'/', 'a', (char)c, 'b', 0};
+        if (c == '%')
+            memcpy(path + 2, "%41", 4);
+        CHECK((upstream_check_path(path) == NULL) == (pathc || c == '%'));
+        char name[4] = {'x', (char)c, 'y', 0};
+        CHECK(upstream_header_name_valid(name) == tchar);
+        buf b = BUF_INIT;
+        char one = (char)c, want[4];
+        upstream_pct_encode(&b, &one, 1);
+        if (unreserved)
+            snprintf(want, sizeof want, "%c", c);
+        else
+            snprintf(want, sizeof want, "%%%02X", c);
+        CHECK_STR(b.data, want);
+        buf_free(&b);
+    }
+    buf b = BUF_INIT; /* NUL is a byte like any other in a value */
+    upstream_pct_encode(&b, "a\0b", 3);
+    CHECK_STR(b.data, "a%00b");
+    buf_free(&b);
+}
+
 static void test_headers(void)
 {
     /* the reserved set, without case */
@@ -215,6 +248,7 @@ int main(void)
     test_methods();
     test_paths();
     test_headers();
+    test_every_byte();
     test_query();
     test_pct_encode();
     test_traceparent();
