@@ -437,6 +437,16 @@ local LAZY = {
     authz = function(real)
         return authz.handle(real.principal, real.now_ms)
     end,
+    -- C functions bound to the call (its ctx.http's); M.ctx_fn is set by the C side
+    -- (a ctx made elsewhere, without ctx.http, has none)
+    log = function(real)
+        local http = rawget(real, "http")
+        return M.ctx_fn and http and M.ctx_fn(http, "log") or nil
+    end,
+    now_ms = function(real)
+        local http = rawget(real, "http")
+        return M.ctx_fn and http and M.ctx_fn(http, "now_ms") or nil
+    end,
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
@@ -452,7 +462,7 @@ M.ctx_mt = {
         rawset(real, key, v)
         return v
     end,
-    __lazy = { "invoke", "list_tools", "authz" },
+    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms" },
 }
 
 -- invoke(name, args, ctx, query) -> status, body, error_code

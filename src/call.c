@@ -136,6 +136,22 @@ static int ctx_log(lua_State *L)
     return 0;
 }
 
+static int ctx_http(lua_State *L);
+
+/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log" or
+ * "now_ms"), made on the first read of the field instead of in every call. */
+static char KEY_CTX_FN; /* the state's host table has ctx_fn */
+static int ctx_fn(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 2);
+    int log = strcmp(name, "log") == 0;
+    if (lua_tocfunction(L, 1) != ctx_http || (!log && strcmp(name, "now_ms") != 0))
+        return luaL_error(L, "ctx_fn: not a ctx.http or an unknown field");
+    lua_getupvalue(L, 1, 1);
+    lua_pushcclosure(L, log ? ctx_log : ctx_now_ms, 1);
+    return 1;
+}
+
 /* A buf owned by Lua (freed by __gc), so raising never leaks it. */
 static int gcbuf_gc(lua_State *L)
 {
@@ -1248,14 +1264,16 @@ static int setup_p(lua_State *L)
         u->c = c;
         c->ud = u; /* anchored: safe to keep the pointer */
     }
-    lua_pushvalue(L, -1);
     lua_pushcclosure(L, ctx_http, 1);
     lua_setfield(L, ctx, "http");
-    lua_pushvalue(L, -1);
-    lua_pushcclosure(L, ctx_log, 1);
-    lua_setfield(L, ctx, "log");
-    lua_pushcclosure(L, ctx_now_ms, 1);
-    lua_setfield(L, ctx, "now_ms");
+    /* ctx.log and ctx.now_ms: made by the runtime on first read (host.ctx_fn) */
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) == LUA_TNIL) {
+        lua_pushcfunction(L, ctx_fn);
+        lua_setfield(L, host, "ctx_fn");
+        lua_pushboolean(L, 1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN);
+    }
+    lua_pop(L, 1);
     lua_pushstring(L, lang_tag(c->lang));
     lua_setfield(L, ctx, "lang");
     lua_pushstring(L, c->request_id);

@@ -696,6 +696,10 @@ int main(void)
     CHECK_STR(seen.account, "kn-proxy-kn_a");
 
     check_co_reuse(g);
+    /* ctx.log and ctx.now_ms, made on first read, are listed and work */
+    check_escape(g, "ctx_fields", ",log,");
+    check_escape(g, "ctx_fields", ",now_ms,");
+    check_escape(g, "ctx_fields", " integer true");
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
