@@ -422,6 +422,8 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
     lua_State *L = e->L;
     int top = lua_gettop(L);
     int list = 0, rc = 0, lazy = 0;
+    keyref local[ENC_KEYS_INLINE];
+    size_t collected = 0; /* keys already in local: the counting pass gathered them all */
     if (!e->canonical && order_list(L, idx, e->ord, e->lists))
         list = top + 1;
     if (count < 0) {
@@ -434,12 +436,19 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
                 count++;
             }
         } else {
+            /* A built object without an order (its keys sorted): the counting pass
+             * gathers the keys too, so a small one is not walked a second time. */
             while (lua_next(L, idx)) {
                 lua_pop(L, 1);
-                count++;
                 if (lua_type(L, -1) != LUA_TSTRING)
                     allstr = 0;
+                else if (count < ENC_KEYS_INLINE)
+                    /* The key string stays alive as a key of the table. */
+                    local[count].k = lua_tolstring(L, -1, &local[count].len);
+                count++;
             }
+            if (allstr && count <= ENC_KEYS_INLINE)
+                collected = (size_t)count;
         }
     }
     if (!allstr) {
@@ -474,14 +483,14 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
             rc = enc_fail(e, NONSTR_KEYS);
     }
     if (rc == 0 && count > n) {
-        size_t want = (size_t)(count - n), nx = 0;
-        keyref local[ENC_KEYS_INLINE];
+        size_t want = (size_t)(count - n), nx = collected;
         keyref *ex = local;
         if (want > ENC_KEYS_INLINE)
             ex = lua_newuserdatauv(L, want * sizeof(keyref), 0);
         int exslot = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, idx)) {
+        if (!collected)
+            lua_pushnil(L);
+        while (!collected && lua_next(L, idx)) {
             lua_pop(L, 1);
             if (lazy && lua_type(L, -1) != LUA_TSTRING) {
                 lua_settop(L, top);

@@ -152,6 +152,34 @@ describe("cljson", function()
       assert.are.same({ "c", "a", "b" }, cljson.keys(o))
     end)
 
+    it("object() without an order: keys sorted, small and big, nested", function()
+      -- up to 16 keys are gathered while counting, more in a second walk
+      for _, n in ipairs({ 1, 2, 15, 16, 17, 40 }) do
+        local t, keys = {}, {}
+        for i = n, 1, -1 do
+          local k = string.format("k%02d", i)
+          t[k] = i
+          keys[#keys + 1] = string.format('"%s":%d', k, i)
+        end
+        table.sort(keys)
+        local want = "{" .. table.concat(keys, ",") .. "}"
+        assert.are.equal(want, cljson.encode(cljson.object(t)))
+        assert.are.equal('{"in":' .. want .. ',"z":' .. want .. "}",
+          cljson.encode(cljson.object({ z = cljson.object(t), ["in"] = cljson.object(t) })))
+      end
+      -- a non-string key among the first 16 or past them fails the object
+      for _, n in ipairs({ 1, 16, 17, 30 }) do
+        local t = {}
+        for i = 1, n do
+          t["k" .. i] = i
+        end
+        t[n + 1] = true
+        local ok, err = pcall(cljson.encode, cljson.object(t))
+        assert.is_false(ok)
+        assert.matches("neither an array nor an object", err)
+      end
+    end)
+
     it("plain tables: sequences are arrays, others objects with sorted keys", function()
       assert.are.equal("[1,2,3]", cljson.encode({ 1, 2, 3 }))
       assert.are.equal('{"a":1,"b":2}', cljson.encode({ b = 2, a = 1 }))
