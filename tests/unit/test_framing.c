@@ -86,6 +86,15 @@ static void test_heads(void)
     CHECK(refused(POST "Authorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n", 400,
                   "Authorization"));
     CHECK(refused(POST "Host: b\r\n\r\n", 400, "Host"));
+    /* a repeated name in any case, matched over its first eight bytes and the rest */
+    CHECK(refused(POST "MCP-PROTOCOL-VERSION: a\r\nmcp-protocol-version: b\r\n\r\n", 400,
+                  "Mcp-Protocol-Version"));
+    CHECK(refused(POST "content-LENGTH: 1\r\nContent-Length: 1\r\n\r\n", 400, "Content-Length"));
+    CHECK(refused(POST "HOST: b\r\n\r\n", 400, "Host"));
+    CHECK(refused(POST "x-authorizatioN: a\r\nX-Authorization: b\r\n\r\n", 400, "X-Authorization"));
+    /* same length, one byte apart (in the word, in the tail): different names */
+    CHECK(head(POST "Content-Lengtx: 1\r\nContent-Length: 0\r\n\r\n", &h, &e) == FRAMING_OK);
+    CHECK(head(POST "Content-Tength: 1\r\nContent-Length: 0\r\n\r\n", &h, &e) == FRAMING_OK);
     CHECK(refused("GET / HTTP/1.1\r\n\r\n", 400, "Host"));
     CHECK(refused(POST "Origin: http://a\r\nOrigin: http://b\r\n\r\n", 400, "Origin"));
     CHECK(refused(POST "Expect: nothing\r\n\r\n", 417, "expectation"));
