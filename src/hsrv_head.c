@@ -1,6 +1,7 @@
 /* hsrv_head: the head indexing and chunked decoding of the HTTP/1.1 server (hsrv.h):
  * pure functions over bytes the framing check (framing.h) accepted, apart from the
  * server so that the unit tests and the framing fuzz target reach them alone. */
+#include <stdint.h>
 #include <string.h>
 
 #include "hsrv.h"
@@ -10,9 +11,38 @@ static int lower(int c)
     return c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
+/* w with its ASCII upper-case letters made lower case, eight bytes at once: a byte
+ * gets 0x20 when it is below 0x80, from 'A' and not past 'Z' (each byte tested on its
+ * low seven bits, no carries between bytes). */
+static uint64_t fold8(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    uint64_t low7 = w & ~highs;
+    uint64_t ge_a = low7 + ones * (0x80 - 'A'); /* bit 7: low 7 bits >= 'A' */
+    uint64_t gt_z = low7 + ones * (0x7f - 'Z'); /* bit 7: low 7 bits > 'Z' */
+    uint64_t upper = ge_a & ~gt_z & ~w & highs;
+    return w | upper >> 2;
+}
+
+/* Every request looks up a dozen names: eight bytes compared at a time, not one. */
 static int ieqn(const char *a, const char *b, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    size_t i = 0;
+    if (n >= 8) {
+        /* the last word overlaps the one before it when n is not a multiple of 8 */
+        for (;; i += 8) {
+            if (i + 8 > n)
+                i = n - 8;
+            uint64_t x, y;
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y && fold8(x) != fold8(y))
+                return 0;
+            if (i + 8 == n)
+                return 1;
+        }
+    }
+    for (; i < n; i++)
         if (lower((unsigned char)a[i]) != lower((unsigned char)b[i]))
             return 0;
     return 1;

@@ -33,6 +33,31 @@ static void test_parse(void)
     CHECK_STR(hsrv_head_find(&h, "content-length"), "3");
     CHECK(hsrv_head_find(&h, "Hos") == NULL && hsrv_head_find(&h, "Origin") == NULL);
     CHECK(h.headers[1].name_len == 6 && !memcmp(h.headers[1].name, "X-Trim", 6));
+    /* names of 8 and more bytes: case folded over each eight-byte word and the tail;
+     * bytes 0x20 apart that are not letters stay different */
+    char f[] = "GET / HTTP/1.1\r\nX-Forwarded-Proto: p\r\nBkn-Request-Id: r\r\n"
+               "A@[^b-9!~: s\r\nAbcdefgh: w\r\nA\xe1"
+               "cdefgh: x\r\n\r\n";
+    CHECK(hsrv_parse_head(f, strlen(f), &h) == 0 && h.n_headers == 5);
+    CHECK_STR(hsrv_head_find(&h, "x-forwarded-proto"), "p");
+    CHECK_STR(hsrv_head_find(&h, "X-FORWARDED-PROTO"), "p");
+    CHECK(hsrv_head_find(&h, "X-Forwarded-Prota") == NULL);
+    CHECK(hsrv_head_find(&h, "X-Forwardxd-Proto") == NULL);
+    CHECK_STR(hsrv_head_find(&h, "bkn-request-id"), "r");
+    CHECK_STR(hsrv_head_find(&h, "a@[^B-9!~"), "s");
+    CHECK(hsrv_head_find(&h, "a`[^b-9!~") == NULL);
+    CHECK(hsrv_head_find(&h, "a@{^b-9!~") == NULL);
+    CHECK(hsrv_head_find(&h, "a@[~b-9!~") == NULL);
+    CHECK(hsrv_head_find(&h, "a@[^b\r9!~") == NULL);
+    CHECK(hsrv_head_find(&h, "a@[^b-\x19!~") == NULL);
+    CHECK_STR(hsrv_head_find(&h, "ABCDEFGH"), "w");
+    CHECK(hsrv_head_find(&h, "A\xc2"
+                             "CDEFGH") == NULL);
+    CHECK_STR(hsrv_head_find(&h, "a\xe1"
+                                 "CDEFGH"),
+              "x");
+    CHECK(hsrv_head_find(&h, "a\xc1"
+                             "cdefgh") == NULL);
 
     char b[] = "GET http://h:80/p?q HTTP/1.0\n\n";
     CHECK(hsrv_parse_head(b, strlen(b), &h) == 0);
