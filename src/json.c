@@ -985,9 +985,16 @@ int json_number_valid(const char *s, size_t len)
 #define ESC_BLOCK 16
 #define ESC_SLACK (2 * ESC_BLOCK)
 typedef unsigned esc_mask;
-static inline esc_mask esc_scan(const unsigned char *p)
+/* ctl: the control bytes alone (most blocks of JSON text have none, and then every
+ * flagged byte only needs a backslash before it). */
+static inline esc_mask esc_scan(const unsigned char *p, esc_mask *ctl)
 {
-    return json_special16(p, 0);
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i q = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i b = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    __m128i c = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+    *ctl = (unsigned)_mm_movemask_epi8(c);
+    return (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(q, b), c));
 }
 static inline unsigned esc_first(esc_mask m)
 {
@@ -998,7 +1005,7 @@ static inline unsigned esc_first(esc_mask m)
 #define ESC_SLACK (2 * ESC_BLOCK)
 typedef uint64_t esc_mask;
 /* Bit 7 of each flagged byte; every byte is tested on its own (no carries). */
-static inline esc_mask esc_scan(const unsigned char *p)
+static inline esc_mask esc_scan(const unsigned char *p, esc_mask *ctl_only)
 {
     const uint64_t ones = 0x0101010101010101ULL, lo7 = 0x7f7f7f7f7f7f7f7fULL;
     uint64_t w;
@@ -1007,6 +1014,7 @@ static inline esc_mask esc_scan(const unsigned char *p)
     uint64_t ctl = t + ones * (0x80 - 0x20); /* bit 7: low 7 bits >= 0x20 */
     uint64_t q = (t ^ (ones * '"')) + lo7;   /* bit 7: low 7 bits are not '"' */
     uint64_t b = (t ^ (ones * '\\')) + lo7;  /* bit 7: low 7 bits are not '\\' */
+    *ctl_only = ~(ctl | w) & (ones * 0x80);
     return ~((ctl & q & b) | w) & (ones * 0x80);
 }
 static inline unsigned esc_first(esc_mask m)
@@ -1047,9 +1055,20 @@ void json_write_string(buf *out, const char *s, size_t len)
         if (blocks == left) /* the input's last block is left to the loop below */
             blocks = left ? left - 1 : 0;
         for (const unsigned char *last = p + blocks * ESC_BLOCK; p < last;) {
-            esc_mask m = esc_scan(p);
+            esc_mask ctl, m = esc_scan(p, &ctl);
             memcpy(w, p, ESC_BLOCK);
-            if (m) {
+            if (m && !ctl) {
+                /* only '"' and '\\': a backslash before each, no byte to look at */
+                char *o = w;
+                do {
+                    unsigned k = esc_first(m);
+                    m &= m - 1;
+                    o[k] = '\\';
+                    memcpy(o + k + 1, p + k, ESC_BLOCK);
+                    o++;
+                } while (m);
+                w = o;
+            } else if (m) {
                 char *o = w;
                 do {
                     unsigned k = esc_first(m);

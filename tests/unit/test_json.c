@@ -1127,13 +1127,18 @@ static void test_string_dense(void)
     for (int round = 0; round < 3000; round++) {
         size_t n = round < 2000 ? (size_t)(round % 97) : (size_t)(round % 9001);
         unsigned char *s = malloc(n + 1);
-        int mode = round % 4; /* 0: any of the alphabet, 1: '"' only, 2: 0x01 only, 3: JSON-like */
+        /* 0: any of the alphabet, 1: '"' only, 2: 0x01 only, 3: JSON-like, 4: '"' and
+         * '\\' among letters, no control byte */
+        int mode = round % 5;
         for (size_t i = 0; i < n; i++) {
             seed = seed * 1103515245u + 12345u;
             unsigned r = seed >> 16;
             s[i] = mode == 1   ? '"'
                    : mode == 2 ? 0x01
                    : mode == 3 ? (r % 7 == 0 ? '"' : (unsigned char)('a' + r % 26))
+                   : mode == 4 ? (r % 5 == 0   ? '"'
+                                  : r % 5 == 1 ? '\\'
+                                               : (unsigned char)('a' + r % 26))
                                : alphabet[r % sizeof alphabet];
         }
         buf want = {0}, got = {0};
