@@ -272,12 +272,19 @@ static int plain_text(const char *s, size_t n)
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     size_t i = 0;
 #if defined(__SSE2__)
-    for (; i + 16 <= n; i += 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
-        __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
-        __m128i del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
-        if (_mm_movemask_epi8(_mm_or_si128(ctl, del)))
-            return 0;
+    if (n >= 16) {
+        /* the last block overlaps the one before it when n is not a multiple of 16 */
+        for (;; i += 16) {
+            if (i + 16 > n)
+                i = n - 16;
+            __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+            __m128i ctl = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x1f)), v);
+            __m128i del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
+            if (_mm_movemask_epi8(_mm_or_si128(ctl, del)))
+                return 0;
+            if (i + 16 == n)
+                return 1;
+        }
     }
 #endif
     for (; i + 8 <= n; i += 8) {
@@ -293,6 +300,34 @@ static int plain_text(const char *s, size_t n)
             return 0;
     }
     return 1;
+}
+
+/* The end of a header line's name: the first byte that is not a tchar. line[n] is the
+ * CR or LF that ends the line (not a tchar), so the scan needs no bound. Sixteen bytes
+ * at a time while they are letters, digits and '-' (what names are made of), then
+ * byte by byte with the table. */
+static size_t name_end(const char *line, size_t n)
+{
+    size_t k = 0;
+#if defined(__SSE2__)
+    for (; k + 16 <= n; k += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(line + k));
+        __m128i l = _mm_or_si128(v, _mm_set1_epi8(0x20)); /* a letter only from a letter */
+        __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(l, _mm_set1_epi8('a' - 1)),
+                                       _mm_cmplt_epi8(l, _mm_set1_epi8('z' + 1)));
+        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                      _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+        __m128i dash = _mm_cmpeq_epi8(v, _mm_set1_epi8('-'));
+        unsigned ok = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(letter, digit), dash));
+        if (ok != 0xffff) {
+            k += (size_t)__builtin_ctz(~ok);
+            break;
+        }
+    }
+#endif
+    while (is_tchar((unsigned char)line[k]))
+        k++;
+    return k;
 }
 
 /* A header name (k tchars) equals the SINGLE name nm (lower-case letters and '-') of
@@ -348,9 +383,7 @@ framing_rc framing_check_head(const char *buf, size_t len, const framing_limits 
             break; /* the empty line */
         if (line[0] == ' ' || line[0] == '\t')
             return bad(err, 400, "obsolete line folding is not accepted");
-        size_t k = 0;
-        while (k < n && is_tchar((unsigned char)line[k]))
-            k++;
+        size_t k = name_end(line, n);
         if (k == 0 || k == n || line[k] != ':')
             return bad(err, 400,
                        line[k] == ' ' || line[k] == '\t'

@@ -321,6 +321,30 @@ static void test_long_lines(void)
         snprintf(text, sizeof text, POST "X-Long: %s\r\n\r\n", v);
         CHECK(head(text, &h, &e) == FRAMING_OK);
     }
+    /* names of every length to 40 (letters, digits, '-' and other tchars), a byte that
+     * is not a tchar at each position: refused; the name alone: accepted, and a
+     * SINGLE name found whatever its length */
+    static const char name_chars[] = "Ab-9_z!Z0~x.Q'y*W|m^n`o#p$q%r&s+tuvwxyzab";
+    static const char not_tchar[] = {'(', '@', '[', '{', '"', '/', '\x80', '\xff', ',', '\x01'};
+    int misread = 0;
+    for (size_t len = 1; len <= 40; len++) {
+        char name[48];
+        for (size_t i = 0; i < len; i++)
+            name[i] = i % 3 == 1 ? name_chars[i] : (char)('a' + (i * 7) % 26);
+        snprintf(text, sizeof text, POST "%.*s: v\r\n\r\n", (int)len, name);
+        misread += head(text, &h, &e) != FRAMING_OK;
+        for (size_t at = 0; at < len; at++)
+            for (size_t k = 0; k < sizeof not_tchar; k++) {
+                char bad[48];
+                memcpy(bad, name, len);
+                bad[at] = not_tchar[k];
+                snprintf(text, sizeof text, POST "%.*s: v\r\n\r\n", (int)len, bad);
+                misread += !refused(text, 400, "field name");
+            }
+    }
+    CHECK(misread == 0);
+    CHECK(refused(POST "Mcp-Protocol-Version: a\r\nMCP-protocol-VERSION: b\r\n\r\n", 400,
+                  "Mcp-Protocol-Version"));
     CHECK(refused(POST "X-Long-Name\x01"
                        "abcdefghij: v\r\n\r\n",
                   400, "field name"));
