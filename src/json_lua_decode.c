@@ -1143,6 +1143,24 @@ static int kept(const cljson_raw_opts *ro, const char *ks, size_t kl)
     return 0;
 }
 
+/* What follows an object member's value ending at e: 1 with *next on the next
+ * member (past the comma and whitespace), 0 with d->p past the closing brace, -1 for
+ * anything else. */
+static int member_end(dec *d, const unsigned char *e, const unsigned char **next)
+{
+    const unsigned char *p = dec_ws(e, d->end);
+    if (p >= d->end)
+        return -1;
+    if (*p == ',') {
+        *next = dec_ws(p + 1, d->end);
+        return 1;
+    }
+    if (*p != '}')
+        return -1;
+    d->p = p + 1;
+    return 0;
+}
+
 static int dec_object(dec *d, size_t depth)
 {
     lua_State *L = d->L;
@@ -1186,18 +1204,11 @@ static int dec_object(dec *d, size_t depth)
                 d->keys->len = klen0;
                 d->canon = 0; /* no canonical-text checks */
                 const unsigned char *e = rs_value(d, d->p, depth);
-                if (!e)
+                int more = e ? member_end(d, e, &p) : -1;
+                if (more < 0)
                     return -1;
-                p = dec_ws(e, d->end);
-                if (p >= d->end)
-                    return -1;
-                if (*p == ',') {
-                    p = dec_ws(p + 1, d->end);
+                if (more)
                     continue;
-                }
-                if (*p != '}')
-                    return -1;
-                d->p = p + 1;
                 break;
             }
             const unsigned char *v = dec_ws(d->p, d->end);
@@ -1213,16 +1224,11 @@ static int dec_object(dec *d, size_t depth)
             return -1;
         lua_rawset(L, t);
         n++;
-        p = dec_ws(d->p, d->end);
-        if (p >= d->end)
+        int more = member_end(d, d->p, &p);
+        if (more < 0)
             return -1;
-        if (*p == ',') {
-            p = dec_ws(p + 1, d->end);
+        if (more)
             continue;
-        }
-        if (*p != '}')
-            return -1;
-        d->p = p + 1;
         break;
     }
     *lastn = n < 64 ? n : 64; /* a big object does not inflate the next ones */
