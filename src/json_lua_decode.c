@@ -23,9 +23,15 @@ void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt)
     lua_setmetatable(L, -2);
 }
 
+/* Objects of at most this many members find a duplicate key by comparing the tree's
+ * keys in C (no Lua lookup per key); a bigger one asks its table. */
+#define PUSH_DUP_SCAN 16
+
+/* A container checks the stack room for itself and its members (a scalar member or
+ * a number box needs at most 4 slots above the container's table); cljson_push
+ * makes room for the root. */
 static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
 {
-    luaL_checkstack(L, 6, "cljson: nesting too deep");
     size_t len;
     const char *s;
     switch (json_typeof(v)) {
@@ -53,6 +59,7 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
         lua_pushlstring(L, s, len);
         break;
     case JSON_ARRAY: {
+        luaL_checkstack(L, 6, "cljson: nesting too deep");
         size_t n = json_count(v);
         lua_createtable(L, n > INT32_MAX ? INT32_MAX : (int)n, 0);
         for (size_t i = 0; i < n; i++) {
@@ -64,6 +71,7 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
         break;
     }
     case JSON_OBJECT: {
+        luaL_checkstack(L, 6, "cljson: nesting too deep");
         size_t n = json_count(v);
         int hint = n > INT32_MAX ? INT32_MAX : (int)n;
         lua_createtable(L, 0, hint);
@@ -74,15 +82,26 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
             unsigned char small[192];
             size_t slen = 0;
             buf *ob = NULL;
+            const char *ks[PUSH_DUP_SCAN]; /* the keys so far, while n <= PUSH_DUP_SCAN */
+            size_t kls[PUSH_DUP_SCAN];
             for (size_t i = 0; i < n; i++) {
                 size_t klen;
                 const char *k = json_key_at(v, i, &klen);
-                lua_pushlstring(L, k, klen);
-                lua_pushvalue(L, -1);
                 /* A duplicate key keeps its first position and takes the last value
                  * (decoded values are never nil). */
-                int fresh = lua_rawget(L, t) == LUA_TNIL;
-                lua_pop(L, 1);
+                int fresh = 1;
+                if (n <= PUSH_DUP_SCAN) {
+                    for (size_t j = 0; j < i && fresh; j++)
+                        fresh = kls[j] != klen || memcmp(ks[j], k, klen) != 0;
+                    ks[i] = k;
+                    kls[i] = klen;
+                    lua_pushlstring(L, k, klen);
+                } else {
+                    lua_pushlstring(L, k, klen);
+                    lua_pushvalue(L, -1);
+                    fresh = lua_rawget(L, t) == LUA_TNIL;
+                    lua_pop(L, 1);
+                }
                 if (fresh && !ob && slen + klen + 10 <= sizeof small) {
                     slen += order_len(small + slen, klen);
                     memcpy(small + slen, k, klen);
