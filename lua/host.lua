@@ -425,6 +425,15 @@ local function make_list_tools(ctx)
     end
 end
 
+-- The maker of ctx.<name>, a C function bound to the call (its ctx.http's); M.ctx_fn
+-- is set by the C side (a ctx made elsewhere, without ctx.http, has none).
+local function call_bound(name)
+    return function(real)
+        local http = rawget(real, "http")
+        return M.ctx_fn and http and M.ctx_fn(http, name) or nil
+    end
+end
+
 -- The fields the runtime adds to every call's ctx, made on the first read (most
 -- calls read none of them): name -> maker(real ctx, its read-only view).
 local LAZY = {
@@ -437,16 +446,8 @@ local LAZY = {
     authz = function(real)
         return authz.handle(real.principal, real.now_ms)
     end,
-    -- C functions bound to the call (its ctx.http's); M.ctx_fn is set by the C side
-    -- (a ctx made elsewhere, without ctx.http, has none)
-    log = function(real)
-        local http = rawget(real, "http")
-        return M.ctx_fn and http and M.ctx_fn(http, "log") or nil
-    end,
-    now_ms = function(real)
-        local http = rawget(real, "http")
-        return M.ctx_fn and http and M.ctx_fn(http, "now_ms") or nil
-    end,
+    log = call_bound("log"),
+    now_ms = call_bound("now_ms"),
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
