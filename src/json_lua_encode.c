@@ -16,14 +16,24 @@ typedef struct {
 
 static int put_str(buf *out, const char *s, size_t len);
 
+/* The encoder's own elements of the table of cljson_push_reg, made by the first
+ * conversion that may raise: the metatables' addresses (what the encoder compares
+ * values' metatables with) in a userdata, and the list cache (REG_LISTS) again,
+ * found by index rather than by name. */
+enum { REGI_ENC_MTS = REGI_N + 1, REGI_ENC_LISTS };
+typedef struct {
+    const void *amt, *omt, *nmt, *rawmt;
+} enc_mts;
+
 /* Pushes the key list of the object at idx (list[i] = key, list[key] = i,
  * list[0] = the blob of keyseg[n] and key texts, absent if a key is not valid
  * UTF-8) and
  * returns 1, or pushes nothing and returns 0 if it has no remembered order. ord
  * and lists are the stack slots of REG_ORDER and of the list cache; a miss builds
  * the list and caches it (a full cache is replaced by an empty one, in the
- * registry and in slot lists). */
-static int order_list(lua_State *L, int idx, int ord, int lists)
+ * registry and in slot lists), unless build is 0: then it returns -1 (nothing
+ * pushed), as building allocates and so may raise. */
+static int order_list(lua_State *L, int idx, int ord, int lists, int build)
 {
     lua_pushvalue(L, idx);
     if (lua_rawget(L, ord) != LUA_TSTRING) {
@@ -33,6 +43,8 @@ static int order_list(lua_State *L, int idx, int ord, int lists)
     if (lua_rawget(L, lists) == LUA_TTABLE) /* the common case: two lookups */
         return 1;
     lua_pop(L, 1);
+    if (!build)
+        return -1;
     luaL_checkstack(L, 6, "cljson");
     lua_pushvalue(L, idx);
     lua_rawget(L, ord);
@@ -83,6 +95,10 @@ static int order_list(lua_State *L, int idx, int ord, int lists)
         lua_newtable(L);
         lua_pushvalue(L, -1);
         lua_setfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+        cljson_push_reg(L);
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, -2, REGI_ENC_LISTS);
+        lua_pop(L, 1);
         lua_replace(L, lists);
         cached = 0;
     }
@@ -103,12 +119,18 @@ typedef struct {
     lua_Integer i;
 } path_elem;
 
+/* What a conversion that must not raise returns where it would allocate a Lua
+ * object (a key list, a deeper path, more stack): the caller starts again under
+ * a protected call. */
+#define ENC_RETRY (-2)
+
 typedef struct {
     lua_State *L;
-    int amt, omt, nmt, ord, lists;  /* absolute stack indices */
+    int ord, lists;                 /* absolute stack indices */
     const void *pamt, *pomt, *pnmt; /* the metatables, compared by address */
     const void *prawmt;             /* cljson.raw_mt */
     int canonical;                  /* ignore remembered key order; sort every object */
+    int noraise;                    /* no Lua allocation: ENC_RETRY instead */
     size_t depth;
     /* Tables being converted and the path to them: small inline arrays, moved to
      * a GC-owned userdata (anchored at stack slot grown) past ENC_INLINE levels. */
@@ -194,7 +216,7 @@ int cljson_ordered_keys(lua_State *L, int idx, int ord, int lists, int canonical
     lua_createtable(L, 0, 0);
     int out = lua_gettop(L);
     if (!canonical) {
-        if (order_list(L, idx, ord, lists)) {
+        if (order_list(L, idx, ord, lists, 1)) {
             list = lua_gettop(L);
             lua_Integer ln = (lua_Integer)lua_rawlen(L, list);
             for (lua_Integer i = 1; i <= ln; i++) {
@@ -408,6 +430,124 @@ static int has_nonstring_key(lua_State *L, int idx)
     return 0;
 }
 
+/* A key of the object being written and its value's stack slot. */
+typedef struct {
+    const char *k;
+    size_t len;
+    int v;
+} keyslot;
+
+/* Writes the members of the object table at idx whose keys are not in the key
+ * list at slot list (0: none, all keys), sorted bytewise; *n counts the members
+ * written. Up to ENC_KEYS_INLINE of them are gathered in one walk that leaves
+ * each key and value on the stack (no key pushed again, no lookup per member);
+ * more take two walks and a sort of the key strings. A key that is not a string
+ * fails before any of these members is written. */
+static int conv_rest(enc *e, int idx, json_value *obj, int list, lua_Integer *n)
+{
+    lua_State *L = e->L;
+    int base = lua_gettop(L);
+    if (!e->noraise)
+        luaL_checkstack(L, 2 * ENC_KEYS_INLINE + 4, "cljson");
+    else if (!lua_checkstack(L, 2 * ENC_KEYS_INLINE + 4))
+        return ENC_RETRY;
+    keyslot ks[ENC_KEYS_INLINE];
+    size_t nk = 0;
+    int fits = 1, rc = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) { /* key, value */
+        if (lua_type(L, -2) != LUA_TSTRING) {
+            lua_settop(L, base);
+            return enc_fail(e, NONSTR_KEYS);
+        }
+        if (list) {
+            lua_pushvalue(L, -2);
+            if (lua_rawget(L, list) != LUA_TNIL) { /* written already */
+                lua_pop(L, 2);
+                continue;
+            }
+            lua_pop(L, 1);
+        }
+        if (nk == ENC_KEYS_INLINE) {
+            fits = 0;
+            break;
+        }
+        /* The key string stays alive on the stack (and as a key of the table). */
+        ks[nk].k = lua_tolstring(L, -2, &ks[nk].len);
+        ks[nk].v = lua_gettop(L);
+        nk++;
+        lua_pushvalue(L, -2); /* the key for lua_next; key and value stay */
+    }
+    if (fits) {
+        /* Insertion sort: few keys, and no comparison callback per pair. */
+        for (size_t i = 1; i < nk; i++) {
+            keyslot t = ks[i];
+            size_t j = i;
+            while (j > 0) {
+                const keyslot *x = &ks[j - 1];
+                size_t m = x->len < t.len ? x->len : t.len;
+                int c = memcmp(x->k, t.k, m);
+                if (c < 0 || (c == 0 && x->len <= t.len))
+                    break;
+                ks[j] = ks[j - 1];
+                j--;
+            }
+            ks[j] = t;
+        }
+        /* The levels below count on room above the pairs (see conv_table). */
+        if (!e->noraise)
+            luaL_checkstack(L, 32, "cljson");
+        else if (!lua_checkstack(L, 32)) {
+            lua_settop(L, base);
+            return ENC_RETRY;
+        }
+        int keep = lua_gettop(L);
+        for (size_t i = 0; i < nk && rc == 0; i++) {
+            rc = conv_member(e, ks[i].k, ks[i].len, ks[i].v, obj, n);
+            lua_settop(L, keep);
+        }
+        lua_settop(L, base);
+        return rc;
+    }
+    lua_settop(L, base);
+    if (e->noraise)
+        return ENC_RETRY; /* the key array is a userdata */
+    size_t want = 0, nx = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_settop(L, base);
+            return enc_fail(e, NONSTR_KEYS);
+        }
+        if (!list || !listed(L, list))
+            want++;
+    }
+    keyref *ex = lua_newuserdatauv(L, want * sizeof(keyref), 0);
+    int exslot = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (list && listed(L, list))
+            continue;
+        if (nx < want) {
+            /* The key string stays alive as a key of the table. */
+            ex[nx].k = lua_tolstring(L, -1, &ex[nx].len);
+            nx++;
+        }
+    }
+    qsort(ex, nx, sizeof *ex, keyref_cmp);
+    for (size_t i = 0; i < nx && rc == 0; i++) {
+        /* ex[i].k stays alive as a key of the table. */
+        lua_pushlstring(L, ex[i].k, ex[i].len);
+        lua_rawget(L, idx);
+        rc = conv_member(e, ex[i].k, ex[i].len, exslot + 1, obj, n);
+        lua_settop(L, exslot);
+    }
+    lua_settop(L, base);
+    return rc;
+}
+
 /* Writes the members of the object table at idx: the remembered keys still
  * present in their order, then the other keys sorted bytewise (canonical: all
  * keys sorted). count is the number of keys (-1: not counted yet; allstr then
@@ -421,42 +561,27 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
 {
     lua_State *L = e->L;
     int top = lua_gettop(L);
-    int list = 0, rc = 0, lazy = 0;
-    keyref local[ENC_KEYS_INLINE];
-    size_t collected = 0; /* keys already in local: the counting pass gathered them all */
-    if (!e->canonical && order_list(L, idx, e->ord, e->lists))
-        list = top + 1;
-    if (count < 0) {
-        count = 0;
-        lua_pushnil(L);
-        if (list) {
-            lazy = 1;
-            while (lua_next(L, idx)) {
-                lua_pop(L, 1);
-                count++;
-            }
-        } else {
-            /* A built object without an order (its keys sorted): the counting pass
-             * gathers the keys too, so a small one is not walked a second time. */
-            while (lua_next(L, idx)) {
-                lua_pop(L, 1);
-                if (lua_type(L, -1) != LUA_TSTRING)
-                    allstr = 0;
-                else if (count < ENC_KEYS_INLINE)
-                    /* The key string stays alive as a key of the table. */
-                    local[count].k = lua_tolstring(L, -1, &local[count].len);
-                count++;
-            }
-            if (allstr && count <= ENC_KEYS_INLINE)
-                collected = (size_t)count;
-        }
-    }
-    if (!allstr) {
-        lua_settop(L, top);
+    int list = 0, rc = 0;
+    if (!allstr)
         return enc_fail(e, NONSTR_KEYS);
+    if (!e->canonical) {
+        int o = order_list(L, idx, e->ord, e->lists, !e->noraise);
+        if (o < 0)
+            return ENC_RETRY;
+        if (o)
+            list = top + 1;
     }
     lua_Integer n = 0;
     if (list) {
+        int lazy = count < 0;
+        if (lazy) {
+            count = 0;
+            lua_pushnil(L);
+            while (lua_next(L, idx)) {
+                lua_pop(L, 1);
+                count++;
+            }
+        }
         const char *blob = NULL; /* anchored by the list */
         if (e->w && lua_rawgeti(L, list, 0) == LUA_TSTRING)
             blob = lua_tostring(L, -1);
@@ -479,39 +604,12 @@ static int conv_object(enc *e, int idx, json_value *obj, lua_Integer count, int 
             }
             lua_settop(L, list);
         }
-        if (rc != 0 && lazy && count > n && has_nonstring_key(L, idx))
+        if (rc == -1 && lazy && count > n && has_nonstring_key(L, idx))
             rc = enc_fail(e, NONSTR_KEYS);
-    }
-    if (rc == 0 && count > n) {
-        size_t want = (size_t)(count - n), nx = collected;
-        keyref *ex = local;
-        if (want > ENC_KEYS_INLINE)
-            ex = lua_newuserdatauv(L, want * sizeof(keyref), 0);
-        int exslot = lua_gettop(L);
-        if (!collected)
-            lua_pushnil(L);
-        while (!collected && lua_next(L, idx)) {
-            lua_pop(L, 1);
-            if (lazy && lua_type(L, -1) != LUA_TSTRING) {
-                lua_settop(L, top);
-                return enc_fail(e, NONSTR_KEYS);
-            }
-            if (list && listed(L, list))
-                continue;
-            if (nx < want) {
-                /* The key string stays alive as a key of the table. */
-                ex[nx].k = lua_tolstring(L, -1, &ex[nx].len);
-                nx++;
-            }
-        }
-        qsort(ex, nx, sizeof *ex, keyref_cmp);
-        for (size_t i = 0; i < nx && rc == 0; i++) {
-            /* ex[i].k stays alive as a key of the table. */
-            lua_pushlstring(L, ex[i].k, ex[i].len);
-            lua_rawget(L, idx);
-            rc = conv_member(e, ex[i].k, ex[i].len, exslot + 1, obj, &n);
-            lua_settop(L, exslot);
-        }
+        if (rc == 0 && count > n)
+            rc = conv_rest(e, idx, obj, list, &n);
+    } else if (count != 0) {
+        rc = conv_rest(e, idx, obj, 0, &n);
     }
     lua_settop(L, top);
     return rc;
@@ -524,8 +622,12 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
         return enc_fail(e, CLJSON_TOO_LARGE);
     /* Each level holds at most 4 slots (+2 briefly): room for 4 levels at once
      * (a result's usual depth: asking for 8 grew the call's stack every call). */
-    if ((e->depth & 3) == 0)
-        luaL_checkstack(L, 32, "cljson");
+    if ((e->depth & 3) == 0) {
+        if (!e->noraise)
+            luaL_checkstack(L, 32, "cljson");
+        else if (!lua_checkstack(L, 32)) /* grows the stack without raising */
+            return ENC_RETRY;
+    }
     int kind = 0; /* 0 plain, 1 array, 2 object, 3 number */
     if (lua_getmetatable(L, idx)) {
         const void *mt = lua_topointer(L, -1);
@@ -538,19 +640,29 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
         lua_pop(L, 1);
     }
     if (kind == 3) {
-        lua_pushliteral(L, "text");
-        lua_rawget(L, idx);
+        /* Member "text" found by walking the box rather than by pushing the key:
+         * pushing a string may allocate, which a noraise conversion must not. */
+        int top = lua_gettop(L);
+        const char *s = NULL;
         size_t len = 0;
-        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
-        if (!s || !json_number_valid(s, len)) {
+        lua_pushnil(L);
+        while (lua_next(L, idx)) {
+            size_t kl;
+            if (lua_type(L, -2) == LUA_TSTRING && (lua_tolstring(L, -2, &kl), kl == 4) &&
+                memcmp(lua_tostring(L, -2), "text", 4) == 0) {
+                if (lua_type(L, -1) == LUA_TSTRING)
+                    s = lua_tolstring(L, -1, &len); /* anchored by the box */
+                break;
+            }
             lua_pop(L, 1);
-            return enc_fail(e, "invalid cljson.number text");
         }
+        lua_settop(L, top);
+        if (!s || !json_number_valid(s, len))
+            return enc_fail(e, "invalid cljson.number text");
         if (e->w)
             buf_append(e->w, s, len);
         if (e->tree)
             attach(e, parent, k, klen, json_new_numtext(s, len));
-        lua_pop(L, 1);
         return 0;
     }
     if (e->depth >= ENC_MAX_DEPTH)
@@ -559,8 +671,11 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
     for (size_t d = 0; d < e->depth; d++)
         if (e->seen[d] == self)
             return enc_fail(e, "cycle in table");
-    if (e->depth + 1 >= e->cap)
+    if (e->depth + 1 >= e->cap) {
+        if (e->noraise)
+            return ENC_RETRY;
         enc_grow(e);
+    }
     lua_Integer count = 0;
     int allstr = 1;
     if (kind == 0) {
@@ -610,7 +725,7 @@ static int conv_table(enc *e, int idx, json_value *parent, const char *k, size_t
             e->depth--;
             lua_settop(L, top);
             if (rc < 0)
-                return -1;
+                return rc;
         }
         if (e->w)
             wputc(e->w, ']');
@@ -642,10 +757,15 @@ static int conv_raw(enc *e, const rawval *r, json_value *parent, const char *k, 
             return enc_fail(e, "invalid cljson raw text");
     }
     if (e->w) {
-        if (e->canonical)
+        if (e->canonical) {
             json_write(e->w, v, 1);
-        else
-            buf_append(e->w, r->text, r->len);
+        } else {
+            buf *w = e->w; /* buf_append without its call and NUL (convert ends the text) */
+            if (w->len + r->len + 1 > w->cap)
+                buf_reserve(w, r->len);
+            memcpy(w->data + w->len, r->text, r->len);
+            w->len += r->len;
+        }
     }
     if (e->tree)
         attach(e, parent, k, klen, v);
@@ -716,9 +836,9 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     case LUA_TTABLE:
         return conv_table(e, idx, parent, k, klen);
     case LUA_TUSERDATA:
+        /* The metatable is left on the stack: every caller restores its top. */
         if (lua_getmetatable(L, idx)) {
             const void *mt = lua_topointer(L, -1);
-            lua_pop(L, 1);
             if (mt == e->prawmt)
                 return conv_raw(e, lua_touserdata(L, idx), parent, k, klen);
         }
@@ -740,28 +860,56 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
  * raise only on Lua memory errors, in which case the box's __gc frees the partial
  * tree. */
 static int convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int tree, int canonical,
-                   char *err, size_t errlen)
+                   int noraise, char *err, size_t errlen)
 {
     idx = lua_absindex(L, idx);
-    int base = cljson_push_tables(L, 8);
-    lua_pushnil(L); /* slot for enc_grow's userdata */
-    lua_getfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+    int base = lua_gettop(L);
+    if (noraise) {
+        if (!lua_checkstack(L, 10))
+            return ENC_RETRY;
+        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &cljson_reg_key) != LUA_TTABLE) {
+            lua_settop(L, base); /* the registry entries are made under protection */
+            return ENC_RETRY;
+        }
+    } else {
+        luaL_checkstack(L, 10, "cljson");
+        cljson_push_reg(L);
+    }
     /* On the C stack: nothing to free if a memory error unwinds. */
     enc st, *e = &st;
     e->L = L;
-    e->amt = base + 1;
-    e->omt = base + 2;
-    e->nmt = base + 3;
-    e->ord = base + 4;
-    e->pamt = lua_topointer(L, e->amt);
-    e->pomt = lua_topointer(L, e->omt);
-    e->pnmt = lua_topointer(L, e->nmt);
-    cljson_push_reg_at(L, REGI_RAW); /* anchored by the registry */
-    e->prawmt = lua_topointer(L, -1);
-    lua_pop(L, 1);
-    e->grown = base + 5;
-    e->lists = base + 6;
+    if (lua_rawgeti(L, base + 1, REGI_ENC_MTS) != LUA_TUSERDATA) {
+        if (noraise) {
+            lua_settop(L, base);
+            return ENC_RETRY;
+        }
+        lua_pop(L, 1);
+        enc_mts *m = lua_newuserdatauv(L, sizeof *m, 0);
+        const int at[4] = {REGI_ARRAY, REGI_OBJECT, REGI_NUMBER, REGI_RAW};
+        const void **to[4] = {&m->amt, &m->omt, &m->nmt, &m->rawmt};
+        for (int i = 0; i < 4; i++) {
+            lua_rawgeti(L, base + 1, at[i]);
+            *to[i] = lua_topointer(L, -1);
+            lua_pop(L, 1);
+        }
+        lua_rawseti(L, base + 1, REGI_ENC_MTS);
+        lua_getfield(L, LUA_REGISTRYINDEX, REG_LISTS);
+        lua_rawseti(L, base + 1, REGI_ENC_LISTS);
+        lua_rawgeti(L, base + 1, REGI_ENC_MTS);
+    }
+    const enc_mts *m = lua_touserdata(L, base + 2); /* anchored by the registry */
+    e->pamt = m->amt;
+    e->pomt = m->omt;
+    e->pnmt = m->nmt;
+    e->prawmt = m->rawmt;
+    lua_rawgeti(L, base + 1, REGI_ORDER);
+    e->ord = base + 3;
+    lua_pushnil(L); /* slot for enc_grow's userdata */
+    e->grown = base + 4;
+    lua_rawgeti(L, base + 1, REGI_ENC_LISTS);
+    e->lists = base + 5;
     e->canonical = canonical;
+    e->noraise = noraise;
     e->depth = 0;
     e->seen = e->seen_in;
     e->path = e->path_in;
@@ -784,7 +932,7 @@ static int convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int tre
 int cljson_convert(lua_State *L, int idx, cbox *box, buf *w, size_t max, int canonical, char *err,
                    size_t errlen)
 {
-    return convert(L, idx, box, w, max, w == NULL, canonical, err, errlen);
+    return convert(L, idx, box, w, max, w == NULL, canonical, 0, err, errlen);
 }
 
 /* Protected trampoline for the C API entry points. */
@@ -807,8 +955,8 @@ static int p_convert(lua_State *L)
     int tree = !a->write || a->both;
     /* Only a tree needs the GC-owned box; text goes to the caller's buffer. */
     cbox *box = tree ? cljson_box_new(L) : NULL;
-    a->rc =
-        convert(L, 2, box, a->write ? a->out : NULL, a->max, tree, a->canonical, a->err, a->errlen);
+    a->rc = convert(L, 2, box, a->write ? a->out : NULL, a->max, tree, a->canonical, 0, a->err,
+                    a->errlen);
     if (a->rc == 0 && tree)
         a->result = box->root, box->root = NULL;
     return 0;
@@ -874,9 +1022,15 @@ int cljson_encode(lua_State *L, int idx, buf *out, int canonical, char *err, siz
 int cljson_encode_max(lua_State *L, int idx, buf *out, int canonical, size_t max, char *err,
                       size_t errlen)
 {
-    pcall_args a = {idx, canonical, 1, 0, out, NULL, err, errlen, -1, max};
     size_t start = out->len;
-    int rc = run_protected(L, &a);
+    /* Text only: first without a protected call (its set-up costs more than most
+     * small bodies), then, if that needed a Lua allocation, again under one. */
+    int rc = convert(L, idx, NULL, out, max, 0, canonical, 1, err, errlen);
+    if (rc == ENC_RETRY) {
+        out->len = start;
+        pcall_args a = {idx, canonical, 1, 0, out, NULL, err, errlen, -1, max};
+        rc = run_protected(L, &a);
+    }
     if (rc < 0)
         out->len = start; /* drop the partial text, as the tree path never wrote any */
     return rc;

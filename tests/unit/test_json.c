@@ -483,16 +483,28 @@ static const char *const gen_lua =
     "local ints = {0, -1, 1, math.maxinteger, math.mininteger, 9007199254740993, 42}\n"
     "local nums = {'12345678901234567890123', '-1.5e+10', '0', '1E400', '-0.0'}\n"
     "local function key() if R(3) == 1 then return strs[R(#strs)] end\n"
+    "  if R(30) == 1 then return string.rep('l', 38 + R(6)) end\n"
     "  return string.char(96 + R(26)) .. (R(2) == 1 and tostring(R(99)) or '') end\n"
-    "local function val(d, bad)\n"
+    "local val\n"
+    /* around 16 keys: objects whose keys fit the encoder's inline array and
+     * objects that do not, unordered or with some keys remembered */
+    "local function big(d, bad) local ks, t = {}, {}\n"
+    "  for i = 1, 12 + R(9) do ks[i] = key() t[ks[i]] = val(d + 1, bad) end\n"
+    "  if R(4) == 1 then t[key()] = cj.raw('[1,{\"b\":null}]') end\n"
+    "  if R(2) == 1 then t = cj.object(t, {table.unpack(ks, 1, R(#ks))}) end\n"
+    "  return t end\n"
+    "function val(d, bad)\n"
+    "  if d < 3 and R(12) == 1 then return big(d, bad) end\n"
     "  local r = R(d > 4 and 9 or 16)\n"
-    "  if bad and R(40) == 1 then local b = R(11)\n"
+    "  if bad and R(40) == 1 then local b = R(12)\n"
     "    if b == 1 then return 0/0 elseif b == 2 then return -math.huge\n"
     "    elseif b == 3 then return print elseif b == 4 then return coroutine.create(print)\n"
     "    elseif b == 5 then return 'bad\\xff' elseif b == 6 then return {['k\\xc0'] = 1}\n"
     "    elseif b == 7 then return {1, a = 2} elseif b == 8 then return {[1] = 1, [3] = 3}\n"
     "    elseif b == 9 then return {[true] = 1}\n"
     "    elseif b == 10 then return setmetatable({text = 'abc'}, cj.number_mt)\n"
+    "    elseif b == 11 then return setmetatable({x = 1, text = R(2) == 1 and '12' or nil}, "
+    "cj.number_mt)\n"
     "    else local t = {} local c = t for _ = 1, 600 do c[1] = {} c = c[1] end return t end end\n"
     "  if r == 1 then return cj.null elseif r == 2 then return R(2) == 1\n"
     "  elseif r == 3 then return ints[R(#ints)] elseif r == 4 then return R(1000000) - 500000\n"
@@ -617,6 +629,97 @@ static void test_lua_encode_equivalence(void)
     lua_settop(L, genf);
     buf_free(&t);
     buf_free(&d);
+    lua_close(L);
+}
+
+/* Objects of many keys, deep values and number boxes through cljson_encode
+ * against text built in Lua (keys sorted by table.sort): an oracle that shares
+ * no code with the encoder, unlike the tree path above. Each value is encoded
+ * twice: the first encode of a remembered order builds its key list. */
+static void test_lua_encode_wide(void)
+{
+    static const char cases[] =
+        "local cj = require 'cljson'\n"
+        "local out = {}\n"
+        "local function add(v, text) out[#out + 1] = v out[#out + 1] = text end\n"
+        "local function obj(n, long, listed)\n"
+        "  local t, ks = {}, {}\n"
+        "  for i = n, 1, -1 do\n"
+        "    local k = (long and string.rep('w', 40) or 'k') .. string.format('%02d', (i * 7) % "
+        "n)\n"
+        "    ks[#ks + 1] = k t[k] = i\n"
+        "  end\n"
+        "  local first = {}\n"
+        "  if listed then for i = 1, listed do first[i] = ks[i] end t = cj.object(t, first) end\n"
+        "  local rest = {}\n"
+        "  for k in pairs(t) do\n"
+        "    local seen = false\n"
+        "    for _, f in ipairs(first) do seen = seen or f == k end\n"
+        "    if not seen then rest[#rest + 1] = k end\n"
+        "  end\n"
+        "  table.sort(rest)\n"
+        "  local parts = {}\n"
+        "  for _, k in ipairs(first) do parts[#parts + 1] = '\"' .. k .. '\":' .. t[k] end\n"
+        "  for _, k in ipairs(rest) do parts[#parts + 1] = '\"' .. k .. '\":' .. t[k] end\n"
+        "  return t, '{' .. table.concat(parts, ',') .. '}'\n"
+        "end\n"
+        "for _, n in ipairs({1, 2, 15, 16, 17, 18, 40}) do\n"
+        "  for _, long in ipairs({false, true}) do\n"
+        "    add(obj(n, long))\n"
+        "    if n > 2 then add(obj(n, long, 2)) add(obj(n, long, n - 1)) end\n"
+        "  end\n"
+        "end\n"
+        /* objects of 16 keys nested in each other: each level holds its keys and
+         * values on the stack while the next one is written */
+        "local function nest(d)\n"
+        "  if d == 0 then return 0, '0' end\n"
+        "  local t, ks = {}, {}\n"
+        "  for i = 1, 16 do ks[i] = string.format('n%02d', i) end\n"
+        "  local inner, itext = nest(d - 1)\n"
+        "  local parts = {}\n"
+        "  for i = 16, 1, -1 do t[ks[i]] = i == 16 and inner or cj.array() end\n"
+        "  for i = 1, 15 do parts[i] = '\"' .. ks[i] .. '\":[]' end\n"
+        "  parts[16] = '\"n16\":' .. itext\n"
+        "  return t, '{' .. table.concat(parts, ',') .. '}'\n"
+        "end\n"
+        "add(nest(45))\n"
+        "local deep, dtext = {}, '{}'\n"
+        "for _ = 1, 70 do deep = {x = deep} dtext = '{\"x\":' .. dtext .. '}' end\n"
+        "add(deep, dtext)\n"
+        "add({setmetatable({x = 1, text = '12'}, cj.number_mt), setmetatable({tex = 'a', "
+        "text = '-1.5e+10', texts = 'b'}, cj.number_mt)}, '[12,-1.5e+10]')\n"
+        "add({setmetatable({x = '7'}, cj.number_mt)}, false)\n"
+        "add({setmetatable({text = 7}, cj.number_mt)}, false)\n"
+        "return out\n";
+    lua_State *L = luaL_newstate();
+    open_cljson(L);
+    int ok = luaL_dostring(L, cases) == LUA_OK;
+    if (!ok)
+        fprintf(stderr, "wide cases: %s\n", lua_tostring(L, -1));
+    CHECK(ok);
+    int list = lua_gettop(L);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, list);
+    CHECK(n > 40);
+    int bad = 0;
+    for (lua_Integer i = 1; i + 1 <= n; i += 2) {
+        lua_rawgeti(L, list, i);
+        lua_rawgeti(L, list, i + 1);
+        const char *want = lua_isstring(L, -1) ? lua_tostring(L, -1) : NULL;
+        for (int round = 0; round < 2; round++) {
+            buf b = BUF_INIT;
+            char err[320] = "";
+            int rc = cljson_encode(L, -2, &b, 0, err, sizeof err);
+            int same = want ? rc == 0 && b.len == strlen(want) && memcmp(b.data, want, b.len) == 0
+                            : rc < 0 && strstr(err, "invalid cljson.number text") && b.len == 0;
+            if (!same && bad++ < 3)
+                fprintf(stderr, "case %lld round %d: want %s\n got %.*s %s\n", (long long)i, round,
+                        want ? want : "(error)", (int)b.len, b.data ? b.data : "", err);
+            buf_free(&b);
+        }
+        lua_pop(L, 2);
+    }
+    CHECK(bad == 0);
+    CHECK(lua_gettop(L) == list);
     lua_close(L);
 }
 
@@ -1186,6 +1289,7 @@ static int run_unit(void)
     test_lua_bridge();
     test_push_order();
     test_lua_encode_equivalence();
+    test_lua_encode_wide();
     test_lua_key_order();
     test_lua_encode_oom();
     test_lua_decode_oom();
