@@ -851,9 +851,10 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     }
 }
 
-/* The room text is written into from the start: a tool's result or a request
- * body is rarely smaller, and growing a buffer from 64 bytes copies it each time. */
-#define ENC_FIRST_ROOM 1024
+/* The room text is written into from the start: growing a buffer copies it each
+ * time, and a result of a page of rows (some kB) grew once from 2 kB. A 4 kB block
+ * (with the NUL) is one of util.c's kept sizes, as 2 kB is: no dearer to take. */
+#define ENC_FIRST_ROOM 4095
 
 /* Converts the value at idx into box->root (w == NULL), or writes its text straight
  * into w (the fast path: same bytes as json_write of the tree, no tree built). May
