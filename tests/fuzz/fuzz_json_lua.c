@@ -18,7 +18,8 @@
  * to json_parse); the encoded text decodes again, through both paths, to values
  * that encode to the same text (round trip stable); when the text has no
  * duplicate keys, the stored-order encoding is exactly json_write of json_parse's
- * tree (an oracle independent of the remembered-order code); after the same
+ * tree (an oracle independent of the remembered-order code), and the canonical
+ * encoding is json_write's canonical text of that tree; after the same
  * edits to both values (a remembered key removed and put back, keys added, a
  * nested object emptied) both still encode identically. */
 #include <lauxlib.h>
@@ -340,6 +341,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         buf_reset(&eb);
         json_write(&eb, tree, 0);
         fuzz_must(same_buf(&ea, &eb), T, "stored order is the text's order");
+        /* and the canonical text is json.c's sort of the same members */
+        fuzz_must(encode(L, a, 1, &ea) == 0, T, "a stored-order value encodes canonically");
+        buf_reset(&eb);
+        json_write(&eb, tree, 1);
+        fuzz_must(same_buf(&ea, &eb), T, "canonical order is json_write's");
     }
     json_free(tree);
 
