@@ -1699,7 +1699,20 @@ end
 -- alone (nobody else holds it), so a valid value's top-level object gets its
 -- defaults in place instead of in a copy; an invalid value is still left as it was.
 function M.validate(s, value, lang, owned)
-    return M.validate_node(s, s, value == nil and {} or value, lang, owned)
+    if value == nil then
+        value = {}
+    end
+    -- every call of a tool comes here: a root whose check is generated already runs
+    -- it straight away (what fast() would do, without its calls and checks)
+    local g = OBJECT_MT and generated[s]
+    if g then
+        local ok, out = pcall(g, value, owned)
+        if ok and out ~= FAIL then
+            return out
+        end
+        return interpret(s, s, value, lang)
+    end
+    return M.validate_node(s, s, value, lang, owned)
 end
 
 -- schema.validate_closures(s, value, lang [, owned]): the same without the generated
