@@ -88,9 +88,16 @@ local function has_cursor(args)
     return type(args.search_after) == "table" and #args.search_after > 0
 end
 
--- The exact ontology-query request for validated args.
-function M.shape_request(args)
-    local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
+local function effective(args)
+    return condition.effective(args.condition, args.filters, cljson.object, util.array)
+end
+
+-- The exact ontology-query request for validated args. cond: their effective
+-- condition when the caller has it already (handle), else computed here.
+function M.shape_request(args, cond)
+    if cond == nil then
+        cond = effective(args)
+    end
     local limit = args.limit
     if limit == nil or limit == 0 then
         limit = DEFAULT_LIMIT
@@ -136,8 +143,8 @@ local DECODE_UNSCORED = { raw = "datas", drop = { "_score" }, keep = KEEP }
 
 -- Trims the decoded response in place: rows (raw values, or tables: key order,
 -- big numbers, [] and {} untouched either way); only keys are removed. unscored:
--- the rows were decoded without _score already.
-function M.trim_response(body, args, unscored)
+-- the rows were decoded without _score already; cond: as shape_request's.
+function M.trim_response(body, args, unscored, cond)
     if type(body) ~= "table" then
         body = cljson.object()
     end
@@ -145,8 +152,7 @@ function M.trim_response(body, args, unscored)
     if type(body.datas) ~= "table" then
         body.datas = util.array()
     end
-    local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
-    if not unscored and not condition.uses_scoring(cond) then
+    if not unscored and not condition.uses_scoring(cond == nil and effective(args) or cond) then
         local rows = body.datas
         for i, row in ipairs(rows) do
             if type(row) == "table" or cljson.is_raw(row) then
@@ -169,19 +175,20 @@ function M.trim_response(body, args, unscored)
 end
 
 function M.handle(args, ctx)
-    local scoring = condition.uses_scoring(condition.effective(args.condition, args.filters,
-        cljson.object, util.array))
+    -- the effective condition is made once per call (filters become a new tree)
+    local cond = effective(args)
+    local scoring = cond ~= nil and condition.uses_scoring(cond)
     -- a failure follows the gateway's one mapping (a 4xx keeps its status, 5xx and
     -- transport failures become 502/503/504); a 403 targets this one object type: it
     -- carries permission_guidance
-    local body, err, res = errors.fetch(ctx, M.shape_request(args), nil, scoring and DECODE or DECODE_UNSCORED)
+    local body, err, res = errors.fetch(ctx, M.shape_request(args, cond), nil, scoring and DECODE or DECODE_UNSCORED)
     if body == nil then
         if res ~= nil and res.status == 403 then
             err.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
         end
         return nil, err
     end
-    body = M.trim_response(body, args, not scoring)
+    body = M.trim_response(body, args, not scoring, cond)
     -- masked fields, names only or a narrowed row scope (only requested properties count)
     local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
     if guidance ~= nil then

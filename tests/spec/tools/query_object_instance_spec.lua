@@ -170,6 +170,27 @@ describe("query_object_instance", function()
                 .. '"row_filter_applied":true}', helper.encode(res))
         end)
 
+        it("takes the effective condition from the caller when given, else makes it from the args", function()
+            local args = args_of('{"kn_id":"k","ot_id":"o","filters":[{"field":"name","op":"match","value":"a"}]}')
+            local ranked = helper.decode('{"operation":"knn","field":"v","value":"x"}')
+            -- made from the filters: an AND of the leaves
+            assert.equal("and", tool.shape_request(args).json.condition.operation)
+            -- given: sent as it is
+            assert.equal(ranked, tool.shape_request(args, ranked).json.condition)
+            local rows = '{"datas":[{"a":1,"_score":2}]}'
+            -- the filters rank (match): _score stays
+            assert.equal('{"datas":[{"a":1,"_score":2}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(rows), args, false)))
+            -- a given condition that does not rank wins over the args: _score goes
+            local plain = helper.decode('{"operation":"==","field":"a","value":1}')
+            assert.equal('{"datas":[{"a":1}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(rows), args, false, plain)))
+            -- a given ranking condition keeps it although the args have none
+            assert.equal('{"datas":[{"a":1,"_score":2}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(rows), args_of('{"kn_id":"k","ot_id":"o"}'),
+                    false, ranked)))
+        end)
+
         it("gives an empty datas array when the upstream sends none", function()
             local res = tool.trim_response(helper.decode('{"datas":null}'), {})
             assert.equal('{"datas":[],"total_count":0}', helper.encode(res))
