@@ -142,17 +142,19 @@ local DECODE = { raw = "datas", keep = KEEP }
 local DECODE_UNSCORED = { raw = "datas", drop = { "_score" }, keep = KEEP }
 
 -- Trims the decoded response in place: rows (raw values, or tables: key order,
--- big numbers, [] and {} untouched either way); only keys are removed. unscored:
--- the rows were decoded without _score already; cond: as shape_request's.
-function M.trim_response(body, args, unscored, cond)
+-- big numbers, [] and {} untouched either way); only keys are removed. decoded: the
+-- body was decoded with handle's options (DECODE or DECODE_UNSCORED by cond), which
+-- kept the KEEP members and cut _score already; cond: as shape_request's.
+function M.trim_response(body, args, decoded, cond)
     if type(body) ~= "table" then
         body = cljson.object()
+    elseif not decoded then
+        util.keep_only(body, KEEP)
     end
-    util.keep_only(body, KEEP)
     if type(body.datas) ~= "table" then
         body.datas = util.array()
     end
-    if not unscored and not condition.uses_scoring(cond == nil and effective(args) or cond) then
+    if not decoded and not condition.uses_scoring(cond == nil and effective(args) or cond) then
         local rows = body.datas
         for i, row in ipairs(rows) do
             if type(row) == "table" or cljson.is_raw(row) then
@@ -162,13 +164,14 @@ function M.trim_response(body, args, unscored, cond)
     end
     -- total_count is tri-state: a number; 0 when ontology-query omitted it
     -- (omitempty drops a zero); absent on cursor pages, where no total is computed.
-    if util.is_null(body.total_count) then
+    local null = cljson.null
+    if body.total_count == nil or body.total_count == null then
         body.total_count = nil
         if not has_cursor(args) then
             body.total_count = 0
         end
     end
-    if util.is_null(body.search_after) then
+    if body.search_after == null then
         body.search_after = nil
     end
     return body
@@ -188,7 +191,7 @@ function M.handle(args, ctx)
         end
         return nil, err
     end
-    body = M.trim_response(body, args, not scoring, cond)
+    body = M.trim_response(body, args, true, cond)
     -- masked fields, names only or a narrowed row scope (only requested properties count)
     local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
     if guidance ~= nil then

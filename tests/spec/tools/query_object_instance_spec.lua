@@ -191,6 +191,15 @@ describe("query_object_instance", function()
                     false, ranked)))
         end)
 
+        it("trusts a body decoded with its own options: no second trim of members or _score", function()
+            local args = args_of('{"kn_id":"k","ot_id":"o"}')
+            local text = '{"datas":[{"a":1,"_score":2}],"overall_ms":1,"total_count":null,"search_after":null}'
+            assert.equal('{"datas":[{"a":1,"_score":2}],"overall_ms":1,"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(text), args, true)))
+            assert.equal('{"datas":[{"a":1}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(text), args, false)))
+        end)
+
         it("gives an empty datas array when the upstream sends none", function()
             local res = tool.trim_response(helper.decode('{"datas":null}'), {})
             assert.equal('{"datas":[],"total_count":0}', helper.encode(res))
