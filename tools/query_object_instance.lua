@@ -88,6 +88,14 @@ local function has_cursor(args)
     return type(args.search_after) == "table" and #args.search_after > 0
 end
 
+-- The request's query and headers: the same few values every call, so made once
+-- (ctx.http only reads them; nothing changes them).
+local QUERY = {
+    [true] = { include_type_info = "false", include_logic_params = "true" },
+    [false] = { include_type_info = "false", include_logic_params = "false" },
+}
+local HEADERS = { ["x-http-method-override"] = "GET" }
+
 local function effective(args)
     return condition.effective(args.condition, args.filters, cljson.object, util.array)
 end
@@ -122,11 +130,8 @@ function M.shape_request(args, cond)
         method = "POST",
         path = "/in/v1/knowledge-networks/" .. util.escape(args.kn_id) .. "/object-types/" ..
             util.escape(args.ot_id),
-        query = {
-            include_type_info = "false",
-            include_logic_params = args.include_logic_params and "true" or "false",
-        },
-        headers = { ["x-http-method-override"] = "GET" },
+        query = QUERY[args.include_logic_params and true or false],
+        headers = HEADERS,
         json = body,
     }
 end
