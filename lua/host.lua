@@ -534,20 +534,24 @@ run = function(tool, args, ctx, query, owned, lang)
     if args == nil then
         args = cljson.object()
     end
-    local props = type(tool.input_schema) == "table" and tool.input_schema.properties
-    if type(query) == "table" and schema.coerce_query then
-        for k, v in pairs(schema.coerce_query(tool.input_schema, query)) do
+    local input = tool.input_schema
+    if query ~= nil and type(query) == "table" and schema.coerce_query then
+        for k, v in pairs(schema.coerce_query(input, query)) do
             if args[k] == nil then
                 args[k] = v
             end
         end
     end
-    if type(props) == "table" and props.kn_id ~= nil and args.kn_id == nil
-        and type(ctx.kn_id_header) == "string" and ctx.kn_id_header ~= "" then
-        args.kn_id = ctx.kn_id_header
+    -- the kn_id fallback only when the call lacks one (most calls name it)
+    if args.kn_id == nil then
+        local props = type(input) == "table" and input.properties
+        if type(props) == "table" and props.kn_id ~= nil and type(ctx.kn_id_header) == "string"
+            and ctx.kn_id_header ~= "" then
+            args.kn_id = ctx.kn_id_header
+        end
     end
-    if tool.input_schema then
-        local v, errs = schema.validate(tool.input_schema, args, lang or ctx.lang, owned)
+    if input then
+        local v, errs = schema.validate(input, args, lang or ctx.lang, owned)
         if v == nil then
             return nil, nil, errs or {}
         end
