@@ -206,11 +206,14 @@ end
 -- object or array) | nil, err, res: err is upstream()'s mapping of a failure (led by
 -- step), or json_of()'s 502; res is the answer, when there was one.
 -- The decoded body when it is a JSON object or array, else nil.
+local has_runtime, clruntime = pcall(require, "clruntime")
+local metatable_of = has_runtime and type(clruntime) == "table" and clruntime.metatable or getmetatable
+
 local function json_body(res, opts)
     local body = res.body
     if body ~= nil and body ~= "" then
         local ok, v = pcall(res.json, opts)
-        if ok and type(v) == "table" and getmetatable(v) ~= cljson.number_mt then
+        if ok and type(v) == "table" and metatable_of(v) ~= cljson.number_mt then
             return v
         end
     end

@@ -18,6 +18,10 @@ local clruntime = require "clruntime"
 
 local M = {}
 
+-- a value's metatable for the comparisons below, without getmetatable's
+-- __metatable look-up (clruntime.metatable; getmetatable where the runtime lacks it)
+local metatable_of = clruntime.metatable or getmetatable
+
 -- name -> normalized tool; per generation (this module is loaded once per state)
 local tools = {}
 local order = {}
@@ -314,7 +318,7 @@ local function is_object(v)
     if type(v) ~= "table" then
         return cljson.is_raw(v) == "object"
     end
-    local mt = getmetatable(v)
+    local mt = metatable_of(v)
     if mt == cljson.array_mt or mt == cljson.number_mt then
         return false
     end
@@ -476,7 +480,7 @@ function M.invoke(name, args, ctx, query)
         error("unknown tool '" .. tostring(name) .. "'", 0)
     end
     local real = ctx
-    if getmetatable(real) == nil then
+    if metatable_of(real) == nil then
         setmetatable(real, M.ctx_mt)
     end
     ctx = clruntime.readonly(real)

@@ -1212,6 +1212,10 @@ if not object_size then
 end
 M.object_size = object_size
 
+-- metatable_of(v): v's metatable, by one C call in the sandbox (no __metatable
+-- look-up: the checks only compare it with cljson's marks), else getmetatable.
+local metatable_of = has_runtime and type(clruntime) == "table" and clruntime.metatable or getmetatable
+
 local ANNOTATIONS = { description = true, title = true, examples = true, format = true,
     default = true }
 -- per type, the keywords the generator handles (anything else: the closure check)
@@ -1607,7 +1611,7 @@ local function generate(cache, root)
         return nil
     end
     return chunk(FAIL, OBJECT_MT, ARRAY_MT, e.K, e.S, writable, deep_copy, length_fits, object_size,
-        getmetatable, type, next, math_type)
+        metatable_of, type, next, math_type)
 end
 
 -- root -> generated check | false (not generated)
