@@ -197,10 +197,13 @@ function M.handle(args, ctx)
         return nil, err
     end
     body = M.trim_response(body, args, true, cond)
-    -- masked fields, names only or a narrowed row scope (only requested properties count)
-    local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
-    if guidance ~= nil then
-        body.permission_guidance = guidance
+    -- masked fields, names only or a narrowed row scope (only requested properties
+    -- count); a body with neither signal (most) has nothing to look at
+    if body.effective_permissions ~= nil or body.row_filter_applied ~= nil then
+        local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
+        if guidance ~= nil then
+            body.permission_guidance = guidance
+        end
     end
     return body
 end
