@@ -85,7 +85,8 @@ local M = {
 }
 
 local function has_cursor(args)
-    return type(args.search_after) == "table" and #args.search_after > 0
+    local after = args.search_after
+    return after ~= nil and type(after) == "table" and #after > 0
 end
 
 -- The request's query and headers: the same few values every call, so made once
@@ -97,7 +98,38 @@ local QUERY = {
 local HEADERS = { ["x-http-method-override"] = "GET" }
 
 local function effective(args)
-    return condition.effective(args.condition, args.filters, cljson.object, util.array)
+    local cond, filters = args.condition, args.filters
+    if cond == nil and filters == nil then
+        return nil -- most calls: no call into condition
+    end
+    return condition.effective(cond, filters, cljson.object, util.array)
+end
+
+-- The request path of (kn_id, ot_id): the same pairs come back call after call.
+-- Kept for one generation (as this module), at most PATHS_MAX of them, emptied
+-- when full.
+local PATHS_MAX = 256
+local paths, n_paths = {}, 0
+
+local function path_of(kn_id, ot_id)
+    local of_kn = paths[kn_id]
+    local path = of_kn and of_kn[ot_id]
+    if path == nil then
+        path = "/in/v1/knowledge-networks/" .. util.escape(kn_id) .. "/object-types/" .. util.escape(ot_id)
+        if kn_id == nil or ot_id == nil then
+            return path -- not a key (args not validated)
+        end
+        if n_paths >= PATHS_MAX then
+            paths, n_paths, of_kn = {}, 0, nil
+        end
+        if of_kn == nil then
+            of_kn = {}
+            paths[kn_id] = of_kn
+        end
+        of_kn[ot_id] = path
+        n_paths = n_paths + 1
+    end
+    return path
 end
 
 -- The exact ontology-query request for validated args. cond: their effective
@@ -128,8 +160,7 @@ function M.shape_request(args, cond)
     return {
         upstream = "ontology_query",
         method = "POST",
-        path = "/in/v1/knowledge-networks/" .. util.escape(args.kn_id) .. "/object-types/" ..
-            util.escape(args.ot_id),
+        path = path_of(args.kn_id, args.ot_id),
         query = QUERY[args.include_logic_params and true or false],
         headers = HEADERS,
         json = body,

@@ -200,6 +200,26 @@ describe("query_object_instance", function()
                 helper.encode(tool.trim_response(helper.decode(text), args, false)))
         end)
 
+        it("addresses the object type by its escaped ids, the same path for ids seen before", function()
+            local fresh = helper.load_tool("query_object_instance")
+            local function path(kn, ot)
+                return fresh.shape_request({ kn_id = kn, ot_id = ot }).path
+            end
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/ot", path("kn", "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/ot", path("kn", "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/o%2Ft", path("kn", "o/t"))
+            assert.equal("/in/v1/knowledge-networks/k%20n/object-types/ot", path("k n", "ot"))
+            assert.equal("/in/v1/knowledge-networks/nil/object-types/ot", path(nil, "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/nil", path("kn", nil))
+            -- past the bound the memory starts over; every answer stays right
+            for i = 1, 600 do
+                assert.equal("/in/v1/knowledge-networks/kn" .. i % 7 .. "/object-types/ot%20" .. i,
+                    path("kn" .. i % 7, "ot " .. i))
+            end
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/ot", path("kn", "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/o%2Ft", path("kn", "o/t"))
+        end)
+
         it("gives an empty datas array when the upstream sends none", function()
             local res = tool.trim_response(helper.decode('{"datas":null}'), {})
             assert.equal('{"datas":[],"total_count":0}', helper.encode(res))
