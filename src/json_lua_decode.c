@@ -183,6 +183,7 @@ typedef struct {
     const unsigned char *cut[CLJSON_DROP_MAX][2];
     uint64_t drophash[CLJSON_DROP_MAX]; /* key_hash of each ro->drop name */
     int nprev;                          /* the keys of the last canonical row (no duplicates) */
+    uint64_t prevcut;                   /* a bit per key of it: a dropped member */
     rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
@@ -277,12 +278,41 @@ static inline uint64_t text_hash(const void *k, size_t len)
     return (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
 }
 
+#if DEC_SSE2
+/* How many of the 16 bytes at p, from the first, are whole 3-byte characters led
+ * by E1..EF but ED (json_utf8_seq_fast's common case: their continuation bytes
+ * need no range check), checked together: 0, 3, ... 15. */
+static inline unsigned cjk_prefix(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i cont =
+        _mm_cmpeq_epi8(_mm_and_si128(v, _mm_set1_epi8((char)0xC0)), _mm_set1_epi8((char)0x80));
+    __m128i off = _mm_sub_epi8(v, _mm_set1_epi8((char)0xE1));
+    __m128i lead = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xED)),
+                                    _mm_cmpeq_epi8(_mm_min_epu8(off, _mm_set1_epi8(0x0E)), off));
+    /* leads expected at 0, 3, 6, 9, 12; continuation bytes between them */
+    unsigned ok =
+        ((unsigned)_mm_movemask_epi8(lead) & 0x1249) | ((unsigned)_mm_movemask_epi8(cont) & 0x6DB6);
+    unsigned good = (unsigned)__builtin_ctz(~ok); /* the valid positions from 0 */
+    return good / 3 * 3;
+}
+#endif
+
 /* Skips a run of multi-byte characters at p (*p >= 0x80; CJK text) without going
  * back to the ASCII scan between them; returns its end, or NULL if it is not
  * valid UTF-8. */
 static inline const unsigned char *utf8_run(const unsigned char *p, const unsigned char *end)
 {
     do {
+#if DEC_SSE2
+        if (end - p >= 16) {
+            unsigned k = cjk_prefix(p);
+            if (k) {
+                p += k;
+                continue;
+            }
+        }
+#endif
         int n = json_utf8_seq_fast(p, end);
         if (n <= 0)
             return NULL;
@@ -589,6 +619,30 @@ static inline int key_same(const rawkey_ref *r, const unsigned char *k, size_t k
     return a == b && x == y;
 }
 
+/* Whether the len bytes at p (a key with its quotes and the colon after it) are
+ * the len bytes at prev, which is before p in the text (so its loads stay in the
+ * text wherever p's do). */
+static inline int key_again(const unsigned char *p, const unsigned char *prev, size_t len,
+                            const unsigned char *end)
+{
+    if ((size_t)(end - p) < (len < 16 ? 16 : len))
+        return 0;
+#if DEC_SSE2
+    if (len <= 32) {
+        size_t o = len <= 16 ? 0 : len - 16; /* two loads cover 17..32 bytes */
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)prev);
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + o));
+        __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(prev + o));
+        unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) &
+                      (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y));
+        unsigned need = len >= 16 ? 0xFFFFu : (1u << len) - 1;
+        return (eq & need) == need;
+    }
+#endif
+    return memcmp(p, prev, len) == 0;
+}
+
 /* Whitespace at p: skipped, and the text is then not canonical. */
 static const unsigned char *rs_ws(dec *d, const unsigned char *p)
 {
@@ -797,15 +851,26 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     /* A row's keys are first compared with the last canonical row's, in order:
      * while they are the same (same: the first n are), they have no duplicates. */
     int same = row && d->nprev > 0;
+    uint64_t cutbits = 0; /* prevcut of this row */
     for (;;) {
         if (*p != '"')
             break;
+        const unsigned char *q, *member = p;
+        int cut = 0;
+        /* The usual case: the last canonical row's key at this place, compared
+         * as bytes with its quotes and colon (the same bytes read the same way:
+         * no scan, hash or duplicate check needed). */
+        if (same && n < d->nprev && key_again(p, d->prev[n].k - 1, d->prev[n].len + 3, d->end)) {
+            q = p + d->prev[n].len + 2; /* on the colon */
+            cut = (int)(d->prevcut >> n & 1);
+            cutbits |= (uint64_t)cut << n;
+            n++;
+            goto value;
+        }
         uint64_t h;
-        const unsigned char *q = rs_key(d, p, &h), *member = p;
-        if (!q)
+        if (!(q = rs_key(d, p, &h)))
             break;
         size_t kl = (size_t)(q - p) - 1;
-        int cut = 0;
         if ((droplens >> (kl & 63) & 1) && d->canon) {
             /* A dropped name (it needs no escaping, so its text is its bytes; below
              * 8 bytes equal hashes and lengths settle it, as in key_same). */
@@ -814,6 +879,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
                       (kl < 8 || memcmp(p + 1, d->ro->drop[i], kl) == 0);
         }
         if (same && n < d->nprev && key_same(&d->prev[n], p + 1, kl, h)) {
+            cutbits |= (uint64_t)cut << n;
             n++;
         } else if (d->canon) {
             /* Duplicate keys: compared as text (canonical escapes are unique).
@@ -841,6 +907,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
                 refs[n].k = p + 1;
                 refs[n].len = kl;
                 refs[n].hash = h;
+                cutbits |= (uint64_t)cut << n;
                 n++;
             }
         }
@@ -849,6 +916,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
             if (*q != ':')
                 break;
         }
+    value:
         if (*++q == '"') {
             if (!(q = rs_string(d, q + 1)))
                 break;
@@ -881,6 +949,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     if (ret && row && !same && d->canon) { /* a new shape: the next rows compare with it */
         memcpy(d->prev, kb->data + start, (size_t)n * sizeof(rawkey_ref));
         d->nprev = n;
+        d->prevcut = cutbits;
     }
     kb->len = len0;
     return ret;

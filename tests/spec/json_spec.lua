@@ -524,6 +524,84 @@ describe("cljson raw values", function()
     assert.has_error(function() cljson.decode(text, { raw = "datas", drop = "a" }) end)
   end)
 
+  it("reads rows like the last one's keys byte for byte, not just by their start", function()
+    -- each pair: a first row, then one whose keys start like the first's but differ
+    -- (a byte, a length, an escape, a duplicate, whitespace, a dropped member moved)
+    local long = string.rep("k", 20)
+    local longer = string.rep("q", 40)
+    local pairs_ = {
+      { '{"a":1,"bc":2,"_score":3}', '{"a":1,"b":2,"_score":3}' },
+      { '{"a":1,"b":2,"_score":3}', '{"a":1,"bc":2,"_score":3}' },
+      { '{"a":1,"b":2,"_score":3}', '{"a":1,"c":2,"_score":3}' },
+      { '{"a":1,"b":2}', '{"a":1,"a":2}' },
+      { '{"a":1,"b":2}', '{"a":1,"b":2,"b":3}' },
+      { '{"a":1,"b":2}', '{"a":1,"b" :2}' },
+      { '{"a\\"x":1,"b":2}', '{"a\\"x":1,"a\\"x":2}' },
+      { '{"a\\"x":1,"b":2}', '{"a\\"y":1,"b":2}' },
+      { '{"_score":1,"a":2}', '{"a":2,"_score":1}' },
+      { '{"a":1,"_score":2}', '{"a":1,"_scorf":2}' },
+      { '{"' .. long .. '":1,"b":2}', '{"' .. long .. 'x":1,"b":2}' },
+      { '{"' .. long .. '":1,"b":2}', '{"' .. long:sub(2) .. 'x":1,"b":2}' },
+      { '{"' .. longer .. '":1,"b":2}', '{"' .. longer:sub(2) .. 'x":1,"b":2}' },
+      { '{"' .. longer .. '":1,"b":2}', '{"' .. longer .. '":1,"' .. longer .. '":2}' },
+      { '{"x":1,"y":2}', '{"x":1,"y":2}' }, -- the end of the text within 16 bytes
+    }
+    for _, pr in ipairs(pairs_) do
+      for _, rows in ipairs({ pr[1] .. "," .. pr[2], pr[1] .. "," .. pr[1] .. "," .. pr[2] }) do
+        local text = '{"datas":[' .. rows .. ']}'
+        local v = same_both_ways(text)
+        local opts = { raw = "datas", drop = { "_score", "b" } }
+        local d = cljson.decode(text, opts)
+        local t = cljson.decode(text)
+        for i, r in ipairs(t.datas) do
+          t.datas[i] = cljson.without(r, "_score", "b")
+        end
+        assert.are.equal(cljson.encode(t), cljson.encode(d), text)
+        assert.are.equal(cljson.encode_canonical(t), cljson.encode_canonical(d), text)
+        local plain = cljson.decode(text)
+        for i, r in ipairs(v.datas) do
+          assert.are.equal(cljson.encode(plain.datas[i]), cljson.encode(r), text)
+        end
+      end
+    end
+    -- a duplicate key after the last row's keys: not raw, its last value kept
+    local v = cljson.decode('{"datas":[{"a":1,"b":2},{"a":1,"b":2,"a":3}]}', RAW)
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+    assert.are.equal("table", type(v.datas[2]))
+    assert.are.equal('{"a":3,"b":2}', cljson.encode(v.datas[2]))
+    v = cljson.decode('{"datas":[{"a":1,"bc":2},{"a":1,"b":2},{"a":1,"b":2}]}', RAW)
+    for i = 1, 3 do
+      assert.are.equal("object", cljson.is_raw(v.datas[i]))
+    end
+    assert.are.equal('{"a":1,"b":2}', tostring(v.datas[3]))
+  end)
+
+  it("checks runs of multi-byte characters wherever an invalid sequence sits", function()
+    local cjk = "\228\184\173" -- U+4E2D, 3 bytes
+    local bad = { "\237\160\128", "\224\128\128", "\228\184", "\228\184A", "\128", "\192\128",
+      "\244\144\128\128", "\239\191" }
+    local good = { "\195\169", "\240\159\152\128", "\224\160\128", "\237\159\191", "\239\191\191",
+      "\225\128\128", "\236\191\191", "\238\128\128" }
+    for before = 0, 7 do
+      local head = cjk:rep(before)
+      for _, b in ipairs(bad) do
+        local s = head .. b .. cjk:rep(6)
+        for _, text in ipairs({ '"' .. s .. '"', '{"datas":[{"s":"' .. s .. '"}]}' }) do
+          local v, err = cljson.pdecode(text, RAW)
+          assert.is_nil(v, text)
+          assert.matches("UTF%-8", err)
+        end
+      end
+      for _, g in ipairs(good) do
+        local s = head .. g .. cjk:rep(6) .. "x" .. cjk
+        assert.are.equal(s, cljson.decode('"' .. s .. '"'))
+        local v = cljson.decode('{"datas":[{"s":"' .. s .. '"}]}', RAW)
+        assert.are.equal("object", cljson.is_raw(v.datas[1]))
+        assert.are.equal(s, v.datas[1].s)
+      end
+    end
+  end)
+
   it("decodes only the kept top-level members (option keep)", function()
     -- plain decoding, then every other top-level member removed: what keep gives
     local function kept(text, names, opts)
