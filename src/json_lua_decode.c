@@ -924,6 +924,11 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
         } else if (*q >= '0' && *q <= '9') {
             if (!(q = rs_number(d, q)))
                 break;
+        } else if ((*q == '{' && q[1] == '}') || (*q == '[' && q[1] == ']')) {
+            /* empty: no call (q[1] is at most the text's end mark) */
+            if (depth + 1 > d->max_depth)
+                break;
+            q += 2;
         } else {
             kb->len = start + (size_t)n * sizeof(rawkey_ref); /* a nested object's go after */
             if (!(q = rs_value(d, q, depth)))

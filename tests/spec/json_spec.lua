@@ -462,13 +462,20 @@ describe("cljson raw values", function()
       assert.are.equal(select(2, cljson.pdecode(text)), err)
       assert.has_error(function() cljson.decode(text, RAW) end)
     end
-    local deep = '{"datas":[{"a":[[1]]}]}' -- depth 5
-    same_both_ways(deep)
-    for _, d in ipairs({ 4, 5 }) do
-      local a, ea = cljson.pdecode(deep, { max_depth = d })
-      local b, eb = cljson.pdecode(deep, { max_depth = d, raw = "datas" })
-      assert.are.equal(ea, eb)
-      assert.are.equal(a == nil, b == nil)
+    for _, deep in ipairs({ '{"datas":[{"a":[[1]]}]}', '{"datas":[{"b":1,"a":[[]]}]}',
+      '{"datas":[{"b":1,"a":[{}]}]}', '{"datas":[{"b":1,"a":{"c":{}}}]}' }) do -- depth 5
+      same_both_ways(deep)
+      for _, d in ipairs({ 4, 5 }) do
+        local a, ea = cljson.pdecode(deep, { max_depth = d })
+        local b, eb = cljson.pdecode(deep, { max_depth = d, raw = "datas" })
+        assert.are.equal(ea, eb)
+        assert.are.equal(d == 4, a == nil, deep)
+        assert.are.equal(a == nil, b == nil)
+      end
+    end
+    for _, empty in ipairs({ '{"datas":[{"b":1,"a":[]}]}', '{"datas":[{"b":1,"a":{}}]}' }) do -- depth 4
+      assert.is_nil(cljson.pdecode(empty, { max_depth = 3, raw = "datas" }))
+      assert.are.equal("object", cljson.is_raw(cljson.decode(empty, { max_depth = 4, raw = "datas" }).datas[1]))
     end
     assert.has_error(function() cljson.decode("{}", { raw = 1 }) end)
   end)
