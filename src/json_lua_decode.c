@@ -960,6 +960,62 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     return ret;
 }
 
+/* A small nested object at p (on '{', depth already counted): at most
+ * SMALL_KEYS members whose values are scalars or empty, in canonical layout,
+ * checked for duplicate keys against each other (no key buffer or hashes). Any
+ * other object sets *other after reading no nested value (rs_object then reads
+ * it, without reading anything twice over more than these few scalars). */
+#define SMALL_KEYS 8
+static const unsigned char *rs_small(dec *d, const unsigned char *p, size_t depth, int *other)
+{
+    const unsigned char *ks[SMALL_KEYS];
+    size_t kls[SMALL_KEYS];
+    int n = 0;
+    if (*++p != '"')
+        goto other;
+    for (;;) {
+        if (n == SMALL_KEYS)
+            goto other;
+        const unsigned char *q = rs_string(d, p + 1);
+        if (!q)
+            return NULL;
+        size_t kl = (size_t)(q - p) - 1;
+        for (int i = 0; i < n && d->canon; i++)
+            if (kls[i] == kl && memcmp(ks[i], p + 1, kl) == 0)
+                d->canon = 0; /* canonical escapes are unique: the text settles it */
+        ks[n] = p + 1;
+        kls[n++] = kl;
+        if (*++q != ':')
+            goto other;
+        q++;
+        if (*q == '"') {
+            if (!(q = rs_string(d, q + 1)))
+                return NULL;
+            q++;
+        } else if ((*q >= '0' && *q <= '9') || *q == '-') {
+            if (!(q = rs_number(d, q)))
+                return NULL;
+        } else if ((*q == '{' && q[1] == '}') || (*q == '[' && q[1] == ']')) {
+            if (depth + 1 > d->max_depth)
+                return NULL;
+            q += 2;
+        } else if (*q == 't' || *q == 'f' || *q == 'n') {
+            if (!(q = rs_value(d, q, depth)))
+                return NULL;
+        } else {
+            goto other;
+        }
+        if (*q == '}')
+            return q + 1;
+        if (*q != ',' || q[1] != '"')
+            goto other;
+        p = q + 1;
+    }
+other:
+    *other = 1;
+    return NULL;
+}
+
 /* The array at p (on '[', depth already counted). */
 static const unsigned char *rs_array(dec *d, const unsigned char *p, size_t depth)
 {
@@ -991,8 +1047,13 @@ static const unsigned char *rs_value(dec *d, const unsigned char *p, size_t dept
     case '"':
         p = rs_string(d, p + 1);
         return p ? p + 1 : NULL;
-    case '{':
-        return depth + 1 > d->max_depth ? NULL : rs_object(d, p, depth + 1, 0);
+    case '{': {
+        if (depth + 1 > d->max_depth)
+            return NULL;
+        int other = 0;
+        const unsigned char *e = rs_small(d, p, depth + 1, &other);
+        return other ? rs_object(d, p, depth + 1, 0) : e;
+    }
     case '[':
         return depth + 1 > d->max_depth ? NULL : rs_array(d, p, depth + 1);
     case 't':

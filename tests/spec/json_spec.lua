@@ -583,6 +583,40 @@ describe("cljson raw values", function()
     assert.are.equal('{"a":1,"b":2}', tostring(v.datas[3]))
   end)
 
+  it("checks nested objects of a row like the rows: duplicates, layout, depth, errors", function()
+    local function obj(n, dup)
+      local m = {}
+      for i = 1, n do
+        m[i] = '"k' .. ((dup and i == n) and 1 or i) .. '":' .. i
+      end
+      return "{" .. table.concat(m, ",") .. "}"
+    end
+    local canonical = { obj(1), obj(2), obj(8), obj(9), '{"a":true,"b":false,"c":null,"d":-1.5}',
+      '{"a":{},"b":[]}', '{"a":{"b":{"c":1}}}', '{"a":[1],"b":"x"}', '{"\\u0001":1,"\\"":2}' }
+    local not_canonical = { obj(2, true), obj(8, true), obj(9, true), '{"a":1, "b":2}',
+      '{"a" :1}', '{"a": 1}', '{"a":1,"a":{}}', '{"a":1,"b":2,"a":3}', '{"a":1.50}', '{"a":-0}',
+      '{"\\u0041":1}', '{"a":"\\u0041"}', '{"a":1,"b":{"c":1,"c":2}}' }
+    local bad = { '{"a":1,}', '{"a":1', '{"a"}', '{"a":tru}', '{"a":-}', '{"a":01}', '{"a":1 "b":2}',
+      '{"a\\q":1}', '{"a":"\\q"}', '{"a":[}', '{"a":{]}' }
+    for _, list in ipairs({ canonical, not_canonical, bad }) do
+      for _, o in ipairs(list) do
+        local text = '{"datas":[{"id":1,"o":' .. o .. '},{"id":2,"o":' .. o .. '}]}'
+        local v = same_both_ways(text)
+        if list == bad then
+          assert.is_nil(v, text)
+        else
+          local want = list == canonical and "object" or false
+          assert.are.equal(want, cljson.is_raw(v.datas[1]), text)
+          assert.are.equal(want, cljson.is_raw(v.datas[2]), text)
+        end
+      end
+    end
+    -- the depth limit counts a small object's empty members
+    local text = '{"datas":[{"o":{"a":1,"b":{}}}]}' -- depth 5
+    assert.is_nil(cljson.pdecode(text, { max_depth = 4, raw = "datas" }))
+    assert.is_not_nil(cljson.pdecode(text, { max_depth = 5, raw = "datas" }))
+  end)
+
   it("checks runs of multi-byte characters wherever an invalid sequence sits", function()
     local cjk = "\228\184\173" -- U+4E2D, 3 bytes
     local bad = { "\237\160\128", "\224\128\128", "\228\184", "\228\184A", "\128", "\192\128",
