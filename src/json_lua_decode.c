@@ -1341,6 +1341,24 @@ static int dec_object(dec *d, size_t depth)
         if (p >= d->end || *p != '"')
             return -1;
         d->p = p;
+        if (depth == 1 && d->ro && d->ro->nkeep) {
+            /* A member not kept, its key without escapes: skipped before its key
+             * is made a Lua string. */
+            const unsigned char *q = str_next(p + 1, d->end);
+            if (q && *q == '"' && !kept(d->ro, (const char *)p + 1, (size_t)(q - p) - 1)) {
+                p = dec_ws(q + 1, d->end);
+                if (p >= d->end || *p != ':')
+                    return -1;
+                d->canon = 0; /* no canonical-text checks */
+                const unsigned char *e = rs_value(d, p + 1, depth);
+                int more = e ? member_end(d, e, &p) : -1;
+                if (more < 0)
+                    return -1;
+                if (more)
+                    continue;
+                break;
+            }
+        }
         size_t klen0 = d->keys->len;
         if (dec_string(d, 1) < 0)
             return -1;

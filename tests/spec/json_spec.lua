@@ -691,6 +691,8 @@ describe("cljson raw values", function()
     assert.are.equal('{"a":4,"b":3}', cljson.encode(v))
     -- an escaped key is compared as decoded
     assert.are.equal('{"é":1}', cljson.encode(kept('{"\\u00e9":1,"e":2}', { "é" })))
+    assert.are.equal('{"datas":[1],"e":2}', cljson.encode(kept('{"d\\u0061tas":[1],"e":2,"f":3}', { "datas", "e" })))
+    assert.are.equal('{"e":2}', cljson.encode(kept('{"\\u0064atas":[1],"e":2,"d\\"":3}', { "e" })))
     -- with raw and drop: the rows stay raw, without the dropped members
     local o = { raw = "datas", drop = { "_score" } }
     v = kept(text, { "datas", "a" }, o)
@@ -701,7 +703,8 @@ describe("cljson raw values", function()
     -- a skipped member is still validated: the same errors as the plain decoder
     for _, bad in ipairs({ '{"a":1,"z":[1,}', '{"a":1,"z":"\\x"}', '{"z":tru,"a":1}', '{"z":01}',
       '{"z":"\255"}', '{"z":{"a" 1}}', '{"z":1 "a":1}', '{"z":[1]', '{"a":1,"z":1,}', '{"z":1}x',
-      '{"z":-}', '{"z":{"y":[[[[1]]]]},"a":1}' }) do
+      '{"z":-}', '{"z":{"y":[[[[1]]]]},"a":1}', '{"\255":1,"a":1}', '{"z\001":1,"a":1}',
+      '{"z" 1,"a":1}', '{"z"}', '{"z":}', '{"z":1,"a":1,"z"', '{"z', '{"z\\q":1}' }) do
       assert.is_nil(kept(bad, { "a" }, bad:find("y") and { max_depth = 4 } or nil))
     end
     -- the depth limit counts a skipped member's nesting as the decoder does
