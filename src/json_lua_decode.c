@@ -187,22 +187,24 @@ typedef struct {
     rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
-/* Each state keeps the scratch cboxes of its last decode (registry, by these
- * addresses) for the next: a decode then makes no userdata with a finalizer and
- * its buffers keep their memory. A decode takes them out while it runs (a nested
- * one, or one that raised, makes its own; the GC frees those). */
-static const char dec_spare[2];
-#define DEC_SPARE_MAX 65536 /* a bigger scratch buffer is freed, not kept */
+/* Each state keeps the scratch cboxes of its last decode (in its shape cache,
+ * below, after the shapes: one registry look-up for both) for the next: a decode
+ * then makes no userdata with a finalizer and its buffers keep their memory. A
+ * decode takes them out while it runs (a nested one, or one that raised, makes
+ * its own; the GC frees those). */
+#define DEC_SHAPES 64
+#define DEC_SPARE(i) (DEC_SHAPES + 1 + (i)) /* the shape cache's slot of spare box i */
+#define DEC_SPARE_MAX 65536                 /* a bigger scratch buffer is freed, not kept */
 
 /* The decode's scratch buffer i, in a cbox taken or made at the first need. */
 static buf *dec_buf(dec *d, int i)
 {
     if (!d->box[i]) {
         lua_State *L = d->L;
-        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &dec_spare[i]) == LUA_TUSERDATA) {
+        if (lua_rawgeti(L, d->shapes, DEC_SPARE(i)) == LUA_TUSERDATA) {
             d->box[i] = lua_touserdata(L, -1);
             lua_pushnil(L);
-            lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_spare[i]);
+            lua_rawseti(L, d->shapes, DEC_SPARE(i));
         } else {
             lua_pop(L, 1);
             d->box[i] = cljson_box_new(L);
@@ -224,7 +226,7 @@ static void dec_spare_put(dec *d)
         else
             buf_reset(&b->out);
         lua_pushvalue(d->L, d->boxslot + i);
-        lua_rawsetp(d->L, LUA_REGISTRYINDEX, &dec_spare[i]);
+        lua_rawseti(d->L, d->shapes, DEC_SPARE(i));
     }
 }
 
@@ -1169,7 +1171,6 @@ static int dec_room(dec *d, int *pend, int t, lua_Integer *n)
  * Each state keeps one cache for all its decodes (registry, by this address): a
  * decode then makes no table of its own. An entry is compared in full before it
  * is used, so a nested decode may share it. */
-#define DEC_SHAPES 64
 #define DEC_SHAPE_MAX 4096 /* a longer order string is not kept for later decodes */
 static const char dec_shapes;
 
@@ -1179,7 +1180,7 @@ static void push_shapes(lua_State *L)
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &dec_shapes) == LUA_TTABLE)
         return;
     lua_pop(L, 1);
-    lua_createtable(L, DEC_SHAPES, 0);
+    lua_createtable(L, DEC_SPARE(1), 0);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_shapes);
 }
@@ -1506,12 +1507,14 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
 int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
 {
     assert(s[len] == '\0'); /* the raw scan's end mark */
-    luaL_checkstack(L, 4, "cljson");
+    luaL_checkstack(L, 6, "cljson");
     int base = lua_gettop(L);
     lua_pushnil(L); /* the scratch cboxes, made at the first need */
     lua_pushnil(L);
+    push_shapes(L);
     dec d;
     memset(&d, 0, sizeof d);
+    d.shapes = base + 3;
     d.L = L;
     d.p = (const unsigned char *)s;
     d.end = d.p + len;
@@ -1526,7 +1529,7 @@ int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
         d.canon = 0;
     }
     *canon = d.canon;
-    lua_settop(L, base + 2);
+    lua_settop(L, base + 3);
     dec_spare_put(&d);
     lua_settop(L, base);
     return rc;
