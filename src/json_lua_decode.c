@@ -174,12 +174,13 @@ __attribute__((noinline)) static int push_shaped(lua_State *L, const json_value 
         memcpy(order + len, ks[i], kls[i]);
         len += kls[i];
     }
+    /* An entry with this order string has these n keys (only this function makes
+     * entries). */
     unsigned slot = push_shape_slot(order, len);
     size_t sl;
     const char *ss;
     if (lua_rawgeti(L, c->shapes, slot) != LUA_TTABLE || lua_rawgeti(L, t + 1, 1) != LUA_TSTRING ||
-        (ss = lua_tolstring(L, t + 2, &sl), sl != len || memcmp(ss, order, len) != 0) ||
-        lua_rawlen(L, t + 1) != n + 1) {
+        (ss = lua_tolstring(L, t + 2, &sl), sl != len || memcmp(ss, order, len) != 0)) {
         lua_settop(L, t);
         lua_createtable(L, (int)n + 1, 0); /* t + 1: the new entry */
         lua_pushlstring(L, (const char *)order, len);
