@@ -425,8 +425,9 @@ local function make_list_tools(ctx)
     end
 end
 
--- The maker of ctx.<name>, a C function bound to the call (its ctx.http's); M.ctx_fn
--- is set by the C side (a ctx made elsewhere, without ctx.http, has none).
+-- The maker of ctx.<name>, a C function bound to the call (its ctx.http's) or a
+-- value of the call; M.ctx_fn is set by the C side (a ctx made elsewhere, without
+-- ctx.http, has its values set and none of these).
 local function call_bound(name)
     return function(real)
         local http = rawget(real, "http")
@@ -448,6 +449,9 @@ local LAZY = {
     end,
     log = call_bound("log"),
     now_ms = call_bound("now_ms"),
+    generation = call_bound("generation"),
+    deadline_ms = call_bound("deadline_ms"),
+    request_id = call_bound("request_id"),
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
@@ -463,7 +467,8 @@ M.ctx_mt = {
         rawset(real, key, v)
         return v
     end,
-    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms" },
+    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms", "generation", "deadline_ms",
+        "request_id" },
 }
 
 -- invoke(name, args, ctx, query) -> status, body, error_code

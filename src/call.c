@@ -31,6 +31,11 @@ enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
 
 typedef struct ctx_ud {
     struct call *c; /* NULL once the call ended: ctx is dead */
+    /* ctx.generation, ctx.deadline_ms and ctx.request_id: made on their first read
+     * (host.ctx_fn; most calls read none), from here, so also after the call ended */
+    lua_Integer generation, deadline_ms;
+    size_t request_id_len;
+    char request_id[]; /* request_id_len bytes */
 } ctx_ud;
 
 struct call {
@@ -138,17 +143,27 @@ static int ctx_log(lua_State *L)
 
 static int ctx_http(lua_State *L);
 
-/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log" or
- * "now_ms"), made on the first read of the field instead of in every call. */
+/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log",
+ * "now_ms", "generation", "deadline_ms" or "request_id"), made on the first read of
+ * the field instead of in every call. */
 static char KEY_CTX_FN; /* the state's host table has ctx_fn */
 static int ctx_fn(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 2);
-    int log = strcmp(name, "log") == 0;
-    if (lua_tocfunction(L, 1) != ctx_http || (!log && strcmp(name, "now_ms") != 0))
-        return luaL_error(L, "ctx_fn: not a ctx.http or an unknown field");
+    if (lua_tocfunction(L, 1) != ctx_http)
+        return luaL_error(L, "ctx_fn: not a ctx.http");
     lua_getupvalue(L, 1, 1);
-    lua_pushcclosure(L, log ? ctx_log : ctx_now_ms, 1);
+    const ctx_ud *u = lua_touserdata(L, -1);
+    if (strcmp(name, "log") == 0 || strcmp(name, "now_ms") == 0)
+        lua_pushcclosure(L, name[0] == 'l' ? ctx_log : ctx_now_ms, 1);
+    else if (strcmp(name, "generation") == 0)
+        lua_pushinteger(L, u->generation);
+    else if (strcmp(name, "deadline_ms") == 0)
+        lua_pushinteger(L, u->deadline_ms);
+    else if (strcmp(name, "request_id") == 0)
+        lua_pushlstring(L, u->request_id, u->request_id_len);
+    else
+        return luaL_error(L, "ctx_fn: unknown field");
     return 1;
 }
 
@@ -1257,8 +1272,13 @@ static int setup_p(lua_State *L)
     lua_getfield(L, host, "ctx_mt"); /* the fields the runtime makes on first read */
     lua_setmetatable(L, ctx);
     {
-        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud), 0);
+        size_t rlen = strlen(c->request_id);
+        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen, 0);
         u->c = NULL;
+        u->generation = (lua_Integer)tools_gen_id(c->gen);
+        u->deadline_ms = (lua_Integer)c->deadline_ms;
+        u->request_id_len = rlen;
+        memcpy(u->request_id, c->request_id, rlen);
         lua_pushvalue(L, -1);
         c->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         u->c = c;
@@ -1266,7 +1286,8 @@ static int setup_p(lua_State *L)
     }
     lua_pushcclosure(L, ctx_http, 1);
     lua_setfield(L, ctx, "http");
-    /* ctx.log and ctx.now_ms: made by the runtime on first read (host.ctx_fn) */
+    /* ctx.log, ctx.now_ms, ctx.generation, ctx.deadline_ms and ctx.request_id: made
+     * by the runtime on first read (host.ctx_fn) */
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) == LUA_TNIL) {
         lua_pushcfunction(L, ctx_fn);
         lua_setfield(L, host, "ctx_fn");
@@ -1276,8 +1297,6 @@ static int setup_p(lua_State *L)
     lua_pop(L, 1);
     lua_pushstring(L, lang_tag(c->lang));
     lua_setfield(L, ctx, "lang");
-    lua_pushstring(L, c->request_id);
-    lua_setfield(L, ctx, "request_id");
     lua_pushstring(L, c->surface);
     lua_setfield(L, ctx, "surface");
     lua_pushstring(L, c->toon_wanted ? "toon" : "json");
@@ -1286,10 +1305,6 @@ static int setup_p(lua_State *L)
         lua_pushstring(L, c->kn_id_header);
         lua_setfield(L, ctx, "kn_id_header");
     }
-    lua_pushinteger(L, (lua_Integer)tools_gen_id(c->gen));
-    lua_setfield(L, ctx, "generation");
-    lua_pushinteger(L, (lua_Integer)c->deadline_ms);
-    lua_setfield(L, ctx, "deadline_ms");
     push_shared_principal(L, c);
     lua_setfield(L, ctx, "principal");
     if (c->env_request) {

@@ -700,6 +700,10 @@ int main(void)
     check_escape(g, "ctx_fields", ",log,");
     check_escape(g, "ctx_fields", ",now_ms,");
     check_escape(g, "ctx_fields", " integer true");
+    check_escape(g, "ctx_values", ",deadline_ms,");
+    check_escape(g, "ctx_values", ",generation,");
+    check_escape(g, "ctx_values", ",request_id,");
+    check_escape(g, "ctx_values", " req_test0001 integer true integer");
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
@@ -707,6 +711,7 @@ int main(void)
     outcome_free(&o);
     run(g, "keep_ctx", "{\"mode\":\"use\"}", &o);
     CHECK(contains(o.body, "ctx used after the call ended"));
+    CHECK(contains(o.body, "\"request_id\":\"req_test0001\""));
     outcome_free(&o);
 
     /* cancel mid-fetch: done never runs, the fetch is gone, the server keeps serving */
