@@ -452,6 +452,7 @@ local LAZY = {
     generation = call_bound("generation"),
     deadline_ms = call_bound("deadline_ms"),
     request_id = call_bound("request_id"),
+    principal = call_bound("principal"),
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
@@ -468,7 +469,7 @@ M.ctx_mt = {
         return v
     end,
     __lazy = { "invoke", "list_tools", "authz", "log", "now_ms", "generation", "deadline_ms",
-        "request_id" },
+        "request_id", "principal" },
 }
 
 -- invoke(name, args, ctx, query) -> status, body, error_code

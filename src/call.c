@@ -31,12 +31,17 @@ enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
 
 typedef struct ctx_ud {
     struct call *c; /* NULL once the call ended: ctx is dead */
-    /* ctx.generation, ctx.deadline_ms and ctx.request_id: made on their first read
-     * (host.ctx_fn; most calls read none), from here, so also after the call ended */
+    /* ctx.generation, ctx.deadline_ms, ctx.request_id and ctx.principal: made on
+     * their first read (host.ctx_fn; most calls read none), from here, so also after
+     * the call ended */
     lua_Integer generation, deadline_ms;
-    size_t request_id_len;
-    char request_id[]; /* request_id_len bytes */
+    size_t request_id_len, principal_len;
+    /* request_id_len bytes of request_id, then principal_len bytes of the principal:
+     * account_id NUL account_type NUL, or nothing for a call without one */
+    char text[];
 } ctx_ud;
+
+static void push_shared_principal(lua_State *L, const char *text, size_t n);
 
 struct call {
     tools_gen *gen;
@@ -144,7 +149,7 @@ static int ctx_log(lua_State *L)
 static int ctx_http(lua_State *L);
 
 /* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log",
- * "now_ms", "generation", "deadline_ms" or "request_id"), made on the first read of
+ * "now_ms", "generation", "deadline_ms", "request_id" or "principal"), made on the first read of
  * the field instead of in every call. */
 static char KEY_CTX_FN; /* the state's host table has ctx_fn */
 static int ctx_fn(lua_State *L)
@@ -161,7 +166,9 @@ static int ctx_fn(lua_State *L)
     else if (strcmp(name, "deadline_ms") == 0)
         lua_pushinteger(L, u->deadline_ms);
     else if (strcmp(name, "request_id") == 0)
-        lua_pushlstring(L, u->request_id, u->request_id_len);
+        lua_pushlstring(L, u->text, u->request_id_len);
+    else if (strcmp(name, "principal") == 0)
+        push_shared_principal(L, u->text + u->request_id_len, u->principal_len);
     else
         return luaL_error(L, "ctx_fn: unknown field");
     return 1;
@@ -1228,27 +1235,21 @@ static void push_shared_request(lua_State *L, const json_value *req)
     keep_last_table(L, KEYS_REQUEST, text, n);
 }
 
-/* Pushes ctx.principal: {account_id, account_type}, empty for a call without one. */
+/* Pushes ctx.principal: {account_id, account_type} of text (account_id NUL
+ * account_type NUL), empty for a call without one (n == 0). */
 static char KEYS_PRINCIPAL[2];
-static void push_shared_principal(lua_State *L, const call *c)
+static void push_shared_principal(lua_State *L, const char *text, size_t n)
 {
-    char text[512];
-    size_t n = 0;
-    int ok = 1;
-    if (c->has_who)
-        ok = text_add(text, sizeof text, &n, c->who.account_id, strlen(c->who.account_id)) &&
-             text_add(text, sizeof text, &n, c->who.account_type, strlen(c->who.account_type));
-    if (ok && push_last_table(L, KEYS_PRINCIPAL, text, n))
+    if (push_last_table(L, KEYS_PRINCIPAL, text, n))
         return;
     lua_createtable(L, 0, 2);
-    if (c->has_who) {
-        lua_pushstring(L, c->who.account_id);
+    if (n) {
+        lua_pushstring(L, text);
         lua_setfield(L, -2, "account_id");
-        lua_pushstring(L, c->who.account_type);
+        lua_pushstring(L, text + strlen(text) + 1);
         lua_setfield(L, -2, "account_type");
     }
-    if (ok)
-        keep_last_table(L, KEYS_PRINCIPAL, text, n);
+    keep_last_table(L, KEYS_PRINCIPAL, text, n);
 }
 
 /* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
@@ -1273,12 +1274,20 @@ static int setup_p(lua_State *L)
     lua_setmetatable(L, ctx);
     {
         size_t rlen = strlen(c->request_id);
-        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen, 0);
+        size_t alen = c->has_who ? strlen(c->who.account_id) : 0;
+        size_t tlen = c->has_who ? strlen(c->who.account_type) : 0;
+        size_t plen = c->has_who ? alen + tlen + 2 : 0;
+        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen + plen, 0);
         u->c = NULL;
         u->generation = (lua_Integer)tools_gen_id(c->gen);
         u->deadline_ms = (lua_Integer)c->deadline_ms;
         u->request_id_len = rlen;
-        memcpy(u->request_id, c->request_id, rlen);
+        u->principal_len = plen;
+        memcpy(u->text, c->request_id, rlen);
+        if (c->has_who) {
+            memcpy(u->text + rlen, c->who.account_id, alen + 1);
+            memcpy(u->text + rlen + alen + 1, c->who.account_type, tlen + 1);
+        }
         lua_pushvalue(L, -1);
         c->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         u->c = c;
@@ -1286,8 +1295,8 @@ static int setup_p(lua_State *L)
     }
     lua_pushcclosure(L, ctx_http, 1);
     lua_setfield(L, ctx, "http");
-    /* ctx.log, ctx.now_ms, ctx.generation, ctx.deadline_ms and ctx.request_id: made
-     * by the runtime on first read (host.ctx_fn) */
+    /* ctx.log, ctx.now_ms, ctx.generation, ctx.deadline_ms, ctx.request_id and
+     * ctx.principal: made by the runtime on first read (host.ctx_fn) */
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) == LUA_TNIL) {
         lua_pushcfunction(L, ctx_fn);
         lua_setfield(L, host, "ctx_fn");
@@ -1305,8 +1314,6 @@ static int setup_p(lua_State *L)
         lua_pushstring(L, c->kn_id_header);
         lua_setfield(L, ctx, "kn_id_header");
     }
-    push_shared_principal(L, c);
-    lua_setfield(L, ctx, "principal");
     if (c->env_request) {
         push_shared_request(L, c->env_request);
         lua_setfield(L, ctx, "request");

@@ -703,7 +703,8 @@ int main(void)
     check_escape(g, "ctx_values", ",deadline_ms,");
     check_escape(g, "ctx_values", ",generation,");
     check_escape(g, "ctx_values", ",request_id,");
-    check_escape(g, "ctx_values", " req_test0001 integer true integer");
+    check_escape(g, "ctx_values", ",principal,");
+    check_escape(g, "ctx_values", " req_test0001 integer true integer u1:user true");
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
@@ -712,6 +713,7 @@ int main(void)
     run(g, "keep_ctx", "{\"mode\":\"use\"}", &o);
     CHECK(contains(o.body, "ctx used after the call ended"));
     CHECK(contains(o.body, "\"request_id\":\"req_test0001\""));
+    CHECK(contains(o.body, "\"account_id\":\"u1\""));
     outcome_free(&o);
 
     /* cancel mid-fetch: done never runs, the fetch is gone, the server keeps serving */
