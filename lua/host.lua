@@ -453,6 +453,7 @@ local LAZY = {
     deadline_ms = call_bound("deadline_ms"),
     request_id = call_bound("request_id"),
     principal = call_bound("principal"),
+    request = call_bound("request"),
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
@@ -469,7 +470,7 @@ M.ctx_mt = {
         return v
     end,
     __lazy = { "invoke", "list_tools", "authz", "log", "now_ms", "generation", "deadline_ms",
-        "request_id", "principal" },
+        "request_id", "principal", "request" },
 }
 
 -- invoke(name, args, ctx, query) -> status, body, error_code

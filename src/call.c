@@ -31,17 +31,20 @@ enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
 
 typedef struct ctx_ud {
     struct call *c; /* NULL once the call ended: ctx is dead */
-    /* ctx.generation, ctx.deadline_ms, ctx.request_id and ctx.principal: made on
-     * their first read (host.ctx_fn; most calls read none), from here, so also after
-     * the call ended */
+    /* ctx.generation, ctx.deadline_ms, ctx.request_id, ctx.principal and
+     * ctx.request (when has_request): made on their first read (host.ctx_fn; most
+     * calls read none), from here, so also after the call ended */
     lua_Integer generation, deadline_ms;
-    size_t request_id_len, principal_len;
-    /* request_id_len bytes of request_id, then principal_len bytes of the principal:
-     * account_id NUL account_type NUL, or nothing for a call without one */
+    int has_request;
+    size_t request_id_len, principal_len, request_len;
+    /* request_id_len bytes of request_id, then principal_len bytes of the principal
+     * (account_id NUL account_type NUL, or nothing for a call without one), then
+     * request_len bytes of ctx.request (each key NUL value NUL) */
     char text[];
 } ctx_ud;
 
 static void push_shared_principal(lua_State *L, const char *text, size_t n);
+static void push_request_text(lua_State *L, const char *text, size_t n);
 
 struct call {
     tools_gen *gen;
@@ -149,8 +152,8 @@ static int ctx_log(lua_State *L)
 static int ctx_http(lua_State *L);
 
 /* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log",
- * "now_ms", "generation", "deadline_ms", "request_id" or "principal"), made on the first read of
- * the field instead of in every call. */
+ * "now_ms", "generation", "deadline_ms", "request_id", "principal" or "request"), made on the first
+ * read of the field instead of in every call. */
 static char KEY_CTX_FN; /* the state's host table has ctx_fn */
 static int ctx_fn(lua_State *L)
 {
@@ -169,6 +172,10 @@ static int ctx_fn(lua_State *L)
         lua_pushlstring(L, u->text, u->request_id_len);
     else if (strcmp(name, "principal") == 0)
         push_shared_principal(L, u->text + u->request_id_len, u->principal_len);
+    else if (strcmp(name, "request") == 0 && u->has_request)
+        push_request_text(L, u->text + u->request_id_len + u->principal_len, u->request_len);
+    else if (strcmp(name, "request") == 0)
+        lua_pushnil(L);
     else
         return luaL_error(L, "ctx_fn: unknown field");
     return 1;
@@ -1210,28 +1217,52 @@ static int text_add(char *text, size_t size, size_t *n, const char *s, size_t le
     return 1;
 }
 
-/* Pushes ctx.request: {host, forwarded_*} from the request's headers. */
-static char KEYS_REQUEST[2];
-static void push_shared_request(lua_State *L, const json_value *req)
+/* The text of ctx.request ({host, forwarded_*} from the request's headers): each
+ * key NUL value NUL, into text[size]; 0 when req is not an object of strings
+ * without a NUL or the text does not fit. */
+static int request_text(const json_value *req, char *text, size_t size, size_t *n)
 {
-    char text[1024];
-    size_t n = 0, count = json_count(req);
+    size_t count = json_count(req);
     int ok = json_typeof(req) == JSON_OBJECT;
+    *n = 0;
     for (size_t i = 0; ok && i < count; i++) {
         size_t klen, vlen;
         const char *k = json_key_at(req, i, &klen);
         const json_value *v = json_val_at(req, i);
         const char *s = json_typeof(v) == JSON_STRING ? json_get_str(v, &vlen) : NULL;
-        ok = s && text_add(text, sizeof text, &n, k, klen) &&
-             text_add(text, sizeof text, &n, s, vlen);
+        ok = s && !memchr(k, 0, klen) && !memchr(s, 0, vlen) && text_add(text, size, n, k, klen) &&
+             text_add(text, size, n, s, vlen);
     }
-    if (!ok) {
-        cljson_push(L, req); /* not the usual shape: a table of its own */
-        return;
-    }
+    return ok;
+}
+
+static int push_tree_p(lua_State *L)
+{
+    cljson_push(L, lua_touserdata(L, 1));
+    return 1;
+}
+
+/* Pushes ctx.request made of its text (request_text): the table of the last such
+ * text, shared as ctx.config is (tools see it through ctx's read-only view). */
+static char KEYS_REQUEST[2];
+static void push_request_text(lua_State *L, const char *text, size_t n)
+{
     if (push_last_table(L, KEYS_REQUEST, text, n))
         return;
-    cljson_push(L, req);
+    json_value *req = json_new_object();
+    for (const char *p = text; p < text + n;) {
+        const char *k = p;
+        p += strlen(p) + 1;
+        size_t vlen = strlen(p);
+        json_set(req, k, json_new_str(p, vlen));
+        p += vlen + 1;
+    }
+    lua_pushcfunction(L, push_tree_p);
+    lua_pushlightuserdata(L, req);
+    int st = lua_pcall(L, 1, 1, 0); /* a memory error must not leak req */
+    json_free(req);
+    if (st != LUA_OK)
+        lua_error(L);
     keep_last_table(L, KEYS_REQUEST, text, n);
 }
 
@@ -1273,16 +1304,29 @@ static int setup_p(lua_State *L)
     lua_getfield(L, host, "ctx_mt"); /* the fields the runtime makes on first read */
     lua_setmetatable(L, ctx);
     {
+        /* ctx.request: its text kept for its first read, or (not the usual shape)
+         * its own table now */
+        char rtext[1024];
+        size_t qlen = 0;
+        int lazy_request =
+            c->env_request && request_text(c->env_request, rtext, sizeof rtext, &qlen);
+        if (c->env_request && !lazy_request) {
+            cljson_push(L, c->env_request);
+            lua_setfield(L, ctx, "request");
+        }
         size_t rlen = strlen(c->request_id);
         size_t alen = c->has_who ? strlen(c->who.account_id) : 0;
         size_t tlen = c->has_who ? strlen(c->who.account_type) : 0;
         size_t plen = c->has_who ? alen + tlen + 2 : 0;
-        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen + plen, 0);
+        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen + plen + qlen, 0);
         u->c = NULL;
         u->generation = (lua_Integer)tools_gen_id(c->gen);
         u->deadline_ms = (lua_Integer)c->deadline_ms;
         u->request_id_len = rlen;
         u->principal_len = plen;
+        u->has_request = lazy_request;
+        u->request_len = qlen;
+        memcpy(u->text + rlen + plen, rtext, qlen);
         memcpy(u->text, c->request_id, rlen);
         if (c->has_who) {
             memcpy(u->text + rlen, c->who.account_id, alen + 1);
@@ -1295,8 +1339,8 @@ static int setup_p(lua_State *L)
     }
     lua_pushcclosure(L, ctx_http, 1);
     lua_setfield(L, ctx, "http");
-    /* ctx.log, ctx.now_ms, ctx.generation, ctx.deadline_ms, ctx.request_id and
-     * ctx.principal: made by the runtime on first read (host.ctx_fn) */
+    /* ctx.log, ctx.now_ms, ctx.generation, ctx.deadline_ms, ctx.request_id,
+     * ctx.principal and ctx.request: made by the runtime on first read (host.ctx_fn) */
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) == LUA_TNIL) {
         lua_pushcfunction(L, ctx_fn);
         lua_setfield(L, host, "ctx_fn");
@@ -1313,10 +1357,6 @@ static int setup_p(lua_State *L)
     if (c->kn_id_header) {
         lua_pushstring(L, c->kn_id_header);
         lua_setfield(L, ctx, "kn_id_header");
-    }
-    if (c->env_request) {
-        push_shared_request(L, c->env_request);
-        lua_setfield(L, ctx, "request");
     }
     if (c->env_config) {
         push_shared_config(L, c->env_config);

@@ -705,6 +705,21 @@ int main(void)
     check_escape(g, "ctx_values", ",request_id,");
     check_escape(g, "ctx_values", ",principal,");
     check_escape(g, "ctx_values", " req_test0001 integer true integer u1:user true");
+    check_escape(g, "ctx_request", "no request");
+    {
+        json_value *req = json_new_object();
+        json_set(req, "x_host", json_new_str("h1:80", 5));
+        json_set(req, "forwarded_proto", json_new_str("https", 5));
+        env.request = req;
+        check_escape(g, "ctx_request", "forwarded_proto=https,x_host=h1:80;");
+        check_escape(g, "ctx_request", "forwarded_proto=https,x_host=h1:80;");
+        json_set(req, "x_host", json_new_str("h2:80", 5));
+        check_escape(g, "ctx_request", "forwarded_proto=https,x_host=h2:80;");
+        json_set(req, "port", json_new_int(8080)); /* not all strings: a table of its own */
+        check_escape(g, "ctx_request", "forwarded_proto=https,port=8080,x_host=h2:80;");
+        env.request = NULL;
+        json_free(req);
+    }
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
