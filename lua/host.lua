@@ -454,6 +454,8 @@ local LAZY = {
     request_id = call_bound("request_id"),
     principal = call_bound("principal"),
     request = call_bound("request"),
+    surface = call_bound("surface"),
+    config = call_bound("config"),
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
@@ -470,7 +472,7 @@ M.ctx_mt = {
         return v
     end,
     __lazy = { "invoke", "list_tools", "authz", "log", "now_ms", "generation", "deadline_ms",
-        "request_id", "principal", "request" },
+        "request_id", "principal", "request", "surface", "config" },
 }
 
 -- invoke(name, args, ctx, query) -> status, body, error_code

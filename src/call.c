@@ -31,18 +31,20 @@ enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
 
 typedef struct ctx_ud {
     struct call *c; /* NULL once the call ended: ctx is dead */
-    /* ctx.generation, ctx.deadline_ms, ctx.request_id, ctx.principal and
-     * ctx.request (when has_request): made on their first read (host.ctx_fn; most
-     * calls read none), from here, so also after the call ended */
+    /* ctx.generation, ctx.deadline_ms, ctx.request_id, ctx.principal, ctx.request
+     * (when has_request), ctx.surface and ctx.config: made on their first read
+     * (host.ctx_fn; most calls read none), from here, so also after the call ended */
     lua_Integer generation, deadline_ms;
     int has_request;
-    size_t request_id_len, principal_len, request_len;
+    const json_value *config; /* the deployment's, fixed for the server's life */
+    size_t request_id_len, principal_len, request_len, surface_len;
     /* request_id_len bytes of request_id, then principal_len bytes of the principal
      * (account_id NUL account_type NUL, or nothing for a call without one), then
-     * request_len bytes of ctx.request (each key NUL value NUL) */
+     * request_len bytes of ctx.request (each key NUL value NUL), then the surface */
     char text[];
 } ctx_ud;
 
+static void push_shared_config(lua_State *L, const json_value *config);
 static void push_shared_principal(lua_State *L, const char *text, size_t n);
 static void push_request_text(lua_State *L, const char *text, size_t n);
 
@@ -151,9 +153,9 @@ static int ctx_log(lua_State *L)
 
 static int ctx_http(lua_State *L);
 
-/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log",
- * "now_ms", "generation", "deadline_ms", "request_id", "principal" or "request"), made on the first
- * read of the field instead of in every call. */
+/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http (a field
+ * of ctx_ud, "log" or "now_ms"), made on the first read of the field instead of in
+ * every call. */
 static char KEY_CTX_FN; /* the state's host table has ctx_fn */
 static int ctx_fn(lua_State *L)
 {
@@ -175,6 +177,13 @@ static int ctx_fn(lua_State *L)
     else if (strcmp(name, "request") == 0 && u->has_request)
         push_request_text(L, u->text + u->request_id_len + u->principal_len, u->request_len);
     else if (strcmp(name, "request") == 0)
+        lua_pushnil(L);
+    else if (strcmp(name, "surface") == 0)
+        lua_pushlstring(L, u->text + u->request_id_len + u->principal_len + u->request_len,
+                        u->surface_len);
+    else if (strcmp(name, "config") == 0 && u->config)
+        push_shared_config(L, u->config);
+    else if (strcmp(name, "config") == 0)
         lua_pushnil(L);
     else
         return luaL_error(L, "ctx_fn: unknown field");
@@ -1318,7 +1327,8 @@ static int setup_p(lua_State *L)
         size_t alen = c->has_who ? strlen(c->who.account_id) : 0;
         size_t tlen = c->has_who ? strlen(c->who.account_type) : 0;
         size_t plen = c->has_who ? alen + tlen + 2 : 0;
-        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen + plen + qlen, 0);
+        size_t slen = strlen(c->surface);
+        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen + plen + qlen + slen, 0);
         u->c = NULL;
         u->generation = (lua_Integer)tools_gen_id(c->gen);
         u->deadline_ms = (lua_Integer)c->deadline_ms;
@@ -1327,6 +1337,9 @@ static int setup_p(lua_State *L)
         u->has_request = lazy_request;
         u->request_len = qlen;
         memcpy(u->text + rlen + plen, rtext, qlen);
+        u->surface_len = slen;
+        memcpy(u->text + rlen + plen + qlen, c->surface, slen);
+        u->config = c->env_config;
         memcpy(u->text, c->request_id, rlen);
         if (c->has_who) {
             memcpy(u->text + rlen, c->who.account_id, alen + 1);
@@ -1339,8 +1352,8 @@ static int setup_p(lua_State *L)
     }
     lua_pushcclosure(L, ctx_http, 1);
     lua_setfield(L, ctx, "http");
-    /* ctx.log, ctx.now_ms, ctx.generation, ctx.deadline_ms, ctx.request_id,
-     * ctx.principal and ctx.request: made by the runtime on first read (host.ctx_fn) */
+    /* ctx.log, ctx.now_ms and the fields of ctx_ud: made by the runtime on first read
+     * (host.ctx_fn) */
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) == LUA_TNIL) {
         lua_pushcfunction(L, ctx_fn);
         lua_setfield(L, host, "ctx_fn");
@@ -1350,17 +1363,11 @@ static int setup_p(lua_State *L)
     lua_pop(L, 1);
     lua_pushstring(L, lang_tag(c->lang));
     lua_setfield(L, ctx, "lang");
-    lua_pushstring(L, c->surface);
-    lua_setfield(L, ctx, "surface");
     lua_pushstring(L, c->toon_wanted ? "toon" : "json");
     lua_setfield(L, ctx, "response_format");
     if (c->kn_id_header) {
         lua_pushstring(L, c->kn_id_header);
         lua_setfield(L, ctx, "kn_id_header");
-    }
-    if (c->env_config) {
-        push_shared_config(L, c->env_config);
-        lua_setfield(L, ctx, "config");
     }
     if (c->env_bkn && json_typeof(c->env_bkn) == JSON_OBJECT) {
         static const char *const keys[] = {"conversation_id", "interaction_id",

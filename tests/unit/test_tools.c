@@ -704,7 +704,18 @@ int main(void)
     check_escape(g, "ctx_values", ",generation,");
     check_escape(g, "ctx_values", ",request_id,");
     check_escape(g, "ctx_values", ",principal,");
-    check_escape(g, "ctx_values", " req_test0001 integer true integer u1:user true");
+    check_escape(g, "ctx_values", ",surface ");
+    check_escape(g, "ctx_values", " req_test0001 integer true integer u1:user true rest nil");
+    {
+        json_value *config = json_new_object();
+        json_set(config, "x", json_new_int(7));
+        env.config = config;
+        check_escape(g, "ctx_values", ",config,");
+        check_escape(g, "ctx_values", " u1:user true rest 7");
+        env.config = NULL;
+        /* (the state keeps the table made of it, under its address, for later calls) */
+        json_free(config);
+    }
     check_escape(g, "ctx_request", "no request");
     {
         json_value *req = json_new_object();
