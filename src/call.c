@@ -156,7 +156,9 @@ static int ctx_http(lua_State *L);
 /* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http (a field
  * of ctx_ud, "log" or "now_ms"), made on the first read of the field instead of in
  * every call. */
-static char KEY_CTX_FN; /* the state's host table has ctx_fn */
+/* The state's (one per generation) {host.invoke, host.ctx_mt}, made when host.ctx_fn
+ * is set, at its first call. */
+static char KEY_CTX_FN;
 static int ctx_fn(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 2);
@@ -1299,9 +1301,24 @@ static int setup_p(lua_State *L)
     int host, ctx;
     co_take(L, c);
 
-    lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
+        /* ctx.log, ctx.now_ms and the fields of ctx_ud: made by the runtime on first
+         * read (host.ctx_fn) */
+        lua_pushcfunction(L, ctx_fn);
+        lua_setfield(L, -2, "ctx_fn");
+        lua_createtable(L, 2, 0);
+        lua_getfield(L, -2, "invoke");
+        lua_rawseti(L, -2, 1);
+        lua_getfield(L, -2, "ctx_mt");
+        lua_rawseti(L, -2, 2);
+        lua_remove(L, -2);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN);
+    }
     host = lua_gettop(L);
-    lua_getfield(L, host, "invoke");
+    lua_rawgeti(L, host, 1); /* host.invoke */
     lua_pushstring(L, c->info->name);
     if (c->args)
         cljson_push(L, c->args);
@@ -1310,7 +1327,7 @@ static int setup_p(lua_State *L)
 
     lua_createtable(L, 0, CTX_FIELDS);
     ctx = lua_gettop(L);
-    lua_getfield(L, host, "ctx_mt"); /* the fields the runtime makes on first read */
+    lua_rawgeti(L, host, 2); /* host.ctx_mt: the fields the runtime makes on first read */
     lua_setmetatable(L, ctx);
     {
         /* ctx.request: its text kept for its first read, or (not the usual shape)
@@ -1352,15 +1369,6 @@ static int setup_p(lua_State *L)
     }
     lua_pushcclosure(L, ctx_http, 1);
     lua_setfield(L, ctx, "http");
-    /* ctx.log, ctx.now_ms and the fields of ctx_ud: made by the runtime on first read
-     * (host.ctx_fn) */
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) == LUA_TNIL) {
-        lua_pushcfunction(L, ctx_fn);
-        lua_setfield(L, host, "ctx_fn");
-        lua_pushboolean(L, 1);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN);
-    }
-    lua_pop(L, 1);
     lua_pushstring(L, lang_tag(c->lang));
     lua_setfield(L, ctx, "lang");
     lua_pushstring(L, c->toon_wanted ? "toon" : "json");
@@ -1391,7 +1399,7 @@ static int setup_p(lua_State *L)
     else
         lua_pushnil(L);
     lua_xmove(L, c->co, 5);
-    lua_pop(L, 1); /* host */
+    lua_pop(L, 1); /* host's parts */
     return 0;
 }
 
