@@ -429,8 +429,9 @@ local function make_list_tools(ctx)
     end
 end
 
--- The maker of ctx.<name>, a C function bound to the call (its ctx.http's); M.ctx_fn
--- is set by the C side (a ctx made elsewhere, without ctx.http, has none).
+-- The maker of ctx.<name>, a C function bound to the call (its ctx.http's) or a
+-- value of the call; M.ctx_fn is set by the C side (a ctx made elsewhere, without
+-- ctx.http, has its values set and none of these).
 local function call_bound(name)
     return function(real)
         local http = rawget(real, "http")
@@ -452,6 +453,13 @@ local LAZY = {
     end,
     log = call_bound("log"),
     now_ms = call_bound("now_ms"),
+    generation = call_bound("generation"),
+    deadline_ms = call_bound("deadline_ms"),
+    request_id = call_bound("request_id"),
+    principal = call_bound("principal"),
+    request = call_bound("request"),
+    surface = call_bound("surface"),
+    config = call_bound("config"),
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
@@ -467,7 +475,8 @@ M.ctx_mt = {
         rawset(real, key, v)
         return v
     end,
-    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms" },
+    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms", "generation", "deadline_ms",
+        "request_id", "principal", "request", "surface", "config" },
 }
 
 -- invoke(name, args, ctx, query) -> status, body, error_code

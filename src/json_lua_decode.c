@@ -11,8 +11,10 @@
 /* ------------------------------------------------------------------ C -> Lua */
 
 typedef struct {
-    int amt, omt, nmt, ord; /* absolute stack indices */
+    int amt, omt, nmt, ord, shapes; /* absolute stack indices */
 } push_ctx;
+
+static inline uint64_t text_hash(const void *k, size_t len);
 
 void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt)
 {
@@ -26,6 +28,27 @@ void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt)
 /* Objects of at most this many members find a duplicate key by comparing the tree's
  * keys in C (no Lua lookup per key); a bigger one asks its table. */
 #define PUSH_DUP_SCAN 16
+
+/* Objects pushed with the same keys in the same order (a tool's arguments, call
+ * after call) reuse one entry of the push's shape cache: {order string, key 1, ...,
+ * key n}, the Lua strings themselves, so such an object makes no key string and no
+ * order string of its own. Each state keeps one cache (registry, by this address)
+ * of PUSH_SHAPES slots, found by a hash of the order; an entry is compared in full
+ * before it is used. */
+#define PUSH_SHAPES 64
+static const char push_shape_key;
+
+static unsigned push_shape_slot(const void *order, size_t len)
+{
+    return (unsigned)(text_hash(order, len) >> 58) + 1; /* 1..64 */
+}
+
+/* Fills t (stack top) with the n <= PUSH_DUP_SCAN members of object v whose
+ * order string (each key once) fits in order[size]; returns 0, nothing pushed or
+ * stored, when a key repeats (the general path keeps its first position) or the
+ * order does not fit. */
+static int push_shaped(lua_State *L, const json_value *v, size_t n, int t, const push_ctx *c,
+                       unsigned char *order, size_t size, const char **ks, size_t *kls);
 
 /* A container checks the stack room for itself and its members (a scalar member or
  * a number box needs at most 4 slots above the container's table); cljson_push
@@ -71,19 +94,20 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
         break;
     }
     case JSON_OBJECT: {
-        luaL_checkstack(L, 6, "cljson: nesting too deep");
+        luaL_checkstack(L, 8, "cljson: nesting too deep");
         size_t n = json_count(v);
         int hint = n > INT32_MAX ? INT32_MAX : (int)n;
         lua_createtable(L, 0, hint);
         int t = lua_gettop(L);
-        if (n > 0) {
-            /* The order string: on the C stack while it is short, then in a GC'd box
-             * (slot t + 1: nothing leaks if Lua raises). */
-            unsigned char small[192];
+        /* The order string: on the C stack while it is short, then in a GC'd box
+         * (slot t + 1: nothing leaks if Lua raises). */
+        unsigned char small[192];
+        const char *ks[PUSH_DUP_SCAN]; /* the keys so far, while n <= PUSH_DUP_SCAN */
+        size_t kls[PUSH_DUP_SCAN];
+        if (n > 0 &&
+            !(n <= PUSH_DUP_SCAN && push_shaped(L, v, n, t, c, small, sizeof small, ks, kls))) {
             size_t slen = 0;
             buf *ob = NULL;
-            const char *ks[PUSH_DUP_SCAN]; /* the keys so far, while n <= PUSH_DUP_SCAN */
-            size_t kls[PUSH_DUP_SCAN];
             for (size_t i = 0; i < n; i++) {
                 size_t klen;
                 const char *k = json_key_at(v, i, &klen);
@@ -132,10 +156,66 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
     }
 }
 
+/* (ks, kls: room for the keys; the caller's, so that a deep nesting of objects
+ * takes no more C stack than before.) */
+__attribute__((noinline)) static int push_shaped(lua_State *L, const json_value *v, size_t n, int t,
+                                                 const push_ctx *c, unsigned char *order,
+                                                 size_t size, const char **ks, size_t *kls)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        ks[i] = json_key_at(v, i, &kls[i]);
+        for (size_t j = 0; j < i; j++)
+            if (kls[j] == kls[i] && memcmp(ks[j], ks[i], kls[i]) == 0)
+                return 0;
+        if (len + kls[i] + 10 > size)
+            return 0;
+        len += order_len(order + len, kls[i]);
+        memcpy(order + len, ks[i], kls[i]);
+        len += kls[i];
+    }
+    /* An entry with this order string has these n keys (only this function makes
+     * entries). */
+    unsigned slot = push_shape_slot(order, len);
+    size_t sl;
+    const char *ss;
+    if (lua_rawgeti(L, c->shapes, slot) != LUA_TTABLE || lua_rawgeti(L, t + 1, 1) != LUA_TSTRING ||
+        (ss = lua_tolstring(L, t + 2, &sl), sl != len || memcmp(ss, order, len) != 0)) {
+        lua_settop(L, t);
+        lua_createtable(L, (int)n + 1, 0); /* t + 1: the new entry */
+        lua_pushlstring(L, (const char *)order, len);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, t + 1, 1);
+        for (size_t i = 0; i < n; i++) {
+            lua_pushlstring(L, ks[i], kls[i]);
+            lua_rawseti(L, t + 1, (lua_Integer)i + 2);
+        }
+        lua_pushvalue(L, t + 1);
+        lua_rawseti(L, c->shapes, slot);
+    }
+    /* stack: t, its entry, the order string */
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, t + 1, (lua_Integer)i + 2);
+        push_value(L, json_val_at(v, i), c);
+        lua_rawset(L, t);
+    }
+    lua_pushvalue(L, t);
+    lua_pushvalue(L, t + 2);
+    lua_rawset(L, c->ord);
+    lua_settop(L, t);
+    return 1;
+}
+
 void cljson_push(lua_State *L, const json_value *v)
 {
     int base = cljson_push_tables(L, 8);
-    push_ctx c = {base + 1, base + 2, base + 3, base + 4};
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &push_shape_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_createtable(L, PUSH_SHAPES, 0);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &push_shape_key);
+    }
+    push_ctx c = {base + 1, base + 2, base + 3, base + 4, base + 5};
     push_value(L, v, &c);
     lua_replace(L, base + 1);
     lua_settop(L, base + 1);
