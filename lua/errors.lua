@@ -205,26 +205,42 @@ end
 -- fetch(ctx, req [, step [, opts]]) -> the decoded 2xx body of ctx.http(req) (a JSON
 -- object or array) | nil, err, res: err is upstream()'s mapping of a failure (led by
 -- step), or json_of()'s 502; res is the answer, when there was one.
+-- The decoded body when it is a JSON object or array, else nil.
+local has_runtime, clruntime = pcall(require, "clruntime")
+local metatable_of = has_runtime and type(clruntime) == "table" and clruntime.metatable or getmetatable
+
+local function json_body(res, opts)
+    local body = res.body
+    if body ~= nil and body ~= "" then
+        local ok, v = pcall(res.json, opts)
+        if ok and type(v) == "table" and metatable_of(v) ~= cljson.number_mt then
+            return v
+        end
+    end
+    return nil
+end
+
 function M.fetch(ctx, req, step, opts)
     local res, err = ctx.http(req)
     if not M.is_2xx(res) then
         return nil, M.upstream(res, err, ctx.lang, step), res
     end
-    local body
-    body, err = M.json_of(res, ctx.lang, opts)
-    return body, err, res
+    -- ctx.lang (a read through the ctx view) only when there is an error to word
+    local body = json_body(res, opts)
+    if body == nil then
+        return nil, M.bad_gateway(ctx.lang, { reason = "invalid_json" }), res
+    end
+    return body, nil, res
 end
 
 -- json_of(res, lang [, opts]) -> the decoded 2xx body when it is a JSON object or
 -- array, else nil, a 502 {reason = "invalid_json"}. opts: cljson.decode's options.
 function M.json_of(res, lang, opts)
-    if res.body ~= nil and res.body ~= "" then
-        local ok, v = pcall(res.json, opts)
-        if ok and type(v) == "table" and getmetatable(v) ~= cljson.number_mt then
-            return v
-        end
+    local body = json_body(res, opts)
+    if body == nil then
+        return nil, M.bad_gateway(lang, { reason = "invalid_json" })
     end
-    return nil, M.bad_gateway(lang, { reason = "invalid_json" })
+    return body
 end
 
 -- The fields an envelope writes itself, in this order; any other field of a tool's

@@ -18,6 +18,10 @@ local clruntime = require "clruntime"
 
 local M = {}
 
+-- a value's metatable for the comparisons below, without getmetatable's
+-- __metatable look-up (clruntime.metatable; getmetatable where the runtime lacks it)
+local metatable_of = clruntime.metatable or getmetatable
+
 -- name -> normalized tool; per generation (this module is loaded once per state)
 local tools = {}
 local order = {}
@@ -314,7 +318,7 @@ local function is_object(v)
     if type(v) ~= "table" then
         return cljson.is_raw(v) == "object"
     end
-    local mt = getmetatable(v)
+    local mt = metatable_of(v)
     if mt == cljson.array_mt or mt == cljson.number_mt then
         return false
     end
@@ -425,8 +429,9 @@ local function make_list_tools(ctx)
     end
 end
 
--- The maker of ctx.<name>, a C function bound to the call (its ctx.http's); M.ctx_fn
--- is set by the C side (a ctx made elsewhere, without ctx.http, has none).
+-- The maker of ctx.<name>, a C function bound to the call (its ctx.http's) or a
+-- value of the call; M.ctx_fn is set by the C side (a ctx made elsewhere, without
+-- ctx.http, has its values set and none of these).
 local function call_bound(name)
     return function(real)
         local http = rawget(real, "http")
@@ -448,6 +453,13 @@ local LAZY = {
     end,
     log = call_bound("log"),
     now_ms = call_bound("now_ms"),
+    generation = call_bound("generation"),
+    deadline_ms = call_bound("deadline_ms"),
+    request_id = call_bound("request_id"),
+    principal = call_bound("principal"),
+    request = call_bound("request"),
+    surface = call_bound("surface"),
+    config = call_bound("config"),
 }
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
@@ -463,7 +475,8 @@ M.ctx_mt = {
         rawset(real, key, v)
         return v
     end,
-    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms" },
+    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms", "generation", "deadline_ms",
+        "request_id", "principal", "request", "surface", "config" },
 }
 
 -- invoke(name, args, ctx, query) -> status, body, error_code
@@ -476,7 +489,7 @@ function M.invoke(name, args, ctx, query)
         error("unknown tool '" .. tostring(name) .. "'", 0)
     end
     local real = ctx
-    if getmetatable(real) == nil then
+    if metatable_of(real) == nil then
         setmetatable(real, M.ctx_mt)
     end
     ctx = clruntime.readonly(real)
@@ -534,20 +547,24 @@ run = function(tool, args, ctx, query, owned, lang)
     if args == nil then
         args = cljson.object()
     end
-    local props = type(tool.input_schema) == "table" and tool.input_schema.properties
-    if type(query) == "table" and schema.coerce_query then
-        for k, v in pairs(schema.coerce_query(tool.input_schema, query)) do
+    local input = tool.input_schema
+    if query ~= nil and type(query) == "table" and schema.coerce_query then
+        for k, v in pairs(schema.coerce_query(input, query)) do
             if args[k] == nil then
                 args[k] = v
             end
         end
     end
-    if type(props) == "table" and props.kn_id ~= nil and args.kn_id == nil
-        and type(ctx.kn_id_header) == "string" and ctx.kn_id_header ~= "" then
-        args.kn_id = ctx.kn_id_header
+    -- the kn_id fallback only when the call lacks one (most calls name it)
+    if args.kn_id == nil then
+        local props = type(input) == "table" and input.properties
+        if type(props) == "table" and props.kn_id ~= nil and type(ctx.kn_id_header) == "string"
+            and ctx.kn_id_header ~= "" then
+            args.kn_id = ctx.kn_id_header
+        end
     end
-    if tool.input_schema then
-        local v, errs = schema.validate(tool.input_schema, args, lang or ctx.lang, owned)
+    if input then
+        local v, errs = schema.validate(input, args, lang or ctx.lang, owned)
         if v == nil then
             return nil, nil, errs or {}
         end

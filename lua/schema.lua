@@ -1212,6 +1212,10 @@ if not object_size then
 end
 M.object_size = object_size
 
+-- metatable_of(v): v's metatable, by one C call in the sandbox (no __metatable
+-- look-up: the checks only compare it with cljson's marks), else getmetatable.
+local metatable_of = has_runtime and type(clruntime) == "table" and clruntime.metatable or getmetatable
+
 local ANNOTATIONS = { description = true, title = true, examples = true, format = true,
     default = true }
 -- per type, the keywords the generator handles (anything else: the closure check)
@@ -1607,7 +1611,7 @@ local function generate(cache, root)
         return nil
     end
     return chunk(FAIL, OBJECT_MT, ARRAY_MT, e.K, e.S, writable, deep_copy, length_fits, object_size,
-        getmetatable, type, next, math_type)
+        metatable_of, type, next, math_type)
 end
 
 -- root -> generated check | false (not generated)
@@ -1699,7 +1703,20 @@ end
 -- alone (nobody else holds it), so a valid value's top-level object gets its
 -- defaults in place instead of in a copy; an invalid value is still left as it was.
 function M.validate(s, value, lang, owned)
-    return M.validate_node(s, s, value == nil and {} or value, lang, owned)
+    if value == nil then
+        value = {}
+    end
+    -- every call of a tool comes here: a root whose check is generated already runs
+    -- it straight away (what fast() would do, without its calls and checks)
+    local g = OBJECT_MT and generated[s]
+    if g then
+        local ok, out = pcall(g, value, owned)
+        if ok and out ~= FAIL then
+            return out
+        end
+        return interpret(s, s, value, lang)
+    end
+    return M.validate_node(s, s, value, lang, owned)
 end
 
 -- schema.validate_closures(s, value, lang [, owned]): the same without the generated

@@ -4,6 +4,7 @@
 #include "util.h"
 
 #include <event2/event.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -545,7 +546,40 @@ void auth_free(auth_ctx *a)
     free(a);
 }
 
+void auth_memo_clear(auth_memo *m)
+{
+    if (m->token) {
+        OPENSSL_cleanse(m->token, m->len);
+        free(m->token);
+    }
+    memset(m, 0, sizeof *m);
+}
+
+/* The cache key of token into key: the memo's when it holds these very bytes, else
+ * hashed (and remembered). */
+static void token_key(const char *token, size_t token_len, auth_memo *m, char key[65])
+{
+    if (m && m->token && m->len == token_len && CRYPTO_memcmp(m->token, token, token_len) == 0) {
+        memcpy(key, m->key, 65);
+        return;
+    }
+    sha256_hex(token, token_len, key);
+    if (!m)
+        return;
+    auth_memo_clear(m);
+    m->token = xmalloc(token_len);
+    memcpy(m->token, token, token_len);
+    m->len = token_len;
+    memcpy(m->key, key, 65);
+}
+
 auth_wait *auth_check(auth_ctx *a, const char *token, size_t token_len, auth_cb cb, void *arg)
+{
+    return auth_check_memo(a, token, token_len, NULL, cb, arg);
+}
+
+auth_wait *auth_check_memo(auth_ctx *a, const char *token, size_t token_len, auth_memo *m,
+                           auth_cb cb, void *arg)
 {
     if (!a || !cb || a->dead)
         return NULL;
@@ -561,7 +595,7 @@ auth_wait *auth_check(auth_ctx *a, const char *token, size_t token_len, auth_cb 
         return w;
     }
     char key[65];
-    sha256_hex(token, token_len, key);
+    token_key(token, token_len, m, key);
     entry *e = cache_find(a, key, now_mono_ms());
     if (e) {
         if (e->st == AUTH_OK)

@@ -5,12 +5,12 @@
  * endpoint (form body, token percent-encoded, optional HTTP Basic client auth).
  * If no AppKey endpoint is configured, "bak_" tokens go to OAuth.
  *
- * Results are cached under the SHA-256 of the token (the token itself is never
- * stored or logged): positive results until min(exp, now + cache_ttl_s), negative
- * ones for negative_ttl_s; the cache holds at most max_entries (expired entries
- * first, then the oldest, are evicted). Failures of the endpoint (transport error,
- * non-2xx, undecodable body) are not cached. Concurrent checks of one token share
- * one upstream call (single-flight).
+ * Results are cached under the SHA-256 of the token (the cache never holds the
+ * token, nothing logs it; only an auth_memo does, below): positive results until
+ * min(exp, now + cache_ttl_s), negative ones for negative_ttl_s; the cache holds at
+ * most max_entries (expired entries first, then the oldest, are evicted). Failures
+ * of the endpoint (transport error, non-2xx, undecodable body) are not cached.
+ * Concurrent checks of one token share one upstream call (single-flight).
  *
  * Ownership: auth_new copies the config (strings included); the fetch_ctx is
  * borrowed and must outlive the auth_ctx. An auth_wait is owned by auth and lives
@@ -74,6 +74,22 @@ void auth_free(auth_ctx *a);
  * cache hit or an empty token), exactly once unless cancelled. The token is read
  * during the call only. Returns NULL only if a or cb is NULL. */
 auth_wait *auth_check(auth_ctx *a, const char *token, size_t token_len, auth_cb cb, void *arg);
+
+/* A connection's last token and its cache key: the same token sent again on that
+ * connection is not hashed again (bytes compared in constant time). Only the key is
+ * remembered, never a result: the cache decides each time, expiry included, exactly
+ * as auth_check. It holds a copy of the token, so its owner clears it (the bytes
+ * wiped) when the connection closes. All zero is an empty memo. */
+typedef struct auth_memo {
+    char *token;
+    size_t len;
+    char key[65];
+} auth_memo;
+/* auth_check, through the memo m (NULL: none), which it updates. */
+auth_wait *auth_check_memo(auth_ctx *a, const char *token, size_t token_len, auth_memo *m,
+                           auth_cb cb, void *arg);
+void auth_memo_clear(auth_memo *m);
+
 /* The callback will not be called. Other waiters of the same token are unaffected;
  * the introspection continues and still fills the cache. Safe from any callback. */
 void auth_cancel(auth_wait *w);

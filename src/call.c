@@ -31,7 +31,22 @@ enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
 
 typedef struct ctx_ud {
     struct call *c; /* NULL once the call ended: ctx is dead */
+    /* ctx.generation, ctx.deadline_ms, ctx.request_id, ctx.principal, ctx.request
+     * (when has_request), ctx.surface and ctx.config: made on their first read
+     * (host.ctx_fn; most calls read none), from here, so also after the call ended */
+    lua_Integer generation, deadline_ms;
+    int has_request;
+    const json_value *config; /* the deployment's, fixed for the server's life */
+    size_t request_id_len, principal_len, request_len, surface_len;
+    /* request_id_len bytes of request_id, then principal_len bytes of the principal
+     * (account_id NUL account_type NUL, or nothing for a call without one), then
+     * request_len bytes of ctx.request (each key NUL value NUL), then the surface */
+    char text[];
 } ctx_ud;
+
+static void push_shared_config(lua_State *L, const json_value *config);
+static void push_shared_principal(lua_State *L, const char *text, size_t n);
+static void push_request_text(lua_State *L, const char *text, size_t n);
 
 struct call {
     tools_gen *gen;
@@ -138,17 +153,42 @@ static int ctx_log(lua_State *L)
 
 static int ctx_http(lua_State *L);
 
-/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log" or
- * "now_ms"), made on the first read of the field instead of in every call. */
-static char KEY_CTX_FN; /* the state's host table has ctx_fn */
+/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http (a field
+ * of ctx_ud, "log" or "now_ms"), made on the first read of the field instead of in
+ * every call. */
+/* The state's (one per generation) {host.invoke, host.ctx_mt}, made when host.ctx_fn
+ * is set, at its first call. */
+static char KEY_CTX_FN;
 static int ctx_fn(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 2);
-    int log = strcmp(name, "log") == 0;
-    if (lua_tocfunction(L, 1) != ctx_http || (!log && strcmp(name, "now_ms") != 0))
-        return luaL_error(L, "ctx_fn: not a ctx.http or an unknown field");
+    if (lua_tocfunction(L, 1) != ctx_http)
+        return luaL_error(L, "ctx_fn: not a ctx.http");
     lua_getupvalue(L, 1, 1);
-    lua_pushcclosure(L, log ? ctx_log : ctx_now_ms, 1);
+    const ctx_ud *u = lua_touserdata(L, -1);
+    if (strcmp(name, "log") == 0 || strcmp(name, "now_ms") == 0)
+        lua_pushcclosure(L, name[0] == 'l' ? ctx_log : ctx_now_ms, 1);
+    else if (strcmp(name, "generation") == 0)
+        lua_pushinteger(L, u->generation);
+    else if (strcmp(name, "deadline_ms") == 0)
+        lua_pushinteger(L, u->deadline_ms);
+    else if (strcmp(name, "request_id") == 0)
+        lua_pushlstring(L, u->text, u->request_id_len);
+    else if (strcmp(name, "principal") == 0)
+        push_shared_principal(L, u->text + u->request_id_len, u->principal_len);
+    else if (strcmp(name, "request") == 0 && u->has_request)
+        push_request_text(L, u->text + u->request_id_len + u->principal_len, u->request_len);
+    else if (strcmp(name, "request") == 0)
+        lua_pushnil(L);
+    else if (strcmp(name, "surface") == 0)
+        lua_pushlstring(L, u->text + u->request_id_len + u->principal_len + u->request_len,
+                        u->surface_len);
+    else if (strcmp(name, "config") == 0 && u->config)
+        push_shared_config(L, u->config);
+    else if (strcmp(name, "config") == 0)
+        lua_pushnil(L);
+    else
+        return luaL_error(L, "ctx_fn: unknown field");
     return 1;
 }
 
@@ -1188,52 +1228,70 @@ static int text_add(char *text, size_t size, size_t *n, const char *s, size_t le
     return 1;
 }
 
-/* Pushes ctx.request: {host, forwarded_*} from the request's headers. */
-static char KEYS_REQUEST[2];
-static void push_shared_request(lua_State *L, const json_value *req)
+/* The text of ctx.request ({host, forwarded_*} from the request's headers): each
+ * key NUL value NUL, into text[size]; 0 when req is not an object of strings
+ * without a NUL or the text does not fit. */
+static int request_text(const json_value *req, char *text, size_t size, size_t *n)
 {
-    char text[1024];
-    size_t n = 0, count = json_count(req);
+    size_t count = json_count(req);
     int ok = json_typeof(req) == JSON_OBJECT;
+    *n = 0;
     for (size_t i = 0; ok && i < count; i++) {
         size_t klen, vlen;
         const char *k = json_key_at(req, i, &klen);
         const json_value *v = json_val_at(req, i);
         const char *s = json_typeof(v) == JSON_STRING ? json_get_str(v, &vlen) : NULL;
-        ok = s && text_add(text, sizeof text, &n, k, klen) &&
-             text_add(text, sizeof text, &n, s, vlen);
+        ok = s && !memchr(k, 0, klen) && !memchr(s, 0, vlen) && text_add(text, size, n, k, klen) &&
+             text_add(text, size, n, s, vlen);
     }
-    if (!ok) {
-        cljson_push(L, req); /* not the usual shape: a table of its own */
-        return;
-    }
+    return ok;
+}
+
+static int push_tree_p(lua_State *L)
+{
+    cljson_push(L, lua_touserdata(L, 1));
+    return 1;
+}
+
+/* Pushes ctx.request made of its text (request_text): the table of the last such
+ * text, shared as ctx.config is (tools see it through ctx's read-only view). */
+static char KEYS_REQUEST[2];
+static void push_request_text(lua_State *L, const char *text, size_t n)
+{
     if (push_last_table(L, KEYS_REQUEST, text, n))
         return;
-    cljson_push(L, req);
+    json_value *req = json_new_object();
+    for (const char *p = text; p < text + n;) {
+        const char *k = p;
+        p += strlen(p) + 1;
+        size_t vlen = strlen(p);
+        json_set(req, k, json_new_str(p, vlen));
+        p += vlen + 1;
+    }
+    lua_pushcfunction(L, push_tree_p);
+    lua_pushlightuserdata(L, req);
+    int st = lua_pcall(L, 1, 1, 0); /* a memory error must not leak req */
+    json_free(req);
+    if (st != LUA_OK)
+        lua_error(L);
     keep_last_table(L, KEYS_REQUEST, text, n);
 }
 
-/* Pushes ctx.principal: {account_id, account_type}, empty for a call without one. */
+/* Pushes ctx.principal: {account_id, account_type} of text (account_id NUL
+ * account_type NUL), empty for a call without one (n == 0). */
 static char KEYS_PRINCIPAL[2];
-static void push_shared_principal(lua_State *L, const call *c)
+static void push_shared_principal(lua_State *L, const char *text, size_t n)
 {
-    char text[512];
-    size_t n = 0;
-    int ok = 1;
-    if (c->has_who)
-        ok = text_add(text, sizeof text, &n, c->who.account_id, strlen(c->who.account_id)) &&
-             text_add(text, sizeof text, &n, c->who.account_type, strlen(c->who.account_type));
-    if (ok && push_last_table(L, KEYS_PRINCIPAL, text, n))
+    if (push_last_table(L, KEYS_PRINCIPAL, text, n))
         return;
     lua_createtable(L, 0, 2);
-    if (c->has_who) {
-        lua_pushstring(L, c->who.account_id);
+    if (n) {
+        lua_pushstring(L, text);
         lua_setfield(L, -2, "account_id");
-        lua_pushstring(L, c->who.account_type);
+        lua_pushstring(L, text + strlen(text) + 1);
         lua_setfield(L, -2, "account_type");
     }
-    if (ok)
-        keep_last_table(L, KEYS_PRINCIPAL, text, n);
+    keep_last_table(L, KEYS_PRINCIPAL, text, n);
 }
 
 /* Creates the coroutine with host.invoke, name, args, ctx, nil on its stack. */
@@ -1243,9 +1301,24 @@ static int setup_p(lua_State *L)
     int host, ctx;
     co_take(L, c);
 
-    lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
+        /* ctx.log, ctx.now_ms and the fields of ctx_ud: made by the runtime on first
+         * read (host.ctx_fn) */
+        lua_pushcfunction(L, ctx_fn);
+        lua_setfield(L, -2, "ctx_fn");
+        lua_createtable(L, 2, 0);
+        lua_getfield(L, -2, "invoke");
+        lua_rawseti(L, -2, 1);
+        lua_getfield(L, -2, "ctx_mt");
+        lua_rawseti(L, -2, 2);
+        lua_remove(L, -2);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN);
+    }
     host = lua_gettop(L);
-    lua_getfield(L, host, "invoke");
+    lua_rawgeti(L, host, 1); /* host.invoke */
     lua_pushstring(L, c->info->name);
     if (c->args)
         cljson_push(L, c->args);
@@ -1254,11 +1327,41 @@ static int setup_p(lua_State *L)
 
     lua_createtable(L, 0, CTX_FIELDS);
     ctx = lua_gettop(L);
-    lua_getfield(L, host, "ctx_mt"); /* the fields the runtime makes on first read */
+    lua_rawgeti(L, host, 2); /* host.ctx_mt: the fields the runtime makes on first read */
     lua_setmetatable(L, ctx);
     {
-        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud), 0);
+        /* ctx.request: its text kept for its first read, or (not the usual shape)
+         * its own table now */
+        char rtext[1024];
+        size_t qlen = 0;
+        int lazy_request =
+            c->env_request && request_text(c->env_request, rtext, sizeof rtext, &qlen);
+        if (c->env_request && !lazy_request) {
+            cljson_push(L, c->env_request);
+            lua_setfield(L, ctx, "request");
+        }
+        size_t rlen = strlen(c->request_id);
+        size_t alen = c->has_who ? strlen(c->who.account_id) : 0;
+        size_t tlen = c->has_who ? strlen(c->who.account_type) : 0;
+        size_t plen = c->has_who ? alen + tlen + 2 : 0;
+        size_t slen = strlen(c->surface);
+        ctx_ud *u = lua_newuserdatauv(L, sizeof(ctx_ud) + rlen + plen + qlen + slen, 0);
         u->c = NULL;
+        u->generation = (lua_Integer)tools_gen_id(c->gen);
+        u->deadline_ms = (lua_Integer)c->deadline_ms;
+        u->request_id_len = rlen;
+        u->principal_len = plen;
+        u->has_request = lazy_request;
+        u->request_len = qlen;
+        memcpy(u->text + rlen + plen, rtext, qlen);
+        u->surface_len = slen;
+        memcpy(u->text + rlen + plen + qlen, c->surface, slen);
+        u->config = c->env_config;
+        memcpy(u->text, c->request_id, rlen);
+        if (c->has_who) {
+            memcpy(u->text + rlen, c->who.account_id, alen + 1);
+            memcpy(u->text + rlen + alen + 1, c->who.account_type, tlen + 1);
+        }
         lua_pushvalue(L, -1);
         c->ud_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         u->c = c;
@@ -1266,39 +1369,13 @@ static int setup_p(lua_State *L)
     }
     lua_pushcclosure(L, ctx_http, 1);
     lua_setfield(L, ctx, "http");
-    /* ctx.log and ctx.now_ms: made by the runtime on first read (host.ctx_fn) */
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) == LUA_TNIL) {
-        lua_pushcfunction(L, ctx_fn);
-        lua_setfield(L, host, "ctx_fn");
-        lua_pushboolean(L, 1);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN);
-    }
-    lua_pop(L, 1);
     lua_pushstring(L, lang_tag(c->lang));
     lua_setfield(L, ctx, "lang");
-    lua_pushstring(L, c->request_id);
-    lua_setfield(L, ctx, "request_id");
-    lua_pushstring(L, c->surface);
-    lua_setfield(L, ctx, "surface");
     lua_pushstring(L, c->toon_wanted ? "toon" : "json");
     lua_setfield(L, ctx, "response_format");
     if (c->kn_id_header) {
         lua_pushstring(L, c->kn_id_header);
         lua_setfield(L, ctx, "kn_id_header");
-    }
-    lua_pushinteger(L, (lua_Integer)tools_gen_id(c->gen));
-    lua_setfield(L, ctx, "generation");
-    lua_pushinteger(L, (lua_Integer)c->deadline_ms);
-    lua_setfield(L, ctx, "deadline_ms");
-    push_shared_principal(L, c);
-    lua_setfield(L, ctx, "principal");
-    if (c->env_request) {
-        push_shared_request(L, c->env_request);
-        lua_setfield(L, ctx, "request");
-    }
-    if (c->env_config) {
-        push_shared_config(L, c->env_config);
-        lua_setfield(L, ctx, "config");
     }
     if (c->env_bkn && json_typeof(c->env_bkn) == JSON_OBJECT) {
         static const char *const keys[] = {"conversation_id", "interaction_id",
@@ -1322,7 +1399,7 @@ static int setup_p(lua_State *L)
     else
         lua_pushnil(L);
     lua_xmove(L, c->co, 5);
-    lua_pop(L, 1); /* host */
+    lua_pop(L, 1); /* host's parts */
     return 0;
 }
 

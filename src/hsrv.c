@@ -92,6 +92,8 @@ struct hconn {
     size_t out_at;
     void (*on_close)(void *arg);
     void *close_arg;
+    void *user; /* hconn_set_user's, freed by user_free when the connection closes */
+    void (*user_free)(void *user);
     int64_t window_start;
     unsigned served;
     uint64_t last_active; /* the server's tick */
@@ -139,8 +141,17 @@ static void in_put(inbuf *b)
 
 /* ---- closing ---- */
 
+static void conn_user_free(hconn *c)
+{
+    if (c->user_free)
+        c->user_free(c->user);
+    c->user = NULL;
+    c->user_free = NULL;
+}
+
 static void conn_free(hconn *c)
 {
+    conn_user_free(c);
     if (c->in)
         in_put(c->in);
     buf_free(&c->hdrs);
@@ -161,6 +172,7 @@ static void conn_close(hconn *c, int notify)
     c->on_close = NULL;
     if (notify && cb)
         cb(c->close_arg);
+    conn_user_free(c); /* at once, not when a busy connection is freed */
     hsrv *s = c->s;
     event_del(c->rev);
     if (c->wev)
@@ -750,6 +762,18 @@ void hconn_on_close(hconn *c, void (*cb)(void *arg), void *arg)
 {
     c->on_close = cb;
     c->close_arg = arg;
+}
+
+void *hconn_user(const hconn *c)
+{
+    return c->user;
+}
+
+void hconn_set_user(hconn *c, void *user, void (*user_free)(void *user))
+{
+    conn_user_free(c);
+    c->user = user;
+    c->user_free = user_free;
 }
 
 /* ---- the request's accessors ---- */

@@ -88,6 +88,10 @@ void hconn_stream_end(hconn *c);
 /* cb(arg) runs when the connection closes before the reply (or stream) ended; c is
  * gone after it returns. NULL clears it. */
 void hconn_on_close(hconn *c, void (*cb)(void *arg), void *arg);
+/* A value of the callback's that lives with the connection, across its requests:
+ * user_free(user) runs when the connection closes (or when another value is set). */
+void *hconn_user(const hconn *c);
+void hconn_set_user(hconn *c, void *user, void (*user_free)(void *user));
 
 /* The Date header's text for now (RFC 1123, GMT), laid out once a second; NULL past
  * year 9999. */

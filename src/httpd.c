@@ -513,6 +513,14 @@ static void cancel_auth(void *w)
     auth_cancel(w);
 }
 
+static void memo_free(void *m)
+{
+    auth_memo_clear(m);
+    free(m);
+}
+
+/* A client sends the same token on every request of its connection: the
+ * connection's memo spares hashing it again. */
 static void authenticate(req_ctx *c)
 {
     const char *tok = req_bearer(c);
@@ -520,8 +528,13 @@ static void authenticate(req_ctx *c)
         reply_unauthorized(c, "missing bearer token", 0);
         return;
     }
+    auth_memo *m = hconn_user(c->conn);
+    if (!m) {
+        m = xcalloc(1, sizeof *m);
+        hconn_set_user(c->conn, m, memo_free);
+    }
     req_async_begin(c);
-    req_pending_set(c, auth_check(c->app->auth, tok, strlen(tok), on_auth, c), cancel_auth);
+    req_pending_set(c, auth_check_memo(c->app->auth, tok, strlen(tok), m, on_auth, c), cancel_auth);
 }
 
 /* ---- routing ---- */

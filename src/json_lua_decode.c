@@ -11,8 +11,10 @@
 /* ------------------------------------------------------------------ C -> Lua */
 
 typedef struct {
-    int amt, omt, nmt, ord; /* absolute stack indices */
+    int amt, omt, nmt, ord, shapes; /* absolute stack indices */
 } push_ctx;
+
+static inline uint64_t text_hash(const void *k, size_t len);
 
 void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt)
 {
@@ -26,6 +28,27 @@ void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt)
 /* Objects of at most this many members find a duplicate key by comparing the tree's
  * keys in C (no Lua lookup per key); a bigger one asks its table. */
 #define PUSH_DUP_SCAN 16
+
+/* Objects pushed with the same keys in the same order (a tool's arguments, call
+ * after call) reuse one entry of the push's shape cache: {order string, key 1, ...,
+ * key n}, the Lua strings themselves, so such an object makes no key string and no
+ * order string of its own. Each state keeps one cache (registry, by this address)
+ * of PUSH_SHAPES slots, found by a hash of the order; an entry is compared in full
+ * before it is used. */
+#define PUSH_SHAPES 64
+static const char push_shape_key;
+
+static unsigned push_shape_slot(const void *order, size_t len)
+{
+    return (unsigned)(text_hash(order, len) >> 58) + 1; /* 1..64 */
+}
+
+/* Fills t (stack top) with the n <= PUSH_DUP_SCAN members of object v whose
+ * order string (each key once) fits in order[size]; returns 0, nothing pushed or
+ * stored, when a key repeats (the general path keeps its first position) or the
+ * order does not fit. */
+static int push_shaped(lua_State *L, const json_value *v, size_t n, int t, const push_ctx *c,
+                       unsigned char *order, size_t size, const char **ks, size_t *kls);
 
 /* A container checks the stack room for itself and its members (a scalar member or
  * a number box needs at most 4 slots above the container's table); cljson_push
@@ -71,19 +94,20 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
         break;
     }
     case JSON_OBJECT: {
-        luaL_checkstack(L, 6, "cljson: nesting too deep");
+        luaL_checkstack(L, 8, "cljson: nesting too deep");
         size_t n = json_count(v);
         int hint = n > INT32_MAX ? INT32_MAX : (int)n;
         lua_createtable(L, 0, hint);
         int t = lua_gettop(L);
-        if (n > 0) {
-            /* The order string: on the C stack while it is short, then in a GC'd box
-             * (slot t + 1: nothing leaks if Lua raises). */
-            unsigned char small[192];
+        /* The order string: on the C stack while it is short, then in a GC'd box
+         * (slot t + 1: nothing leaks if Lua raises). */
+        unsigned char small[192];
+        const char *ks[PUSH_DUP_SCAN]; /* the keys so far, while n <= PUSH_DUP_SCAN */
+        size_t kls[PUSH_DUP_SCAN];
+        if (n > 0 &&
+            !(n <= PUSH_DUP_SCAN && push_shaped(L, v, n, t, c, small, sizeof small, ks, kls))) {
             size_t slen = 0;
             buf *ob = NULL;
-            const char *ks[PUSH_DUP_SCAN]; /* the keys so far, while n <= PUSH_DUP_SCAN */
-            size_t kls[PUSH_DUP_SCAN];
             for (size_t i = 0; i < n; i++) {
                 size_t klen;
                 const char *k = json_key_at(v, i, &klen);
@@ -132,10 +156,66 @@ static void push_value(lua_State *L, const json_value *v, const push_ctx *c)
     }
 }
 
+/* (ks, kls: room for the keys; the caller's, so that a deep nesting of objects
+ * takes no more C stack than before.) */
+__attribute__((noinline)) static int push_shaped(lua_State *L, const json_value *v, size_t n, int t,
+                                                 const push_ctx *c, unsigned char *order,
+                                                 size_t size, const char **ks, size_t *kls)
+{
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        ks[i] = json_key_at(v, i, &kls[i]);
+        for (size_t j = 0; j < i; j++)
+            if (kls[j] == kls[i] && memcmp(ks[j], ks[i], kls[i]) == 0)
+                return 0;
+        if (len + kls[i] + 10 > size)
+            return 0;
+        len += order_len(order + len, kls[i]);
+        memcpy(order + len, ks[i], kls[i]);
+        len += kls[i];
+    }
+    /* An entry with this order string has these n keys (only this function makes
+     * entries). */
+    unsigned slot = push_shape_slot(order, len);
+    size_t sl;
+    const char *ss;
+    if (lua_rawgeti(L, c->shapes, slot) != LUA_TTABLE || lua_rawgeti(L, t + 1, 1) != LUA_TSTRING ||
+        (ss = lua_tolstring(L, t + 2, &sl), sl != len || memcmp(ss, order, len) != 0)) {
+        lua_settop(L, t);
+        lua_createtable(L, (int)n + 1, 0); /* t + 1: the new entry */
+        lua_pushlstring(L, (const char *)order, len);
+        lua_pushvalue(L, -1);
+        lua_rawseti(L, t + 1, 1);
+        for (size_t i = 0; i < n; i++) {
+            lua_pushlstring(L, ks[i], kls[i]);
+            lua_rawseti(L, t + 1, (lua_Integer)i + 2);
+        }
+        lua_pushvalue(L, t + 1);
+        lua_rawseti(L, c->shapes, slot);
+    }
+    /* stack: t, its entry, the order string */
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, t + 1, (lua_Integer)i + 2);
+        push_value(L, json_val_at(v, i), c);
+        lua_rawset(L, t);
+    }
+    lua_pushvalue(L, t);
+    lua_pushvalue(L, t + 2);
+    lua_rawset(L, c->ord);
+    lua_settop(L, t);
+    return 1;
+}
+
 void cljson_push(lua_State *L, const json_value *v)
 {
     int base = cljson_push_tables(L, 8);
-    push_ctx c = {base + 1, base + 2, base + 3, base + 4};
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &push_shape_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_createtable(L, PUSH_SHAPES, 0);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &push_shape_key);
+    }
+    push_ctx c = {base + 1, base + 2, base + 3, base + 4, base + 5};
     push_value(L, v, &c);
     lua_replace(L, base + 1);
     lua_settop(L, base + 1);
@@ -183,25 +263,28 @@ typedef struct {
     const unsigned char *cut[CLJSON_DROP_MAX][2];
     uint64_t drophash[CLJSON_DROP_MAX]; /* key_hash of each ro->drop name */
     int nprev;                          /* the keys of the last canonical row (no duplicates) */
+    uint64_t prevcut;                   /* a bit per key of it: a dropped member */
     rawkey_ref prev[RAW_MAX_KEYS];
 } dec;
 
-/* Each state keeps the scratch cboxes of its last decode (registry, by these
- * addresses) for the next: a decode then makes no userdata with a finalizer and
- * its buffers keep their memory. A decode takes them out while it runs (a nested
- * one, or one that raised, makes its own; the GC frees those). */
-static const char dec_spare[2];
-#define DEC_SPARE_MAX 65536 /* a bigger scratch buffer is freed, not kept */
+/* Each state keeps the scratch cboxes of its last decode (in its shape cache,
+ * below, after the shapes: one registry look-up for both) for the next: a decode
+ * then makes no userdata with a finalizer and its buffers keep their memory. A
+ * decode takes them out while it runs (a nested one, or one that raised, makes
+ * its own; the GC frees those). */
+#define DEC_SHAPES 64
+#define DEC_SPARE(i) (DEC_SHAPES + 1 + (i)) /* the shape cache's slot of spare box i */
+#define DEC_SPARE_MAX 65536                 /* a bigger scratch buffer is freed, not kept */
 
 /* The decode's scratch buffer i, in a cbox taken or made at the first need. */
 static buf *dec_buf(dec *d, int i)
 {
     if (!d->box[i]) {
         lua_State *L = d->L;
-        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &dec_spare[i]) == LUA_TUSERDATA) {
+        if (lua_rawgeti(L, d->shapes, DEC_SPARE(i)) == LUA_TUSERDATA) {
             d->box[i] = lua_touserdata(L, -1);
             lua_pushnil(L);
-            lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_spare[i]);
+            lua_rawseti(L, d->shapes, DEC_SPARE(i));
         } else {
             lua_pop(L, 1);
             d->box[i] = cljson_box_new(L);
@@ -223,7 +306,7 @@ static void dec_spare_put(dec *d)
         else
             buf_reset(&b->out);
         lua_pushvalue(d->L, d->boxslot + i);
-        lua_rawsetp(d->L, LUA_REGISTRYINDEX, &dec_spare[i]);
+        lua_rawseti(d->L, d->shapes, DEC_SPARE(i));
     }
 }
 
@@ -277,12 +360,41 @@ static inline uint64_t text_hash(const void *k, size_t len)
     return (a ^ (b * 0x9E3779B97F4A7C15ULL) ^ len) * 0xFF51AFD7ED558CCDULL;
 }
 
+#if DEC_SSE2
+/* How many of the 16 bytes at p, from the first, are whole 3-byte characters led
+ * by E1..EF but ED (json_utf8_seq_fast's common case: their continuation bytes
+ * need no range check), checked together: 0, 3, ... 15. */
+static inline unsigned cjk_prefix(const unsigned char *p)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i cont =
+        _mm_cmpeq_epi8(_mm_and_si128(v, _mm_set1_epi8((char)0xC0)), _mm_set1_epi8((char)0x80));
+    __m128i off = _mm_sub_epi8(v, _mm_set1_epi8((char)0xE1));
+    __m128i lead = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)0xED)),
+                                    _mm_cmpeq_epi8(_mm_min_epu8(off, _mm_set1_epi8(0x0E)), off));
+    /* leads expected at 0, 3, 6, 9, 12; continuation bytes between them */
+    unsigned ok =
+        ((unsigned)_mm_movemask_epi8(lead) & 0x1249) | ((unsigned)_mm_movemask_epi8(cont) & 0x6DB6);
+    unsigned good = (unsigned)__builtin_ctz(~ok); /* the valid positions from 0 */
+    return good / 3 * 3;
+}
+#endif
+
 /* Skips a run of multi-byte characters at p (*p >= 0x80; CJK text) without going
  * back to the ASCII scan between them; returns its end, or NULL if it is not
  * valid UTF-8. */
 static inline const unsigned char *utf8_run(const unsigned char *p, const unsigned char *end)
 {
     do {
+#if DEC_SSE2
+        if (end - p >= 16) {
+            unsigned k = cjk_prefix(p);
+            if (k) {
+                p += k;
+                continue;
+            }
+        }
+#endif
         int n = json_utf8_seq_fast(p, end);
         if (n <= 0)
             return NULL;
@@ -589,6 +701,30 @@ static inline int key_same(const rawkey_ref *r, const unsigned char *k, size_t k
     return a == b && x == y;
 }
 
+/* Whether the len bytes at p (a key with its quotes and the colon after it) are
+ * the len bytes at prev, which is before p in the text (so its loads stay in the
+ * text wherever p's do). */
+static inline int key_again(const unsigned char *p, const unsigned char *prev, size_t len,
+                            const unsigned char *end)
+{
+    if ((size_t)(end - p) < (len < 16 ? 16 : len))
+        return 0;
+#if DEC_SSE2
+    if (len <= 32) {
+        size_t o = len <= 16 ? 0 : len - 16; /* two loads cover 17..32 bytes */
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p);
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)prev);
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + o));
+        __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(prev + o));
+        unsigned eq = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(a, b)) &
+                      (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y));
+        unsigned need = len >= 16 ? 0xFFFFu : (1u << len) - 1;
+        return (eq & need) == need;
+    }
+#endif
+    return memcmp(p, prev, len) == 0;
+}
+
 /* Whitespace at p: skipped, and the text is then not canonical. */
 static const unsigned char *rs_ws(dec *d, const unsigned char *p)
 {
@@ -797,15 +933,26 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     /* A row's keys are first compared with the last canonical row's, in order:
      * while they are the same (same: the first n are), they have no duplicates. */
     int same = row && d->nprev > 0;
+    uint64_t cutbits = 0; /* prevcut of this row */
     for (;;) {
         if (*p != '"')
             break;
+        const unsigned char *q, *member = p;
+        int cut = 0;
+        /* The usual case: the last canonical row's key at this place, compared
+         * as bytes with its quotes and colon (the same bytes read the same way:
+         * no scan, hash or duplicate check needed). */
+        if (same && n < d->nprev && key_again(p, d->prev[n].k - 1, d->prev[n].len + 3, d->end)) {
+            q = p + d->prev[n].len + 2; /* on the colon */
+            cut = (int)(d->prevcut >> n & 1);
+            cutbits |= (uint64_t)cut << n;
+            n++;
+            goto value;
+        }
         uint64_t h;
-        const unsigned char *q = rs_key(d, p, &h), *member = p;
-        if (!q)
+        if (!(q = rs_key(d, p, &h)))
             break;
         size_t kl = (size_t)(q - p) - 1;
-        int cut = 0;
         if ((droplens >> (kl & 63) & 1) && d->canon) {
             /* A dropped name (it needs no escaping, so its text is its bytes; below
              * 8 bytes equal hashes and lengths settle it, as in key_same). */
@@ -814,6 +961,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
                       (kl < 8 || memcmp(p + 1, d->ro->drop[i], kl) == 0);
         }
         if (same && n < d->nprev && key_same(&d->prev[n], p + 1, kl, h)) {
+            cutbits |= (uint64_t)cut << n;
             n++;
         } else if (d->canon) {
             /* Duplicate keys: compared as text (canonical escapes are unique).
@@ -841,6 +989,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
                 refs[n].k = p + 1;
                 refs[n].len = kl;
                 refs[n].hash = h;
+                cutbits |= (uint64_t)cut << n;
                 n++;
             }
         }
@@ -849,6 +998,7 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
             if (*q != ':')
                 break;
         }
+    value:
         if (*++q == '"') {
             if (!(q = rs_string(d, q + 1)))
                 break;
@@ -856,6 +1006,11 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
         } else if (*q >= '0' && *q <= '9') {
             if (!(q = rs_number(d, q)))
                 break;
+        } else if ((*q == '{' && q[1] == '}') || (*q == '[' && q[1] == ']')) {
+            /* empty: no call (q[1] is at most the text's end mark) */
+            if (depth + 1 > d->max_depth)
+                break;
+            q += 2;
         } else {
             kb->len = start + (size_t)n * sizeof(rawkey_ref); /* a nested object's go after */
             if (!(q = rs_value(d, q, depth)))
@@ -881,9 +1036,66 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     if (ret && row && !same && d->canon) { /* a new shape: the next rows compare with it */
         memcpy(d->prev, kb->data + start, (size_t)n * sizeof(rawkey_ref));
         d->nprev = n;
+        d->prevcut = cutbits;
     }
     kb->len = len0;
     return ret;
+}
+
+/* A small nested object at p (on '{', depth already counted): at most
+ * SMALL_KEYS members whose values are scalars or empty, in canonical layout,
+ * checked for duplicate keys against each other (no key buffer or hashes). Any
+ * other object sets *other after reading no nested value (rs_object then reads
+ * it, without reading anything twice over more than these few scalars). */
+#define SMALL_KEYS 8
+static const unsigned char *rs_small(dec *d, const unsigned char *p, size_t depth, int *other)
+{
+    const unsigned char *ks[SMALL_KEYS];
+    size_t kls[SMALL_KEYS];
+    int n = 0;
+    if (*++p != '"')
+        goto other;
+    for (;;) {
+        if (n == SMALL_KEYS)
+            goto other;
+        const unsigned char *q = rs_string(d, p + 1);
+        if (!q)
+            return NULL;
+        size_t kl = (size_t)(q - p) - 1;
+        for (int i = 0; i < n && d->canon; i++)
+            if (kls[i] == kl && memcmp(ks[i], p + 1, kl) == 0)
+                d->canon = 0; /* canonical escapes are unique: the text settles it */
+        ks[n] = p + 1;
+        kls[n++] = kl;
+        if (*++q != ':')
+            goto other;
+        q++;
+        if (*q == '"') {
+            if (!(q = rs_string(d, q + 1)))
+                return NULL;
+            q++;
+        } else if ((*q >= '0' && *q <= '9') || *q == '-') {
+            if (!(q = rs_number(d, q)))
+                return NULL;
+        } else if ((*q == '{' && q[1] == '}') || (*q == '[' && q[1] == ']')) {
+            if (depth + 1 > d->max_depth)
+                return NULL;
+            q += 2;
+        } else if (*q == 't' || *q == 'f' || *q == 'n') {
+            if (!(q = rs_value(d, q, depth)))
+                return NULL;
+        } else {
+            goto other;
+        }
+        if (*q == '}')
+            return q + 1;
+        if (*q != ',' || q[1] != '"')
+            goto other;
+        p = q + 1;
+    }
+other:
+    *other = 1;
+    return NULL;
 }
 
 /* The array at p (on '[', depth already counted). */
@@ -917,8 +1129,13 @@ static const unsigned char *rs_value(dec *d, const unsigned char *p, size_t dept
     case '"':
         p = rs_string(d, p + 1);
         return p ? p + 1 : NULL;
-    case '{':
-        return depth + 1 > d->max_depth ? NULL : rs_object(d, p, depth + 1, 0);
+    case '{': {
+        if (depth + 1 > d->max_depth)
+            return NULL;
+        int other = 0;
+        const unsigned char *e = rs_small(d, p, depth + 1, &other);
+        return other ? rs_object(d, p, depth + 1, 0) : e;
+    }
     case '[':
         return depth + 1 > d->max_depth ? NULL : rs_array(d, p, depth + 1);
     case 't':
@@ -1034,7 +1251,6 @@ static int dec_room(dec *d, int *pend, int t, lua_Integer *n)
  * Each state keeps one cache for all its decodes (registry, by this address): a
  * decode then makes no table of its own. An entry is compared in full before it
  * is used, so a nested decode may share it. */
-#define DEC_SHAPES 64
 #define DEC_SHAPE_MAX 4096 /* a longer order string is not kept for later decodes */
 static const char dec_shapes;
 
@@ -1044,7 +1260,7 @@ static void push_shapes(lua_State *L)
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &dec_shapes) == LUA_TTABLE)
         return;
     lua_pop(L, 1);
-    lua_createtable(L, DEC_SHAPES, 0);
+    lua_createtable(L, DEC_SPARE(1), 0);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_shapes);
 }
@@ -1206,6 +1422,24 @@ static int dec_object(dec *d, size_t depth)
         if (p >= d->end || *p != '"')
             return -1;
         d->p = p;
+        if (depth == 1 && d->ro && d->ro->nkeep) {
+            /* A member not kept, its key without escapes: skipped before its key
+             * is made a Lua string. */
+            const unsigned char *q = str_next(p + 1, d->end);
+            if (q && *q == '"' && !kept(d->ro, (const char *)p + 1, (size_t)(q - p) - 1)) {
+                p = dec_ws(q + 1, d->end);
+                if (p >= d->end || *p != ':')
+                    return -1;
+                d->canon = 0; /* no canonical-text checks */
+                const unsigned char *e = rs_value(d, p + 1, depth);
+                int more = e ? member_end(d, e, &p) : -1;
+                if (more < 0)
+                    return -1;
+                if (more)
+                    continue;
+                break;
+            }
+        }
         size_t klen0 = d->keys->len;
         if (dec_string(d, 1) < 0)
             return -1;
@@ -1353,12 +1587,14 @@ int cljson_decode_raw(lua_State *L, const char *s, size_t len, const json_limits
 int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
 {
     assert(s[len] == '\0'); /* the raw scan's end mark */
-    luaL_checkstack(L, 4, "cljson");
+    luaL_checkstack(L, 6, "cljson");
     int base = lua_gettop(L);
     lua_pushnil(L); /* the scratch cboxes, made at the first need */
     lua_pushnil(L);
+    push_shapes(L);
     dec d;
     memset(&d, 0, sizeof d);
+    d.shapes = base + 3;
     d.L = L;
     d.p = (const unsigned char *)s;
     d.end = d.p + len;
@@ -1373,7 +1609,7 @@ int cljson_scan_canonical(lua_State *L, const char *s, size_t len, int *canon)
         d.canon = 0;
     }
     *canon = d.canon;
-    lua_settop(L, base + 2);
+    lua_settop(L, base + 3);
     dec_spare_put(&d);
     lua_settop(L, base);
     return rc;

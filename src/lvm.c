@@ -1285,6 +1285,18 @@ static int rt_object_size(lua_State *L)
     return 1;
 }
 
+/* clruntime.metatable(v) -> v's metatable or nil, as lua_getmetatable gives it: the
+ * runtime compares metatables with cljson's marks several times per call, and
+ * getmetatable's __metatable look-up costs more than the rest of the check. Only the
+ * runtime's own modules reach clruntime. */
+static int rt_metatable(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    if (!lua_getmetatable(L, 1))
+        lua_pushnil(L);
+    return 1;
+}
+
 /* ---- building the state ---- */
 
 typedef struct snap_args {
@@ -1565,6 +1577,7 @@ static void push_gen(lua_State *L)
     static const luaL_Reg runtime[] = {{"readonly", rt_readonly},
                                        {"is_view", rt_is_view},
                                        {"object_size", rt_object_size},
+                                       {"metatable", rt_metatable},
                                        {NULL, NULL}};
     int gen, loaded;
     lua_createtable(L, GEN_RT_ENV, 0);
@@ -1677,6 +1690,7 @@ int luaopen_clsandbox(lua_State *L)
     static const luaL_Reg fns[] = {{"new", mod_new},
                                    {"readonly", mod_readonly},
                                    {"object_size", rt_object_size},
+                                   {"metatable", rt_metatable},
                                    {NULL, NULL}};
     luaL_newlib(L, fns);
     return 1;

@@ -85,12 +85,59 @@ local M = {
 }
 
 local function has_cursor(args)
-    return type(args.search_after) == "table" and #args.search_after > 0
+    local after = args.search_after
+    return after ~= nil and type(after) == "table" and #after > 0
 end
 
--- The exact ontology-query request for validated args.
-function M.shape_request(args)
-    local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
+-- The request's query and headers: the same few values every call, so made once
+-- (ctx.http only reads them; nothing changes them).
+local QUERY = {
+    [true] = { include_type_info = "false", include_logic_params = "true" },
+    [false] = { include_type_info = "false", include_logic_params = "false" },
+}
+local HEADERS = { ["x-http-method-override"] = "GET" }
+
+local function effective(args)
+    local cond, filters = args.condition, args.filters
+    if cond == nil and filters == nil then
+        return nil -- most calls: no call into condition
+    end
+    return condition.effective(cond, filters, cljson.object, util.array)
+end
+
+-- The request path of (kn_id, ot_id): the same pairs come back call after call.
+-- Kept for one generation (as this module), at most PATHS_MAX of them, emptied
+-- when full.
+local PATHS_MAX = 256
+local paths, n_paths = {}, 0
+
+local function path_of(kn_id, ot_id)
+    local of_kn = paths[kn_id]
+    local path = of_kn and of_kn[ot_id]
+    if path == nil then
+        path = "/in/v1/knowledge-networks/" .. util.escape(kn_id) .. "/object-types/" .. util.escape(ot_id)
+        if kn_id == nil or ot_id == nil then
+            return path -- not a key (args not validated)
+        end
+        if n_paths >= PATHS_MAX then
+            paths, n_paths, of_kn = {}, 0, nil
+        end
+        if of_kn == nil then
+            of_kn = {}
+            paths[kn_id] = of_kn
+        end
+        of_kn[ot_id] = path
+        n_paths = n_paths + 1
+    end
+    return path
+end
+
+-- The exact ontology-query request for validated args. cond: their effective
+-- condition when the caller has it already (handle), else computed here.
+function M.shape_request(args, cond)
+    if cond == nil then
+        cond = effective(args)
+    end
     local limit = args.limit
     if limit == nil or limit == 0 then
         limit = DEFAULT_LIMIT
@@ -113,13 +160,9 @@ function M.shape_request(args)
     return {
         upstream = "ontology_query",
         method = "POST",
-        path = "/in/v1/knowledge-networks/" .. util.escape(args.kn_id) .. "/object-types/" ..
-            util.escape(args.ot_id),
-        query = {
-            include_type_info = "false",
-            include_logic_params = args.include_logic_params and "true" or "false",
-        },
-        headers = { ["x-http-method-override"] = "GET" },
+        path = path_of(args.kn_id, args.ot_id),
+        query = QUERY[args.include_logic_params and true or false],
+        headers = HEADERS,
         json = body,
     }
 end
@@ -135,18 +178,19 @@ local DECODE = { raw = "datas", keep = KEEP }
 local DECODE_UNSCORED = { raw = "datas", drop = { "_score" }, keep = KEEP }
 
 -- Trims the decoded response in place: rows (raw values, or tables: key order,
--- big numbers, [] and {} untouched either way); only keys are removed. unscored:
--- the rows were decoded without _score already.
-function M.trim_response(body, args, unscored)
+-- big numbers, [] and {} untouched either way); only keys are removed. decoded: the
+-- body was decoded with handle's options (DECODE or DECODE_UNSCORED by cond), which
+-- kept the KEEP members and cut _score already; cond: as shape_request's.
+function M.trim_response(body, args, decoded, cond)
     if type(body) ~= "table" then
         body = cljson.object()
+    elseif not decoded then
+        util.keep_only(body, KEEP)
     end
-    util.keep_only(body, KEEP)
     if type(body.datas) ~= "table" then
         body.datas = util.array()
     end
-    local cond = condition.effective(args.condition, args.filters, cljson.object, util.array)
-    if not unscored and not condition.uses_scoring(cond) then
+    if not decoded and not condition.uses_scoring(cond == nil and effective(args) or cond) then
         local rows = body.datas
         for i, row in ipairs(rows) do
             if type(row) == "table" or cljson.is_raw(row) then
@@ -156,36 +200,41 @@ function M.trim_response(body, args, unscored)
     end
     -- total_count is tri-state: a number; 0 when ontology-query omitted it
     -- (omitempty drops a zero); absent on cursor pages, where no total is computed.
-    if util.is_null(body.total_count) then
+    local null = cljson.null
+    if body.total_count == nil or body.total_count == null then
         body.total_count = nil
         if not has_cursor(args) then
             body.total_count = 0
         end
     end
-    if util.is_null(body.search_after) then
+    if body.search_after == null then
         body.search_after = nil
     end
     return body
 end
 
 function M.handle(args, ctx)
-    local scoring = condition.uses_scoring(condition.effective(args.condition, args.filters,
-        cljson.object, util.array))
+    -- the effective condition is made once per call (filters become a new tree)
+    local cond = effective(args)
+    local scoring = cond ~= nil and condition.uses_scoring(cond)
     -- a failure follows the gateway's one mapping (a 4xx keeps its status, 5xx and
     -- transport failures become 502/503/504); a 403 targets this one object type: it
     -- carries permission_guidance
-    local body, err, res = errors.fetch(ctx, M.shape_request(args), nil, scoring and DECODE or DECODE_UNSCORED)
+    local body, err, res = errors.fetch(ctx, M.shape_request(args, cond), nil, scoring and DECODE or DECODE_UNSCORED)
     if body == nil then
         if res ~= nil and res.status == 403 then
             err.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
         end
         return nil, err
     end
-    body = M.trim_response(body, args, not scoring)
-    -- masked fields, names only or a narrowed row scope (only requested properties count)
-    local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
-    if guidance ~= nil then
-        body.permission_guidance = guidance
+    body = M.trim_response(body, args, true, cond)
+    -- masked fields, names only or a narrowed row scope (only requested properties
+    -- count); a body with neither signal (most) has nothing to look at
+    if body.effective_permissions ~= nil or body.row_filter_applied ~= nil then
+        local guidance = permission.for_result(ctx, args.kn_id, args.ot_id, body, args.properties)
+        if guidance ~= nil then
+            body.permission_guidance = guidance
+        end
     end
     return body
 end

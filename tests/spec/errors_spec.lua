@@ -111,3 +111,54 @@ describe("errors.envelope", function()
         assert.equal("own", e.solution)
     end)
 end)
+
+describe("errors.fetch", function()
+    -- a ctx whose lang is counted as it is read
+    local function ctx_of(answer)
+        local reads = 0
+        local ctx = setmetatable({
+            http = function()
+                return answer
+            end,
+        }, {
+            __index = function(_, k)
+                if k == "lang" then
+                    reads = reads + 1
+                    return "en-US"
+                end
+            end,
+        })
+        return ctx, function()
+            return reads
+        end
+    end
+    local function answer(status, body)
+        return { status = status, body = body, json = function(opts)
+            return cljson.decode(body, opts)
+        end }
+    end
+
+    it("gives the decoded 2xx body and the answer, reading no ctx.lang", function()
+        local a = answer(200, '{"datas":[1]}')
+        local ctx, reads = ctx_of(a)
+        local body, err, got = errors.fetch(ctx, {})
+        assert.is_nil(err)
+        assert.equal(1, body.datas[1])
+        assert.equal(a, got)
+        assert.equal(0, reads())
+    end)
+
+    it("words a 2xx that is not a JSON object or array as a 502 in ctx.lang", function()
+        for _, text in ipairs({ "", "nope", "12345678901234567890123", '"s"' }) do
+            local a = answer(200, text)
+            local ctx, reads = ctx_of(a)
+            local body, err, got = errors.fetch(ctx, {})
+            assert.is_nil(body)
+            assert.equal(502, err.status)
+            assert.same({ reason = "invalid_json" }, err.details)
+            assert.equal(select(1, require("catalog").error_text(502, "en-US")), err.description)
+            assert.equal(a, got)
+            assert.equal(1, reads())
+        end
+    end)
+end)

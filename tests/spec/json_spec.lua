@@ -462,13 +462,20 @@ describe("cljson raw values", function()
       assert.are.equal(select(2, cljson.pdecode(text)), err)
       assert.has_error(function() cljson.decode(text, RAW) end)
     end
-    local deep = '{"datas":[{"a":[[1]]}]}' -- depth 5
-    same_both_ways(deep)
-    for _, d in ipairs({ 4, 5 }) do
-      local a, ea = cljson.pdecode(deep, { max_depth = d })
-      local b, eb = cljson.pdecode(deep, { max_depth = d, raw = "datas" })
-      assert.are.equal(ea, eb)
-      assert.are.equal(a == nil, b == nil)
+    for _, deep in ipairs({ '{"datas":[{"a":[[1]]}]}', '{"datas":[{"b":1,"a":[[]]}]}',
+      '{"datas":[{"b":1,"a":[{}]}]}', '{"datas":[{"b":1,"a":{"c":{}}}]}' }) do -- depth 5
+      same_both_ways(deep)
+      for _, d in ipairs({ 4, 5 }) do
+        local a, ea = cljson.pdecode(deep, { max_depth = d })
+        local b, eb = cljson.pdecode(deep, { max_depth = d, raw = "datas" })
+        assert.are.equal(ea, eb)
+        assert.are.equal(d == 4, a == nil, deep)
+        assert.are.equal(a == nil, b == nil)
+      end
+    end
+    for _, empty in ipairs({ '{"datas":[{"b":1,"a":[]}]}', '{"datas":[{"b":1,"a":{}}]}' }) do -- depth 4
+      assert.is_nil(cljson.pdecode(empty, { max_depth = 3, raw = "datas" }))
+      assert.are.equal("object", cljson.is_raw(cljson.decode(empty, { max_depth = 4, raw = "datas" }).datas[1]))
     end
     assert.has_error(function() cljson.decode("{}", { raw = 1 }) end)
   end)
@@ -524,6 +531,118 @@ describe("cljson raw values", function()
     assert.has_error(function() cljson.decode(text, { raw = "datas", drop = "a" }) end)
   end)
 
+  it("reads rows like the last one's keys byte for byte, not just by their start", function()
+    -- each pair: a first row, then one whose keys start like the first's but differ
+    -- (a byte, a length, an escape, a duplicate, whitespace, a dropped member moved)
+    local long = string.rep("k", 20)
+    local longer = string.rep("q", 40)
+    local pairs_ = {
+      { '{"a":1,"bc":2,"_score":3}', '{"a":1,"b":2,"_score":3}' },
+      { '{"a":1,"b":2,"_score":3}', '{"a":1,"bc":2,"_score":3}' },
+      { '{"a":1,"b":2,"_score":3}', '{"a":1,"c":2,"_score":3}' },
+      { '{"a":1,"b":2}', '{"a":1,"a":2}' },
+      { '{"a":1,"b":2}', '{"a":1,"b":2,"b":3}' },
+      { '{"a":1,"b":2}', '{"a":1,"b" :2}' },
+      { '{"a\\"x":1,"b":2}', '{"a\\"x":1,"a\\"x":2}' },
+      { '{"a\\"x":1,"b":2}', '{"a\\"y":1,"b":2}' },
+      { '{"_score":1,"a":2}', '{"a":2,"_score":1}' },
+      { '{"a":1,"_score":2}', '{"a":1,"_scorf":2}' },
+      { '{"' .. long .. '":1,"b":2}', '{"' .. long .. 'x":1,"b":2}' },
+      { '{"' .. long .. '":1,"b":2}', '{"' .. long:sub(2) .. 'x":1,"b":2}' },
+      { '{"' .. longer .. '":1,"b":2}', '{"' .. longer:sub(2) .. 'x":1,"b":2}' },
+      { '{"' .. longer .. '":1,"b":2}', '{"' .. longer .. '":1,"' .. longer .. '":2}' },
+      { '{"x":1,"y":2}', '{"x":1,"y":2}' }, -- the end of the text within 16 bytes
+    }
+    for _, pr in ipairs(pairs_) do
+      for _, rows in ipairs({ pr[1] .. "," .. pr[2], pr[1] .. "," .. pr[1] .. "," .. pr[2] }) do
+        local text = '{"datas":[' .. rows .. ']}'
+        local v = same_both_ways(text)
+        local opts = { raw = "datas", drop = { "_score", "b" } }
+        local d = cljson.decode(text, opts)
+        local t = cljson.decode(text)
+        for i, r in ipairs(t.datas) do
+          t.datas[i] = cljson.without(r, "_score", "b")
+        end
+        assert.are.equal(cljson.encode(t), cljson.encode(d), text)
+        assert.are.equal(cljson.encode_canonical(t), cljson.encode_canonical(d), text)
+        local plain = cljson.decode(text)
+        for i, r in ipairs(v.datas) do
+          assert.are.equal(cljson.encode(plain.datas[i]), cljson.encode(r), text)
+        end
+      end
+    end
+    -- a duplicate key after the last row's keys: not raw, its last value kept
+    local v = cljson.decode('{"datas":[{"a":1,"b":2},{"a":1,"b":2,"a":3}]}', RAW)
+    assert.are.equal("object", cljson.is_raw(v.datas[1]))
+    assert.are.equal("table", type(v.datas[2]))
+    assert.are.equal('{"a":3,"b":2}', cljson.encode(v.datas[2]))
+    v = cljson.decode('{"datas":[{"a":1,"bc":2},{"a":1,"b":2},{"a":1,"b":2}]}', RAW)
+    for i = 1, 3 do
+      assert.are.equal("object", cljson.is_raw(v.datas[i]))
+    end
+    assert.are.equal('{"a":1,"b":2}', tostring(v.datas[3]))
+  end)
+
+  it("checks nested objects of a row like the rows: duplicates, layout, depth, errors", function()
+    local function obj(n, dup)
+      local m = {}
+      for i = 1, n do
+        m[i] = '"k' .. ((dup and i == n) and 1 or i) .. '":' .. i
+      end
+      return "{" .. table.concat(m, ",") .. "}"
+    end
+    local canonical = { obj(1), obj(2), obj(8), obj(9), '{"a":true,"b":false,"c":null,"d":-1.5}',
+      '{"a":{},"b":[]}', '{"a":{"b":{"c":1}}}', '{"a":[1],"b":"x"}', '{"\\u0001":1,"\\"":2}' }
+    local not_canonical = { obj(2, true), obj(8, true), obj(9, true), '{"a":1, "b":2}',
+      '{"a" :1}', '{"a": 1}', '{"a":1,"a":{}}', '{"a":1,"b":2,"a":3}', '{"a":1.50}', '{"a":-0}',
+      '{"\\u0041":1}', '{"a":"\\u0041"}', '{"a":1,"b":{"c":1,"c":2}}' }
+    local bad = { '{"a":1,}', '{"a":1', '{"a"}', '{"a":tru}', '{"a":-}', '{"a":01}', '{"a":1 "b":2}',
+      '{"a\\q":1}', '{"a":"\\q"}', '{"a":[}', '{"a":{]}' }
+    for _, list in ipairs({ canonical, not_canonical, bad }) do
+      for _, o in ipairs(list) do
+        local text = '{"datas":[{"id":1,"o":' .. o .. '},{"id":2,"o":' .. o .. '}]}'
+        local v = same_both_ways(text)
+        if list == bad then
+          assert.is_nil(v, text)
+        else
+          local want = list == canonical and "object" or false
+          assert.are.equal(want, cljson.is_raw(v.datas[1]), text)
+          assert.are.equal(want, cljson.is_raw(v.datas[2]), text)
+        end
+      end
+    end
+    -- the depth limit counts a small object's empty members
+    local text = '{"datas":[{"o":{"a":1,"b":{}}}]}' -- depth 5
+    assert.is_nil(cljson.pdecode(text, { max_depth = 4, raw = "datas" }))
+    assert.is_not_nil(cljson.pdecode(text, { max_depth = 5, raw = "datas" }))
+  end)
+
+  it("checks runs of multi-byte characters wherever an invalid sequence sits", function()
+    local cjk = "\228\184\173" -- U+4E2D, 3 bytes
+    local bad = { "\237\160\128", "\224\128\128", "\228\184", "\228\184A", "\128", "\192\128",
+      "\244\144\128\128", "\239\191" }
+    local good = { "\195\169", "\240\159\152\128", "\224\160\128", "\237\159\191", "\239\191\191",
+      "\225\128\128", "\236\191\191", "\238\128\128" }
+    for before = 0, 7 do
+      local head = cjk:rep(before)
+      for _, b in ipairs(bad) do
+        local s = head .. b .. cjk:rep(6)
+        for _, text in ipairs({ '"' .. s .. '"', '{"datas":[{"s":"' .. s .. '"}]}' }) do
+          local v, err = cljson.pdecode(text, RAW)
+          assert.is_nil(v, text)
+          assert.matches("UTF%-8", err)
+        end
+      end
+      for _, g in ipairs(good) do
+        local s = head .. g .. cjk:rep(6) .. "x" .. cjk
+        assert.are.equal(s, cljson.decode('"' .. s .. '"'))
+        local v = cljson.decode('{"datas":[{"s":"' .. s .. '"}]}', RAW)
+        assert.are.equal("object", cljson.is_raw(v.datas[1]))
+        assert.are.equal(s, v.datas[1].s)
+      end
+    end
+  end)
+
   it("decodes only the kept top-level members (option keep)", function()
     -- plain decoding, then every other top-level member removed: what keep gives
     local function kept(text, names, opts)
@@ -572,6 +691,8 @@ describe("cljson raw values", function()
     assert.are.equal('{"a":4,"b":3}', cljson.encode(v))
     -- an escaped key is compared as decoded
     assert.are.equal('{"é":1}', cljson.encode(kept('{"\\u00e9":1,"e":2}', { "é" })))
+    assert.are.equal('{"datas":[1],"e":2}', cljson.encode(kept('{"d\\u0061tas":[1],"e":2,"f":3}', { "datas", "e" })))
+    assert.are.equal('{"e":2}', cljson.encode(kept('{"\\u0064atas":[1],"e":2,"d\\"":3}', { "e" })))
     -- with raw and drop: the rows stay raw, without the dropped members
     local o = { raw = "datas", drop = { "_score" } }
     v = kept(text, { "datas", "a" }, o)
@@ -582,7 +703,8 @@ describe("cljson raw values", function()
     -- a skipped member is still validated: the same errors as the plain decoder
     for _, bad in ipairs({ '{"a":1,"z":[1,}', '{"a":1,"z":"\\x"}', '{"z":tru,"a":1}', '{"z":01}',
       '{"z":"\255"}', '{"z":{"a" 1}}', '{"z":1 "a":1}', '{"z":[1]', '{"a":1,"z":1,}', '{"z":1}x',
-      '{"z":-}', '{"z":{"y":[[[[1]]]]},"a":1}' }) do
+      '{"z":-}', '{"z":{"y":[[[[1]]]]},"a":1}', '{"\255":1,"a":1}', '{"z\001":1,"a":1}',
+      '{"z" 1,"a":1}', '{"z"}', '{"z":}', '{"z":1,"a":1,"z"', '{"z', '{"z\\q":1}' }) do
       assert.is_nil(kept(bad, { "a" }, bad:find("y") and { max_depth = 4 } or nil))
     end
     -- the depth limit counts a skipped member's nesting as the decoder does

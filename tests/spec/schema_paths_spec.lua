@@ -322,3 +322,22 @@ describe("clsandbox.object_size (clruntime.object_size in the server)", function
         assert.equal("C", debug.getinfo(schema.object_size, "S").what)
     end)
 end)
+
+describe("clsandbox.metatable (clruntime.metatable in the server)", function()
+    local clsandbox = require "clsandbox"
+    it("gives the metatable itself, a protected one too, or nil", function()
+        assert.is_nil(clsandbox.metatable({}))
+        assert.is_nil(clsandbox.metatable(1))
+        assert.equal(cljson.object_mt, clsandbox.metatable(cljson.decode("{}")))
+        assert.equal(cljson.array_mt, clsandbox.metatable(cljson.decode("[]")))
+        local mt = { __metatable = "locked" }
+        local t = setmetatable({}, mt)
+        assert.equal("locked", getmetatable(t))
+        assert.equal(mt, clsandbox.metatable(t))
+        assert.has_error(function() clsandbox.metatable() end)
+    end)
+    it("is not among what tool code may require", function()
+        local sb = helper.sandbox()
+        assert.has_error(function() sb.tool_require("clruntime") end)
+    end)
+end)

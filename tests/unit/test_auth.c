@@ -367,6 +367,62 @@ static void test_cache(fetch_ctx *f)
     auth_free(a);
 }
 
+/* One check through memo m, run to completion. */
+static res check_memo(auth_ctx *a, const char *token, auth_memo *m)
+{
+    res r;
+    memset(&r, 0, sizeof(r));
+    CHECK(auth_check_memo(a, token, strlen(token), m, res_cb, &r) != NULL);
+    CHECK(r.done == 0);
+    CHECK(run_until(&r.done, 1, 3000));
+    return r;
+}
+
+static void test_memo(fetch_ctx *f)
+{
+    auth_ctx *a = new_auth(f, 0, 0, 0);
+    auth_memo m;
+    char key[65];
+    memset(&m, 0, sizeof m);
+    int calls = oauth_calls;
+    res r = check_memo(a, "user-tok", &m);
+    CHECK(r.st == AUTH_OK && oauth_calls == calls + 1);
+    sha256_hex("user-tok", 8, key);
+    CHECK(m.len == 8 && m.token && memcmp(m.token, "user-tok", 8) == 0);
+    CHECK_STR(m.key, key);
+
+    /* The same bytes again: the remembered key is used, not a new hash (shown by a
+     * planted key, tok1's, whose cached principal comes back). */
+    r = check_memo(a, "tok1", NULL);
+    CHECK(r.st == AUTH_OK && oauth_calls == calls + 2);
+    sha256_hex("tok1", 4, m.key);
+    r = check_memo(a, "user-tok", &m);
+    CHECK(r.st == AUTH_OK && oauth_calls == calls + 2);
+    CHECK_STR(r.who.account_id, "tok1");
+
+    /* Other bytes, even of the same length: hashed, and the memo follows them. */
+    r = check_memo(a, "bad-tok1", &m);
+    CHECK(r.st == AUTH_INVALID && oauth_calls == calls + 3);
+    sha256_hex("bad-tok1", 8, key);
+    CHECK(m.len == 8 && memcmp(m.token, "bad-tok1", 8) == 0);
+    CHECK_STR(m.key, key);
+    r = check_memo(a, "user-tok", &m);
+    CHECK(r.st == AUTH_OK && oauth_calls == calls + 3);
+    CHECK_STR(r.who.account_id, "u1");
+
+    /* The memo remembers no result: an expired entry is not served through it. */
+    r = check_memo(a, "short-tok", &m);
+    r = check_memo(a, "short-tok", &m);
+    CHECK(r.st == AUTH_OK && oauth_calls == calls + 4);
+    run_for(2050);
+    r = check_memo(a, "short-tok", &m);
+    CHECK(r.st == AUTH_OK && oauth_calls == calls + 5);
+
+    auth_memo_clear(&m);
+    CHECK(m.token == NULL && m.len == 0 && m.key[0] == '\0');
+    auth_free(a);
+}
+
 #define NSF 50
 static void test_single_flight(fetch_ctx *f)
 {
@@ -527,6 +583,7 @@ int main(void)
     test_mapping(f);
     test_empty_and_encoding(f);
     test_cache(f);
+    test_memo(f);
     test_single_flight(f);
     test_unavailable(f);
     test_free_pending(f);

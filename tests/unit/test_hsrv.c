@@ -125,8 +125,17 @@ static void slow_reply(evutil_socket_t fd, short what, void *arg)
     hconn_reply(arg, 200, "OK", "slow", 4);
 }
 
+static int g_users_freed; /* connection values freed */
+
+static void user_gone(void *user)
+{
+    g_users_freed++;
+    free(user);
+}
+
 /* Echoes "METHOD path ?query |body" (or the refusal's reason); "/slow" answers 50 ms
- * later and watches for a hang-up meanwhile. */
+ * later and watches for a hang-up meanwhile; "/count" answers how many requests of its
+ * connection asked for it (a value kept with the connection). */
 static void on_request(hconn *c, void *arg)
 {
     int status;
@@ -142,6 +151,17 @@ static void on_request(hconn *c, void *arg)
         hconn_on_close(c, on_gone, c);
         g_slow_ev = evtimer_new(g_base, slow_reply, c);
         evtimer_add(g_slow_ev, &tv);
+        return;
+    }
+    if (!strcmp(hconn_path(c), "/count")) {
+        int *seen = hconn_user(c);
+        if (!seen) {
+            seen = xcalloc(1, sizeof *seen);
+            hconn_set_user(c, seen, user_gone);
+        }
+        char text[32];
+        int len = snprintf(text, sizeof text, "count=%d", ++*seen);
+        hconn_reply(c, 200, "OK", text, (size_t)len);
         return;
     }
     size_t n;
@@ -304,6 +324,19 @@ static void test_server(void)
         port, "GET / HTTP/1.1\r\nHost: h\r\nHost: i\r\n\r\nGET /a HTTP/1.1\r\nHost: h\r\n\r\n", 0,
         &out, 100);
     CHECK(closed && count(&out, "HTTP/1.1") == 1 && strstr(out.data, "more than one Host"));
+
+    /* a value kept with the connection: across its requests, freed when it closes,
+     * and a new connection starts without one */
+    int freed = g_users_freed;
+    closed = exchange(port,
+                      "GET /count HTTP/1.1\r\nHost: h\r\n\r\n"
+                      "GET /count HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                      0, &out, 100);
+    CHECK(closed && strstr(out.data, "count=1") && strstr(out.data, "count=2"));
+    CHECK(g_users_freed == freed + 1);
+    closed =
+        exchange(port, "GET /count HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", 0, &out, 100);
+    CHECK(closed && strstr(out.data, "count=1") && g_users_freed == freed + 2);
 
     /* HTTP/1.0: no Date, no keep-alive; HEAD: no body */
     closed = exchange(port, "GET /x HTTP/1.0\r\n\r\n", 0, &out, 100);

@@ -700,6 +700,37 @@ int main(void)
     check_escape(g, "ctx_fields", ",log,");
     check_escape(g, "ctx_fields", ",now_ms,");
     check_escape(g, "ctx_fields", " integer true");
+    check_escape(g, "ctx_values", ",deadline_ms,");
+    check_escape(g, "ctx_values", ",generation,");
+    check_escape(g, "ctx_values", ",request_id,");
+    check_escape(g, "ctx_values", ",principal,");
+    check_escape(g, "ctx_values", ",surface ");
+    check_escape(g, "ctx_values", " req_test0001 integer true integer u1:user true rest nil");
+    {
+        json_value *config = json_new_object();
+        json_set(config, "x", json_new_int(7));
+        env.config = config;
+        check_escape(g, "ctx_values", ",config,");
+        check_escape(g, "ctx_values", " u1:user true rest 7");
+        env.config = NULL;
+        /* (the state keeps the table made of it, under its address, for later calls) */
+        json_free(config);
+    }
+    check_escape(g, "ctx_request", "no request");
+    {
+        json_value *req = json_new_object();
+        json_set(req, "x_host", json_new_str("h1:80", 5));
+        json_set(req, "forwarded_proto", json_new_str("https", 5));
+        env.request = req;
+        check_escape(g, "ctx_request", "forwarded_proto=https,x_host=h1:80;");
+        check_escape(g, "ctx_request", "forwarded_proto=https,x_host=h1:80;");
+        json_set(req, "x_host", json_new_str("h2:80", 5));
+        check_escape(g, "ctx_request", "forwarded_proto=https,x_host=h2:80;");
+        json_set(req, "port", json_new_int(8080)); /* not all strings: a table of its own */
+        check_escape(g, "ctx_request", "forwarded_proto=https,port=8080,x_host=h2:80;");
+        env.request = NULL;
+        json_free(req);
+    }
 
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
@@ -707,6 +738,8 @@ int main(void)
     outcome_free(&o);
     run(g, "keep_ctx", "{\"mode\":\"use\"}", &o);
     CHECK(contains(o.body, "ctx used after the call ended"));
+    CHECK(contains(o.body, "\"request_id\":\"req_test0001\""));
+    CHECK(contains(o.body, "\"account_id\":\"u1\""));
     outcome_free(&o);
 
     /* cancel mid-fetch: done never runs, the fetch is gone, the server keeps serving */

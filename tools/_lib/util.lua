@@ -12,29 +12,33 @@ local function pct(c)
     return string.format("%%%02X", c:byte())
 end
 
--- The escaped form of ids that needed escaping: the same ids come back call after
--- call. A module lives for one generation, so does this; at most ESCAPED_MAX ids of
--- at most ESCAPED_LEN bytes, emptied when full.
+-- The escaped form of ids seen before, those that needed no escaping included (kept
+-- as themselves): the same ids come back call after call, and one table read costs
+-- less than the pattern scan. A module lives for one generation, so does this; at
+-- most ESCAPED_MAX ids of at most ESCAPED_LEN bytes, emptied when full. Only string
+-- keys are stored, so a number or boolean never hits.
 local ESCAPED_MAX, ESCAPED_LEN = 256, 256
 local escaped, n_escaped = {}, 0
 
 function M.escape(s)
+    local e = escaped[s]
+    if e ~= nil then
+        return e
+    end
     if type(s) ~= "string" then
         s = tostring(s)
     end
     if s:find("^[%w%-%._~]*$") then
-        return s -- nothing to escape (ids usually): one anchored scan, no copy
-    end
-    local e = escaped[s]
-    if e == nil then
+        e = s -- nothing to escape (ids usually): no copy
+    else
         e = (s:gsub("[^%w%-%._~]", pct))
-        if #s <= ESCAPED_LEN then
-            if n_escaped >= ESCAPED_MAX then
-                escaped, n_escaped = {}, 0
-            end
-            escaped[s] = e
-            n_escaped = n_escaped + 1
+    end
+    if #s <= ESCAPED_LEN then
+        if n_escaped >= ESCAPED_MAX then
+            escaped, n_escaped = {}, 0
         end
+        escaped[s] = e
+        n_escaped = n_escaped + 1
     end
     return e
 end

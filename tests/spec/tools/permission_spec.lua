@@ -190,6 +190,20 @@ describe("permission_guidance", function()
             assert.truthy(helper.encode(res):find('"customer_id":9007199254740993', 1, true))
         end)
 
+        it("reads each signal alone: masked fields without a row filter, and neither", function()
+            helper.authz().clear()
+            local masked = '{"datas":[],"total_count":0,"effective_permissions":{"phone":"masked","name":"full"}}'
+            local res = ctxcall.call(tool, { kn_id = KN, ot_id = OT }, { principal = USER,
+                responses = answers({ status = 200, body = masked }, PROBE_OK) })
+            local g = res.permission_guidance
+            assert.equal(1, #g.shortfalls)
+            assert.equal("property_grants", g.shortfalls[1].scope)
+            assert.same({ "phone" }, g.shortfalls[1].properties)
+            res = ctxcall.call(tool, { kn_id = KN, ot_id = OT }, { principal = USER,
+                responses = { { status = 200, body = '{"datas":[],"total_count":0}' } } })
+            assert.equal('{"datas":[],"total_count":0}', helper.encode(res))
+        end)
+
         it("counts only the requested properties", function()
             local res = ok(helper.decode('{"kn_id":"kn_crm","ot_id":"ot_customer","properties":["name","phone"]}'),
                 "oq_objects_masked.json", { lang = "en-US" }, PROBE_OK)

@@ -170,6 +170,56 @@ describe("query_object_instance", function()
                 .. '"row_filter_applied":true}', helper.encode(res))
         end)
 
+        it("takes the effective condition from the caller when given, else makes it from the args", function()
+            local args = args_of('{"kn_id":"k","ot_id":"o","filters":[{"field":"name","op":"match","value":"a"}]}')
+            local ranked = helper.decode('{"operation":"knn","field":"v","value":"x"}')
+            -- made from the filters: an AND of the leaves
+            assert.equal("and", tool.shape_request(args).json.condition.operation)
+            -- given: sent as it is
+            assert.equal(ranked, tool.shape_request(args, ranked).json.condition)
+            local rows = '{"datas":[{"a":1,"_score":2}]}'
+            -- the filters rank (match): _score stays
+            assert.equal('{"datas":[{"a":1,"_score":2}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(rows), args, false)))
+            -- a given condition that does not rank wins over the args: _score goes
+            local plain = helper.decode('{"operation":"==","field":"a","value":1}')
+            assert.equal('{"datas":[{"a":1}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(rows), args, false, plain)))
+            -- a given ranking condition keeps it although the args have none
+            assert.equal('{"datas":[{"a":1,"_score":2}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(rows), args_of('{"kn_id":"k","ot_id":"o"}'),
+                    false, ranked)))
+        end)
+
+        it("trusts a body decoded with its own options: no second trim of members or _score", function()
+            local args = args_of('{"kn_id":"k","ot_id":"o"}')
+            local text = '{"datas":[{"a":1,"_score":2}],"overall_ms":1,"total_count":null,"search_after":null}'
+            assert.equal('{"datas":[{"a":1,"_score":2}],"overall_ms":1,"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(text), args, true)))
+            assert.equal('{"datas":[{"a":1}],"total_count":0}',
+                helper.encode(tool.trim_response(helper.decode(text), args, false)))
+        end)
+
+        it("addresses the object type by its escaped ids, the same path for ids seen before", function()
+            local fresh = helper.load_tool("query_object_instance")
+            local function path(kn, ot)
+                return fresh.shape_request({ kn_id = kn, ot_id = ot }).path
+            end
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/ot", path("kn", "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/ot", path("kn", "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/o%2Ft", path("kn", "o/t"))
+            assert.equal("/in/v1/knowledge-networks/k%20n/object-types/ot", path("k n", "ot"))
+            assert.equal("/in/v1/knowledge-networks/nil/object-types/ot", path(nil, "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/nil", path("kn", nil))
+            -- past the bound the memory starts over; every answer stays right
+            for i = 1, 600 do
+                assert.equal("/in/v1/knowledge-networks/kn" .. i % 7 .. "/object-types/ot%20" .. i,
+                    path("kn" .. i % 7, "ot " .. i))
+            end
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/ot", path("kn", "ot"))
+            assert.equal("/in/v1/knowledge-networks/kn/object-types/o%2Ft", path("kn", "o/t"))
+        end)
+
         it("gives an empty datas array when the upstream sends none", function()
             local res = tool.trim_response(helper.decode('{"datas":null}'), {})
             assert.equal('{"datas":[],"total_count":0}', helper.encode(res))

@@ -46,6 +46,32 @@ describe("_lib.util.escape", function()
         assert.equal(string.rep("x%2F", 200), u.escape(long))
     end)
 
+    it("answers an id that needed no escaping, seen before, without scanning it", function()
+        local u = helper.sandbox().tool_require("_lib.util")
+        local find = ("").find -- what s:find calls
+        local finds = 0
+        local function count(event)
+            local info = debug.getinfo(2, "f")
+            if event == "call" and info.func == find then
+                finds = finds + 1
+            end
+        end
+        debug.sethook(count, "c")
+        local first = u.escape("kn_medical")
+        local scans = finds
+        finds = 0
+        local again = u.escape("kn_medical")
+        debug.sethook()
+        assert.equal("kn_medical", first)
+        assert.equal(1, scans) -- the hook sees the sandbox's find
+        assert.equal("kn_medical", again)
+        assert.equal(0, finds)
+        -- a number is never taken for its text's entry, nor the text for the number's
+        assert.equal("42", u.escape(42))
+        assert.equal("42", u.escape("42"))
+        assert.equal("42", u.escape(42))
+    end)
+
     it("takes numbers and booleans as their text", function()
         assert.equal("42", util.escape(42))
         assert.equal("1.5", util.escape(1.5))
