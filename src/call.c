@@ -286,8 +286,13 @@ static void build_query(lua_State *L, int idx, buf *url)
     lua_createtable(L, nkeys, 0);
     int keep = lua_gettop(L);
     lua_pushnil(L);
+    lua_Integer nread = 0;
     while (lua_next(L, idx)) {
         const char *k = lua_tostring(L, -2);
+        /* The key stays alive in keep: a value's __tostring may remove it from the
+         * query table (and the collector free it) while the pairs still point at it. */
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, keep, -++nread);
         int list = lua_type(L, -1) == LUA_TTABLE;
         if (list && luaL_getmetafield(L, -1, "__tostring") != LUA_TNIL) {
             lua_pop(L, 1);
