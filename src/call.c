@@ -283,7 +283,7 @@ static void build_query(lua_State *L, int idx, buf *url)
     }
     q.n = 0;
     q.more = NULL;
-    lua_createtable(L, nkeys, 0);
+    lua_createtable(L, nkeys, nkeys); /* the values, then the keys at -1, -2, ... */
     int keep = lua_gettop(L);
     lua_pushnil(L);
     lua_Integer nread = 0;
