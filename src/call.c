@@ -153,12 +153,13 @@ static int ctx_log(lua_State *L)
 
 static int ctx_http(lua_State *L);
 
-/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http (a field
- * of ctx_ud, "log" or "now_ms"), made on the first read of the field instead of in
- * every call. */
 /* The state's (one per generation) {host.invoke, host.ctx_mt}, made when host.ctx_fn
  * is set, at its first call. */
 static char KEY_CTX_FN;
+
+/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log",
+ * "now_ms", or a field kept in ctx_ud), made on the first read of the field instead
+ * of in every call. */
 static int ctx_fn(lua_State *L)
 {
     const char *name = luaL_checkstring(L, 2);
