@@ -38,9 +38,11 @@ void cljson_push_number_box(lua_State *L, const char *s, size_t len, int nmt)
 #define PUSH_SHAPES 64
 static const char push_shape_key;
 
-static unsigned push_shape_slot(const void *order, size_t len)
+/* The slot of an order string in a shape cache of 64 slots (the push's and the
+ * decoder's): 1..64. */
+static unsigned shape_slot(const void *order, size_t len)
 {
-    return (unsigned)(text_hash(order, len) >> 58) + 1; /* 1..64 */
+    return (unsigned)(text_hash(order, len) >> 58) + 1;
 }
 
 /* Fills t (stack top) with the n <= PUSH_DUP_SCAN members of object v whose
@@ -176,7 +178,7 @@ __attribute__((noinline)) static int push_shaped(lua_State *L, const json_value 
     }
     /* An entry with this order string has these n keys (only this function makes
      * entries). */
-    unsigned slot = push_shape_slot(order, len);
+    unsigned slot = shape_slot(order, len);
     size_t sl;
     const char *ss;
     if (lua_rawgeti(L, c->shapes, slot) != LUA_TTABLE || lua_rawgeti(L, t + 1, 1) != LUA_TSTRING ||
@@ -273,6 +275,7 @@ typedef struct {
  * decode takes them out while it runs (a nested one, or one that raised, makes
  * its own; the GC frees those). */
 #define DEC_SHAPES 64
+_Static_assert(DEC_SHAPES == 64 && PUSH_SHAPES == 64, "shape_slot gives 1..64");
 #define DEC_SPARE(i) (DEC_SHAPES + 1 + (i)) /* the shape cache's slot of spare box i */
 #define DEC_SPARE_MAX 65536                 /* a bigger scratch buffer is freed, not kept */
 
@@ -1265,11 +1268,6 @@ static void push_shapes(lua_State *L)
     lua_rawsetp(L, LUA_REGISTRYINDEX, &dec_shapes);
 }
 
-static unsigned shape_slot(const char *k, size_t len)
-{
-    return (unsigned)(text_hash(k, len) >> 58) + 1; /* 1..64 */
-}
-
 /* Pushes the order string of the object t whose n members' keys are d->keys
  * from start on (then truncates d->keys back to start). A duplicate key keeps
  * its first position (t took the last value): found by counting t's keys, for
@@ -1396,6 +1394,15 @@ static int member_end(dec *d, const unsigned char *e, const unsigned char **next
     return 0;
 }
 
+/* A member not kept (option keep): its value at v validated by the scan, no Lua
+ * value made; then as member_end. */
+static int skip_member(dec *d, const unsigned char *v, size_t depth, const unsigned char **next)
+{
+    d->canon = 0; /* no canonical-text checks */
+    const unsigned char *e = rs_value(d, v, depth);
+    return e ? member_end(d, e, next) : -1;
+}
+
 static int dec_object(dec *d, size_t depth)
 {
     lua_State *L = d->L;
@@ -1430,9 +1437,7 @@ static int dec_object(dec *d, size_t depth)
                 p = dec_ws(q + 1, d->end);
                 if (p >= d->end || *p != ':')
                     return -1;
-                d->canon = 0; /* no canonical-text checks */
-                const unsigned char *e = rs_value(d, p + 1, depth);
-                int more = e ? member_end(d, e, &p) : -1;
+                int more = skip_member(d, p + 1, depth, &p);
                 if (more < 0)
                     return -1;
                 if (more)
@@ -1452,12 +1457,10 @@ static int dec_object(dec *d, size_t depth)
             size_t kl;
             const char *ks = lua_tolstring(L, -1, &kl);
             if (d->ro->nkeep && !kept(d->ro, ks, kl)) {
-                /* validated by the scan, no Lua value made; the key is forgotten */
+                /* the key is forgotten */
                 lua_pop(L, 1);
                 d->keys->len = klen0;
-                d->canon = 0; /* no canonical-text checks */
-                const unsigned char *e = rs_value(d, d->p, depth);
-                int more = e ? member_end(d, e, &p) : -1;
+                int more = skip_member(d, d->p, depth, &p);
                 if (more < 0)
                     return -1;
                 if (more)
