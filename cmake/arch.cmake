@@ -3,7 +3,8 @@
 # request goes one way, from httpd through the route table to the surfaces, the
 # call sequencing and the tools; nothing below calls back up.
 add_test(NAME module_graph
-         COMMAND sh ${CMAKE_SOURCE_DIR}/scripts/check-module-graph
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/scripts/check-module-graph
+                 --doc ${CMAKE_SOURCE_DIR}/docs/architecture.md
                  ${CMAKE_BINARY_DIR}/CMakeFiles/clcore.dir/src)
 set_tests_properties(module_graph PROPERTIES TIMEOUT 60 LABELS "arch")
 
@@ -22,13 +23,13 @@ set_tests_properties(check_standalone PROPERTIES TIMEOUT 60 LABELS "arch")
 # store and the tool (tests/unit/test_flow.c): probe verdicts, the lease cache,
 # receipt reuse, idempotent replay and refusals, cancellation at each stage.
 add_executable(test_flow ${CMAKE_SOURCE_DIR}/tests/unit/test_flow.c
-                         ${CMAKE_SOURCE_DIR}/src/flow.c ${CMAKE_SOURCE_DIR}/src/outcome.c
-                         ${CMAKE_SOURCE_DIR}/src/mcp_msg.c ${CMAKE_SOURCE_DIR}/src/guard.c
-                         ${CMAKE_SOURCE_DIR}/src/callcheck.c ${CMAKE_SOURCE_DIR}/src/accept.c
-                         ${CMAKE_SOURCE_DIR}/src/log.c ${CMAKE_SOURCE_DIR}/src/json.c
-                         ${CMAKE_SOURCE_DIR}/src/util.c ${CMAKE_SOURCE_DIR}/src/texts.c
-                         ${CMAKE_SOURCE_DIR}/src/errenv.c)
-target_include_directories(test_flow PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+                         ${CMAKE_SOURCE_DIR}/src/flow/flow.c ${CMAKE_SOURCE_DIR}/src/flow/outcome.c
+                         ${CMAKE_SOURCE_DIR}/src/codec/mcp_msg.c ${CMAKE_SOURCE_DIR}/src/flow/guard.c
+                         ${CMAKE_SOURCE_DIR}/src/flow/callcheck.c ${CMAKE_SOURCE_DIR}/src/base/accept.c
+                         ${CMAKE_SOURCE_DIR}/src/base/log.c ${CMAKE_SOURCE_DIR}/src/base/json.c
+                         ${CMAKE_SOURCE_DIR}/src/base/util.c ${CMAKE_SOURCE_DIR}/src/base/texts.c
+                         ${CMAKE_SOURCE_DIR}/src/codec/errenv.c)
+target_include_directories(test_flow PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
 target_include_directories(test_flow PRIVATE ${LIBEVENT_INCLUDE_DIRS} ${LUA_INCLUDE_DIRS})
 target_link_libraries(test_flow PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_flow COMMAND test_flow)

@@ -4,18 +4,18 @@
 # behaviour is tested by tests/integration/{framing,guards,limits,http1}.test.mjs, and the
 # HTTP/1.1 server (hsrv.c) on a loopback socket by tests/unit/test_hsrv.c.
 add_executable(test_framing ${CMAKE_SOURCE_DIR}/tests/unit/test_framing.c
-                            ${CMAKE_SOURCE_DIR}/src/framing.c ${CMAKE_SOURCE_DIR}/src/hostguard.c
-                            ${CMAKE_SOURCE_DIR}/src/plimit.c ${CMAKE_SOURCE_DIR}/src/util.c)
-target_include_directories(test_framing PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+                            ${CMAKE_SOURCE_DIR}/src/http/framing.c ${CMAKE_SOURCE_DIR}/src/http/hostguard.c
+                            ${CMAKE_SOURCE_DIR}/src/http/plimit.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
+target_include_directories(test_framing PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
 target_link_libraries(test_framing PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_framing COMMAND test_framing)
 set_tests_properties(unit_framing PROPERTIES TIMEOUT 30 LABELS "unit;framing")
 
-add_executable(test_hsrv ${CMAKE_SOURCE_DIR}/tests/unit/test_hsrv.c ${CMAKE_SOURCE_DIR}/src/hsrv.c
-                         ${CMAKE_SOURCE_DIR}/src/hsrv_head.c
-                         ${CMAKE_SOURCE_DIR}/src/framing.c ${CMAKE_SOURCE_DIR}/src/log.c
-                         ${CMAKE_SOURCE_DIR}/src/json.c ${CMAKE_SOURCE_DIR}/src/util.c)
-target_include_directories(test_hsrv PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+add_executable(test_hsrv ${CMAKE_SOURCE_DIR}/tests/unit/test_hsrv.c ${CMAKE_SOURCE_DIR}/src/http/hsrv.c
+                         ${CMAKE_SOURCE_DIR}/src/http/hsrv_head.c
+                         ${CMAKE_SOURCE_DIR}/src/http/framing.c ${CMAKE_SOURCE_DIR}/src/base/log.c
+                         ${CMAKE_SOURCE_DIR}/src/base/json.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
+target_include_directories(test_hsrv PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
 target_link_libraries(test_hsrv PRIVATE PkgConfig::LIBEVENT PkgConfig::CRYPTO m)
 add_test(NAME unit_hsrv COMMAND test_hsrv)
 set_tests_properties(unit_hsrv PROPERTIES TIMEOUT 30 LABELS "unit;framing")

@@ -1,6 +1,6 @@
 # JSON codec tests (area "json"): C unit tests, corpora, JSONTestSuite, busted spec, fuzzing.
-set(CL_JSON_SOURCES ${CMAKE_SOURCE_DIR}/src/json.c ${CL_JSON_LUA_SOURCES}
-                    ${CMAKE_SOURCE_DIR}/src/util.c)
+set(CL_JSON_SOURCES ${CMAKE_SOURCE_DIR}/src/base/json.c ${CL_JSON_LUA_SOURCES}
+                    ${CMAKE_SOURCE_DIR}/src/base/util.c)
 
 if(NOT CL_CHECKS_DIR)
   if(EXISTS ${CMAKE_SOURCE_DIR}/../shared/checks)
@@ -13,7 +13,7 @@ set(CL_JSON_CORPUS ${CMAKE_SOURCE_DIR}/tests/unit/json_corpus)
 set(CL_JSONTESTSUITE ${CL_CHECKS_DIR}/JSONTestSuite)
 
 add_executable(test_json ${CMAKE_SOURCE_DIR}/tests/unit/test_json.c ${CL_JSON_SOURCES})
-target_include_directories(test_json PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_include_directories(test_json PRIVATE )
 target_link_libraries(test_json PRIVATE PkgConfig::LUA PkgConfig::CRYPTO m)
 
 add_test(NAME json_unit COMMAND test_json unit)
@@ -34,8 +34,8 @@ set_tests_properties(json_spec PROPERTIES ENVIRONMENT "${CL_JSON_SPEC_ENV}" TIME
 # harness with a small main() that replays the corpora.
 if(CL_FUZZ)
   add_executable(fuzz_json ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_json.c
-                           ${CMAKE_SOURCE_DIR}/src/json.c ${CMAKE_SOURCE_DIR}/src/util.c)
-  target_include_directories(fuzz_json PRIVATE ${CMAKE_SOURCE_DIR}/src)
+                           ${CMAKE_SOURCE_DIR}/src/base/json.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
+  target_include_directories(fuzz_json PRIVATE )
   target_compile_options(fuzz_json PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_json PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_json PRIVATE PkgConfig::CRYPTO m)
@@ -48,8 +48,8 @@ if(CL_FUZZ)
   set_tests_properties(json_fuzz PROPERTIES TIMEOUT 120)
 else()
   add_executable(fuzz_json ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_json.c
-                           ${CMAKE_SOURCE_DIR}/src/json.c ${CMAKE_SOURCE_DIR}/src/util.c)
-  target_include_directories(fuzz_json PRIVATE ${CMAKE_SOURCE_DIR}/src)
+                           ${CMAKE_SOURCE_DIR}/src/base/json.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
+  target_include_directories(fuzz_json PRIVATE )
   target_compile_definitions(fuzz_json PRIVATE CL_FUZZ_DRIVER=1)
   target_link_libraries(fuzz_json PRIVATE PkgConfig::CRYPTO m)
   add_test(NAME json_fuzz_replay COMMAND fuzz_json ${CL_JSON_CORPUS}

@@ -2,19 +2,19 @@
 # (call). The test compiles its sources directly (not clcore) so that half-written
 # modules elsewhere in src/ cannot break it.
 set(CL_LUAHOST_TEST_SOURCES
-    ${CMAKE_SOURCE_DIR}/src/lvm.c ${CMAKE_SOURCE_DIR}/src/lpattern.c ${CMAKE_SOURCE_DIR}/src/tools.c
-    ${CMAKE_SOURCE_DIR}/src/reload.c
-    ${CMAKE_SOURCE_DIR}/src/upstream_req.c
-    ${CMAKE_SOURCE_DIR}/src/call.c ${CMAKE_SOURCE_DIR}/src/uphealth.c ${CMAKE_SOURCE_DIR}/src/metrics.c
-    ${CMAKE_SOURCE_DIR}/src/toon.c ${CMAKE_SOURCE_DIR}/src/toon_lua.c
-    ${CMAKE_SOURCE_DIR}/src/toonview.c
-    ${CMAKE_SOURCE_DIR}/src/json.c ${CL_JSON_LUA_SOURCES}
-    ${CMAKE_SOURCE_DIR}/src/fetch.c ${CMAKE_SOURCE_DIR}/src/hclient.c ${CMAKE_SOURCE_DIR}/src/conf.c ${CMAKE_SOURCE_DIR}/src/log.c
-    ${CMAKE_SOURCE_DIR}/src/util.c ${CMAKE_SOURCE_DIR}/src/texts.c
-    ${CMAKE_SOURCE_DIR}/src/texts_lua.c ${CMAKE_SOURCE_DIR}/src/errenv.c)
+    ${CMAKE_SOURCE_DIR}/src/host/lvm.c ${CMAKE_SOURCE_DIR}/src/host/lpattern.c ${CMAKE_SOURCE_DIR}/src/host/tools.c
+    ${CMAKE_SOURCE_DIR}/src/host/reload.c
+    ${CMAKE_SOURCE_DIR}/src/upstream/upstream_req.c
+    ${CMAKE_SOURCE_DIR}/src/host/call.c ${CMAKE_SOURCE_DIR}/src/upstream/uphealth.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c
+    ${CMAKE_SOURCE_DIR}/src/codec/toon.c ${CMAKE_SOURCE_DIR}/src/codec/toon_lua.c
+    ${CMAKE_SOURCE_DIR}/src/codec/toonview.c
+    ${CMAKE_SOURCE_DIR}/src/base/json.c ${CL_JSON_LUA_SOURCES}
+    ${CMAKE_SOURCE_DIR}/src/upstream/fetch.c ${CMAKE_SOURCE_DIR}/src/upstream/hclient.c ${CMAKE_SOURCE_DIR}/src/base/conf.c ${CMAKE_SOURCE_DIR}/src/base/log.c
+    ${CMAKE_SOURCE_DIR}/src/base/util.c ${CMAKE_SOURCE_DIR}/src/base/texts.c
+    ${CMAKE_SOURCE_DIR}/src/host/texts_lua.c ${CMAKE_SOURCE_DIR}/src/codec/errenv.c)
 
 add_executable(test_tools ${CMAKE_SOURCE_DIR}/tests/unit/test_tools.c ${CL_LUAHOST_TEST_SOURCES})
-target_include_directories(test_tools PRIVATE ${CMAKE_SOURCE_DIR}/src
+target_include_directories(test_tools PRIVATE
                                               ${CMAKE_SOURCE_DIR}/tests/unit)
 target_compile_definitions(test_tools PRIVATE CL_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 # tools.h line 3 says "tools/*.lua" inside a comment (-Wcomment).
@@ -28,8 +28,8 @@ set_tests_properties(unit_tools PROPERTIES TIMEOUT 120 LABELS "unit;luahost"
 # lpattern against the stock string library (differential, fixed seed) and its
 # budget charging; links lpattern.c alone with a stand-in lvm_charge.
 add_executable(test_lpattern ${CMAKE_SOURCE_DIR}/tests/unit/test_lpattern.c
-                             ${CMAKE_SOURCE_DIR}/src/lpattern.c)
-target_include_directories(test_lpattern PRIVATE ${CMAKE_SOURCE_DIR}/src
+                             ${CMAKE_SOURCE_DIR}/src/host/lpattern.c)
+target_include_directories(test_lpattern PRIVATE
                                                  ${CMAKE_SOURCE_DIR}/tests/unit)
 target_compile_definitions(test_lpattern PRIVATE CL_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 target_link_libraries(test_lpattern PRIVATE PkgConfig::LUA m)

@@ -7,9 +7,9 @@ add_test(NAME ops_install
 set_tests_properties(ops_install PROPERTIES TIMEOUT 120 LABELS "ops")
 
 add_executable(test_metrics ${CMAKE_SOURCE_DIR}/tests/unit/test_metrics.c
-                            ${CMAKE_SOURCE_DIR}/src/metrics.c ${CMAKE_SOURCE_DIR}/src/mshare.c
-                            ${CMAKE_SOURCE_DIR}/src/util.c)
-target_include_directories(test_metrics PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+                            ${CMAKE_SOURCE_DIR}/src/base/metrics.c ${CMAKE_SOURCE_DIR}/src/base/mshare.c
+                            ${CMAKE_SOURCE_DIR}/src/base/util.c)
+target_include_directories(test_metrics PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
 target_link_libraries(test_metrics PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_metrics COMMAND test_metrics)
 set_tests_properties(unit_metrics PROPERTIES TIMEOUT 30 LABELS "unit;ops")
@@ -17,8 +17,8 @@ set_tests_properties(unit_metrics PROPERTIES TIMEOUT 30 LABELS "unit;ops")
 # The service manager's readiness protocol: the datagram itself, then the service
 # (READY=1 once serving, STOPPING=1 on SIGTERM).
 add_executable(test_sdnotify ${CMAKE_SOURCE_DIR}/tests/unit/test_sdnotify.c
-                             ${CMAKE_SOURCE_DIR}/src/sdnotify.c)
-target_include_directories(test_sdnotify PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests/unit)
+                             ${CMAKE_SOURCE_DIR}/src/base/sdnotify.c)
+target_include_directories(test_sdnotify PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
 add_test(NAME unit_sdnotify COMMAND test_sdnotify $<TARGET_FILE:context-loader> ${CMAKE_SOURCE_DIR})
 set_tests_properties(unit_sdnotify PROPERTIES TIMEOUT 60 LABELS "unit;ops")
 

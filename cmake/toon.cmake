@@ -1,13 +1,13 @@
-# Area "toon": the TOON encoder (src/toon.c), its Lua module cltoon, the fixture CLI,
+# Area "toon": the TOON encoder (src/codec/toon.c), its Lua module cltoon, the fixture CLI,
 # unit tests, busted spec, official encode fixtures and the reference round trip.
 # The tests compile their sources directly (not clcore) so that half-written modules
 # elsewhere in src/ cannot break them.
-set(CL_TOON_SOURCES ${CMAKE_SOURCE_DIR}/src/toon.c ${CMAKE_SOURCE_DIR}/src/json.c
-                    ${CMAKE_SOURCE_DIR}/src/util.c)
+set(CL_TOON_SOURCES ${CMAKE_SOURCE_DIR}/src/codec/toon.c ${CMAKE_SOURCE_DIR}/src/base/json.c
+                    ${CMAKE_SOURCE_DIR}/src/base/util.c)
 set(CL_TOON_EXT ${CMAKE_SOURCE_DIR}/build/ext)
 
 add_executable(test_toon ${CMAKE_SOURCE_DIR}/tests/unit/test_toon.c ${CL_TOON_SOURCES})
-target_include_directories(test_toon PRIVATE ${CMAKE_SOURCE_DIR}/src
+target_include_directories(test_toon PRIVATE
                                              ${CMAKE_SOURCE_DIR}/tests/unit)
 target_link_libraries(test_toon PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_toon COMMAND test_toon)
@@ -15,18 +15,18 @@ set_tests_properties(unit_toon PROPERTIES TIMEOUT 60 LABELS "unit;toon")
 
 # JSON on stdin, options in TOON_OPTIONS, TOON on stdout (the fixture runner's ENCODER_CMD).
 add_executable(toon-encode ${CMAKE_SOURCE_DIR}/tests/toon/toon-encode.c ${CL_TOON_SOURCES})
-target_include_directories(toon-encode PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_include_directories(toon-encode PRIVATE )
 target_link_libraries(toon-encode PRIVATE PkgConfig::CRYPTO m)
 
 # Benchmark driver (tests/bench/toon-bench.sh; not part of ctest).
 add_executable(toon-bench ${CMAKE_SOURCE_DIR}/tests/bench/toon-bench.c ${CL_TOON_SOURCES})
-target_include_directories(toon-bench PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_include_directories(toon-bench PRIVATE )
 target_link_libraries(toon-bench PRIVATE PkgConfig::CRYPTO m)
 
 # The Lua module as cltoon.so for busted (the server links luaopen_cltoon from clcore).
-add_library(cltoon MODULE ${CMAKE_SOURCE_DIR}/src/toon_lua.c ${CL_JSON_LUA_SOURCES}
-                          ${CL_TOON_SOURCES} ${CMAKE_SOURCE_DIR}/src/toonview.c)
-target_include_directories(cltoon PRIVATE ${CMAKE_SOURCE_DIR}/src)
+add_library(cltoon MODULE ${CMAKE_SOURCE_DIR}/src/codec/toon_lua.c ${CL_JSON_LUA_SOURCES}
+                          ${CL_TOON_SOURCES} ${CMAKE_SOURCE_DIR}/src/codec/toonview.c)
+target_include_directories(cltoon PRIVATE )
 target_link_libraries(cltoon PRIVATE PkgConfig::LUA PkgConfig::CRYPTO m)
 set_target_properties(cltoon PROPERTIES PREFIX "" OUTPUT_NAME cltoon)
 

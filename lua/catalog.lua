@@ -33,7 +33,7 @@ function M.group_title(group, lang)
     return g and g[lang_of(lang)] or nil
 end
 
--- Status names and texts come from the gateway's one text catalogue (src/texts.h),
+-- Status names and texts come from the gateway's one text catalogue (src/base/texts.h),
 -- the same entries the C core answers with.
 local STATUS = cltexts.status
 
@@ -87,7 +87,7 @@ function M.error_text(key, lang)
 end
 
 -- catalog.text(key, lang) -> the catalogue text `key` (a lower-case id of
--- src/texts.h, e.g. "retry_later") in lang; nil for an unknown key.
+-- src/base/texts.h, e.g. "retry_later") in lang; nil for an unknown key.
 function M.text(key, lang)
     local t = cltexts.text[key]
     return t and t[lang_of(lang)] or nil

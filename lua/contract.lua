@@ -320,7 +320,7 @@ function M.default_handle(tool)
     end
 end
 
--- The token-saving TOON view, applied by the core to the result (src/toonview.c):
+-- The token-saving TOON view, applied by the core to the result (src/codec/toonview.c):
 -- true, or { omit_instance_id = true } to also leave the _instance_id column out of
 -- the tables when every row of result.datas has _instance_id =
 -- <kn_id>-<ot_id>-<the single value of its _instance_identity>.
@@ -346,14 +346,14 @@ end
 
 ----------------------------------------------------------------------------
 -- routes: extra HTTP routes a tool declares, below the public prefix, registered
--- by the core (src/route.c) next to its own: { {method = "POST", path =
+-- by the core (src/surface/route.c) next to its own: { {method = "POST", path =
 -- "/a/{id}/b", body = "parameters"}, ... }. A path is literal segments and {name}
 -- segments; each {name} is a string parameter of the input schema, filled from the
 -- percent-decoded segment (a plain id). body (optional) names an object parameter
 -- the request body becomes (its bkn_context stays the call's); without it the body
 -- is the arguments, as on /kn/<tool>. A call through a declared route may go ad hoc.
 
--- The core's own routes below the prefix (src/route.c): exact paths, and prefixes
+-- The core's own routes below the prefix (src/surface/route.c): exact paths, and prefixes
 -- (ending in "/") under which every path is the core's. A tool's route may not
 -- shadow any of them, whatever its method.
 M.builtin_routes = {

@@ -1,7 +1,7 @@
 -- errors: the gateway's error rules for tools and the tool host (docs/errors.md).
 --
 -- * next_of(status): retryable, the wait and the required_action token of a status
---   (the same rules, CL_STATUS_NEXT in src/texts.h, the C core answers with).
+--   (the same rules, CL_STATUS_NEXT in src/base/texts.h, the C core answers with).
 -- * upstream(res, err, lang [, step]): the one mapping of a failed upstream call to a tool
 --   error, used by every tool (through tools/_lib/errors.lua) and by a tool's
 --   default handle (lua/contract.lua):

@@ -1,4 +1,4 @@
--- host: the bridge between the C core (src/tools.c, src/call.c) and the tools of
+-- host: the bridge between the C core (src/host/tools.c, src/host/call.c) and the tools of
 -- one generation. Loaded once per generation, inside the sandbox like any module.
 --
 -- C calls: configure{upstreams=} once, register(file_name, value, unchanged, file)
@@ -507,7 +507,7 @@ function M.invoke(name, args, ctx, query)
             " that is not a JSON object (return a table, or nil, err)", 0)
     end
     -- A tool that declares toon_view gets the token-saving view, laid out by the core
-    -- from the result (src/toonview.c); the fifth value asks for it: true, or the
+    -- from the result (src/codec/toonview.c); the fifth value asks for it: true, or the
     -- <kn_id>-<ot_id>- prefix its omit_instance_id rule compares _instance_id with.
     if format == "toon" and tool.toon_view then
         local view = true

@@ -1,6 +1,6 @@
 -- lifecycle: the two lifecycle tools, bkn_start_interaction and
 -- bkn_finish_interaction, declared like every tool. Their handlers are the core's
--- (src/lifecycle.c: they speak to Trace Core); what is declared here is what tools/list
+-- (src/surface/lifecycle.c: they speak to Trace Core); what is declared here is what tools/list
 -- shows (list_entry) and what check() enforces with lua/schema.lua before a handler
 -- runs, so the schema a model is shown is the one its arguments meet.
 --
@@ -9,7 +9,7 @@
 -- without an answer); message names the field and the rule in the caller's language;
 -- details lists every {path, message} schema.lua found, as for any other tool.
 --
--- C calls (src/tools.c): list_entry(name, lang) once per generation and language,
+-- C calls (src/host/tools.c): list_entry(name, lang) once per generation and language,
 -- check(name, args, lang, host_key) for every lifecycle call.
 local catalog = require "catalog"
 local schema = require "schema"

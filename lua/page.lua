@@ -1,10 +1,10 @@
 -- page: the catalogue page for people and its public shell (docs/info.md).
 --
--- The C core (src/info.c) gathers the self-description document of a surface (the
+-- The C core (src/surface/info.c) gathers the self-description document of a surface (the
 -- same document it answers as JSON), authenticates, picks the language and a fresh
 -- CSP nonce, calls catalogue() or shell() in the current generation's Lua state and
 -- writes the result with the security headers. Everything the page says comes from
--- the document or from the gateway's text catalogue (src/texts.h through catalog);
+-- the document or from the gateway's text catalogue (src/base/texts.h through catalog);
 -- every text that comes from a tool file is HTML-escaped here. The inline styles and
 -- scripts are in lua/page_assets.lua. Both files are read with the generation, so a
 -- reload picks up a changed page.

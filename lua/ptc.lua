@@ -4,7 +4,7 @@
 -- the small rules run_code / run_shell share (work directory, script wrapping).
 --
 -- Entries come from two places that must render the same stub: the tools/list
--- entries the C core precomputed (GET /mcp/ptc/toolkit, src/ptc.c) and ctx.list_tools()
+-- entries the C core precomputed (GET /mcp/ptc/toolkit, src/surface/ptc.c) and ctx.list_tools()
 -- inside a call (run_code). normalize_* bring both to one shape.
 local catalog = require "catalog"
 local stub_runtime = require "ptc_stub"

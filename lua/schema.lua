@@ -504,7 +504,7 @@ end
 
 local validate
 
--- Appends the validation error at path: the catalogue text `key` (src/texts.h,
+-- Appends the validation error at path: the catalogue text `key` (src/base/texts.h,
 -- "schema_*") in the language of the validation, formatted with the arguments.
 local function fail(st, path, key, ...)
     local args = table.pack(...)

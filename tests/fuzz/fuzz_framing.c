@@ -1,6 +1,6 @@
 /* fuzz_framing: libFuzzer target for the HTTP/1.1 request framing checker
- * (src/framing.c) and the server's indexing of the heads and chunked bodies it
- * accepts (src/hsrv_head.c).
+ * (src/http/framing.c) and the server's indexing of the heads and chunked bodies it
+ * accepts (src/http/hsrv_head.c).
  *
  * Input: one selector byte, then bytes as a client would send them.
  *   bit 0: the bytes are a chunked body (else a request head);

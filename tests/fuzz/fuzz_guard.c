@@ -1,4 +1,4 @@
-/* fuzz_guard: libFuzzer target for the bkn_context rules (src/guard.c).
+/* fuzz_guard: libFuzzer target for the bkn_context rules (src/flow/guard.c).
  *
  * Input: one selector byte, then JSON text of a call's arguments.
  *   selector bits 0-1: kn_id NULL, "kn1", "kn_42" or "" ;

@@ -1,5 +1,5 @@
 /* fuzz_hclient: libFuzzer target for the lean HTTP client's response parser
- * (src/hclient.c).
+ * (src/upstream/hclient.c).
  *
  * Input: one selector byte, then bytes as a server would send them.
  *   bit 0: the request was HEAD;

@@ -1,5 +1,5 @@
 /* fuzz_json_lua: differential libFuzzer target for the Lua JSON module
- * (src/json_lua.c): the direct decoder (cljson.pdecode) against the former tree
+ * (src/codec/json_lua.c): the direct decoder (cljson.pdecode) against the former tree
  * path (json_parse + cljson_push, the test hook cljson_pdecode_tree).
  *
  * Input: one option byte, then JSON text.
@@ -34,7 +34,7 @@
 
 #define T "fuzz_json_lua"
 
-/* Test hooks of src/json_lua.c (not in json_lua.h). */
+/* Test hooks of src/codec/json_lua.c (not in json_lua.h). */
 int cljson_pdecode_tree(lua_State *L);
 unsigned long cljson_decode_fallbacks(void);
 

@@ -1,5 +1,5 @@
-/* fuzz_mcp: libFuzzer target for MCP's JSON-RPC handling (src/mcp_msg.c, the pure
- * part of src/mcp.c). Input: one POST body, parsed with the server's default
+/* fuzz_mcp: libFuzzer target for MCP's JSON-RPC handling (src/codec/mcp_msg.c, the pure
+ * part of src/surface/mcp.c). Input: one POST body, parsed with the server's default
  * nesting limit (limits.json_max_depth = 128).
  *
  * Properties: the result is 0 or one of -32700/-32600/-32602 with the HTTP status

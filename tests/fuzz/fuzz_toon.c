@@ -1,4 +1,4 @@
-/* fuzz_toon: libFuzzer target for the TOON encoder (src/toon.c).
+/* fuzz_toon: libFuzzer target for the TOON encoder (src/codec/toon.c).
  *
  * Input: two option bytes, then JSON text.
  *   byte 0: bits 0-4 indent (0 = default, 17..31 are invalid on purpose),
@@ -14,7 +14,7 @@
  * every line is indented by a multiple of the indent; encoding twice and
  * encoding a clone give identical bytes.
  *
- * The token-saving view (src/toonview.c) of the same value, with the _instance_id
+ * The token-saving view (src/codec/toonview.c) of the same value, with the _instance_id
  * rule's prefix when byte 1 bit 7 is set: it encodes with the default options
  * whenever the value does, under the same line rules, deterministically; the MCP
  * text is that encoding or exactly the compact JSON, the REST text always the view. */

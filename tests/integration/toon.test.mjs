@@ -29,7 +29,7 @@ function toonTodo(tool) {
 
 // mcpTrims: the MCP result is a trimmed form of the REST one (each surface is checked
 // against its own JSON). view: the tool's TOON text is the token-saving view its description states
-// (src/toonview.c, declared with toon_view); it must decode and turn back into exactly the result.
+// (src/codec/toonview.c, declared with toon_view); it must decode and turn back into exactly the result.
 const SUBGRAPH = [{
   object_types: [{ id: 'ot_drug' }, { id: 'ot_manufacturer' }],
   relation_types: [{ relation_type_id: 'rt_produced_by', source_object_type_id: 'ot_drug', target_object_type_id: 'ot_manufacturer' }],

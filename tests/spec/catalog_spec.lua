@@ -1,4 +1,4 @@
--- The Lua face of the text catalogue (src/texts.h through cltexts.so) agrees with
+-- The Lua face of the text catalogue (src/base/texts.h through cltexts.so) agrees with
 -- what the C core answers with, and lua/catalog.lua reads it.
 local catalog = require "catalog"
 local cltexts = require "cltexts"

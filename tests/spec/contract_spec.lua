@@ -485,8 +485,8 @@ describe("contract routes", function()
         assert(contract.check(with_routes({ { method = "POST", path = "/mcp/proxy/{id}/call" } }), "sample_tool"))
     end)
 
-    it("knows every route the core matches itself (src/route.c)", function()
-        local f = assert(io.open("src/route.c"))
+    it("knows every route the core matches itself (src/surface/route.c)", function()
+        local f = assert(io.open("src/surface/route.c"))
         local src = f:read("a")
         f:close()
         local known = {}
@@ -498,7 +498,7 @@ describe("contract routes", function()
             n = n + 1
             local want = (fn == "strcmp" and lit ~= "/") and lit:gsub("/$", "") or lit
             assert.is_true(known[want] == true,
-                "src/route.c matches " .. lit .. "; contract.builtin_routes lacks " .. want)
+                "src/surface/route.c matches " .. lit .. "; contract.builtin_routes lacks " .. want)
         end
         assert.is_true(n >= 10)
     end)

@@ -1,4 +1,4 @@
--- Busted harness: loads tool files through the server's own sandbox (src/lvm.c,
+-- Busted harness: loads tool files through the server's own sandbox (src/host/lvm.c,
 -- built as the Lua C module clsandbox.so): the same allow-listed globals, unknown
 -- globals raising, the same `require` rules (tool code reaches only the public
 -- modules, the runtime's are private), the result checked by contract.check. It

@@ -46,7 +46,7 @@ local function tool_source(over)
 end
 
 -- A fresh host (one generation) with the configured upstreams; load(name, source,
--- mtime) registers a file the way src/tools.c does.
+-- mtime) registers a file the way src/host/tools.c does.
 local function generation()
     local sb = helper.sandbox()
     local host = sb.require("host")

@@ -23,7 +23,7 @@ local function count(s, needle)
     end
 end
 
--- A document as src/info.c builds it, from JSON text (key order kept).
+-- A document as src/surface/info.c builds it, from JSON text (key order kept).
 local function doc(lang, tools, extra)
     local d = cljson.decode(([[{"service":"context-loader","version":"0.1.0","surface":"mcp",
         "endpoint":"http://127.0.0.1:1/api/agent-retrieval/v1/mcp","protocol":"MCP Streamable HTTP",

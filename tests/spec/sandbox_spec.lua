@@ -1,5 +1,5 @@
 -- The harness loads tools through the server's own sandbox (clsandbox.so, built
--- from src/lvm.c): what the server refuses fails here too, with the server's words.
+-- from src/host/lvm.c): what the server refuses fails here too, with the server's words.
 local helper = require "helper"
 
 local function load_fails(sb, name, message)

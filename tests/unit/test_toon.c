@@ -1,4 +1,4 @@
-/* Unit tests for the TOON encoder (src/toon.c): each feature with exact text,
+/* Unit tests for the TOON encoder (src/codec/toon.c): each feature with exact text,
  * numbers and big integers, key folding, nesting limits, invalid input. */
 #include <stdlib.h>
 #include <string.h>

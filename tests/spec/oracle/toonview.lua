@@ -1,4 +1,4 @@
--- The Lua oracle of the token-saving TOON view (the server's is src/toonview.c, which
+-- The Lua oracle of the token-saving TOON view (the server's is src/codec/toonview.c, which
 -- tests/spec/tools/toonview_diff_spec.lua compares byte for byte with this one): the
 -- implementation tools used through their render hook before the view moved to C.
 --

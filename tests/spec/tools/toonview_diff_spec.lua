@@ -1,4 +1,4 @@
--- The token-saving TOON view in C (src/toonview.c, cltoon.view) against its Lua oracle
+-- The token-saving TOON view in C (src/codec/toonview.c, cltoon.view) against its Lua oracle
 -- (tests/spec/oracle/toonview.lua, the implementation tools used before): the same
 -- view and the same text, byte for byte, over the spec fixtures and random row sets
 -- from a fixed seed, on REST (always the view) and MCP (compact JSON unless the view

@@ -1,4 +1,4 @@
--- The token-saving TOON view (src/toonview.c through cltoon.view, declared by a tool
+-- The token-saving TOON view (src/codec/toonview.c through cltoon.view, declared by a tool
 -- with toon_view): tables for rows with nested values, dotted columns, side lists,
 -- and the cases that stay as they are.
 local cpath = os.getenv("CLTOON_CPATH") or os.getenv("CLJSON_CPATH")

@@ -3,7 +3,7 @@
  *
  * Lua functions:
  *   cltoon.encode(value [, opts]) -> text | nil, "cltoon: msg"
- *       value in the cljson model (src/json_lua.h: ordered objects, array_mt, null,
+ *       value in the cljson model (src/codec/json_lua.h: ordered objects, array_mt, null,
  *       boxed numbers, integers, floats, strings, booleans).
  *   cltoon.encode_json(text [, opts]) -> text | nil, "cltoon: msg"
  *       JSON text in (parsed by the exact codec, so big integers stay exact).

@@ -216,7 +216,7 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(LC_ANSWER_NOT_STORED, "BKN Trace Core 未能保存回答",                                         \
       "BKN Trace Core did not store the answer")                                                   \
     X(LC_TERMINAL_CONFLICT, "该交互已以另一种结果结束", "another terminal outcome already won")    \
-    /* host hints (src/callcheck.c). printf format: the hint's header or _meta key */              \
+    /* host hints (src/flow/callcheck.c). printf format: the hint's header or _meta key */              \
     X(HINT_LENGTH, "%s 必须是 1 到 256 个不含空格的可打印 ASCII 字符",                             \
       "%s must be 1 to 256 printable ASCII characters without spaces")                             \
     X(HINT_CHARS, "%s 只能包含不含空格的可打印 ASCII 字符",                                        \

@@ -1,7 +1,7 @@
 /* toon: the TOON encoder (docs/toon.md; TOON specification 3.3 of @toon-format/spec,
  * byte-compatible with @toon-format/toon 2.3.1 on the 153 official encode cases).
  *
- * Encodes a json_value (src/json.h) as TOON text appended to a util.h buf: key
+ * Encodes a json_value (src/base/json.h) as TOON text appended to a util.h buf: key
  * order from the data, inline primitive arrays, tabular arrays of uniform objects,
  * list arrays, quoting/escaping, comma/tab/pipe delimiters, indent size, and safe
  * key folding with flattenDepth. Numbers are canonical and exact:
