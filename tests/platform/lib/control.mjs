@@ -28,6 +28,39 @@ export class Recorder {
   }
 }
 
+// The platform's own record of what it executed: one compact entry per request a
+// service handled (a request a fault answered or dropped before the service saw it
+// is not there), with the W3C trace id of its traceparent, so a checker can group the
+// platform's executions by the caller's trace. Kept apart from the request log (and
+// far longer) so a long fault campaign never loses an entry.
+const MAX_EXECUTIONS = 500000;
+
+export class ExecutionLog {
+  constructor() {
+    this.entries = [];
+    this.seq = 0;
+  }
+  add(rec) {
+    this.seq += 1;
+    this.entries.push({ seq: this.seq, ...rec });
+    if (this.entries.length > MAX_EXECUTIONS) this.entries.splice(0, this.entries.length - MAX_EXECUTIONS);
+    return this.seq;
+  }
+  list({ service, since, trace_id: traceId } = {}) {
+    return this.entries.filter((r) => (!service || r.service === service) && (!(since >= 0) || r.seq > since)
+      && (!traceId || r.trace_id === traceId));
+  }
+  clear() {
+    this.entries = [];
+  }
+}
+
+/** The trace id of a traceparent header value, or '' when it has no valid form. */
+export function traceIdOf(traceparent) {
+  const m = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(String(traceparent || '').trim());
+  return m ? m[1] : '';
+}
+
 export class Faults {
   constructor() {
     this.items = [];
@@ -67,6 +100,13 @@ export class Faults {
       return f;
     }
     return null;
+  }
+  /** Removes one fault by id; true when it existed. */
+  remove(id) {
+    const i = this.items.findIndex((f) => f.id === id);
+    if (i < 0) return false;
+    this.items.splice(i, 1);
+    return true;
   }
   clear() {
     this.items = [];
