@@ -5,7 +5,7 @@ export ROOT
 
 # Debian packages the build, the tests and the demo need.
 APT_PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev lua5.4 liblua5.4-dev
-  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check ca-certificates
+  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check ca-certificates jq curl
   libhiredis-dev redis-server nginx chromium fonts-wqy-zenhei python3"
 
 as_root() {

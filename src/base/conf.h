@@ -31,7 +31,7 @@
       "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "     \
       "than 1 needs a redis state_store")                                                          \
     X(tools_dir, "tools_dir", NULL, PATH, "tools",                                                 \
-      "directory of tool scripts (relative to the working dir)")                                   \
+      "directory of tool scripts")                                                                 \
     X(tools_watch, "tools.watch", NULL, BOOL, "false",                                             \
       "reload when files in tools_dir change (inotify, debounced; editor temp files ignored)")     \
     X(tools_watch_debounce_ms, "tools.watch_debounce_ms", NULL, INT, "300",                        \
