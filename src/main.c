@@ -328,6 +328,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     memset(&icfg, 0, sizeof icfg);
     icfg.ttl_ms = a.cfg->idempotency_ttl_s * 1000;
     icfg.wait_ms = a.cfg->idempotency_wait_ms;
+    icfg.claim_ttl_ms = a.cfg->idempotency_claim_ttl_ms;
     a.idem = idem_new(a.base, a.store, &icfg);
     const char *secret = a.cfg->session_secret;
     a.sessions = session_new(*secret ? secret

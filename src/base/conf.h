@@ -140,6 +140,9 @@
       "trace_core.operation_key_retention_s")                                                      \
     X(idempotency_wait_ms, "idempotency.wait_ms", NULL, INT, "10000",                              \
       "how long a duplicate waits for the first call before in_progress")                          \
+    X(idempotency_claim_ttl_ms, "idempotency.claim_ttl_ms", NULL, INT, "60000",                    \
+      "how long the claim of a running call lives (longer than the longest call): a duplicate "    \
+      "waits behind it, and an Operation still pending after it is taken as abandoned")            \
     X(idempotency_max_records, "idempotency.max_records", NULL, INT, "100000",                     \
       "memory store: most records kept")                                                           \
     X(session_secret, "session_secret", NULL, STR, "",                                             \

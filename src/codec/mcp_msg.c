@@ -226,8 +226,14 @@ void mcp_write_tool_result(buf *out, const call_outcome *o)
             put_raw(out, &o->json);
         buf_puts(out, ",\"isError\":false");
     }
-    if (o->unrecorded)
+    if (o->unrecorded) {
         buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"unrecorded\"}");
+    } else if (o->receipt_pending) {
+        buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"receipt_pending\","
+                      "\"openbkn.ai/receipt-id\":");
+        json_write_string(out, o->receipt_id, strlen(o->receipt_id));
+        buf_putc(out, '}');
+    }
     buf_putc(out, '}');
 }
 

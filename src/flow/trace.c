@@ -55,6 +55,7 @@ struct trace_call {
     fetch_header hdrs[MAX_HEADERS];
     size_t nh;
     int idempotent, tries, counts; /* counts: affects breaker and stats */
+    int64_t persist_until;         /* a background finalization: retried until then */
     fetch_req *fr;
     int64_t started;
     trace_reply reply;
@@ -468,6 +469,22 @@ static void request_fetched(const fetch_response *resp, void *arg)
             set_detail(c, fmt_detail("without an error envelope", NULL, resp->status));
         }
     }
+    if (c->persist_until) {
+        /* a background finalization: keep trying while Core is out, then count it */
+        if (st == TRACE_UNAVAILABLE && now_mono_ms() < c->persist_until) {
+            long ms = 250L << (c->tries < 5 ? c->tries - 1 : 4);
+            struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+            c->phase = PH_BACKOFF;
+            evtimer_add(c->ev, &tv);
+            return;
+        }
+        if (st == TRACE_OK)
+            t->st.redelivered++;
+        else
+            t->st.redelivery_failed++;
+        request_finish(c, st);
+        return;
+    }
     if (c->idempotent && c->tries < MAX_TRIES && retryable(resp)) {
         /* Bounded backoff: 20 ms, then 40 ms. */
         struct timeval tv = {0, (c->tries == 1 ? 20 : 40) * 1000};
@@ -552,11 +569,14 @@ static void owner_headers(trace_call *c, const principal *who, const char *tenan
         add_header(c, "X-BKN-Auth-Method", who->auth_method);
 }
 
-trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
-                          const char *method, const char *path, const json_value *body,
-                          int idempotent, trace_cb cb, void *arg)
+/* persist_until: 0, or a background request without a callback, retried until then
+ * (request_fetched); it neither consults nor moves the breaker. */
+static trace_call *request_new(trace_ctx *t, const principal *who, const char *lang_tag,
+                               const char *method, const char *path, const json_value *body,
+                               int idempotent, trace_cb cb, void *arg, int64_t persist_until)
 {
     trace_call *c = call_new(t, K_REQUEST);
+    c->persist_until = persist_until;
     const char *tenant = NULL, *domain = NULL;
     buf u = BUF_INIT;
     c->cb = cb;
@@ -577,12 +597,12 @@ trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_t
         request_fail_now(c, TRACE_NO_OWNER, "no trusted account, tenant or business domain");
         goto done;
     }
-    if (!breaker_admit(t, c)) {
+    if (!persist_until && !breaker_admit(t, c)) {
         t->st.fast_fails++;
         request_fail_now(c, TRACE_UNAVAILABLE, "circuit open");
         goto done;
     }
-    c->counts = 1;
+    c->counts = !persist_until;
     c->method = xstrdup(method);
     buf_printf(&u, "%s%s%s", t->base_url, API_PREFIX, path);
     c->url = buf_steal(&u, NULL);
@@ -596,6 +616,13 @@ trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_t
 done:
     buf_free(&u);
     return c;
+}
+
+trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
+                          const char *method, const char *path, const json_value *body,
+                          int idempotent, trace_cb cb, void *arg)
+{
+    return request_new(t, who, lang_tag, method, path, body, idempotent, cb, arg, 0);
 }
 
 /* ---- capture policy ---- */
@@ -1022,8 +1049,8 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
     return c;
 }
 
-trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
-                                 const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
+/* The body of an attempt's finalization (caller frees) and its path format. */
+static json_value *attempt_body(const trace_attempt_in *in, char fmt[80])
 {
     json_value *b = json_new_object();
     json_value *env = NULL;
@@ -1050,13 +1077,36 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     json_set(b, "artifact_refs", json_new_null());
     json_set(b, "partial_reasons", json_new_null());
     json_set(b, in->failed ? "error" : "output", env);
-    char fmt[80]; /* the operation id is escaped into the one %s */
-    snprintf(fmt, sizeof fmt, "/operations/%%s/attempts/%ld:%s", in->attempt,
+    /* the operation id is escaped into the one %s */
+    snprintf(fmt, 80, "/operations/%%s/attempts/%ld:%s", in->attempt,
              in->failed ? "fail" : "complete");
+    return b;
+}
+
+trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
+                                 const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
+{
+    char fmt[80];
+    json_value *b = attempt_body(in, fmt);
     trace_call *c =
         typed_request(t, who, lang, "POST", fmt, in->operation_id, NULL, b, 1, V_RECEIPT, arg);
     c->tcb.receipt = cb;
     return c;
+}
+
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+                                const trace_attempt_in *in)
+{
+    char fmt[80];
+    json_value *b = attempt_body(in, fmt);
+    buf path = BUF_INIT, e1 = BUF_INIT;
+    buf_printf(&path, fmt, trace_path_escape(in->operation_id, &e1));
+    t->st.redeliveries++;
+    request_new(t, who, lang, "POST", path.data, b, 1, NULL, NULL,
+                now_mono_ms() + TRACE_REDELIVER_MS);
+    json_free(b);
+    buf_free(&path);
+    buf_free(&e1);
 }
 
 /* ---- interaction lease cache ---- */

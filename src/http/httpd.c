@@ -896,6 +896,14 @@ static void httpd_metrics_text(app *a, buf *b)
                 (double)st.probe_tries);
         counter(b, "cl_trace_probe_down_total", "Probe runs that verified an outage.",
                 (double)st.probe_down);
+        counter(b, "cl_trace_redeliveries_total",
+                "Attempt finalizations sent again in the background after a failure.",
+                (double)st.redeliveries);
+        counter(b, "cl_trace_redelivered_total", "Background finalizations that got their receipt.",
+                (double)st.redelivered);
+        counter(b, "cl_trace_redelivery_failed_total",
+                "Background finalizations that ended without a receipt.",
+                (double)st.redelivery_failed);
         counter(b, "cl_trace_policy_cache_hits_total", "Capture policy lookups from cache.",
                 (double)st.policy_hits);
         counter(b, "cl_trace_policy_cache_misses_total", "Capture policy lookups sent to Core.",

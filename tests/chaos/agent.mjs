@@ -69,7 +69,7 @@ export function makeAgent({ id, token, principal, seed, targets, history, shared
       if (shared.disconnects > 0) {
         shared.disconnects -= 1;
         ac = new AbortController();
-        cut = setTimeout(() => ac.abort(), rng.int(1, 120));
+        cut = setTimeout(() => ac.abort(), rng.int(1, 600));
       }
       const t0 = Date.now();
       const span = rng.hex(16);

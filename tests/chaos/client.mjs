@@ -93,7 +93,7 @@ function mcpAnswer(r) {
   }
   return {
     kind: 'ok', status: r.status, via, payload: JSON.stringify(res),
-    receiptId: sc?.bkn_receipt?.receipt_id || '', receiptCount: sc?.bkn_receipt ? 1 : 0,
+    receiptId: sc?.bkn_receipt?.receipt_id || res._meta?.['openbkn.ai/receipt-id'] || '', receiptCount: sc?.bkn_receipt ? 1 : 0,
     unrecorded: res._meta?.['openbkn.ai/trace-status'] === 'unrecorded',
     receiptPending: res._meta?.['openbkn.ai/trace-status'] === 'receipt_pending',
     value: sc,

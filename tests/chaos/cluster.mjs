@@ -26,6 +26,8 @@ export async function startCluster({ bin, dir, redisBin, nginxBin, simTtlS, env 
     CL_STATE_STORE_KEY_PREFIX: 'chaos:',
     EXECUTE_SKILL_ENABLED: 'true',
     CL_IDEMPOTENCY_WAIT_MS: '2000',
+    // longer than the longest call here (4 s upstream, 1.5 s per Trace Core try)
+    CL_IDEMPOTENCY_CLAIM_TTL_MS: '15000',
     CL_UPSTREAM_ONTOLOGY_QUERY_TIMEOUT_MS: '4000',
     CL_UPSTREAM_OPERATOR_INTEGRATION_TIMEOUT_MS: '4000',
     CL_UPSTREAM_BKN_BACKEND_TIMEOUT_MS: '4000',

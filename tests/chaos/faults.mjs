@@ -16,7 +16,8 @@ export function makeSchedule(seed, seconds) {
   while (t < end) {
     const kind = rng.weighted([
       ['kill_instance', 3], ['sighup', 2], ['redis_restart', 2], ['trace_down', 2], ['trace_hang', 1],
-      ['trace_5xx', 2], ['upstream_drop', 3], ['upstream_delay', 2], ['client_disconnect', 3],
+      ['trace_5xx', 2], ['upstream_drop', 3], ['upstream_delay', 2], ['upstream_slow_answer', 2],
+      ['client_disconnect', 3],
     ]);
     const f = { at: t, kind };
     const up = () => rng.pick(['ontology_query', 'operator_integration']);
@@ -35,6 +36,8 @@ export function makeSchedule(seed, seconds) {
         break;
       case 'upstream_drop': f.service = up(); f.mode = rng.pick(['close', 'truncate']); f.count = rng.int(1, 4); break;
       case 'upstream_delay': f.service = up(); f.latencyMs = rng.int(300, 5500); f.count = rng.int(1, 4); break;
+      // the platform executes at once and answers late (past the gateway's timeout at times)
+      case 'upstream_slow_answer': f.service = up(); f.latencyMs = rng.int(300, 5500); f.count = rng.int(1, 4); break;
       case 'client_disconnect': f.count = rng.int(1, 4); break;
       default: break;
     }
@@ -81,6 +84,11 @@ export async function runSchedule({ schedule, cluster: c, shared, t0, log, until
         }
         case 'upstream_delay': {
           const x = await simFault({ service: f.service, latency_ms: f.latencyMs, count: f.count });
+          c.pendingFaults.push(x.id);
+          break;
+        }
+        case 'upstream_slow_answer': {
+          const x = await simFault({ service: f.service, answer_latency_ms: f.latencyMs, count: f.count });
           c.pendingFaults.push(x.id);
           break;
         }

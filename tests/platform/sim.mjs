@@ -181,6 +181,9 @@ export function createSimulator() {
       trace_id: traceIdOf(req.headers.traceparent), account: String(req.headers['x-account-id'] || ''),
       ...(fault?.mode === 'truncate' ? { answer: 'truncated' } : {}),
     });
+    // answer_latency_ms: the service has done the work; only its answer is late (a
+    // caller that gives up meanwhile does not undo it)
+    if (fault?.answer_latency_ms) await new Promise((res2) => setTimeout(res2, fault.answer_latency_ms));
     return reply(res, r);
   };
 

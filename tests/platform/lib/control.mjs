@@ -68,22 +68,23 @@ export class Faults {
   }
   /**
    * Validate and add a fault spec; returns {fault} or {error}.
-   * Spec: {service, path_prefix?, latency_ms?, status?, body?, mode?, count?}.
+   * Spec: {service, path_prefix?, latency_ms?, answer_latency_ms?, status?, body?, mode?, count?}.
    */
   add(spec) {
     if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return { error: 'fault must be a JSON object' };
-    const known = ['service', 'path_prefix', 'latency_ms', 'status', 'body', 'mode', 'count'];
+    const known = ['service', 'path_prefix', 'latency_ms', 'answer_latency_ms', 'status', 'body', 'mode', 'count'];
     for (const k of Object.keys(spec)) if (!known.includes(k)) return { error: `unknown fault field "${k}"` };
     if (!FAULT_SERVICES.includes(spec.service)) return { error: `service must be one of ${FAULT_SERVICES.join(', ')}` };
     const num = (k, lo, hi) => spec[k] === undefined || (Number.isInteger(spec[k]) && spec[k] >= lo && spec[k] <= hi);
     if (spec.path_prefix !== undefined && typeof spec.path_prefix !== 'string') return { error: 'path_prefix must be a string' };
     if (!num('latency_ms', 0, 600000)) return { error: 'latency_ms must be an integer 0..600000' };
+    if (!num('answer_latency_ms', 0, 600000)) return { error: 'answer_latency_ms must be an integer 0..600000' };
     if (!num('status', 100, 599)) return { error: 'status must be an integer 100..599' };
     if (!num('count', 1, 1e9)) return { error: 'count must be a positive integer' };
     if (spec.body !== undefined && typeof spec.body !== 'string') return { error: 'body must be a string' };
     if (spec.mode !== undefined && !FAULT_MODES.includes(spec.mode)) return { error: `mode must be one of ${FAULT_MODES.join(', ')}` };
-    if (spec.latency_ms === undefined && spec.status === undefined && spec.mode === undefined) {
-      return { error: 'a fault needs latency_ms, status or mode' };
+    if (spec.latency_ms === undefined && spec.answer_latency_ms === undefined && spec.status === undefined && spec.mode === undefined) {
+      return { error: 'a fault needs latency_ms, answer_latency_ms, status or mode' };
     }
     const fault = { id: this.nextId++, hits: 0, ...spec, remaining: spec.count === undefined ? null : spec.count };
     this.items.push(fault);
