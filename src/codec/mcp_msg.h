@@ -65,12 +65,15 @@ void mcp_write_error(buf *out, const char *id_json, int code, const char *messag
  * the JSON), structuredContent (the result, with bkn_receipt as its last member
  * when there is a receipt; for an error the error object of the text block, with
  * bkn_receipt as its last member when the failed call was recorded), isError, and
- * _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. */
+ * _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. A
+ * result's structuredContent is its JSON text, the receipt put in as its last member
+ * (no tree needed). */
 void mcp_write_tool_result(buf *out, const call_outcome *o);
 
-/* What Trace Core records as the output of an MCP call's attempt: the tool result
- * before any receipt, as a value - {"content":[{"type":"text","text":<the JSON
- * text>}],"isError":...}. Owned by the caller. */
-json_value *mcp_attempt_output(const call_outcome *o);
+/* Appends what Trace Core records as the output of an MCP call's attempt: the tool
+ * result before any receipt - {"content":[{"type":"text","text":<the JSON
+ * text>}],"isError":...} - written from the outcome's text (its quoted copy when
+ * made), nothing parsed. */
+void mcp_write_attempt_output(buf *out, const call_outcome *o);
 
 #endif
