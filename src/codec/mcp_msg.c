@@ -214,7 +214,7 @@ static void put_result_with_receipt(buf *out, const json_value *result, const js
     buf_putc(out, '}');
 }
 
-/* An error's structuredContent: the error object of the text block itself, with
+/* The error object of a failed call: the text the tool or the gateway wrote, with
  * bkn_receipt as one more member when the failed call was recorded. A body that is
  * not a JSON object (nothing the gateway writes) is wrapped as {code, details}. */
 static void put_error_object(buf *out, const call_outcome *o)
@@ -243,20 +243,25 @@ static void put_error_object(buf *out, const call_outcome *o)
 void mcp_write_tool_result(buf *out, const call_outcome *o)
 {
     buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
-    if (o->toon && !o->is_error && o->toon_text.data)
-        put_text(out, &o->toon_text);
-    else
-        put_json_text(out, o);
-    buf_puts(out, "}]");
-    if (!o->is_error) {
-        buf_puts(out, ",\"structuredContent\":");
+    if (o->is_error) {
+        /* An error result carries no structuredContent (a client validates it against
+         * the tool's outputSchema, which describes results): its one text block is the
+         * error object as compact JSON, receipt included. */
+        buf e = {0};
+        put_error_object(&e, o);
+        put_text(out, &e);
+        buf_free(&e);
+        buf_puts(out, "}],\"isError\":true");
+    } else {
+        if (o->toon && o->toon_text.data)
+            put_text(out, &o->toon_text);
+        else
+            put_json_text(out, o);
+        buf_puts(out, "}],\"structuredContent\":");
         if (!o->receipt || put_text_with_receipt(out, &o->json, o->receipt) < 0)
             put_raw(out, &o->json);
-    } else {
-        buf_puts(out, ",\"structuredContent\":");
-        put_error_object(out, o);
+        buf_puts(out, ",\"isError\":false");
     }
-    buf_puts(out, o->is_error ? ",\"isError\":true" : ",\"isError\":false");
     if (o->unrecorded)
         buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"unrecorded\"}");
     buf_putc(out, '}');

@@ -193,6 +193,7 @@ int trace_payload_envelope(const json_value *payload, json_value **out)
 trace_ctx *trace_new(struct event_base *base, fetch_ctx *fetch, const trace_config *cfg)
 {
     trace_ctx *t = xcalloc(1, sizeof(*t));
+    t->st.last_probe = -1;
     LIST_INIT(&t->calls);
     LIST_INIT(&t->probe_waiters);
     trace_config c = {0};
@@ -741,6 +742,8 @@ static void probe_verdict_set(trace_ctx *t, probe_verdict v)
     t->have_verdict = 1;
     t->verdict = v;
     t->verdict_expires = now + 1000LL * t->cfg.verdict_ttl_s;
+    t->st.last_probe = (int)v;
+    t->st.last_probe_wall_ms = now_wall_ms();
     if (v == PROBE_DOWN) {
         t->st.probe_down++;
         /* A verified outage: fail fast for a while rather than hammering Core. */

@@ -128,6 +128,9 @@ typedef struct trace_stats_t {
     uint64_t probe_down;    /* DOWN verdicts of probe runs */
     uint64_t policy_hits;   /* served from cache or joined an in-flight lookup */
     uint64_t policy_misses; /* started a Core call */
+    int last_probe;              /* verdict of the last probe run: PROBE_ALIVE, PROBE_DOWN,
+                                    or -1 when none ran yet (kept past the verdict's TTL) */
+    int64_t last_probe_wall_ms;  /* when it settled (wall clock), 0 when none */
 } trace_stats_t;
 void trace_stats(const trace_ctx *t, trace_stats_t *out);
 
