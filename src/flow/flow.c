@@ -235,14 +235,18 @@ static const char *input_hash(flow *f)
 
 /* ---- the tool and its attempt ---- */
 
-static void on_finalized(const trace_reply *r, const json_value *receipt, void *arg)
+static void on_finalized(const trace_reply *r, const trace_receipt *rc, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
     trace_time_end(f);
     if (r->status == TRACE_OK && r->body) {
-        if (receipt)
-            f->o.receipt = json_clone(receipt);
+        if (rc) { /* Core's text, put into the answer as it is */
+            buf_reset(&f->o.receipt_json);
+            buf_append(&f->o.receipt_json, rc->json, rc->len);
+            if (rc->receipt_id)
+                str_copy(f->o.receipt_id, sizeof f->o.receipt_id, rc->receipt_id);
+        }
     } else {
         /* The business result stands; the receipt stays pending at Core. */
         log_line *l = log_begin(LOG_WARN, "operation finalize failed");
@@ -250,11 +254,6 @@ static void on_finalized(const trace_reply *r, const json_value *receipt, void *
         log_str(l, "operation_id", f->o.operation_id);
         log_int(l, "trace_status", (int)r->status);
         log_end(l);
-    }
-    if (f->o.receipt) {
-        const json_value *rid = json_get(f->o.receipt, "receipt_id");
-        if (rid && json_typeof(rid) == JSON_STRING)
-            str_copy(f->o.receipt_id, sizeof f->o.receipt_id, json_get_str(rid, NULL));
     }
     finish(f, 1);
 }

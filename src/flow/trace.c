@@ -43,6 +43,7 @@ struct trace_call {
     void *arg;
     view_kind view;
     const char *id_member; /* V_ID: the member handed to the callback */
+    const json_keep *keep; /* a 2xx body's members the view reads, or NULL: all */
     union {
         trace_interaction_cb interaction;
         trace_id_cb id;
@@ -420,6 +421,34 @@ static void request_fail_now(trace_call *c, trace_status st, const char *detail)
     deliver_later(c);
 }
 
+/* The members each typed view reads of a 2xx body (json_parse_keep). */
+static const json_keep KEEP_MANIFEST[] = {{"answer_artifact_ref", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_INTERACTION[] = {
+    {"conversation_id", NULL, 0}, {"interaction_id", NULL, 0}, {"execution_status", NULL, 0},
+    {"evidence_status", NULL, 0}, {"lease_token", NULL, 0},    {"updated_at", NULL, 0},
+    {"lease_epoch", NULL, 0},     {"closure_manifest", KEEP_MANIFEST, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_CONVERSATION_ID[] = {{"conversation_id", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_ARTIFACT_ID[] = {{"artifact_id", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_OP_OPERATION[] = {
+    {"operation_id", NULL, 0}, {"attempt", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_OP_RECEIPT[] = {
+    {"receipt_id", NULL, 0}, {"receipt_status", NULL, 0}, {NULL, NULL, 0}};
+/* operations:ensure: what running the tool needs; a reply that does not let us run
+ * is decoded again whole (op_executes) */
+static const json_keep KEEP_OPERATION[] = {{"operation", KEEP_OP_OPERATION, 0},
+                                           {"receipt", KEEP_OP_RECEIPT, 0},
+                                           {"execute", NULL, 0},
+                                           {NULL, NULL, 0}};
+/* an attempt's outcome: the receipt as its text (it goes into the answer as it is) */
+static const json_keep KEEP_RECEIPT[] = {{"receipt", NULL, 1}, {NULL, NULL, 0}};
+static const json_keep KEEP_RECEIPT_ID[] = {{"receipt_id", NULL, 0}, {NULL, NULL, 0}};
+
+static int op_executes(const json_value *body)
+{
+    const json_value *x = json_get(body, "execute");
+    return x && json_typeof(x) == JSON_TRUE;
+}
+
 static int retryable(const fetch_response *resp)
 {
     if (resp->result == FETCH_OK)
@@ -446,9 +475,14 @@ static void request_fetched(const fetch_response *resp, void *arg)
         json_limits lim = {0, MAX_RESPONSE};
         if (resp->body_len == 0) {
             st = TRACE_OK;
-        } else if ((c->body_json =
-                        json_parse(resp->body, resp->body_len, &lim, err, sizeof(err))) != NULL) {
+        } else if ((c->body_json = json_parse_keep(resp->body, resp->body_len, &lim, c->keep, err,
+                                                   sizeof(err))) != NULL) {
             st = TRACE_OK;
+            if (c->view == V_OPERATION && !op_executes(c->body_json)) {
+                /* another claimant's: the caller reads its operation and receipt whole */
+                json_free(c->body_json);
+                c->body_json = json_parse(resp->body, resp->body_len, &lim, err, sizeof(err));
+            }
             c->reply.body = c->body_json;
         } else {
             set_detail(c, fmt_detail("with a body that is not JSON", NULL, resp->status));
@@ -874,9 +908,19 @@ static void deliver_view(trace_call *c)
         c->tcb.operation(r, ok ? &op : NULL, c->arg);
         break;
     }
-    case V_RECEIPT:
-        c->tcb.receipt(r, b ? json_get(b, "receipt") : NULL, c->arg);
+    case V_RECEIPT: {
+        const json_value *raw = b ? json_get(b, "receipt") : NULL;
+        trace_receipt rc = {NULL, 0, NULL};
+        json_value *ids = NULL;
+        if (raw && json_typeof(raw) == JSON_STRING) { /* the member's text (KEEP_RECEIPT) */
+            rc.json = json_get_str(raw, &rc.len);
+            ids = json_parse_keep(rc.json, rc.len, NULL, KEEP_RECEIPT_ID, NULL, 0);
+            rc.receipt_id = ids ? json_get_string(ids, "receipt_id") : NULL;
+        }
+        c->tcb.receipt(r, raw ? &rc : NULL, c->arg);
+        json_free(ids);
         break;
+    }
     default:
         break;
     }
@@ -918,6 +962,7 @@ trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char
     trace_call *c = typed_request(t, who, lang, "GET", "/interactions/%s", interaction_id, NULL,
                                   NULL, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
+    c->keep = KEEP_INTERACTION;
     return c;
 }
 
@@ -935,6 +980,7 @@ trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const c
     trace_call *c = typed_request(t, who, lang, "POST", "/conversations/%s/interactions",
                                   conversation_id, NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
+    c->keep = KEEP_INTERACTION;
     return c;
 }
 
@@ -953,6 +999,7 @@ trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const c
     trace_call *c = typed_request(t, who, lang, "POST", "/interactions/%s/finish", interaction_id,
                                   NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
+    c->keep = KEEP_INTERACTION;
     return c;
 }
 
@@ -969,6 +1016,7 @@ trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const 
                                   b, 1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "conversation_id";
+    c->keep = KEEP_CONVERSATION_ID;
     return c;
 }
 
@@ -1012,6 +1060,7 @@ trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *l
         typed_request(t, who, lang, "POST", "/evidence/artifacts", NULL, NULL, b, 1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "artifact_id";
+    c->keep = KEEP_ARTIFACT_ID;
     buf_free(&text);
     buf_free(&ini);
     return c;
@@ -1039,6 +1088,7 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
         typed_request(t, who, lang, "POST", "/conversations/%s/interactions/%s/operations:ensure",
                       in->conversation_id, in->interaction_id, b, 0, V_OPERATION, arg);
     c->tcb.operation = cb;
+    c->keep = KEEP_OPERATION;
     return c;
 }
 
@@ -1121,6 +1171,7 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     trace_call *c = request_text(t, who, lang, "POST", path.data, text, len, 1, NULL, arg);
     c->view = V_RECEIPT;
     c->tcb.receipt = cb;
+    c->keep = KEEP_RECEIPT;
     buf_free(&path);
     buf_free(&e1);
     return c;

@@ -1014,12 +1014,12 @@ static void on_op(const trace_reply *r, const trace_operation *op, void *arg)
     }
 }
 
-static void on_receipt(const trace_reply *r, const json_value *receipt, void *arg)
+static void on_receipt(const trace_reply *r, const trace_receipt *rc, void *arg)
 {
     typed_result *t = arg;
     t->done++;
     t->status = r->status;
-    t->have_receipt = receipt && json_get_string(receipt, "receipt_id");
+    t->have_receipt = rc && rc->receipt_id;
 }
 
 /* The operations build their paths (ids escaped) and bodies, and check replies. */
