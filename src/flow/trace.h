@@ -214,6 +214,9 @@ typedef struct trace_ensure_in {
     const char *operation_key, *tool_name;
     const char *protocol;                  /* "mcp" | "sdk" */
     const json_value *input;               /* the arguments (put in a PayloadEnvelope) */
+    const char *input_json;                /* or their canonical text (input is then
+                                              ignored); NULL: written from input */
+    size_t input_len;
     const char *lease_token;               /* "" when none */
     const json_value *lease_epoch;         /* NULL -> 0 */
     const char *parent_operation_id;       /* NULL or "" = absent */
