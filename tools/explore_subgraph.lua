@@ -89,7 +89,8 @@ end
 
 function M.shape_request(args, ctx)
     if args.offset ~= nil and has_cursor(args) then
-        return nil, errors.refuse(400, ctx.lang, "offset and search_after cannot be used together: page with one of them")
+        return nil, errors.refuse(400, ctx.lang,
+            "offset and search_after cannot be used together: page with one of them")
     end
     local bad = errors.dot_ids(ctx.lang, args, "kn_id")
     if bad then

@@ -95,7 +95,7 @@ end
 
 -- The skill_query condition over the skills type's searchable fields (name,
 -- description): match, and knn where the field declares it | nil.
-local function query_condition(skills, q, k)
+local function query_condition(skills, q)
     if type(q) ~= "string" or q:match("^%s*$") then
         return nil
     end
@@ -133,7 +133,8 @@ local function identities_condition(list)
                 { "field", "operation", "value", "value_from" })
         end
         if #all > 0 then
-            any[#any + 1] = cljson.object({ operation = "and", sub_conditions = all }, { "operation", "sub_conditions" })
+            any[#any + 1] = cljson.object({ operation = "and", sub_conditions = all },
+                { "operation", "sub_conditions" })
         end
     end
     if #any == 0 then
@@ -146,7 +147,8 @@ local function both(a, b)
     if a == nil or b == nil then
         return a or b
     end
-    return cljson.object({ operation = "and", sub_conditions = util.array({ a, b }) }, { "operation", "sub_conditions" })
+    return cljson.object({ operation = "and", sub_conditions = util.array({ a, b }) },
+        { "operation", "sub_conditions" })
 end
 
 local function entry(props)
@@ -235,7 +237,7 @@ function M.handle(args, ctx)
             reason = "object_type_id not found in the knowledge network" })
     end
     local top_k = args.top_k or DEFAULT_TOP_K
-    local skill_cond = query_condition(skills, args.skill_query, top_k)
+    local skill_cond = query_condition(skills, args.skill_query)
     local inst_cond = identities_condition(args.instance_identities)
     local has_instances = inst_cond ~= nil
     local empty = skill_cond and m.no_query_match or (has_instances and m.no_instance_match or m.no_type_match)
@@ -264,7 +266,8 @@ function M.handle(args, ctx)
     local path = cljson.object({
         object_types = util.array({ source, target }),
         relation_types = util.array({ cljson.object({ relation_type_id = rt.id, source_object_type_id = ot_id,
-            target_object_type_id = SKILLS }, { "relation_type_id", "source_object_type_id", "target_object_type_id" }) }),
+            target_object_type_id = SKILLS },
+            { "relation_type_id", "source_object_type_id", "target_object_type_id" }) }),
     }, { "object_types", "relation_types", "limit" })
     local body, ferr = errors.fetch(ctx, { upstream = "ontology_query", method = "POST",
         path = kn_path(kn_id) .. "/subgraph", query = { query_type = "relation_path" },

@@ -122,7 +122,8 @@ function M.shape_request(args, ctx)
         end
         time = cljson.object({ start = t.start, ["end"] = t["end"], instant = t.instant, step = t.step }, TIME_KEYS)
     end
-    local body = cljson.object({ time = time, condition = args.condition, analysis_dimensions = args.analysis_dimensions,
+    local body = cljson.object({ time = time, condition = args.condition,
+        analysis_dimensions = args.analysis_dimensions,
         order_by = args.order_by, having = args.having, limit = args.limit },
         { "time", "condition", "analysis_dimensions", "order_by", "having", "limit" })
     return {

@@ -170,7 +170,8 @@ local function permitted(ctx, kn_id, list)
         if util.is_2xx(res) then
             kept, why = retrieval.permitted(kn_id, chunk, util.try_json(res))
         else
-            why = res and ("status " .. tostring(res.status)) or (type(err) == "table" and tostring(err.code) or "unreachable")
+            why = res and ("status " .. tostring(res.status)) or
+                (type(err) == "table" and tostring(err.code) or "unreachable")
         end
         if kept == nil then
             ctx.log("warn", "resource filter unavailable (" .. tostring(why) .. ")")
@@ -188,7 +189,8 @@ end
 -- object type id -> bkn-backend concept search score | nil (search unavailable).
 local function concept_scores(ctx, kn_id, args)
     local cond = cljson.decode(cljson.encode({ operation = "or", sub_conditions = {
-        { field = "*", operation = "knn", value = args.query, value_from = "const", limit_key = "k", limit_value = 2000 },
+        { field = "*", operation = "knn", value = args.query, value_from = "const", limit_key = "k",
+            limit_value = 2000 },
         { field = "*", operation = "match", value = args.query, value_from = "const" } } }))
     local body = util.object({ condition = cond, sort = cljson.decode('[{"field":"_score","direction":"desc"}]'),
         limit = 2000, need_total = false }, { "concept_groups", "condition", "sort", "limit", "need_total" })
@@ -269,7 +271,8 @@ local function rerank(ctx, query, nodes, fields_of)
     if util.is_2xx(res) then
         scores, why = retrieval.reranker_scores(util.try_json(res), n)
     else
-        why = res and ("status " .. tostring(res.status)) or (type(err) == "table" and tostring(err.code) or "unreachable")
+        why = res and ("status " .. tostring(res.status)) or
+            (type(err) == "table" and tostring(err.code) or "unreachable")
     end
     if scores == nil then
         ctx.log("warn", "reranker unavailable (" .. tostring(why) .. "): fused order kept")
@@ -295,7 +298,8 @@ local function type_out(ot, index_only)
     local props = util.array()
     for _, p in ipairs(type(ot.data_properties) == "table" and ot.data_properties or {}) do
         if type(p) == "table" then
-            local out = util.object({ name = p.name, type = p.type }, { "name", "type", "comment", "condition_operations" })
+            local out = util.object({ name = p.name, type = p.type },
+                { "name", "type", "comment", "condition_operations" })
             if type(p.comment) == "string" and p.comment ~= "" then
                 out.comment = p.comment
             end
