@@ -244,3 +244,26 @@ test('search_instance: the resource filter down refuses (503), never an unfilter
   assert.deepEqual(down.json.nodes, []);
   await sim('POST', '/_sim/reset');
 });
+
+test('/mcp/info and /mcp-compact/info list them as REST and gateway tools, outside tools', async () => {
+  for (const [surface, expectSchema] of [['mcp', true], ['mcp-compact', true], ['mcp/ptc', false]]) {
+    const r = await fetch(`${stack.server.base}${PREFIX}/${surface}/info`, {
+      headers: { authorization: 'Bearer demo-user-token', 'accept-language': 'en-US' }, signal: AbortSignal.timeout(15000),
+    });
+    assert.equal(r.status, 200);
+    const doc = await r.json();
+    for (const t of TOOLS) assert.ok(!doc.tools.some((x) => x.name === t), `${surface}: ${t} not in tools`);
+    if (!expectSchema) {
+      assert.equal(doc.gateway_tools, undefined, 'the PTC surface has no gateway');
+      continue;
+    }
+    assert.deepEqual(doc.gateway_tools.map((t) => t.name), TOOLS);
+    for (const t of doc.gateway_tools) {
+      assert.equal(t.rest, `${PREFIX}/kn/${t.name}`);
+      assert.equal(t.call_via, 'execute_tool');
+      assert.equal(t.input_schema.type, 'object');
+      assert.equal(typeof t.title, 'string');
+      assert.ok(t.description.length > 0);
+    }
+  }
+});
