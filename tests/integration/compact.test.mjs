@@ -54,10 +54,16 @@ function ok(res) {
   return res.result.structuredContent;
 }
 
+// The error object of an isError result (its text block's JSON; no structuredContent),
+// without the receipt of the failed call (its ids differ from call to call).
 function toolError(res) {
   assert.ok(res.result, JSON.stringify(res));
   assert.equal(res.result.isError, true, JSON.stringify(res.result));
-  return JSON.parse(res.result.content[0].text);
+  assert.equal('structuredContent' in res.result, false, JSON.stringify(res.result));
+  const e = JSON.parse(res.result.content[0].text);
+  if (e.bkn_receipt) assert.equal(e.bkn_receipt.receipt_status, 'failed', JSON.stringify(e));
+  delete e.bkn_receipt;
+  return e;
 }
 
 // A result without its receipt (each call is its own Operation). The simulator's
