@@ -242,6 +242,12 @@ static void put_error_object(buf *out, const call_outcome *o)
 
 void mcp_write_tool_result(buf *out, const call_outcome *o)
 {
+    mcp_write_tool_result_ex(out, o, NULL, NULL);
+}
+
+void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_members,
+                              const char *members)
+{
     buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
     if (o->is_error) {
         /* An error result carries no structuredContent (a client validates it against
@@ -262,8 +268,21 @@ void mcp_write_tool_result(buf *out, const call_outcome *o)
             put_raw(out, &o->json);
         buf_puts(out, ",\"isError\":false");
     }
-    if (o->unrecorded)
-        buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"unrecorded\"}");
+    if (o->unrecorded || meta_members) {
+        buf_puts(out, ",\"_meta\":{");
+        if (o->unrecorded)
+            buf_puts(out, "\"openbkn.ai/trace-status\":\"unrecorded\"");
+        if (meta_members) {
+            if (o->unrecorded)
+                buf_putc(out, ',');
+            buf_puts(out, meta_members);
+        }
+        buf_putc(out, '}');
+    }
+    if (members) {
+        buf_putc(out, ',');
+        buf_puts(out, members);
+    }
     buf_putc(out, '}');
 }
 

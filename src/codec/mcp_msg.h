@@ -71,6 +71,10 @@ void mcp_write_error(buf *out, const char *id_json, int code, const char *messag
  * result's structuredContent is its JSON text, the receipt put in before its closing
  * brace (no tree needed). */
 void mcp_write_tool_result(buf *out, const call_outcome *o);
+/* The same with more members in _meta (meta_members: JSON members without braces,
+ * or NULL) and more members of the result itself after it (members, or NULL). */
+void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_members,
+                              const char *members);
 
 /* Appends what Trace Core records as the output of an MCP call's attempt: the tool
  * result before any receipt - {"content":[{"type":"text","text":<the JSON
