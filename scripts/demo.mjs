@@ -4,13 +4,15 @@ import path from 'node:path';
 import { startSimulator, startServer, PREFIX } from '../tests/integration/lib/stack.mjs';
 
 const port = process.env.PORT || '30779';
-const logFile = process.env.CL_DEMO_LOG || path.join(os.tmpdir(), 'context-loader-demo.log');
+const adminPort = String(Number(port) + 1);
+// One log file per demo (per port), so that several demos on one machine do not interleave.
+const logFile = process.env.CL_DEMO_LOG || path.join(os.tmpdir(), `context-loader-demo-${port}.log`);
 const sim = await startSimulator({ ttl: 0 });
 let server;
 try {
-  server = await startServer(sim.base, { env: { CL_LISTEN: `127.0.0.1:${port}`, CL_ADMIN_LISTEN: '127.0.0.1:0' }, quiet: !process.env.CL_VERBOSE, logFile });
+  server = await startServer(sim.base, { env: { CL_LISTEN: `127.0.0.1:${port}`, CL_ADMIN_LISTEN: `127.0.0.1:${adminPort}` }, quiet: !process.env.CL_VERBOSE, logFile });
 } catch (e) {
-  console.error(`context-loader did not start: ${e.message} (is port ${port} free? set PORT=...; log: ${logFile})`);
+  console.error(`context-loader did not start: ${e.message} (are ports ${port} and ${adminPort} free? set PORT=...; log: ${logFile})`);
   await sim.stop();
   process.exit(1);
 }

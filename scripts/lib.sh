@@ -3,18 +3,25 @@ set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 export ROOT
 
-# Debian packages the build, the tests and the demo need.
-APT_PACKAGES="build-essential cmake pkg-config clang libclang-rt-14-dev lua5.4 liblua5.4-dev
-  libevent-dev libcurl4-openssl-dev libssl-dev lua-busted lua-check ca-certificates
-  libhiredis-dev redis-server nginx chromium fonts-wqy-zenhei python3"
+# Debian packages (docs/operations.md, "Minimum production configuration"): what the
+# service's build needs, and what only the tests, the demo's tooling and the tool
+# author's kit need. A production host runs the binary with the run-time libraries
+# alone (libevent-2.1-7 libcurl4 libssl3 libhiredis0.14 ca-certificates).
+APT_BUILD="build-essential cmake pkg-config liblua5.4-dev libevent-dev libcurl4-openssl-dev
+  libssl-dev libhiredis-dev ca-certificates"
+APT_TEST="clang libclang-rt-14-dev lua5.4 lua-busted lua-check redis-server nginx chromium
+  fonts-wqy-zenhei python3 jq curl"
+APT_PACKAGES="$APT_BUILD $APT_TEST"
 
 as_root() {
   if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi
 }
 
-install_deps() {
+install_deps() { # [build]: only what building the service needs (and Node.js)
+  want=$APT_PACKAGES
+  [ "${1:-}" = build ] && want=$APT_BUILD
   missing=""
-  for p in $APT_PACKAGES; do
+  for p in $want; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
   done
   # Node.js may come from elsewhere (e.g. NodeSource, which bundles npm and conflicts

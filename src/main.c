@@ -81,7 +81,7 @@ static void fill_upstreams(app *a)
     }
     const tools_upstream ups[] = {
         UPSTREAM(ontology_query),       UPSTREAM(bkn_backend),  UPSTREAM(vega),
-        UPSTREAM(operator_integration), UPSTREAM(mf_model_api),
+        UPSTREAM(operator_integration), UPSTREAM(mf_model_api), UPSTREAM(bkn_safe),
     };
 #undef UPSTREAM
     for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++)
@@ -184,14 +184,16 @@ static int conf_workers(const settings *cfg)
     return n < 1 ? 1 : n > MASTER_MAX_WORKERS ? MASTER_MAX_WORKERS : (int)n;
 }
 
+#define WORKERS_NEED_REDIS                                                                         \
+    "config key workers: workers > 1 needs a shared state_store (redis://...): idempotency "       \
+    "records and ended sessions must be visible to every worker"
+
 /* What no single key can check: the shared state several workers need, and a token
  * for an admin listener off loopback. */
 static int check_process_model(const settings *cfg, char *err, size_t errlen)
 {
     if (conf_workers(cfg) > 1 && strncmp(cfg->state_store, "redis://", 8)) {
-        snprintf(err, errlen,
-                 "config key workers: workers > 1 needs a shared state_store (redis://...): "
-                 "idempotency records and ended sessions must be visible to every worker");
+        snprintf(err, errlen, "%s", WORKERS_NEED_REDIS);
         return -1;
     }
     admin_token t; /* an admin listener off loopback needs a token */
@@ -446,11 +448,9 @@ done:
 }
 
 /* trusted_proxies parses; public_url is empty or http(s)://host[:port][/path]. */
-static int check_edge(const settings *cfg, char *err, size_t errlen)
+static int check_public_url(const settings *cfg, char *err, size_t errlen)
 {
     const char *pub = cfg->public_url;
-    if (proxy_list_valid(cfg->trusted_proxies, err, errlen) < 0)
-        return -1;
     if (*pub && ((strncmp(pub, "http://", 7) && strncmp(pub, "https://", 8)) ||
                  strpbrk(pub, " \t\"'<>?#") || pub[strlen(pub) - 1] == '/')) {
         snprintf(err, errlen,
@@ -459,6 +459,13 @@ static int check_edge(const settings *cfg, char *err, size_t errlen)
         return -1;
     }
     return 0;
+}
+
+static int check_edge(const settings *cfg, char *err, size_t errlen)
+{
+    if (proxy_list_valid(cfg->trusted_proxies, err, errlen) < 0)
+        return -1;
+    return check_public_url(cfg, err, errlen);
 }
 
 /* CL_* variables that name no key: a warning, with the nearest key when close. */
@@ -481,30 +488,91 @@ static void warn_unknown_env(int to_stderr)
 
 /* lua_dir and tools_dir must be readable directories: the error names the key, the
  * path as resolved (relative ones against the config file) and the system's reason. */
-static int check_dirs(const settings *cfg, char *err, size_t errlen)
+static int check_dir(const char *key, const char *dir, char *err, size_t errlen)
 {
-    const char *keys[] = {"lua_dir", "tools_dir"};
-    const char *dirs[] = {cfg->lua_dir, cfg->tools_dir};
-    for (size_t i = 0; i < 2; i++) {
-        DIR *d = opendir(dirs[i]);
-        if (!d) {
-            snprintf(err, errlen, "config key %s: %s: %s", keys[i], dirs[i], strerror(errno));
-            return -1;
-        }
-        closedir(d);
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "config key %s: %s: %s", key, dir, strerror(errno));
+        return -1;
     }
+    closedir(d);
     return 0;
 }
 
-/* --check-config: every check the service makes at start, without starting. */
-static int check_config(settings *cfg)
+static int check_dirs(const settings *cfg, char *err, size_t errlen)
 {
-    warn_unknown_env(1); /* main checked lua_dir and tools_dir before it got here */
-    if (check_tools(cfg->tools_dir, cfg) != 0)
-        return 2;
-    printf("context-loader: configuration %s is valid\n",
-           g_config_path ? g_config_path : "(defaults and environment)");
-    return 0;
+    return check_dir("lua_dir", cfg->lua_dir, err, errlen) < 0 ||
+                   check_dir("tools_dir", cfg->tools_dir, err, errlen) < 0
+               ? -1
+               : 0;
+}
+
+/* What an empty trace_core.url implies, said at start (a warn line) and by
+ * --check-config (a notice): the deployment starts, but no MCP tool works. */
+#define TRACE_CORE_EFFECT                                                                          \
+    "every MCP tool, lifecycle and business, answers feature_not_installed, and no turn is "      \
+    "recorded"
+
+static void warn_trace_core(const settings *cfg, int to_stderr)
+{
+    if (*cfg->trace_core_url)
+        return;
+    if (to_stderr) {
+        fprintf(stderr,
+                "context-loader: notice: trace_core.url (env BKN_TRACE_CORE_URL) is empty: %s; "
+                "set it to the BKN Trace Core base URL\n",
+                TRACE_CORE_EFFECT);
+        return;
+    }
+    log_line *l = log_begin(LOG_WARN, "trace core not configured");
+    log_str(l, "setting", "trace_core.url");
+    log_str(l, "env", "BKN_TRACE_CORE_URL");
+    log_str(l, "effect", TRACE_CORE_EFFECT);
+    log_end(l);
+}
+
+/* --check-config: every check the service makes at start, without starting, and every
+ * problem at once, one per line: "FILE:LINE: message" where a line of the file is to
+ * blame (the form of --check-tools), then the tools of tools_dir. Exit 2 on any. */
+static int check_config(const char *path)
+{
+    char *text = NULL;
+    int n = 0;
+    settings *cfg = conf_load_all(path, &text, &n);
+    buf errs = BUF_INIT;
+    if (*text)
+        buf_puts(&errs, text);
+    free(text);
+    char err[1024];
+    admin_token t;
+    if (conf_workers(cfg) > 1 && strncmp(cfg->state_store, "redis://", 8))
+        conf_add_key_error(cfg, WORKERS_NEED_REDIS, &errs, &n);
+    if (admin_token_load(&t, cfg->admin_listen, cfg->admin_token_file, err, sizeof err) < 0)
+        conf_add_key_error(cfg, err, &errs, &n);
+    if (proxy_list_valid(cfg->trusted_proxies, err, sizeof err) < 0)
+        conf_add_key_error(cfg, err, &errs, &n);
+    if (check_public_url(cfg, err, sizeof err) < 0)
+        conf_add_key_error(cfg, err, &errs, &n);
+    int dirs_ok = 1;
+    const char *keys[] = {"lua_dir", "tools_dir"};
+    for (size_t i = 0; i < 2; i++)
+        if (check_dir(keys[i], i ? cfg->tools_dir : cfg->lua_dir, err, sizeof err) < 0) {
+            conf_add_key_error(cfg, err, &errs, &n);
+            dirs_ok = 0;
+        }
+    if (errs.data)
+        fputs(errs.data, stderr);
+    buf_free(&errs);
+    warn_unknown_env(1);
+    int tools = dirs_ok ? check_tools(cfg->tools_dir, cfg) : 0;
+    warn_trace_core(cfg, 1);
+    const char *name = path ? path : "(defaults and environment)";
+    if (n)
+        fprintf(stderr, "context-loader: configuration %s: %d error(s)\n", name, n);
+    else if (!tools)
+        printf("context-loader: configuration %s is valid\n", name);
+    conf_free(cfg);
+    return n || tools ? 2 : 0;
 }
 
 int main(int argc, char **argv)
@@ -538,8 +606,10 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char err[512];
+    char err[4096];
     g_config_path = config_path;
+    if (check_only) /* every problem at once, not the first */
+        return check_config(config_path);
     settings *cfg = conf_load(config_path, err, sizeof err);
     if (!cfg) {
         log_fatal("%s", err);
@@ -557,11 +627,6 @@ int main(int argc, char **argv)
         conf_free(cfg);
         return 2;
     }
-    if (check_only) {
-        rc = check_config(cfg);
-        conf_free(cfg);
-        return rc;
-    }
     if (check_dir || check_tools_default) {
         rc = check_tools(check_dir ? check_dir : cfg->tools_dir, cfg);
         conf_free(cfg);
@@ -571,5 +636,6 @@ int main(int argc, char **argv)
     if (n > 1)
         log_set_role("master"); /* the lines before the fork are the master's */
     warn_unknown_env(0);
+    warn_trace_core(cfg, 0);
     return n > 1 ? master_run(cfg, n, run_worker) : run_worker(cfg, NULL);
 }

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,15 +147,32 @@ static char *join_dir(const char *file, const char *val, conf_type type)
     return out;
 }
 
-static int load_file(conf_store *c, const char *path, char *err, size_t errlen)
+/* The nearest key name to an unknown one, when it is close enough to be a slip. */
+static const char *nearest_key(const char *key);
+
+/* One problem: a line of its own in *errs, counted in *n. */
+static void add_error(buf *errs, int *n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_error(buf *errs, int *n, const char *fmt, ...)
 {
-    int rc = -1;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    buf_printf(errs, "%s\n", msg);
+    (*n)++;
+}
+
+/* Reads every line of the file; a line that is wrong is reported ("FILE:LINE:
+ * message") and skipped, so that one pass finds every mistake. */
+static void load_file(conf_store *c, const char *path, buf *errs, int *n)
+{
     char line[4096];
     int lineno = 0;
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "cannot open config %s: %s", path, strerror(errno));
-        goto done;
+        add_error(errs, n, "cannot open config %s: %s", path, strerror(errno));
+        return;
     }
     while (fgets(line, sizeof line, f)) {
         lineno++;
@@ -163,20 +181,25 @@ static int load_file(conf_store *c, const char *path, char *err, size_t errlen)
             continue;
         char *eq = strchr(s, '=');
         if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected 'key = value'", path, lineno);
-            goto done;
+            add_error(errs, n, "%s:%d: expected 'key = value'", path, lineno);
+            continue;
         }
         *eq = '\0';
         char *key = trim(s), *val = trim(eq + 1);
         int i = key_index(key);
         if (i < 0) {
-            snprintf(err, errlen, "%s:%d: unknown config key '%s'", path, lineno, key);
-            goto done;
+            const char *near = nearest_key(key);
+            if (near)
+                add_error(errs, n, "%s:%d: unknown config key '%s' (did you mean %s?)", path,
+                          lineno, key, near);
+            else
+                add_error(errs, n, "%s:%d: unknown config key '%s'", path, lineno, key);
+            continue;
         }
         char msg[512];
         if (check_value(&KEYS[i], val, msg, sizeof msg) < 0) {
-            snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
-            goto done;
+            add_error(errs, n, "%s:%d: %s", path, lineno, msg);
+            continue;
         }
         free(c->values[i]);
         c->values[i] = join_dir(path, val, KEYS[i].type);
@@ -185,11 +208,7 @@ static int load_file(conf_store *c, const char *path, char *err, size_t errlen)
         snprintf(where, sizeof where, "%s:%d", path, lineno);
         c->origins[i] = xstrdup(where);
     }
-    rc = 0;
-done:
-    if (f)
-        fclose(f);
-    return rc;
+    fclose(f);
 }
 
 static int parse_bool(const char *v)
@@ -236,13 +255,15 @@ static int check_retention(const settings *s, char *err, size_t errlen)
     return -1;
 }
 
-settings *conf_load(const char *path, char *err, size_t errlen)
+settings *conf_load_all(const char *path, char **errors, int *n_errors)
 {
     conf_store *c = xcalloc(1, sizeof *c);
+    buf errs = BUF_INIT;
+    int n = 0;
     for (size_t i = 0; i < N_KEYS; i++)
         c->values[i] = xstrdup(KEYS[i].def);
-    if (path && load_file(c, path, err, errlen) < 0)
-        goto fail;
+    if (path)
+        load_file(c, path, &errs, &n);
     for (size_t i = 0; i < N_KEYS; i++) {
         char name[128];
         env_name(&KEYS[i], name, sizeof name);
@@ -251,8 +272,8 @@ settings *conf_load(const char *path, char *err, size_t errlen)
             continue;
         char msg[512];
         if (check_value(&KEYS[i], v, msg, sizeof msg) < 0) {
-            snprintf(err, errlen, "environment %s: %s", name, msg);
-            goto fail;
+            add_error(&errs, &n, "environment %s: %s", name, msg);
+            continue;
         }
         free(c->values[i]);
         c->values[i] = xstrdup(v);
@@ -263,12 +284,54 @@ settings *conf_load(const char *path, char *err, size_t errlen)
     }
     for (size_t i = 0; i < N_KEYS; i++)
         set_member(&c->s, i, c->values[i]);
-    if (check_retention(&c->s, err, errlen) < 0)
-        goto fail;
+    char msg[1024];
+    if (check_retention(&c->s, msg, sizeof msg) < 0)
+        conf_add_key_error(&c->s, msg, &errs, &n);
+    *errors = errs.data ? errs.data : xstrdup("");
+    *n_errors = n;
     return &c->s;
-fail:
-    conf_free(&c->s);
-    return NULL;
+}
+
+settings *conf_load(const char *path, char *err, size_t errlen)
+{
+    char *errors = NULL;
+    int n = 0;
+    settings *s = conf_load_all(path, &errors, &n);
+    if (n) {
+        size_t len = strlen(errors);
+        if (len && errors[len - 1] == '\n')
+            errors[len - 1] = '\0';
+        snprintf(err, errlen, "%s", errors);
+        conf_free(s);
+        s = NULL;
+    }
+    free(errors);
+    return s;
+}
+
+const char *conf_origin(const settings *s, const char *key)
+{
+    const conf_store *c = (const conf_store *)s;
+    int i = key_index(key);
+    return (c && i >= 0) ? c->origins[i] : NULL;
+}
+
+void conf_add_key_error(const settings *s, const char *msg, buf *errs, int *n)
+{
+    char key[128] = "";
+    const char *p = strncmp(msg, "config key ", 11) ? NULL : msg + 11;
+    const char *colon = p ? strchr(p, ':') : NULL;
+    if (colon && (size_t)(colon - p) < sizeof key) {
+        memcpy(key, p, (size_t)(colon - p));
+        key[colon - p] = '\0';
+    }
+    const char *where = *key ? conf_origin(s, key) : NULL;
+    if (where && !strncmp(where, "env ", 4))
+        add_error(errs, n, "environment %s: %s", where + 4, msg);
+    else if (where)
+        add_error(errs, n, "%s: %s", where, msg);
+    else
+        add_error(errs, n, "%s", msg);
 }
 
 void conf_free(settings *s)
@@ -369,6 +432,20 @@ static int distance(const char *a, const char *b)
         }
     }
     return row[lb] > 9 ? 9 : row[lb];
+}
+
+static const char *nearest_key(const char *key)
+{
+    int best = 4;
+    const char *near = NULL;
+    for (size_t i = 0; i < N_KEYS; i++) {
+        int d = distance(key, KEYS[i].key);
+        if (d < best) {
+            best = d;
+            near = KEYS[i].key;
+        }
+    }
+    return near;
 }
 
 extern char **environ;

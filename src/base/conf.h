@@ -31,7 +31,7 @@
       "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "     \
       "than 1 needs a redis state_store")                                                          \
     X(tools_dir, "tools_dir", NULL, PATH, "tools",                                                 \
-      "directory of tool scripts (relative to the working dir)")                                   \
+      "directory of tool scripts")                                                                 \
     X(tools_watch, "tools.watch", NULL, BOOL, "false",                                             \
       "reload when files in tools_dir change (inotify, debounced; editor temp files ignored)")     \
     X(tools_watch_debounce_ms, "tools.watch_debounce_ms", NULL, INT, "300",                        \
@@ -83,6 +83,14 @@
       "false", "ctx.http may send the caller's own bearer token (caller_token = true)")            \
     X(upstream_mf_model_api_managed_proxy, "upstream.mf_model_api.managed_proxy", NULL, BOOL,      \
       "false", "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")    \
+    X(upstream_bkn_safe_url, "upstream.bkn_safe.url", NULL, STR, "http://bkn-safe:3000",           \
+      "bkn-safe base URL for tools (its paths are absolute: /api/safe/v1/...)")                    \
+    X(upstream_bkn_safe_timeout_ms, "upstream.bkn_safe.timeout_ms", NULL, INT, "5000",             \
+      "per-call timeout")                                                                          \
+    X(upstream_bkn_safe_caller_token, "upstream.bkn_safe.caller_token", NULL, BOOL, "false",       \
+      "ctx.http may send the caller's own bearer token (caller_token = true)")                     \
+    X(upstream_bkn_safe_managed_proxy, "upstream.bkn_safe.managed_proxy", NULL, BOOL, "false",     \
+      "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")             \
     X(oauth_introspect_url, "oauth.introspect_url", NULL, STR,                                     \
       "http://hydra-admin.openbkn:4445/admin/oauth2/introspect",                                   \
       "RFC 7662 token introspection endpoint")                                                     \
@@ -218,8 +226,21 @@ typedef struct settings {
 } settings;
 
 /* path may be NULL (defaults + environment only). Returns NULL on error with a
- * message in err. */
+ * message in err (every problem, one per line). */
 settings *conf_load(const char *path, char *err, size_t errlen);
+/* Like conf_load, but never stops at a problem: each one is a line of *errors
+ * ("FILE:LINE: message" for a line of the file, "environment NAME: message", or a
+ * "config key KEY: ..." message that no single line carries), counted in *n_errors;
+ * a wrong value is left at its default. Never NULL; the caller frees *errors (malloc)
+ * and the settings (conf_free). */
+settings *conf_load_all(const char *path, char **errors, int *n_errors);
+/* Where key's value came from: "FILE:LINE", "env NAME", or NULL (the default);
+ * valid as long as s. */
+const char *conf_origin(const settings *s, const char *key);
+/* Appends msg as one problem line of errs (counted in *n): a "config key KEY: ..."
+ * message gets the place KEY was set ("FILE:LINE: " or "environment NAME: ") in front. */
+struct buf;
+void conf_add_key_error(const settings *s, const char *msg, struct buf *errs, int *n);
 void conf_free(settings *s);
 
 /* Whether a tool's feature switch is on: no gate -> on; EXECUTE_SKILL_ENABLED ->

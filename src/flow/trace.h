@@ -128,6 +128,9 @@ typedef struct trace_stats_t {
     uint64_t probe_down;    /* DOWN verdicts of probe runs */
     uint64_t policy_hits;   /* served from cache or joined an in-flight lookup */
     uint64_t policy_misses; /* started a Core call */
+    int last_probe;              /* verdict of the last probe run: PROBE_ALIVE, PROBE_DOWN,
+                                    or -1 when none ran yet (kept past the verdict's TTL) */
+    int64_t last_probe_wall_ms;  /* when it settled (wall clock), 0 when none */
 } trace_stats_t;
 void trace_stats(const trace_ctx *t, trace_stats_t *out);
 
@@ -239,6 +242,11 @@ typedef struct trace_attempt_in {
     const json_value *business_refs; /* or NULL ([]) */
     const json_value *payload;       /* the output (or the error's result); NULL =
                                         serialization_failed */
+    /* Or the payload already as JSON text (payload is then ignored): sent as it is,
+     * byte_length its length. The caller's text, not rewritten, so its member order
+     * stands (the same length as its canonical form when it has no whitespace). */
+    const char *payload_json;
+    size_t payload_len;
 } trace_attempt_in;
 /* receipt: the reply's "receipt" member, or NULL. */
 typedef void (*trace_receipt_cb)(const trace_reply *r, const json_value *receipt, void *arg);

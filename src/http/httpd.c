@@ -31,6 +31,7 @@
 #include "proxytrust.h"
 #include "reload.h"
 #include "server.h"
+#include "trace.h"
 
 /* One registry per process (one app per process); created by httpd_start. */
 static metrics *g_metrics;
@@ -554,6 +555,31 @@ int req_origin_allowed(req_ctx *c)
     return origin_allowed(c, c->app->listen_loopback);
 }
 
+/* "trace_core": whether it is configured (without it every MCP tool answers
+ * feature_not_installed), the breaker, and the last availability probe's verdict. */
+static void health_trace_core(buf *b, trace_ctx *t)
+{
+    static const char *const breaker[] = {"closed", "open", "half_open"};
+    int on = t && trace_installed(t);
+    buf_printf(b, "\"trace_core\":{\"configured\":%s", on ? "true" : "false");
+    if (!on) {
+        buf_puts(b, ",\"effect\":\"every MCP tool answers feature_not_installed: set "
+                    "trace_core.url (env BKN_TRACE_CORE_URL)\"}");
+        return;
+    }
+    trace_stats_t st;
+    trace_stats(t, &st);
+    buf_printf(b, ",\"breaker\":\"%s\",\"last_probe\":", breaker[st.breaker]);
+    if (st.last_probe < 0) {
+        buf_puts(b, "null}");
+        return;
+    }
+    char at[25];
+    time_rfc3339(st.last_probe_wall_ms, at);
+    buf_printf(b, "{\"verdict\":\"%s\",\"at\":\"%s\"}}",
+               st.last_probe == PROBE_ALIVE ? "alive" : "down", at);
+}
+
 static void health(req_ctx *c, int ready)
 {
     if (!ready) {
@@ -575,7 +601,9 @@ static void health(req_ctx *c, int ready)
         buf_printf(&b, "%s\"%s\":", i ? "," : "", c->app->upstreams[i].name);
         uphealth_write_json(&b, c->app->upstreams[i].name, *c->app->upstreams[i].base_url != 0);
     }
-    buf_puts(&b, "}}");
+    buf_puts(&b, "},");
+    health_trace_core(&b, c->app->trace);
+    buf_putc(&b, '}');
     if (g)
         tools_gen_release(g);
     req_reply(c, ok ? 200 : 503, "application/json; charset=utf-8", b.data, b.len);
@@ -1016,7 +1044,7 @@ static void admin_gencb(hconn *conn, void *arg)
             "{\"method\":\"GET\",\"path\":\"/health/alive\",\"description\":\"the process "
             "answers (no token)\"},"
             "{\"method\":\"GET\",\"path\":\"/health/ready\",\"description\":\"generation, "
-            "tools, upstreams and what was seen of them (no token)\"},"
+            "tools, upstreams and what was seen of them, Trace Core (no token)\"},"
             "{\"method\":\"GET\",\"path\":\"/metrics\",\"description\":\"Prometheus text "
             "format 0.0.4, every worker\"},"
             "{\"method\":\"GET\",\"path\":\"/admin/tools\",\"description\":\"the current tool "

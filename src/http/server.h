@@ -119,6 +119,9 @@ struct req_ctx {
     struct event *progress_timer;
     int progress_n;
     int sse;
+    /* MCP: the request is of the stateless protocol era (no session; its framing and
+     * validation, mcp_era.h). */
+    int mcp_modern;
     int64_t trace_ms; /* time spent waiting for Trace Core */
     int plimit_held;  /* counted in limits.max_calls_per_principal until freed */
 };

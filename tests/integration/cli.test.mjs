@@ -84,6 +84,31 @@ test('--check-config and --check-tools without a directory use the configured pa
   assert.match(r.stderr, /workers/);
 });
 
+test('--check-config: a file with three different mistakes prints all three as file:line: lines', () => {
+  const dir = configDir();
+  const conf = path.join(dir, 'cl.conf');
+  // lines 1-3 are configDir's; the mistakes are on lines 4, 6 and 7
+  fs.appendFileSync(conf, 'tool_dir = elsewhere\nlanguage = en-US\nlimits.max_body_bytes = lots\nupstream.vega.url http://vega:1\n');
+  const r = run(['--check-config', '--config', conf]);
+  assert.equal(r.status, 2, r.stdout);
+  const lines = r.stderr.split('\n').filter((l) => l.startsWith(`${conf}:`));
+  assert.deepEqual(lines, [
+    `${conf}:4: unknown config key 'tool_dir' (did you mean tools_dir?)`,
+    `${conf}:6: config key limits.max_body_bytes: 'lots' is not a non-negative integer`,
+    `${conf}:7: expected 'key = value'`,
+  ], r.stderr);
+  assert.match(r.stderr, new RegExp(`context-loader: configuration ${conf}: 3 error\\(s\\)`));
+  assert.doesNotMatch(r.stdout, /is valid/);
+  // a check no single line carries names the line that set the key
+  fs.writeFileSync(conf, `tools_dir = my-tools\nlua_dir = runtime\nworkers = 2\nadmin_listen = 10.1.2.3:30780\n`);
+  const k = run(['--check-config', '--config', conf]);
+  assert.equal(k.status, 2);
+  const klines = k.stderr.split('\n').filter((l) => l.startsWith(`${conf}:`));
+  assert.equal(klines.length, 2, k.stderr);
+  assert.match(klines[0], new RegExp(`^${conf}:3: config key workers: workers > 1 needs a shared state_store`));
+  assert.match(klines[1], new RegExp(`^${conf}:4: config key admin_listen: 10\\.1\\.2\\.3:30780 is not a loopback address`));
+});
+
 test('start-up: one line says what started; unknown CL_* variables are warned about', async () => {
   const stack = await startStack({ capture: 'disabled', env: { CL_TOOLZ_DIR: 'x' } });
   try {
@@ -177,7 +202,7 @@ test('--check-tools --config: every error of the directory in one pass, each at 
   const r = run(['--check-tools', 'tools', '--config', 'cl.conf'], {}, dir);
   assert.equal(r.status, 1, r.stdout);
   const up = "upstream: 'bkn_backnd' is not a configured upstream (did you mean bkn_backend?); configured: " +
-    'ontology_query, bkn_backend, vega, operator_integration, mf_model_api';
+    'ontology_query, bkn_backend, vega, operator_integration, mf_model_api, bkn_safe';
   const lines = r.stderr.split('\n').filter((l) => l.startsWith('tools/'));
   assert.deepEqual(lines, [
     `tools/get_kn_name.lua:${b.decl}: ${up}`,

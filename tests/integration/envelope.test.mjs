@@ -2,7 +2,8 @@
 // retry_after_ms exactly when retryable (a real wait that agrees with Retry-After),
 // a required_action where there is a next step, and no link placeholder; downstream
 // errors keep a 4xx's meaning and the platform's code and text; upstream 5xx follow
-// one mapping; an MCP tool error's structuredContent is the same error object.
+// one mapping; an MCP tool error is the error object as the JSON of its one text block
+// and carries no structuredContent.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startStack, PREFIX } from './lib/stack.mjs';
@@ -46,13 +47,11 @@ function assertEnvelope(e, { retryable, action, text = JSON.stringify(e) } = {})
   }
 }
 
-// The MCP tool error: text block JSON == structuredContent (bkn_receipt aside).
+// The MCP tool error: the error object is the text block's JSON; no structuredContent
+// (a client checks structuredContent against the tool's outputSchema, made for results).
 function mcpError(r) {
   const e = toolError(r);
-  const sc = { ...r.json.result.structuredContent };
-  assert.ok(r.json.result.structuredContent, `no structuredContent: ${r.text}`);
-  delete sc.bkn_receipt;
-  assert.deepEqual(sc, e, 'structuredContent carries the same error object');
+  assert.equal('structuredContent' in r.json.result, false, `structuredContent on an error: ${r.text}`);
   return e;
 }
 
@@ -91,7 +90,7 @@ test('a platform 403: the solution names the missing permission (REST and MCP)',
   assert.ok(r.json.permission_guidance, r.text);
   const e = mcpError(await A.call('query_object_instance', args, { token: 'demo-user2-token' }));
   assert.match(e.solution, /query_data/);
-  assert.ok(e.permission_guidance, 'permission_guidance reaches structuredContent too');
+  assert.ok(e.permission_guidance, 'permission_guidance reaches the MCP error too');
 });
 
 test('upstream 5xx follow one mapping across tools: 500 -> 502, 503 -> retryable 503', async () => {
@@ -189,18 +188,16 @@ test('admin routes carry the envelope rules', async () => {
   assertEnvelope(r.json, { retryable: false, action: 'fix_request' });
 });
 
-test('a failed managed call: the error object in structuredContent, bkn_receipt one of its members', async () => {
+test('a failed managed call: the error object in the text block, bkn_receipt one of its members', async () => {
   const s = await T.call('bkn_start_interaction', { question: 'q', agent_name: 'envelope-agent', conversation_mode: 'new' });
   assert.equal(s.json.result.isError, false, s.text);
   const { conversation_id, interaction_id } = s.json.result.structuredContent;
   const r = await T.call('query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_nope', limit: 1, bkn_context: { conversation_id, interaction_id } });
   const e = mcpError(r);
   assert.equal(e.code, 'OntologyQuery.ObjectType.NotFound');
-  const sc = r.json.result.structuredContent;
-  assert.ok(sc.bkn_receipt, r.text);
-  assert.equal(sc.code, e.code);
-  assert.equal(sc.result, undefined, 'no {"result":null} wrapper');
-  // a lifecycle refusal on MCP: the same object in structuredContent, no wait when not retryable
+  assert.ok(e.bkn_receipt, r.text);
+  assert.equal(e.result, undefined, 'no {"result":null} wrapper');
+  // a lifecycle refusal on MCP: the same rules, no wait when not retryable
   const bad = await T.call('query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', bkn_context: { conversation_id } });
   const env = mcpError(bad);
   assert.equal(env.error.code, 'interaction_required');

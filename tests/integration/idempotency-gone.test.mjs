@@ -113,7 +113,7 @@ test('after a restart of a memory-store server: the localized operation_already_
     const ee = mcpError(en);
     assert.match(ee.message, /already ran/);
     assert.doesNotMatch(ee.message, /[\u4e00-\u9fff]/);
-    assert.equal(en.json.result.structuredContent.bkn_receipt.receipt_id, receipt.receipt_id);
+    assert.equal(JSON.parse(en.json.result.content[0].text).bkn_receipt.receipt_id, receipt.receipt_id); // in the text block
     assert.doesNotMatch(en.text, /durable receipt reused/);
 
     // REST: 409, both languages, the receipt headers
