@@ -353,6 +353,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     }
     const char *name = mc.name;
     const json_value *args = mc.args, *meta = mc.meta;
+    req_trace_from_meta(c, meta); /* _meta's trace context, as the headers' */
     if (lifecycle_is_tool(name)) {
         c->tool_builtin = 1;
         c->gen = tools_host_acquire(c->app->tools); /* declares the tools' arguments */
