@@ -2,7 +2,7 @@
 // budget, retrying each call per the client rules, and records every call and answer
 // in the shared history (see checker.mjs for what is judged).
 import { makeRng } from './rng.mjs';
-import { legacyTransport, restTransport } from './client.mjs';
+import { legacyTransport, modernTransport, restTransport } from './client.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -21,6 +21,7 @@ export function makeAgent({ id, token, principal, seed, targets, history, shared
   const timeoutMs = opts.callTimeoutMs;
   const transports = {
     legacy: legacyTransport({ token, timeoutMs }),
+    modern: modernTransport({ token, timeoutMs }),
     rest: restTransport({ token, timeoutMs }),
   };
   let seqNo = 0;
@@ -63,7 +64,10 @@ export function makeAgent({ id, token, principal, seed, targets, history, shared
     for (let attempt = 1; ; attempt++) {
       if (attempt > 1 && !rng.chance(0.5)) target = rng.pick(['LB', 'A', 'B'].filter((t) => t !== target));
       const surface = rng.pick(call.surfaces);
-      const tr = surface === 'rest' ? transports.rest : transports.legacy;
+      // every try picks its era: a retry may move between the session and stateless
+      // eras as it moves between instances and MCP surfaces (one idempotency scope)
+      const era = surface === 'rest' ? 'rest' : rng.pick(opts.eras);
+      const tr = transports[era];
       let ac = null;
       let cut = null;
       if (shared.disconnects > 0) {
@@ -77,7 +81,7 @@ export function makeAgent({ id, token, principal, seed, targets, history, shared
         { inv: call.inv, invInHeader: call.invInHeader, traceparent: `00-${call.trace}-${span}-01`, rpcId: rpcId++ }, ac?.signal);
       if (cut) clearTimeout(cut);
       if (a.kind === 'session') a = { kind: 'lost', why: 'session unknown to the instance (made again)' };
-      const rec = { attempt, target, surface, t0, t1: Date.now(), ...a };
+      const rec = { attempt, target, surface, era, t0, t1: Date.now(), ...a };
       delete rec.value;
       call.answers.push(rec);
       shared.attempts += 1;

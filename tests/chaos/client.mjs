@@ -15,6 +15,29 @@ const INV_HEADER = 'X-OpenBKN-Client-Invocation-Id';
 const INV_META = 'openbkn.ai/client-invocation-id';
 const SURFACE_PATH = { mcp: '/mcp', compact: '/mcp-compact' };
 
+const MODERN = '2026-07-28';
+const SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
+
+// JSON with its keys sorted at every level: the comparable form of a result.
+function canonical(v) {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(',')}}`;
+  return JSON.stringify(v);
+}
+
+// A CallToolResult as the same call's result in either era: without the stateless
+// era's framing (resultType, the server's identity in _meta).
+function comparable(res) {
+  const r = { ...res };
+  delete r.resultType;
+  if (r._meta) {
+    const m = { ...r._meta };
+    delete m[SERVER_INFO];
+    if (Object.keys(m).length) r._meta = m; else delete r._meta;
+  }
+  return canonical(r);
+}
+
 // One HTTP exchange on a fresh connection. Resolves {status, headers, text} or
 // {lost: reason}; never rejects.
 function exchange(url, { method = 'POST', headers = {}, body, timeoutMs, signal }) {
@@ -89,10 +112,10 @@ function mcpAnswer(r) {
   if (res.isError) {
     let v = sc;
     if (!v) v = parseJson(res.content?.[0]?.text ?? '');
-    return { kind: 'error', status: r.status, via, ...errorOf(v), payload: JSON.stringify(res) };
+    return { kind: 'error', status: r.status, via, ...errorOf(v), payload: comparable(res) };
   }
   return {
-    kind: 'ok', status: r.status, via, payload: JSON.stringify(res),
+    kind: 'ok', status: r.status, via, payload: comparable(res),
     receiptId: sc?.bkn_receipt?.receipt_id || res._meta?.['openbkn.ai/receipt-id'] || '', receiptCount: sc?.bkn_receipt ? 1 : 0,
     unrecorded: res._meta?.['openbkn.ai/trace-status'] === 'unrecorded',
     receiptPending: res._meta?.['openbkn.ai/trace-status'] === 'receipt_pending',
@@ -150,6 +173,35 @@ export function legacyTransport({ token, timeoutMs }) {
       const a = mcpAnswer(r);
       if (a.kind === 'session') sessions.delete(`${base}|${surface}`);
       return a;
+    },
+  };
+}
+
+// The stateless era: no handshake; every request carries the protocol version and
+// the client's capabilities in params._meta and mirrors the method and the tool name
+// in headers.
+export function modernTransport({ token, timeoutMs }) {
+  return {
+    era: 'modern',
+    async send(base, surface, tool, args, hints, signal) {
+      const headers = {
+        authorization: `Bearer ${token}`, accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': tool, traceparent: hints.traceparent,
+      };
+      const meta = {
+        'io.modelcontextprotocol/protocolVersion': MODERN,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': { name: 'chaos', version: '1' },
+      };
+      if (hints.inv) {
+        if (hints.invInHeader) headers[INV_HEADER] = hints.inv;
+        else meta[INV_META] = hints.inv;
+      }
+      const r = await exchange(`${base}${PREFIX}${SURFACE_PATH[surface]}`, {
+        headers, timeoutMs, signal,
+        body: { jsonrpc: '2.0', id: hints.rpcId, method: 'tools/call', params: { name: tool, arguments: args, _meta: meta } },
+      });
+      return mcpAnswer(r);
     },
   };
 }

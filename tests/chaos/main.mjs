@@ -6,7 +6,8 @@
 // Options: --seed S (default 1), --seconds N (default 120), --max-calls N (default
 // 20000), --clients N per principal (default 2), --min-calls N and --min-faults N
 // (fail, exit 1, when fewer were made), --keep (keep the work directory), --bin PATH
-// (default $CL_BIN or build/context-loader), --schedule (print the schedule only).
+// (default $CL_BIN or build/context-loader), --eras legacy,modern (the MCP protocol
+// eras the clients use, per try; default both), --schedule (print the schedule only).
 // Exit status: 0 when there is no violation (and the minimums are met), 1 otherwise,
 // 77 when redis-server or nginx is missing.
 import fs from 'node:fs';
@@ -20,7 +21,7 @@ import { makeSchedule, scheduleDigest, runSchedule, heal } from './faults.mjs';
 import { check } from './checker.mjs';
 
 function parseArgs(argv) {
-  const o = { seed: 1, seconds: 120, maxCalls: 20000, clients: 2, minCalls: 0, minFaults: 0, keep: false, bin: process.env.CL_BIN || path.join(ROOT, 'build/context-loader'), scheduleOnly: false };
+  const o = { seed: 1, seconds: 120, maxCalls: 20000, clients: 2, minCalls: 0, minFaults: 0, keep: false, eras: ['legacy', 'modern'], bin: process.env.CL_BIN || path.join(ROOT, 'build/context-loader'), scheduleOnly: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const num = () => { const n = Number(argv[++i]); if (!Number.isInteger(n) || n < 0) throw new Error(`${a} needs a non-negative integer`); return n; };
@@ -33,9 +34,11 @@ function parseArgs(argv) {
     else if (a === '--keep') o.keep = true;
     else if (a === '--bin') o.bin = argv[++i];
     else if (a === '--schedule') o.scheduleOnly = true;
+    else if (a === '--eras') o.eras = argv[++i].split(',').filter(Boolean);
     else throw new Error(`unknown argument ${a}`);
   }
   if (o.seconds < 10) throw new Error('--seconds must be at least 10');
+  if (!o.eras.length || o.eras.some((e) => e !== 'legacy' && e !== 'modern')) throw new Error('--eras is a list of legacy, modern');
   return o;
 }
 
@@ -79,7 +82,7 @@ async function main() {
     for (let k = 0; k < o.clients; k++) {
       agents.push(makeAgent({
         id: `${principal}-${k}`, token, principal, seed: o.seed, targets: c.targets, history, shared,
-        opts: { callTimeoutMs: 20000, callBudgetMs: 20000, maxAttempts: 10, thinkMs: 400 },
+        opts: { callTimeoutMs: 20000, callBudgetMs: 20000, maxAttempts: 10, thinkMs: 400, eras: o.eras },
       }));
     }
   }
@@ -111,6 +114,9 @@ async function main() {
   const gaveUp = history.calls.filter((x) => x.final?.kind === 'gave_up').length;
   const unrecorded = history.calls.filter((x) => x.answers.some((a) => a.kind === 'ok' && a.unrecorded)).length;
   console.log(`calls: ${history.calls.length} (${ok} succeeded, ${gaveUp} given up, ${unrecorded} unrecorded), attempts: ${shared.attempts}, turns: ${history.turns.length}`);
+  const byEra = {};
+  for (const x of history.calls) for (const a of x.answers) byEra[a.era] = (byEra[a.era] || 0) + 1;
+  console.log(`tries by era: ${Object.entries(byEra).map(([k, n]) => `${k} ${n}`).join(', ')}`);
   const byKind = {};
   for (const f of faultLog) byKind[f.kind] = (byKind[f.kind] || 0) + 1;
   console.log(`faults: ${Object.entries(byKind).map(([k, n]) => `${k} ${n}`).join(', ')}`);
