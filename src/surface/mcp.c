@@ -224,6 +224,26 @@ void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, 
         tools_gen_release(g);
 }
 
+void mcp_gateway_entries(app *a, unsigned surface, lang_id lang, buf *out)
+{
+    tools_gen *g = tools_host_acquire(a->tools);
+    size_t n = g ? tools_gen_count(g) : 0;
+    int first = 1;
+    buf_putc(out, '[');
+    for (size_t i = 0; i < n; i++) {
+        const tools_info *ti = tools_gen_info(g, i);
+        if (!(ti->surfaces & SURFACE_GATEWAY) || !ti->gate_open)
+            continue;
+        if (!first)
+            buf_putc(out, ',');
+        first = 0;
+        buf_puts(out, tools_entry_json(ti, surface, lang));
+    }
+    buf_putc(out, ']');
+    if (g)
+        tools_gen_release(g);
+}
+
 /* ---- methods ---- */
 
 static void do_initialize(req_ctx *c, const json_value *params)
@@ -333,6 +353,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     }
     const char *name = mc.name;
     const json_value *args = mc.args, *meta = mc.meta;
+    req_trace_from_meta(c, meta); /* _meta's trace context, as the headers' */
     if (lifecycle_is_tool(name)) {
         c->tool_builtin = 1;
         c->gen = tools_host_acquire(c->app->tools); /* declares the tools' arguments */
