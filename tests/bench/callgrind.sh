@@ -9,7 +9,9 @@
 # alone, and N managed MCP calls (capture enabled on the simulated Trace Core, each
 # call bound to a started interaction, recording an Operation and returning a
 # receipt): the managed call's instructions, what it adds over the ad hoc one, and
-# its Trace Core round trips (the simulator's request log).
+# its Trace Core round trips (the simulator's request log). Before the managed phase, the
+# same ad hoc MCP call N times on an open session and N times in the stateless protocol
+# era (no session), each counted apart.
 # CONC=256 counts the same mix under concurrency instead: CONC clients at once, each on
 # its own connection (gateway/conc.mjs), one uncounted warm-up round each, then ROUNDS
 # rounds (default 4) of one REST read and one MCP call each, counted; so the collector's
@@ -69,6 +71,16 @@ if [ "${MANAGED:-1}" != 0 ]; then
   mcp_sent=$(MIX=mcp node "$BENCH_DIR/mix.mjs" "$GW" "$N")
   phase_dump
   mcp_total=$(phase_total $dumps)
+  # The same call, N times each: on an open session (session era), then stateless
+  # (2026-07-28: no session, the request's _meta and headers checked instead).
+  mcp_session
+  phase_dump # the session set-up: not counted
+  legacy_sent=$(MIX=legacy SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  legacy_total=$(phase_total $dumps)
+  modern_sent=$(MIX=modern node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  modern_total=$(phase_total $dumps)
   # Capture on; the gateway re-reads the policy within trace_core.capture_policy_ttl_s
   # (30 s): until then an ad hoc MCP call still runs (this phase is not counted).
   curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
@@ -116,6 +128,12 @@ callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | self_line
        END { for (k in s) printf "%6.1f%%  %s\n", 100 * s[k] / t, k }' | sort -rn | head -6
 if [ "${MANAGED:-1}" != 0 ]; then
   echo
+  echo "== MCP tools/call by protocol era ($legacy_sent calls each, ad hoc)"
+  awk -v l="$legacy_total" -v ln="$legacy_sent" -v m="$modern_total" -v mn="$modern_sent" 'BEGIN {
+    printf "instructions per session-era call (2025-11-25, on an open session): %.0f\n", l / ln
+    printf "instructions per stateless call (2026-07-28, no session): %.0f\n", m / mn
+    printf "stateless minus session: %+.0f per call\n", m / mn - l / ln }'
+  echo
   echo "== managed MCP call ($managed_sent calls, capture enabled, each bound to a started interaction)"
   awk -v m="$managed_total" -v mn="$managed_sent" -v a="$mcp_total" -v an="$mcp_sent" -v t="$trace_calls" 'BEGIN {
     printf "instructions per ad hoc MCP call: %.0f (%d calls with the session set-up)\n", a / an, an
@@ -123,4 +141,4 @@ if [ "${MANAGED:-1}" != 0 ]; then
     printf "added by the managed path: %.0f per call\n", m / mn - a / an
     printf "Trace Core round trips per managed call: %.2f\n", t / mn }'
 fi
-if [ -n "${KEEP_WORK:-}" ]; then echo "callgrind file: $WORK/callgrind.out (managed phase: callgrind.out.4)"; fi
+if [ -n "${KEEP_WORK:-}" ]; then echo "callgrind file: $WORK/callgrind.out (managed phase: callgrind.out.7)"; fi
