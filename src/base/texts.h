@@ -356,15 +356,43 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "ID 重试",                                                                                   \
       "Check knowledge network '%s' with list_knowledge_networks, then call "                      \
       "again with a valid id")                                                                     \
+    X(ERR_CHECK_EXECUTION_ID,                                                                      \
+      "请用 list_action_executions 列出知识网络「%s」的行动执行，确认执行「%s」是否存在，"         \
+      "再用正确的 execution_id 重试",                                                              \
+      "List the action executions of knowledge network '%s' with list_action_executions to "       \
+      "check execution '%s', then call again with a valid execution_id")                           \
+    X(ERR_CHECK_RELATION_TYPE,                                                                     \
+      "请用 get_relation_types 查看知识网络「%s」的关系类，确认所用的 relation_type_id 后重试",    \
+      "Look up the relation types of knowledge network '%s' with get_relation_types, check the "   \
+      "relation_type_id used, then call again")                                                    \
+    X(ERR_CHECK_SKILL_ID,                                                                          \
+      "请用 list_skills 确认技能「%s」是否存在，再用正确的 skill_id 重试",                         \
+      "Check skill '%s' with list_skills, then call again with a valid skill_id")                  \
+    X(ERR_CHECK_SKILL_FILE,                                                                        \
+      "请用 get_skill_content 查看技能「%s」的 files，确认文件「%s」的路径后重试",                 \
+      "Look up the files of skill '%s' with get_skill_content, check the path '%s', then call "    \
+      "again")                                                                                     \
+    X(ERR_CHECK_RESOURCE_ID,                                                                       \
+      "请用 list_resources 确认数据资源「%s」是否存在，再用正确的 resource_id 重试",               \
+      "Check data resource '%s' with list_resources, then call again with a valid resource_id")    \
+    X(ERR_LIST_RESOURCES, "请用 list_resources 确认所引用的数据资源 ID 后重试",                   \
+      "Check the ids of the data resources used with list_resources, then call again")             \
+    X(ERR_ORIGIN_SOLUTION,                                                                         \
+      "请从允许的来源（Origin，见 security.allowed_origins）发送请求，或不带 Origin 请求头",       \
+      "Send the request from an allowed Origin (security.allowed_origins), or without an Origin "  \
+      "header")                                                                                    \
     X(ERR_INCIDENT_SOLUTION, "请将事件编号（incident_id）告知管理员；重试无效",                    \
       "Report the incident_id to an administrator; a retry will not help")                         \
     X(ERR_OUTPUT_TOO_LARGE, "工具结果过大", "Tool result too large")                               \
     X(ERR_OUTPUT_TOO_LARGE_SOLUTION, "请缩小查询范围（更小的 limit 或更少的字段）后重试",          \
       "Narrow the request (a smaller limit or fewer fields) and retry")                            \
     X(ERR_NO_SUCH_TOOL, "工具不存在：%s", "No such tool: %s")                                      \
-    X(ERR_NO_SUCH_TOOL_SOLUTION, "请先用 search_capabilities 查找可用能力，再按返回的名称调用",    \
-      "Find available capabilities with search_capabilities, then call one "                       \
-      "by the name it returns")                                                                    \
+    X(ERR_NO_SUCH_TOOL_SOLUTION,                                                                   \
+      "请按 search_capabilities 结果中一项的标识调用：kind=tool 传 tool_id；function、mcp_tool "    \
+      "另传 toolbox_id 与 kn_id；skill 传 skill_id。不传 kn_id 时找不到知识网络挂载的能力",        \
+      "Call with the ids of an entry search_capabilities returned: tool_id for kind=tool; also "   \
+      "toolbox_id and kn_id for function and mcp_tool; skill_id for a skill. Without kn_id no "    \
+      "capability the knowledge network mounts is found")                                          \
     X(ERR_INPUT_SCHEMA, "请按工具的输入模式（inputSchema）修正 details 中列出的参数后重试",        \
       "Fix the arguments listed in details to match the tool's input schema, "                     \
       "then call again")                                                                           \
