@@ -22,6 +22,14 @@ struct flow {
      * args_copy, an edited copy (owned). */
     const json_value *args;
     json_value *args_copy;
+    /* The tool that actually runs and its arguments, which key the idempotency record
+     * and the Operation: the tool itself, or for execute_tool of a Context Loader tool
+     * (or a skill) that tool and the arguments it gets - a retry may move between a
+     * direct call and execute_tool, and the name and tool_id forms are one call. */
+    const char *run_name;
+    const json_value *run_args;
+    json_value *run_args_own;
+    int run_toon; /* the response format as the tool that runs picks it */
     bkn_context ctx;
     char kn_id[129];
     char invocation[260];
@@ -77,6 +85,7 @@ static void flow_free(flow *f)
     if (f->idem_owned)
         idem_abort(f->in.idem, f->idem_key);
     json_free(f->args_copy);
+    json_free(f->run_args_own);
     json_free(f->lease_epoch);
     json_free(f->error_value);
     guard_context_free(&f->ctx);
@@ -209,7 +218,7 @@ static const char *input_hash(flow *f)
     if (f->input_hash[0])
         return f->input_hash;
     json_value *in = json_new_object();
-    json_set(in, "arguments", json_clone(f->args));
+    json_set(in, "arguments", json_clone(f->run_args));
     if (!f->ctx.adhoc) {
         json_value *cx = json_new_object();
         json_set(cx, "conversation_id",
@@ -223,7 +232,7 @@ static const char *input_hash(flow *f)
             json_set(cx, "causation_event_ids", json_clone(f->ctx.causation_event_ids));
         json_set(in, "bkn_context", cx);
     }
-    json_set(in, "response_format", json_new_str(f->o.toon ? "toon" : "json", 4));
+    json_set(in, "response_format", json_new_str(f->run_toon ? "toon" : "json", 4));
     if (f->in.env.query) /* REST query parameters are arguments too */
         json_set(in, "query", json_clone(f->in.env.query));
     idem_input_hash(in, f->input_hash);
@@ -411,7 +420,7 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
         return;
     }
     /* Terminal, and our idempotency record of it is gone: say so, never a stub. */
-    outcome_already_executed(&f->o, op->operation, op->receipt, f->in.ti->name,
+    outcome_already_executed(&f->o, op->operation, op->receipt, f->run_name,
                              !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
     finish(f, 0);
 }
@@ -419,16 +428,16 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
 static void ensure_operation(flow *f)
 {
     char op_key[40];
-    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, idem_scope(f), f->in.ti->name,
+    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, idem_scope(f), f->run_name,
                        f->invocation, f->in.env.request_id, input_hash(f), op_key);
     trace_ensure_in e;
     memset(&e, 0, sizeof e);
     e.conversation_id = f->ctx.conversation_id;
     e.interaction_id = f->ctx.interaction_id;
     e.operation_key = op_key;
-    e.tool_name = f->in.ti->name;
+    e.tool_name = f->run_name;
     e.protocol = f->in.mcp ? "mcp" : "sdk";
-    e.input = f->args;
+    e.input = f->run_args;
     e.lease_token = f->lease_token;
     e.lease_epoch = f->lease_epoch;
     e.parent_operation_id = f->ctx.parent_operation_id;
@@ -627,6 +636,69 @@ static int pick_format(flow *f)
     return -1;
 }
 
+/* ---- the tool that runs ---- */
+
+/* 1 when the tool's inputSchema (of its tools/list entry) declares kn_id. */
+static int declares_kn_id(const tools_info *ti)
+{
+    const char *text = ti->list_json[LANG_EN_US];
+    json_value *e = text ? json_parse(text, strlen(text), NULL, NULL, 0) : NULL;
+    const json_value *props = json_get(json_get(e, "inputSchema"), "properties");
+    int yes = json_get(props, "kn_id") != NULL;
+    json_free(e);
+    return yes;
+}
+
+/* execute_tool that runs a Context Loader tool or a skill: that tool (as ctx.invoke
+ * would find it: listed on an MCP surface, not gated off) and the arguments it gets,
+ * as tools/execute_tool.lua hands them on (arguments without bkn_context,
+ * response_format and hints; kn_id from execute_tool's own when the tool declares it
+ * and lacks it; a skill's skill_id, entry_shell and timeout). Else the call itself. */
+static void pick_run(flow *f)
+{
+    f->run_name = f->in.ti->name;
+    f->run_args = f->args;
+    f->run_toon = f->o.toon;
+    if (strcmp(f->in.ti->name, "execute_tool") || json_typeof(f->args) != JSON_OBJECT ||
+        json_get(f->args, "toolbox_id"))
+        return;
+    const json_value *a = json_get(f->args, "arguments");
+    const char *skill = json_get_string(f->args, "skill_id");
+    const char *key = json_get_string(f->args, "tool_id");
+    if (!key)
+        key = json_get_string(f->args, "name");
+    const tools_info *ti = tools_gen_find(f->in.gen, skill ? "execute_skill" : key ? key : "");
+    if (!ti || !(ti->surfaces & (SURFACE_MCP | SURFACE_COMPACT)) || (ti->gate && !ti->gate_open) ||
+        !strcmp(ti->name, "execute_tool"))
+        return;
+    json_value *inner;
+    if (skill) {
+        inner = json_new_object();
+        json_set(inner, "skill_id", json_new_str(skill, strlen(skill)));
+        const json_value *entry = json_get(a, "entry_shell");
+        const json_value *timeout = json_get(a, "timeout");
+        if (entry)
+            json_set(inner, "entry_shell", json_clone(entry));
+        if (timeout)
+            json_set(inner, "timeout", json_clone(timeout));
+    } else {
+        inner = json_typeof(a) == JSON_OBJECT ? json_clone(a) : json_new_object();
+        json_remove(inner, "bkn_context");
+        json_remove(inner, "response_format");
+        guard_strip_hints(inner);
+        const json_value *kn = json_get(f->args, "kn_id");
+        if (kn && !json_get(inner, "kn_id") && declares_kn_id(ti))
+            json_set(inner, "kn_id", json_clone(kn));
+    }
+    int toon = 0;
+    char details[200];
+    if (callcheck_format(f->in.format, json_get(f->in.args, "response_format"), f->in.mcp, ti->toon,
+                         &toon, details, sizeof details) == 0)
+        f->run_toon = toon;
+    f->run_name = ti->name;
+    f->run_args = f->run_args_own = inner;
+}
+
 /* ---- entry ---- */
 
 flow *flow_new(const flow_input *in, flow_done_fn done, void *arg)
@@ -686,6 +758,7 @@ void flow_run(flow *f)
     }
     if (pick_format(f) < 0)
         return;
+    pick_run(f);
 
     /* The hint: the invocation id, else a caller-supplied request id. */
     const char *hint = f->invocation[0]        ? f->invocation
@@ -695,6 +768,6 @@ void flow_run(flow *f)
         decide_trace(f);
         return;
     }
-    idem_key(in->env.who->key, idem_scope(f), in->ti->name, hint, f->idem_key);
+    idem_key(in->env.who->key, idem_scope(f), f->run_name, hint, f->idem_key);
     f->iw = idem_begin(in->idem, f->idem_key, input_hash(f), on_idem, f);
 }

@@ -311,6 +311,13 @@ void call_cancel(call *c)
 static const tools_info TOOL = {.name = "query_object_instance", .kind = "read", .toon = 1};
 static const tools_info ACTION = {.name = "execute_action", .kind = "execute", .toon = 1};
 static const tools_info *g_tool = &TOOL; /* the tool of the next flow */
+
+/* The generation's lookup: the two tools above, listed on /mcp. */
+const tools_info *tools_gen_find(const tools_gen *g, const char *name)
+{
+    (void)g;
+    return !strcmp(name, TOOL.name) ? &TOOL : !strcmp(name, ACTION.name) ? &ACTION : NULL;
+}
 static const char *g_surface;            /* its MCP surface (NULL: "mcp") */
 static lang_id g_lang = LANG_EN_US;      /* its language */
 static principal g_who;
