@@ -77,6 +77,12 @@ local M = {
             },
         },
     },
+    output_schema = {
+        type = "object",
+        description = text(
+            "该能力自己的结果：JSON 对象原样返回，其他值放在 result 中",
+            "The capability's own result: a JSON object as it is, any other value under result"),
+    },
 }
 
 local KN_REQUIRED = text(
@@ -268,9 +274,11 @@ local function run_factory(args, ctx, key)
     end
     local body = cljson.object()
     body.body = params -- the toolbox proxy takes the arguments under "body"
+    -- a managed call names its Operation as the parent of what the function records
+    local headers = ctx.operation_id and { ["bkn-parent-operation-id"] = ctx.operation_id } or nil
     return call_factory(ctx, { upstream = "operator_integration", method = "POST",
         path = "/internal-v1/caller/tool-box/" .. util.escape(args.toolbox_id) .. "/proxy/" ..
-            util.escape(args.tool_id), json = body },
+            util.escape(args.tool_id), json = body, headers = headers },
         text("工具调用失败", "The tool call failed"))
 end
 

@@ -1,7 +1,9 @@
-// A retry may take another route to the same tool: idempotency records (and the
-// Operation) are keyed by the tool that actually runs, so execute_skill on /mcp and
-// execute_tool {"name":"execute_skill"} (or {"skill_id"}) on /mcp-compact with the same
-// invocation id run once, and execute_tool's name and tool_id forms are one call.
+// execute_tool's contract: a retry may take another route to the same tool
+// (idempotency records and the Operation are keyed by the tool that actually runs, so
+// execute_skill on /mcp and execute_tool {"name":"execute_skill"} (or {"skill_id"}) on
+// /mcp-compact with the same invocation id run once, and the name and tool_id forms
+// are one call); it declares an outputSchema; a managed call of a toolbox function
+// names its Operation to the toolbox (bkn-parent-operation-id).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startStack, PREFIX } from './lib/stack.mjs';
@@ -74,4 +76,22 @@ test('execute_tool by name and by tool_id with one invocation id: one call, no c
   assert.equal(d.result.isError, true, JSON.stringify(d));
   const e = JSON.parse(d.result.content[0].text);
   assert.equal((e.error ?? e).code, 'idempotency_conflict');
+});
+
+test('execute_tool declares an outputSchema on /mcp and /mcp-compact, and its results match it', async () => {
+  for (const s of [full, compact]) {
+    const t = (await s.listAll()).find((x) => x.name === 'execute_tool');
+    assert.equal(t.outputSchema?.type, 'object', JSON.stringify(t));
+  }
+  const r = ok(await compact.call('execute_tool', { tool_id: 'get_relation_types', arguments: { kn_id: 'kn_medical', ids: ['rt_produced_by'] }, bkn_context: T }));
+  assert.equal(typeof r, 'object');
+});
+
+test('a managed execute_tool of a toolbox function sends bkn-parent-operation-id: its Operation', async () => {
+  const seq = await lastSeq();
+  const r = ok(await compact.call('execute_tool', { kn_id: 'kn_supplychain', toolbox_id: 'box_finance', tool_id: 'tool_fx_convert', arguments: { amount: 2, from: 'USD', to: 'CNY' }, response_format: 'json', bkn_context: T }));
+  assert.ok(r.bkn_receipt?.operation_id, JSON.stringify(r));
+  const calls = (await simGet(`/_sim/requests?since=${seq}`)).requests.filter((q) => /\/tool-box\/box_finance\/proxy\/tool_fx_convert$/.test(q.path));
+  assert.equal(calls.length, 1);
+  assert.equal(calls[0].headers['bkn-parent-operation-id'], r.bkn_receipt.operation_id);
 });
