@@ -122,12 +122,12 @@ static void finish(flow *f, int store_it)
 /* The catalogue text id in the call's language. */
 #define TX(f, id) text_get(TEXT_##id, (f)->in.env.lang)
 
-/* A lifecycle-style refusal {"error":{...}} (before any downstream call). */
+/* A refusal in the one error object (before any downstream call). */
 static void refuse(flow *f, int rest_status, const char *code, const char *message, int retryable,
                    const char *mcp_action, const char *rest_action)
 {
     outcome_refuse(&f->o, rest_status, code, message, retryable,
-                   f->in.mcp ? mcp_action : rest_action, f->in.mcp);
+                   f->in.mcp ? mcp_action : rest_action, f->in.env.lang);
     finish(f, 0);
 }
 
@@ -160,7 +160,7 @@ static void refuse_api(flow *f, const trace_reply *r)
     const char *code = r->error_code && *r->error_code ? r->error_code : "internal_error";
     str_copy(f->o.code, sizeof f->o.code, code);
     buf_reset(&f->o.json);
-    guard_write_api_error(&f->o.json, r->body);
+    guard_write_api_error(&f->o.json, r->body, f->in.env.lang, f->in.mcp);
     f->o.is_error = 1;
     f->o.status = rest_status_of(code);
     finish(f, 0);
@@ -416,7 +416,7 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     const char *st = op->receipt_status;
     if (!st || !strcmp(st, "pending")) {
         refuse(f, 409, "receipt_pending", TX(f, FLOW_RECEIPT_PENDING), 1,
-               "retry_same_business_tool", "retry_same_business_tool");
+               "retry_later", "retry_later");
         return;
     }
     /* Terminal, and our idempotency record of it is gone: say so, never a stub. */
@@ -558,7 +558,8 @@ static void decide_trace(flow *f)
 {
     if (!trace_installed(f->in.trace)) {
         if (f->needs_context || !f->ctx.adhoc) {
-            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0, "", "");
+            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0,
+                   "contact_administrator", "contact_administrator");
             return;
         }
         run_tool(f);
@@ -604,8 +605,8 @@ static void on_idem(idem_decision d, const char *response, size_t len, void *arg
                "use_new_idempotency_key", "use_new_idempotency_key");
         return;
     case IDEM_IN_PROGRESS:
-        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_same_business_tool",
-               "retry_same_business_tool");
+        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_later",
+               "retry_later");
         return;
     case IDEM_UNAVAILABLE:
     default:

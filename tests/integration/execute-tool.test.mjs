@@ -75,7 +75,7 @@ test('execute_tool by name and by tool_id with one invocation id: one call, no c
   const d = await compact.call('execute_tool', { name: 'get_relation_types', arguments: { kn_id: 'kn_medical', ids: ['rt_other'] }, bkn_context: T }, { [INV]: id });
   assert.equal(d.result.isError, true, JSON.stringify(d));
   const e = JSON.parse(d.result.content[0].text);
-  assert.equal((e.error ?? e).code, 'idempotency_conflict');
+  assert.equal(e.code, 'idempotency_conflict');
 });
 
 test('execute_tool declares an outputSchema on /mcp and /mcp-compact, and its results match it', async () => {
