@@ -105,6 +105,8 @@ static void finish(flow *f, int store_it)
     if (f->idem_owned) {
         if (store_it) {
             buf rec = BUF_INIT;
+            if (!f->o.json_quoted.len)
+                outcome_quote(&f->o); /* escaped once: the record and the MCP text block */
             outcome_encode(&rec, &f->o);
             idem_finish(f->in.idem, f->idem_key, f->input_hash, rec.data, rec.len);
             buf_free(&rec);
@@ -267,13 +269,20 @@ static void on_finalized(const trace_reply *r, const json_value *receipt, void *
 }
 
 /* Completes (or fails) the attempt with the call's output: on MCP the
- * CallToolResult without receipt, on REST the result (or error) value. */
+ * CallToolResult without receipt, written from the result's text (escaped once, for
+ * the reply as well); on REST the result (or error) value. */
 static void finalize(flow *f)
 {
     json_value *payload = NULL, *parsed = NULL;
     const buf *text = &f->o.json;
+    buf out = BUF_INIT;
+    trace_attempt_in a;
+    memset(&a, 0, sizeof a);
     if (f->in.mcp) {
-        payload = mcp_attempt_output(&f->o);
+        outcome_quote(&f->o);
+        mcp_write_attempt_output(&out, &f->o);
+        a.payload_json = out.data;
+        a.payload_len = out.len;
     } else if (!f->o.is_error && f->o.result) {
         payload = f->o.result; /* borrowed */
     } else if (f->o.is_error && f->error_value) {
@@ -282,8 +291,6 @@ static void finalize(flow *f)
         /* a downstream body passed through as text (or the incident envelope) */
         payload = parsed = json_parse(text->data ? text->data : "", text->len, NULL, NULL, 0);
     }
-    trace_attempt_in a;
-    memset(&a, 0, sizeof a);
     a.operation_id = f->o.operation_id;
     a.attempt = f->attempt;
     a.failed = f->o.is_error;
@@ -291,14 +298,13 @@ static void finalize(flow *f)
     a.request_id = f->in.env.request_id;
     a.trace_id = f->trace_id;
     a.span_id = f->span_id;
-    json_value *refs =
-        outcome_attempt_refs(f->in.ti->name, f->kn_id, f->args, f->o.result, f->ctx.business_refs);
+    json_value *refs = outcome_attempt_refs(f->in.ti->name, f->kn_id, f->args, f->o.result,
+                                            f->o.is_error ? NULL : text, f->ctx.business_refs);
     a.business_refs = refs ? refs : f->ctx.business_refs;
     a.payload = payload;
     trace_time_begin(f);
     f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
-    if (f->in.mcp)
-        json_free(payload);
+    buf_free(&out);
     json_free(parsed);
     json_free(refs);
 }
@@ -316,6 +322,7 @@ static void on_call_done(const call_result *res, void *arg)
     buf mine = o->json;
     o->json = *res->body_buf;
     *res->body_buf = mine;
+    buf_reset(&o->json_quoted);
     if (o->toon && !res->is_error && res->toon)
         buf_append(&o->toon_text, res->toon, res->toon_len);
     if (res->is_error)
@@ -336,7 +343,9 @@ static void run_tool(flow *f)
     /* PTC: the sandbox's calls name this run as their parent operation */
     env.operation_id = f->o.operation_id[0] ? f->o.operation_id : NULL;
     env.toon = f->o.toon;
-    env.want_value = f->record; /* the attempt payload is built from the value */
+    /* REST's attempt payload is the result's value; MCP's is written from its text (a
+     * TOON answer is rendered from the tree, which the call then builds anyway) */
+    env.want_value = f->record && (!f->in.mcp || f->o.toon);
     f->call = call_start(f->in.gen, f->in.ti, f->args, &env, on_call_done, f);
 }
 

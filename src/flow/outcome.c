@@ -15,16 +15,24 @@ void outcome_init(call_outcome *o)
 void outcome_free(call_outcome *o)
 {
     buf_free(&o->json);
+    buf_free(&o->json_quoted);
     buf_free(&o->toon_text);
     json_free(o->result);
     json_free(o->receipt);
     o->result = o->receipt = NULL;
 }
 
+void outcome_quote(call_outcome *o)
+{
+    buf_reset(&o->json_quoted);
+    json_write_string(&o->json_quoted, o->json.data ? o->json.data : "", o->json.len);
+}
+
 void outcome_refuse(call_outcome *o, int status, const char *code, const char *message,
                     int retryable, const char *required_action, lang_id lang)
 {
     buf_reset(&o->json);
+    buf_reset(&o->json_quoted);
     guard_write_error(&o->json, lang, code, message, retryable, required_action);
     o->status = status;
     o->is_error = 1;
@@ -44,7 +52,12 @@ void outcome_encode(buf *out, const call_outcome *o)
                o->unrecorded ? "true" : "false");
     put_str_member(out, "receipt_id", o->receipt_id, strlen(o->receipt_id));
     put_str_member(out, "operation_id", o->operation_id, strlen(o->operation_id));
-    put_str_member(out, "json", o->json.data ? o->json.data : "", o->json.len);
+    if (o->json_quoted.len) { /* the same text, escaped once already */
+        buf_puts(out, ",\"json\":");
+        buf_append(out, o->json_quoted.data, o->json_quoted.len);
+    } else {
+        put_str_member(out, "json", o->json.data ? o->json.data : "", o->json.len);
+    }
     buf_puts(out, ",\"toon_text\":"); /* null: not rendered */
     if (o->toon_text.data)
         json_write_string(out, o->toon_text.data, o->toon_text.len);
@@ -90,6 +103,7 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o)
     copy_str(v, "receipt_id", o->receipt_id, sizeof o->receipt_id);
     copy_str(v, "operation_id", o->operation_id, sizeof o->operation_id);
     buf_reset(&o->json);
+    buf_reset(&o->json_quoted);
     s = json_get_str(js, &n);
     buf_append(&o->json, s, n);
     buf_free(&o->toon_text);
@@ -100,9 +114,7 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o)
     json_free(o->receipt);
     o->receipt = rc_v && json_typeof(rc_v) != JSON_NULL ? json_clone(rc_v) : NULL;
     json_free(o->result);
-    o->result = NULL;
-    if (o->receipt && !o->is_error) /* the MCP writer adds bkn_receipt to the tree */
-        o->result = json_parse(o->json.data, o->json.len, NULL, NULL, 0);
+    o->result = NULL; /* the MCP writer puts bkn_receipt into the text itself */
     rc = 0;
 done:
     json_free(v);
@@ -121,6 +133,9 @@ static int ref_segment(const char *s)
     return s && *s && !strchr(s, ':') && strlen(s) <= 160;
 }
 
+static json_value *action_refs(const char *kn_id, const json_value *args, const json_value *result,
+                               const json_value *caller_refs);
+
 static int same_ref(const json_value *r, const char *id)
 {
     const char *t = json_get_string(r, "ref_type");
@@ -131,10 +146,25 @@ static int same_ref(const json_value *r, const char *id)
 }
 
 json_value *outcome_attempt_refs(const char *tool, const char *kn_id, const json_value *args,
-                                 const json_value *result, const json_value *caller_refs)
+                                 const json_value *result, const buf *result_text,
+                                 const json_value *caller_refs)
 {
-    if (strcmp(tool, ACTION_TOOL) || !result || json_typeof(result) != JSON_OBJECT)
+    if (strcmp(tool, ACTION_TOOL))
         return NULL;
+    json_value *parsed = NULL;
+    if (!result && result_text && result_text->len)
+        result = parsed = json_parse(result_text->data, result_text->len, NULL, NULL, 0);
+    json_value *refs = NULL;
+    if (result && json_typeof(result) == JSON_OBJECT)
+        refs = action_refs(kn_id, args, result, caller_refs);
+    json_free(parsed);
+    return refs;
+}
+
+/* outcome_attempt_refs of an execute_action result (an object). */
+static json_value *action_refs(const char *kn_id, const json_value *args, const json_value *result,
+                               const json_value *caller_refs)
+{
     const char *at = args ? json_get_string(args, "at_id") : NULL;
     const char *exec = json_get_string(result, "execution_id");
     if (!ref_segment(kn_id) || !ref_segment(at) || !ref_segment(exec))
@@ -244,6 +274,7 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
                       .details = details,
                       .required_action = required_action};
     buf_reset(&o->json);
+    buf_reset(&o->json_quoted);
     guard_write_object(&o->json, &ge);
     json_free(details);
     buf_free(&msg);

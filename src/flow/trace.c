@@ -552,11 +552,15 @@ static void owner_headers(trace_call *c, const principal *who, const char *tenan
         add_header(c, "X-BKN-Auth-Method", who->auth_method);
 }
 
-trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
-                          const char *method, const char *path, const json_value *body,
-                          int idempotent, trace_cb cb, void *arg)
+/* trace_request with the body as text: body (owned, from buf_steal) becomes the call's
+ * (NULL: none). */
+static trace_call *request_text(trace_ctx *t, const principal *who, const char *lang_tag,
+                                const char *method, const char *path, char *body, size_t body_len,
+                                int idempotent, trace_cb cb, void *arg)
 {
     trace_call *c = call_new(t, K_REQUEST);
+    c->body = body;
+    c->body_len = body_len;
     const char *tenant = NULL, *domain = NULL;
     buf u = BUF_INIT;
     c->cb = cb;
@@ -586,16 +590,25 @@ trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_t
     c->method = xstrdup(method);
     buf_printf(&u, "%s%s%s", t->base_url, API_PREFIX, path);
     c->url = buf_steal(&u, NULL);
-    if (body) {
-        buf b = BUF_INIT;
-        json_write(&b, body, 1);
-        c->body = buf_steal(&b, &c->body_len);
-    }
     owner_headers(c, who, tenant, domain, lang_tag);
     try_send(c);
 done:
     buf_free(&u);
     return c;
+}
+
+trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
+                          const char *method, const char *path, const json_value *body,
+                          int idempotent, trace_cb cb, void *arg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (body) {
+        buf b = BUF_INIT;
+        json_write(&b, body, 1);
+        text = buf_steal(&b, &len);
+    }
+    return request_text(t, who, lang_tag, method, path, text, len, idempotent, cb, arg);
 }
 
 /* ---- capture policy ---- */
@@ -876,11 +889,18 @@ static trace_call *typed_request(trace_ctx *t, const principal *who, const char 
                                  const char *id2, json_value *body, int idempotent, view_kind view,
                                  void *arg)
 {
+    char *text = NULL;
+    size_t len = 0;
+    if (body) {
+        buf b = BUF_INIT;
+        json_write(&b, body, 1);
+        text = buf_steal(&b, &len);
+        json_free(body);
+    }
     buf path = BUF_INIT, e1 = BUF_INIT, e2 = BUF_INIT;
     buf_printf(&path, fmt, trace_path_escape(id1, &e1), trace_path_escape(id2, &e2));
-    trace_call *c = trace_request(t, who, lang, method, path.data, body, idempotent, NULL, arg);
+    trace_call *c = request_text(t, who, lang, method, path.data, text, len, idempotent, NULL, arg);
     c->view = view;
-    json_free(body);
     buf_free(&path);
     buf_free(&e1);
     buf_free(&e2);
@@ -1022,40 +1042,87 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
     return c;
 }
 
+/* Appends a PayloadEnvelope of the payload text p (n bytes) in canonical member order
+ * (trace_payload_envelope's members). */
+static void put_envelope(buf *b, const char *p, size_t n)
+{
+    if (!p) {
+        buf_puts(b, "{\"byte_length\":0,\"media_type\":\"application/json\",\"mode\":"
+                    "\"omitted\",\"omitted_reason\":\"serialization_failed\"}");
+    } else if (n > TRACE_INLINE_MAX) {
+        buf_printf(b, "{\"byte_length\":%zu,\"media_type\":\"application/json\",\"mode\":"
+                      "\"omitted\",\"omitted_reason\":\"payload_too_large\"}", n);
+    } else {
+        buf_printf(b, "{\"byte_length\":%zu,\"inline\":", n);
+        buf_append(b, p, n);
+        buf_puts(b, ",\"media_type\":\"application/json\",\"mode\":\"inline\"}");
+    }
+}
+
+static void put_member_str(buf *b, const char *key, const char *v, size_t n)
+{
+    buf_printf(b, ",\"%s\":", key);
+    json_write_string(b, v ? v : "", v ? n : 0);
+}
+
 trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
                                  const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
 {
-    json_value *b = json_new_object();
-    json_value *env = NULL;
-    if (in->failed) {
-        json_value *e = json_new_object();
-        set_str(e, "code", "tool_error");
-        set_str(e, "message", "the tool returned an error");
-        set_str(e, "stage", "tool_execution");
-        json_set(e, "result", in->payload ? json_clone(in->payload) : json_new_null());
-        trace_payload_envelope(e, &env);
-        json_free(e);
-    } else {
-        trace_payload_envelope(in->payload, &env);
+    /* The body written as text in canonical member order, the payload's text put in
+     * once (a tree payload is written once, canonically). */
+    buf pl = BUF_INIT, b = BUF_INIT;
+    const char *p = in->payload_json;
+    size_t n = in->payload_len;
+    if (!p && in->payload) {
+        json_write(&pl, in->payload, 1);
+        p = pl.data;
+        n = pl.len;
     }
-    set_str(b, "receipt_id", in->receipt_id);
-    set_str(b, "evidence_durability", "durable");
-    json_set(b, "retryable", json_new_bool(0));
-    set_str(b, "request_id", in->request_id);
-    json_set(b, "trace_id", json_new_str(in->trace_id, 32));
-    json_set(b, "span_id", json_new_str(in->span_id, 16));
-    json_set(b, "observed_evidence_refs", json_new_array());
-    json_set(b, "business_refs",
-             in->business_refs ? json_clone(in->business_refs) : json_new_array());
-    json_set(b, "artifact_refs", json_new_null());
-    json_set(b, "partial_reasons", json_new_null());
-    json_set(b, in->failed ? "error" : "output", env);
+    buf_puts(&b, "{\"artifact_refs\":null,\"business_refs\":");
+    if (in->business_refs)
+        json_write(&b, in->business_refs, 1);
+    else
+        buf_puts(&b, "[]");
+    if (in->failed) {
+        /* {code, message, result: the payload, stage}, canonical */
+        buf e = BUF_INIT;
+        buf_puts(&e, "{\"code\":\"tool_error\",\"message\":\"the tool returned an error\","
+                     "\"result\":");
+        if (p)
+            buf_append(&e, p, n);
+        else
+            buf_puts(&e, "null");
+        buf_puts(&e, ",\"stage\":\"tool_execution\"}");
+        buf_puts(&b, ",\"error\":");
+        put_envelope(&b, e.data, e.len);
+        buf_free(&e);
+    }
+    buf_puts(&b, ",\"evidence_durability\":\"durable\",\"observed_evidence_refs\":[]");
+    if (!in->failed) {
+        buf_puts(&b, ",\"output\":");
+        put_envelope(&b, p, n);
+    }
+    buf_puts(&b, ",\"partial_reasons\":null");
+    put_member_str(&b, "receipt_id", in->receipt_id, in->receipt_id ? strlen(in->receipt_id) : 0);
+    put_member_str(&b, "request_id", in->request_id, in->request_id ? strlen(in->request_id) : 0);
+    buf_puts(&b, ",\"retryable\":false");
+    put_member_str(&b, "span_id", in->span_id, 16);
+    put_member_str(&b, "trace_id", in->trace_id, 32);
+    buf_putc(&b, '}');
+    buf_free(&pl);
+
     char fmt[80]; /* the operation id is escaped into the one %s */
     snprintf(fmt, sizeof fmt, "/operations/%%s/attempts/%ld:%s", in->attempt,
              in->failed ? "fail" : "complete");
-    trace_call *c =
-        typed_request(t, who, lang, "POST", fmt, in->operation_id, NULL, b, 1, V_RECEIPT, arg);
+    buf path = BUF_INIT, e1 = BUF_INIT;
+    buf_printf(&path, fmt, trace_path_escape(in->operation_id, &e1));
+    size_t len;
+    char *text = buf_steal(&b, &len);
+    trace_call *c = request_text(t, who, lang, "POST", path.data, text, len, 1, NULL, arg);
+    c->view = V_RECEIPT;
     c->tcb.receipt = cb;
+    buf_free(&path);
+    buf_free(&e1);
     return c;
 }
 

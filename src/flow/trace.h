@@ -242,6 +242,11 @@ typedef struct trace_attempt_in {
     const json_value *business_refs; /* or NULL ([]) */
     const json_value *payload;       /* the output (or the error's result); NULL =
                                         serialization_failed */
+    /* Or the payload already as JSON text (payload is then ignored): sent as it is,
+     * byte_length its length. The caller's text, not rewritten, so its member order
+     * stands (the same length as its canonical form when it has no whitespace). */
+    const char *payload_json;
+    size_t payload_len;
 } trace_attempt_in;
 /* receipt: the reply's "receipt" member, or NULL. */
 typedef void (*trace_receipt_cb)(const trace_reply *r, const json_value *receipt, void *arg);

@@ -45,6 +45,33 @@ local schema = require "schema"
 
 local M = {}
 
+-- The configured upstream names a tool may name (upstream = ..., ctx.http{upstream =
+-- ...}), checked as the service checks them at load: the upstream.<name>.url keys of
+-- the configuration file CL_SPEC_CONFIG names, else of the shipped one (in the
+-- repository etc/context-loader.conf; next to the installed kit
+-- <prefix>/etc/context-loader/context-loader.conf). nil when no file is found: no check.
+local function configured_upstreams()
+    local conf = os.getenv("CL_SPEC_CONFIG")
+    if not conf then
+        conf = REPO and file_exists(REPO .. "/etc/context-loader.conf") and REPO .. "/etc/context-loader.conf"
+            or HERE .. "/../../../etc/context-loader/context-loader.conf"
+    end
+    local f = io.open(conf, "rb")
+    if not f then
+        return nil
+    end
+    local names = {}
+    for line in f:lines() do
+        local name = line:match("^%s*upstream%.([%w_]+)%.url%s*=")
+        if name then
+            names[#names + 1] = name
+        end
+    end
+    f:close()
+    return names
+end
+
+M.upstreams = configured_upstreams()
 M.root = paths.root
 M.lua_dir = paths.lua_dir
 M.tools_dir = paths.tools_dir
@@ -95,7 +122,7 @@ function M.sandbox(tools_dir, lua_dir)
         if not ok then
             return nil, { tostring(tool) }
         end
-        return contract.check(tool, name)
+        return contract.check(tool, name, { upstreams = M.upstreams })
     end
     current = sb
     return sb
@@ -161,6 +188,9 @@ function M.ctx(opts)
         assert(type(req.path) == "string" and req.path:sub(1, 1) == "/",
             "ctx.http: path must start with /")
         assert(not (req.json ~= nil and req.body ~= nil), "ctx.http: json and body exclude each other")
+        if M.upstreams and not contract.has_upstream(M.upstreams, req.upstream) then
+            error("ctx.http " .. contract.unknown_upstream("upstream", req.upstream, M.upstreams), 2)
+        end
         ctx.requests[#ctx.requests + 1] = req
         if opts.respond then
             return opts.respond(req)
