@@ -49,6 +49,9 @@ local M = {
     group = "capability",
     order = 620,
     surfaces = { "mcp", "compact", "rest" },
+    -- the token-saving view of whatever the capability returned: on MCP the text is
+    -- the compact JSON unless the view is smaller (never more tokens than the JSON)
+    toon_view = true,
     upstream = { "operator_integration", "bkn_backend" },
     annotations = { destructiveHint = true, idempotentHint = false, openWorldHint = true },
     input_schema = fields.input {

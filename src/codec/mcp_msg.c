@@ -176,7 +176,7 @@ static int is_ws(char c)
 /* The result object's JSON text with bkn_receipt as one more member, put in before
  * its closing brace (the result's own bytes, nothing parsed or written again). -1,
  * nothing written, when the text is not an object's. */
-static int put_text_with_receipt(buf *out, const buf *text, const json_value *receipt)
+static int put_text_with_receipt(buf *out, const buf *text, const buf *receipt)
 {
     const char *s = text->data ? text->data : "";
     size_t b = 0, n = text->len;
@@ -191,13 +191,13 @@ static int put_text_with_receipt(buf *out, const buf *text, const json_value *re
         k--;
     buf_append(out, s + b, k - b);
     buf_puts(out, k > b + 1 ? ",\"bkn_receipt\":" : "\"bkn_receipt\":");
-    json_write(out, receipt, 0);
+    put_raw(out, receipt);
     buf_putc(out, '}');
     return 0;
 }
 
 /* The result object with bkn_receipt as one more member (written from the tree). */
-static void put_result_with_receipt(buf *out, const json_value *result, const json_value *receipt)
+static void put_result_with_receipt(buf *out, const json_value *result, const buf *receipt)
 {
     size_t n = json_count(result);
     buf_putc(out, '{');
@@ -210,7 +210,7 @@ static void put_result_with_receipt(buf *out, const json_value *result, const js
         buf_putc(out, ',');
     }
     buf_puts(out, "\"bkn_receipt\":");
-    json_write(out, receipt, 0);
+    put_raw(out, receipt);
     buf_putc(out, '}');
 }
 
@@ -221,8 +221,8 @@ static void put_error_object(buf *out, const call_outcome *o)
 {
     json_value *e = json_parse(o->json.data ? o->json.data : "", o->json.len, NULL, NULL, 0);
     if (e && json_typeof(e) == JSON_OBJECT) {
-        if (o->receipt)
-            put_result_with_receipt(out, e, o->receipt);
+        if (o->receipt_json.len)
+            put_result_with_receipt(out, e, &o->receipt_json);
         else
             put_raw(out, &o->json);
     } else {
@@ -231,9 +231,9 @@ static void put_error_object(buf *out, const call_outcome *o)
         json_write_string(out, code, strlen(code));
         buf_puts(out, ",\"details\":");
         put_text(out, &o->json);
-        if (o->receipt) {
+        if (o->receipt_json.len) {
             buf_puts(out, ",\"bkn_receipt\":");
-            json_write(out, o->receipt, 0);
+            put_raw(out, &o->receipt_json);
         }
         buf_putc(out, '}');
     }
@@ -264,7 +264,7 @@ void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_
         else
             put_json_text(out, o);
         buf_puts(out, "}],\"structuredContent\":");
-        if (!o->receipt || put_text_with_receipt(out, &o->json, o->receipt) < 0)
+        if (!o->receipt_json.len || put_text_with_receipt(out, &o->json, &o->receipt_json) < 0)
             put_raw(out, &o->json);
         buf_puts(out, ",\"isError\":false");
     }

@@ -30,6 +30,7 @@ struct flow {
     const json_value *run_args;
     json_value *run_args_own;
     int run_toon; /* the response format as the tool that runs picks it */
+    buf args_canon; /* canonical text of run_args, once written (args_canon()) */
     bkn_context ctx;
     char kn_id[129];
     char invocation[260];
@@ -86,6 +87,7 @@ static void flow_free(flow *f)
         idem_abort(f->in.idem, f->idem_key);
     json_free(f->args_copy);
     json_free(f->run_args_own);
+    buf_free(&f->args_canon);
     json_free(f->lease_epoch);
     json_free(f->error_value);
     guard_context_free(&f->ctx);
@@ -184,32 +186,86 @@ static const char *idem_scope(const flow *f)
     return f->in.mcp ? "mcp" : "rest";
 }
 
+/* Appends ,"key":<s as a JSON string> (first: no comma). */
+static void put_str(buf *out, int first, const char *key, const char *v)
+{
+    buf_puts(out, first ? "\"" : ",\"");
+    buf_puts(out, key);
+    buf_puts(out, "\":");
+    json_write_string(out, v, strlen(v));
+}
+
 void flow_operation_key(const char *conversation_id, const char *interaction_id,
                         const char *surface, const char *tool, const char *invocation_id,
                         const char *request_id, const char *input_hash, char out[40])
 {
-    json_value *o = json_new_object();
-    buf id = BUF_INIT;
+    /* The canonical JSON of {tool, surface, interaction_id, identity,
+     * conversation_id}, written as text in its member order. */
+    buf id = BUF_INIT, text = BUF_INIT;
     if (invocation_id && *invocation_id) {
         char h[65];
         sha256_hex(invocation_id, strlen(invocation_id), h);
-        buf_printf(&id, "inv:%s", h);
+        buf_puts(&id, "inv:");
+        buf_puts(&id, h);
     } else {
-        buf_printf(&id, "req:%s:%s", request_id, input_hash);
+        buf_puts(&id, "req:");
+        buf_puts(&id, request_id);
+        buf_putc(&id, ':');
+        buf_puts(&id, input_hash);
     }
-    json_set(o, "tool", json_new_str(tool, strlen(tool)));
-    json_set(o, "surface", json_new_str(surface, strlen(surface)));
-    json_set(o, "interaction_id", json_new_str(interaction_id, strlen(interaction_id)));
-    json_set(o, "identity", json_new_str(id.data, id.len));
-    json_set(o, "conversation_id", json_new_str(conversation_id, strlen(conversation_id)));
-    buf text = BUF_INIT;
-    json_write(&text, o, 1);
+    buf_putc(&text, '{');
+    put_str(&text, 1, "conversation_id", conversation_id);
+    put_str(&text, 0, "identity", id.data);
+    put_str(&text, 0, "interaction_id", interaction_id);
+    put_str(&text, 0, "surface", surface);
+    put_str(&text, 0, "tool", tool);
+    buf_putc(&text, '}');
     char h[65];
     sha256_hex(text.data, text.len, h);
-    snprintf(out, 40, "op_%.32s", h);
+    memcpy(out, "op_", 3);
+    memcpy(out + 3, h, 32);
+    out[35] = '\0';
     buf_free(&text);
     buf_free(&id);
-    json_free(o);
+}
+
+void flow_input_hash(const char *args_canon, size_t len, const bkn_context *ctx, int toon,
+                     const json_value *query, char out[65])
+{
+    /* The canonical JSON of {arguments, bkn_context, response_format, query}, written
+     * as text in its member order around the arguments' canonical text. */
+    buf t = BUF_INIT;
+    buf_puts(&t, "{\"arguments\":");
+    buf_append(&t, args_canon, len);
+    if (ctx && !ctx->adhoc) {
+        buf_puts(&t, ",\"bkn_context\":{");
+        if (ctx->causation_event_ids) {
+            buf_puts(&t, "\"causation_event_ids\":");
+            json_write(&t, ctx->causation_event_ids, 1);
+            buf_putc(&t, ',');
+        }
+        put_str(&t, 1, "conversation_id", ctx->conversation_id);
+        put_str(&t, 0, "interaction_id", ctx->interaction_id);
+        if (ctx->parent_operation_id[0])
+            put_str(&t, 0, "parent_operation_id", ctx->parent_operation_id);
+        buf_putc(&t, '}');
+    }
+    if (query) {
+        buf_puts(&t, ",\"query\":");
+        json_write(&t, query, 1);
+    }
+    buf_puts(&t, toon ? ",\"response_format\":\"toon\"}" : ",\"response_format\":\"json\"}");
+    sha256_hex(t.data, t.len, out);
+    buf_free(&t);
+}
+
+/* The arguments' canonical text, written once (the input hash and the Operation's
+ * input both take it). */
+static const buf *args_canon(flow *f)
+{
+    if (!f->args_canon.data)
+        json_write(&f->args_canon, f->run_args, 1);
+    return &f->args_canon;
 }
 
 /* The input hash: canonical JSON of the normalized input (the arguments minus
@@ -219,39 +275,25 @@ static const char *input_hash(flow *f)
 {
     if (f->input_hash[0])
         return f->input_hash;
-    json_value *in = json_new_object();
-    json_set(in, "arguments", json_clone(f->run_args));
-    if (!f->ctx.adhoc) {
-        json_value *cx = json_new_object();
-        json_set(cx, "conversation_id",
-                 json_new_str(f->ctx.conversation_id, strlen(f->ctx.conversation_id)));
-        json_set(cx, "interaction_id",
-                 json_new_str(f->ctx.interaction_id, strlen(f->ctx.interaction_id)));
-        if (f->ctx.parent_operation_id[0])
-            json_set(cx, "parent_operation_id",
-                     json_new_str(f->ctx.parent_operation_id, strlen(f->ctx.parent_operation_id)));
-        if (f->ctx.causation_event_ids)
-            json_set(cx, "causation_event_ids", json_clone(f->ctx.causation_event_ids));
-        json_set(in, "bkn_context", cx);
-    }
-    json_set(in, "response_format", json_new_str(f->run_toon ? "toon" : "json", 4));
-    if (f->in.env.query) /* REST query parameters are arguments too */
-        json_set(in, "query", json_clone(f->in.env.query));
-    idem_input_hash(in, f->input_hash);
-    json_free(in);
+    const buf *a = args_canon(f);
+    flow_input_hash(a->data, a->len, &f->ctx, f->run_toon, f->in.env.query, f->input_hash);
     return f->input_hash;
 }
 
 /* ---- the tool and its attempt ---- */
 
-static void on_finalized(const trace_reply *r, const json_value *receipt, void *arg)
+static void on_finalized(const trace_reply *r, const trace_receipt *rc, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
     trace_time_end(f);
     if (r->status == TRACE_OK && r->body) {
-        if (receipt)
-            f->o.receipt = json_clone(receipt);
+        if (rc) { /* Core's text, put into the answer as it is */
+            buf_reset(&f->o.receipt_json);
+            buf_append(&f->o.receipt_json, rc->json, rc->len);
+            if (rc->receipt_id)
+                str_copy(f->o.receipt_id, sizeof f->o.receipt_id, rc->receipt_id);
+        }
     } else {
         /* The business result stands; the receipt stays pending at Core. */
         log_line *l = log_begin(LOG_WARN, "operation finalize failed");
@@ -259,11 +301,6 @@ static void on_finalized(const trace_reply *r, const json_value *receipt, void *
         log_str(l, "operation_id", f->o.operation_id);
         log_int(l, "trace_status", (int)r->status);
         log_end(l);
-    }
-    if (f->o.receipt) {
-        const json_value *rid = json_get(f->o.receipt, "receipt_id");
-        if (rid && json_typeof(rid) == JSON_STRING)
-            str_copy(f->o.receipt_id, sizeof f->o.receipt_id, json_get_str(rid, NULL));
     }
     finish(f, 1);
 }
@@ -447,6 +484,8 @@ static void ensure_operation(flow *f)
     e.tool_name = f->run_name;
     e.protocol = f->in.mcp ? "mcp" : "sdk";
     e.input = f->run_args;
+    e.input_json = args_canon(f)->data;
+    e.input_len = f->args_canon.len;
     e.lease_token = f->lease_token;
     e.lease_epoch = f->lease_epoch;
     e.parent_operation_id = f->ctx.parent_operation_id;

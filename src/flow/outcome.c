@@ -17,9 +17,9 @@ void outcome_free(call_outcome *o)
     buf_free(&o->json);
     buf_free(&o->json_quoted);
     buf_free(&o->toon_text);
+    buf_free(&o->receipt_json);
     json_free(o->result);
-    json_free(o->receipt);
-    o->result = o->receipt = NULL;
+    o->result = NULL;
 }
 
 void outcome_quote(call_outcome *o)
@@ -64,8 +64,8 @@ void outcome_encode(buf *out, const call_outcome *o)
     else
         buf_puts(out, "null");
     buf_puts(out, ",\"receipt\":");
-    if (o->receipt)
-        json_write(out, o->receipt, 0);
+    if (o->receipt_json.len)
+        buf_append(out, o->receipt_json.data, o->receipt_json.len);
     else
         buf_puts(out, "null");
     buf_putc(out, '}');
@@ -111,8 +111,9 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o)
         s = json_get_str(tt, &n);
         buf_append(&o->toon_text, s, n);
     }
-    json_free(o->receipt);
-    o->receipt = rc_v && json_typeof(rc_v) != JSON_NULL ? json_clone(rc_v) : NULL;
+    buf_reset(&o->receipt_json);
+    if (rc_v && json_typeof(rc_v) != JSON_NULL)
+        json_write(&o->receipt_json, rc_v, 0);
     json_free(o->result);
     o->result = NULL; /* the MCP writer puts bkn_receipt into the text itself */
     rc = 0;
@@ -284,8 +285,9 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
     snprintf(o->code, sizeof o->code, "operation_already_executed");
     snprintf(o->operation_id, sizeof o->operation_id, "%s", op_id);
     snprintf(o->receipt_id, sizeof o->receipt_id, "%s", rc_id);
-    json_free(o->receipt);
-    o->receipt = receipt ? json_clone(receipt) : NULL;
+    buf_reset(&o->receipt_json);
+    if (receipt)
+        json_write(&o->receipt_json, receipt, 0);
     json_free(o->result);
     o->result = NULL;
 }

@@ -10,7 +10,7 @@
  *               toon_text = the TOON rendering when response_format is toon.
  *   error       is_error 1: json = the error body (the tool's error object, a
  *               lifecycle refusal {"error":{...}}, a Trace Core envelope).
- * receipt (a value) becomes structuredContent.bkn_receipt on MCP; receipt_id and
+ * receipt_json (a value's JSON text) becomes bkn_receipt on MCP, put in as it is; receipt_id and
  * operation_id become REST headers.
  *
  * Ownership: an outcome owns its buffers and values (outcome_free). */
@@ -33,7 +33,7 @@ typedef struct call_outcome {
                         idempotency record all take it from here */
     buf toon_text;
     json_value *result;  /* the result tree, or NULL */
-    json_value *receipt; /* bkn_receipt, or NULL */
+    buf receipt_json;    /* bkn_receipt as JSON text (Trace Core's bytes), empty: none */
     char receipt_id[96];
     char operation_id[96];
     int unrecorded; /* admitted during a verified Trace Core outage, nothing recorded */
