@@ -40,8 +40,13 @@ local M = {
     group = "query",
     order = 210,
     surfaces = { "mcp", "compact", "rest" },
-    -- the token-saving view; its description sentences are added by the contract
-    toon_view = { omit_instance_id = true },
+    -- the token-saving view; its description sentences are added by the contract.
+    -- The _instance_id column is left out of the table when every row's is
+    -- <kn_id>-<ot_id>-<the single value of its _instance_identity> (a model rebuilds it).
+    toon_view = {
+        omit_id = { rows = "datas", id = "_instance_id", identity = "_instance_identity",
+            prefix = { "kn_id", "ot_id" } },
+    },
     upstream = "ontology_query",
     input_schema = fields.input {
         required = { "kn_id", "ot_id" },

@@ -304,6 +304,18 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "Claude Desktop (through npx mcp-remote)")                                                   \
     X(PAGE_CLAUDE_NOTE, "在 env 里把 <access-token> 换成你的令牌；需要 Node.js。",                 \
       "Replace <access-token> in env with your token; needs Node.js.")                             \
+    X(PAGE_STATELESS, "v2 SDK 客户端（无状态协议 2026-07-28）",                                    \
+      "v2 SDK client (stateless protocol 2026-07-28)")                                             \
+    X(PAGE_STATELESS_NOTE,                                                                         \
+      "@modelcontextprotocol/client 的 Client 与 StreamableHTTPClientTransport 选项；"             \
+      "不需要 initialize 和会话。",                                                                \
+      "Options of Client and StreamableHTTPClientTransport in @modelcontextprotocol/client; "      \
+      "no initialize, no session.")                                                                \
+    X(PAGE_ERAS, "协议代际", "Protocol eras")                                                      \
+    X(PAGE_ERA_SESSION, "会话式（initialize，Mcp-Session-Id）",                                    \
+      "session (initialize, Mcp-Session-Id)")                                                      \
+    X(PAGE_ERA_STATELESS, "无状态（每个请求自带 _meta）",                                          \
+      "stateless (_meta on every request)")                                                        \
     X(PAGE_COPY, "复制", "Copy")                                                                   \
     X(PAGE_COPIED, "已复制", "Copied")                                                             \
     X(PAGE_PARAMETERS, "输入参数", "Input")                                                        \

@@ -86,7 +86,7 @@ function assertError(r, status, code, id) {
 
 function assertTail(result, { cacheable = false } = {}) {
   assert.equal(result.resultType, 'complete');
-  assert.deepEqual(Object.keys(result._meta['io.modelcontextprotocol/serverInfo']).sort(), ['name', 'title', 'version']);
+  assert.deepEqual(Object.keys(result._meta['io.modelcontextprotocol/serverInfo']).sort(), ['name', 'version']);
   assert.equal(result._meta['io.modelcontextprotocol/serverInfo'].name, 'context-loader');
   if (cacheable) {
     assert.ok(Number.isInteger(result.ttlMs) && result.ttlMs >= 0, JSON.stringify(result));
@@ -501,5 +501,32 @@ test('subscriptions/listen: bounded per principal; closing a stream cancels it (
     streams.push(again);
   } finally {
     for (const s of streams) s.close();
+  }
+});
+
+// ---- self-description ----
+
+test('info and the catalogue page say which eras each endpoint serves, with a working client config for each', { skip: NO_SDK2 }, async () => {
+  for (const [surface, s] of [['mcp', server], ['mcp-compact', server], ['mcp/ptc', ptc]]) {
+    const r = await fetch(`${url(surface, s)}/info`, { headers: { authorization: `Bearer ${TOKEN}`, 'accept-language': 'en-US' } });
+    assert.equal(r.status, 200);
+    const d = await r.json();
+    assert.deepEqual(d.eras.map((e) => [e.era, e.protocol_versions]), [['session', ['2025-11-25', '2025-06-18', '2025-03-26']], ['stateless', [V]]]);
+    for (const e of d.eras) for (const k of e.client_config) assert.ok(d.client_config[k], `${surface}: ${e.era} names ${k}`);
+    const cfg = d.client_config.stateless_sdk;
+    assert.equal(cfg.url, d.endpoint);
+    assert.deepEqual(cfg.versionNegotiation, { mode: { pin: V } });
+    assert.equal(cfg.requestInit.headers.Authorization, 'Bearer <access-token>');
+    // the config as given, with a real token, connects in the stateless era
+    sdk ??= await import(pathToFileURL(SDK2).href);
+    const headers = { ...cfg.requestInit.headers, Authorization: `Bearer ${TOKEN}` };
+    const c = new sdk.Client({ name: 'info-config', version: '1' }, { versionNegotiation: cfg.versionNegotiation });
+    await c.connect(new sdk.StreamableHTTPClientTransport(new URL(cfg.url), { requestInit: { headers } }));
+    assert.equal(c.getProtocolEra(), 'modern');
+    assert.equal((await c.listTools()).tools.length, d.tool_count);
+    await c.close();
+    const page = await (await fetch(`${url(surface, s)}/info`, { headers: { authorization: `Bearer ${TOKEN}`, accept: 'text/html', 'accept-language': 'en-US' } })).text();
+    assert.match(page, /Protocol eras<\/dt><dd>session \(initialize, Mcp-Session-Id\): 2025-11-25, 2025-06-18, 2025-03-26<br>stateless \(_meta on every request\): 2026-07-28<\/dd>/);
+    assert.match(page, /<pre id="cfg-stateless">[^<]*versionNegotiation/);
   }
 });

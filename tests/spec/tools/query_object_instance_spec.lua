@@ -308,5 +308,14 @@ describe("query_object_instance", function()
             assert.truthy(text:find('"$ref":"#/$defs/condition"', 1, true))
             assert.is_true(schema.check_schema(tool.input_schema))
         end)
+
+        it("states the TOON view's _instance_id omission from its declared rule", function()
+            local en = contract.list_entry(tool, "en-US")
+            assert.truthy(en.description:find("The TOON table leaves out _instance_id when it is " ..
+                "<kn_id>-<ot_id>-<the single value of _instance_identity>.", 1, true))
+            local zh = contract.list_entry(tool, "zh-CN")
+            assert.truthy(zh.description:find("_instance_id 等于 <kn_id>-<ot_id>-<_instance_identity 的唯一值>" ..
+                " 时不写入 TOON 表格。", 1, true))
+        end)
     end)
 end)
