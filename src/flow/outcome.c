@@ -29,11 +29,11 @@ void outcome_quote(call_outcome *o)
 }
 
 void outcome_refuse(call_outcome *o, int status, const char *code, const char *message,
-                    int retryable, const char *required_action, int mcp)
+                    int retryable, const char *required_action, lang_id lang)
 {
     buf_reset(&o->json);
     buf_reset(&o->json_quoted);
-    guard_write_error(&o->json, code, message, retryable, required_action, mcp);
+    guard_write_error(&o->json, lang, code, message, retryable, required_action);
     o->status = status;
     o->is_error = 1;
     snprintf(o->code, sizeof o->code, "%s", code);
@@ -131,13 +131,7 @@ void outcome_replayed_error(call_outcome *o, int read_only, lang_id lang)
 {
     if (!o->is_error || !o->json.data)
         return;
-    json_value *v = json_parse(o->json.data, o->json.len, NULL, NULL, 0);
-    json_value *e = v;
-    if (v && json_typeof(v) == JSON_OBJECT) {
-        const json_value *inner = json_get(v, "error");
-        if (inner && json_typeof(inner) == JSON_OBJECT)
-            e = (json_value *)inner;
-    }
+    json_value *e = json_parse(o->json.data, o->json.len, NULL, NULL, 0);
     const json_value *r = e && json_typeof(e) == JSON_OBJECT ? json_get(e, "retryable") : NULL;
     if (r && json_typeof(r) == JSON_TRUE) {
         const char *action = read_only ? "use_new_idempotency_key" : "read_outcome";
@@ -146,13 +140,12 @@ void outcome_replayed_error(call_outcome *o, int read_only, lang_id lang)
         json_set(e, "retryable", json_new_bool(0));
         json_remove(e, "retry_after_ms");
         json_set(e, "required_action", json_new_str(action, strlen(action)));
-        json_set(e, json_get(e, "solution") || !json_get(e, "message") ? "solution" : "message",
-                 json_new_str(text, strlen(text)));
+        json_set(e, "solution", json_new_str(text, strlen(text)));
         buf_reset(&o->json);
         buf_reset(&o->json_quoted);
-        json_write(&o->json, v, 0);
+        json_write(&o->json, e, 0);
     }
-    json_free(v);
+    json_free(e);
 }
 
 /* ---- a call that already ran, its result gone ---- */
@@ -256,10 +249,10 @@ static void copy_member(json_value *to, const char *key, const json_value *from)
         json_set(to, key, json_clone(v));
 }
 
-static void write_run_error(call_outcome *o, const char *code, const char *message,
-                            const char *required_action, json_value *details,
-                            const json_value *receipt, const char *op_id, const char *rc_id,
-                            int mcp);
+static void write_run_error(call_outcome *o, lang_id lang, const char *code,
+                            const char *description, const char *required_action,
+                            json_value *details, const json_value *receipt, const char *op_id,
+                            const char *rc_id);
 
 void outcome_already_executed(call_outcome *o, const json_value *operation,
                               const json_value *receipt, const char *tool, int read_only,
@@ -306,34 +299,28 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
         buf_printf(&msg, text_get(TEXT_ALREADY_RAN_OTHER, lang), op_id, rc_id, st_text);
     }
 
-    write_run_error(o, "operation_already_executed", msg.data, required_action, details, receipt,
-                    op_id, rc_id, mcp);
+    write_run_error(o, lang, "operation_already_executed", msg.data, required_action, details,
+                    receipt, op_id, rc_id);
     buf_free(&msg);
 }
 
-/* The error of a call whose Operation exists at Trace Core (code, message, next
+/* The error of a call whose Operation exists at Trace Core (code, description, next
  * step, details), not retryable, REST 409; the receipt is attached. Takes details. */
-static void write_run_error(call_outcome *o, const char *code, const char *message,
-                            const char *required_action, json_value *details,
-                            const json_value *receipt, const char *op_id, const char *rc_id,
-                            int mcp)
+static void write_run_error(call_outcome *o, lang_id lang, const char *code,
+                            const char *description, const char *required_action,
+                            json_value *details, const json_value *receipt, const char *op_id,
+                            const char *rc_id)
 {
-    /* The envelope as every refusal writes it, plus details in the error object. */
-    buf env = BUF_INIT;
-    guard_write_error(&env, code, message, 0, required_action, mcp);
-    json_value *parsed = json_parse(env.data, env.len, NULL, NULL, 0);
-    json_value *err = json_clone(parsed ? json_get(parsed, "error") : NULL);
-    json_value *out = json_new_object();
-    if (!err)
-        err = json_new_object();
-    json_set(err, "details", details);
-    json_set(out, "error", err);
+    /* The one error object, with what is known of the run as details. */
+    guard_error ge = {.lang = lang,
+                      .code = code,
+                      .description = description,
+                      .details = details,
+                      .required_action = required_action};
     buf_reset(&o->json);
     buf_reset(&o->json_quoted);
-    json_write(&o->json, out, 0);
-    json_free(out);
-    json_free(parsed);
-    buf_free(&env);
+    guard_write_object(&o->json, &ge);
+    json_free(details);
 
     o->status = 409;
     o->is_error = 1;
@@ -364,8 +351,8 @@ void outcome_unknown(call_outcome *o, const json_value *operation, const json_va
     buf msg = BUF_INIT;
     buf_printf(&msg, text_get(read_only ? TEXT_OUTCOME_UNKNOWN_READ : TEXT_OUTCOME_UNKNOWN_OTHER, lang),
                op_id, rc_id);
-    write_run_error(o, "operation_outcome_unknown", msg.data,
+    write_run_error(o, lang, "operation_outcome_unknown", msg.data,
                     read_only ? "use_new_idempotency_key" : "read_outcome", details, receipt, op_id,
-                    rc_id, mcp);
+                    rc_id);
     buf_free(&msg);
 }

@@ -55,11 +55,11 @@ void outcome_quote(call_outcome *o);
 void outcome_encode(buf *out, const call_outcome *o);
 int outcome_decode(const char *blob, size_t len, call_outcome *o);
 
-/* An error of the lifecycle kind: json = {"error":{code, message, retryable,
- * required_action, retry_after_ms}} (guard_write_error; mcp picks the action
- * rules), status, is_error and code set. */
+/* A refusal: json = the one error object (guard_write_error: message is its
+ * description, the solution is required_action's text in lang), status, is_error
+ * and code set. */
 void outcome_refuse(call_outcome *o, int status, const char *code, const char *message,
-                    int retryable, const char *required_action, int mcp);
+                    int retryable, const char *required_action, lang_id lang);
 
 /* The call's Operation already ran - Trace Core holds its terminal receipt - but
  * the original result is gone (its idempotency record was lost: a memory store
@@ -94,11 +94,10 @@ void outcome_unknown(call_outcome *o, const json_value *operation, const json_va
 
 /* A stored error replayed to a retry of the same invocation id: the first answer
  * said whether a retry may help, but under that id every retry gets this same
- * error. When the error object (the service envelope, or the "error" member of a
- * lifecycle-shaped body) says retryable: true, it is rewritten to retryable: false,
- * without retry_after_ms, with required_action use_new_idempotency_key (read_only)
- * or read_outcome (anything that may have taken effect) and the matching sentence
- * (texts.h REPLAYED_ERROR_*) as its solution (message when it has no solution).
+ * error. When the error object says retryable: true, it is rewritten to
+ * retryable: false, without retry_after_ms, with required_action
+ * use_new_idempotency_key (read_only) or read_outcome (anything that may have taken
+ * effect) and the matching sentence (texts.h REPLAYED_ERROR_*) as its solution.
  * Code, description and details stay. Other outcomes are left as they are. */
 void outcome_replayed_error(call_outcome *o, int read_only, lang_id lang);
 

@@ -49,7 +49,7 @@ test('each violation is reported', () => {
   assert.deepEqual(kinds(judge({ calls: [call([ok()])], receipts: [receipt({ receipt_status: 'pending' })] })), ['no_receipt']);
   assert.deepEqual(kinds(judge({ calls: [call([ok(), ok({ attempt: 2, receiptId: 'rc_2' })])], receipts: [receipt(), receipt({ receipt_id: 'rc_2' })] })), ['two_receipts', 'two_receipts']);
   assert.deepEqual(kinds(judge({ calls: [call([ok(), ok({ attempt: 2, payload: '{"r":2}' })])] })), ['different_result']);
-  assert.deepEqual(kinds(judge({ calls: [call([ok(), { kind: 'error', attempt: 2, code: 'in_progress', retryable: true, requiredAction: 'retry_same_business_tool' }])] })), ['different_result']);
+  assert.deepEqual(kinds(judge({ calls: [call([ok(), { kind: 'error', attempt: 2, code: 'in_progress', retryable: true, requiredAction: 'retry_later' }])] })), ['different_result']);
   assert.deepEqual(kinds(judge({ calls: [call([{ kind: 'error', attempt: 1, code: 'x', retryable: false, requiredAction: '', status: 502 }])], executions: [] })), ['no_next_step']);
   assert.deepEqual(kinds(judge({ calls: [call([{ kind: 'error', attempt: 1, code: 'x', retryable: true }], { recheck: { kind: 'gave_up' } })], executions: [] })), ['stuck_retryable']);
   assert.deepEqual(kinds(judge({ calls: [call([ok()])], interactions: [{ interaction_id: 'int_1', execution_status: 'active' }] })), ['interaction_open']);
