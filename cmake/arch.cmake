@@ -34,3 +34,14 @@ target_include_directories(test_flow PRIVATE ${LIBEVENT_INCLUDE_DIRS} ${LUA_INCL
 target_link_libraries(test_flow PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_flow COMMAND test_flow)
 set_tests_properties(unit_flow PROPERTIES TIMEOUT 60 LABELS "unit;arch")
+
+# The stateless MCP era's edge (src/codec/mcp_era.c): era classification, the
+# validation ladder's codes in order, the Mcp-Name forms, the error and result framing.
+add_executable(test_mcp_era ${CMAKE_SOURCE_DIR}/tests/unit/test_mcp_era.c
+                            ${CMAKE_SOURCE_DIR}/src/codec/mcp_era.c
+                            ${CMAKE_SOURCE_DIR}/src/codec/mcp_msg.c ${CMAKE_SOURCE_DIR}/src/base/json.c
+                            ${CMAKE_SOURCE_DIR}/src/base/util.c)
+target_include_directories(test_mcp_era PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
+target_link_libraries(test_mcp_era PRIVATE PkgConfig::CRYPTO m)
+add_test(NAME unit_mcp_era COMMAND test_mcp_era)
+set_tests_properties(unit_mcp_era PROPERTIES TIMEOUT 60 LABELS "unit")

@@ -34,3 +34,28 @@ add_test(NAME ext_conformance
                  --expected-failures ${CMAKE_SOURCE_DIR}/tests/integration/conformance-baseline.yml)
 set_tests_properties(ext_sdk_client ext_sdk_client_compact ext_http_probe ext_conformance PROPERTIES
                      TIMEOUT 300 LABELS "ext" SKIP_RETURN_CODE 77)
+
+# The 2026-07-28 (stateless) conformance suite, every scenario that revision requires,
+# on each MCP endpoint (the same URL serves both protocol eras). Some of its probes use
+# node:http, which the shared auth preload does not reach: http-auth-preload.mjs does.
+foreach(endpoint mcp compact ptc)
+  set(url {MCP_URL})
+  set(env_extra "")
+  if(endpoint STREQUAL "compact")
+    set(url {MCP_URL}-compact)
+  elseif(endpoint STREQUAL "ptc")
+    set(url {MCP_URL}/ptc)
+    set(env_extra EXECUTE_SKILL_ENABLED=true)
+  endif()
+  add_test(NAME ext_conformance_modern_${endpoint}
+           COMMAND ${CMAKE_COMMAND} -E env CL_BIN=$<TARGET_FILE:context-loader> ${env_extra}
+                   ${CL_STACK} ${CL_NODE22} --import ${CL_EXT_DIR}/auth-preload.mjs
+                   --import ${CMAKE_SOURCE_DIR}/tests/integration/http-auth-preload.mjs
+                   ${CL_EXT_DIR}/node_modules/conformance-modern/dist/index.js server
+                   --url ${url} --requirements 2026-07-28
+                   -o ${CMAKE_BINARY_DIR}/conformance-modern-${endpoint}
+                   --expected-failures
+                   ${CMAKE_SOURCE_DIR}/tests/integration/conformance-modern-baseline.yml)
+  set_tests_properties(ext_conformance_modern_${endpoint} PROPERTIES
+                       TIMEOUT 300 LABELS "ext" SKIP_RETURN_CODE 77)
+endforeach()

@@ -13,7 +13,7 @@ end
 
 M.kinds = { read = true, execute = true }
 -- proxy: reached only through the routes the tool declares (routes), never listed
-M.surfaces = { mcp = true, compact = true, rest = true, ptc = true, proxy = true }
+M.surfaces = { mcp = true, compact = true, rest = true, ptc = true, proxy = true, gateway = true }
 
 local GROUPS = {}
 for _, g in ipairs(catalog.groups) do
@@ -112,7 +112,7 @@ end
 
 KEYS.surfaces = function(v, _, add)
     if not is_array_of_strings(v) or #v == 0 then
-        return add("surfaces must be a non-empty array of mcp, compact, rest, ptc, proxy")
+        return add("surfaces must be a non-empty array of mcp, compact, rest, ptc, proxy, gateway")
     end
     local seen = {}
     for _, s in ipairs(v) do

@@ -341,10 +341,11 @@ local function gated_off(tool)
 end
 
 -- What ctx.invoke may run: tools an agent may call by name (listed on /mcp or
--- /mcp-compact). REST-only and proxy-only tools answer by other rules.
+-- /mcp-compact, or gateway tools, which no tools/list shows and execute_tool runs).
+-- REST-only and proxy-only tools answer by other rules.
 local function invocable(tool)
-    return tool ~= nil and (has_surface(tool, "mcp") or has_surface(tool, "compact")) and
-        not gated_off(tool)
+    return tool ~= nil and (has_surface(tool, "mcp") or has_surface(tool, "compact") or
+        has_surface(tool, "gateway")) and not gated_off(tool)
 end
 
 -- The one error for unknown, REST-only, proxy-only and gated-off names, so that a

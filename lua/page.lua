@@ -102,6 +102,7 @@ local LABELS = {
     "heading", "endpoint", "protocol", "auth", "language", "tools", "connect", "generic", "generic_note",
     "claude", "claude_note", "copy", "copied", "parameters", "param", "type", "required", "description",
     "no_params", "output", "definitions", "other", "default", "values", "json_hint", "yes", "contents",
+    "gateway", "gateway_note",
 }
 
 -- The page's labels in lang, from the text catalogue (PAGE_* entries).
@@ -386,6 +387,16 @@ function M.catalogue(doc, path, nonce)
         out[#out + 1] = '<section class="group" id="group-' .. esc(g.id) .. '"><h2>' .. esc(group_label(g.tools[1], L))
         out[#out + 1] = '<span class="gid">' .. esc(g.id) .. "</span></h2>\n"
         for _, t in ipairs(g.tools) do
+            tool_article(out, L, t)
+        end
+        out[#out + 1] = "</section>\n"
+    end
+    -- the REST and gateway tools: listed by no tools/list, run through execute_tool
+    local gateway = list_of(get(doc, "gateway_tools"))
+    if #gateway > 0 then
+        out[#out + 1] = '<section class="group" id="group-gateway"><h2>' .. L.gateway
+        out[#out + 1] = '<span class="gid">gateway</span></h2>\n<p class="none">' .. esc(L.gateway_note) .. "</p>\n"
+        for _, t in ipairs(gateway) do
             tool_article(out, L, t)
         end
         out[#out + 1] = "</section>\n"

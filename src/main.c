@@ -81,7 +81,7 @@ static void fill_upstreams(app *a)
     }
     const tools_upstream ups[] = {
         UPSTREAM(ontology_query),       UPSTREAM(bkn_backend),  UPSTREAM(vega),
-        UPSTREAM(operator_integration), UPSTREAM(mf_model_api),
+        UPSTREAM(operator_integration), UPSTREAM(mf_model_api), UPSTREAM(bkn_safe),
     };
 #undef UPSTREAM
     for (size_t i = 0; i < sizeof ups / sizeof ups[0]; i++)

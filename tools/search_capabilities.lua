@@ -1,7 +1,9 @@
 -- search_capabilities: the on-demand gateway's discovery half. It finds
 --   * Context Loader tools that the caller's surface does not list (on
---     /mcp-compact: get_relation_types, list_skills, ...), never REST-only or
---     gated-off ones (ctx.list_tools already leaves gated-off tools out);
+--     /mcp-compact: get_relation_types, list_skills, ...; on every MCP surface the
+--     gateway tools, which no tools/list shows: search_instance, explore_subgraph,
+--     query_metric, find_skills), never REST-only or gated-off ones (ctx.list_tools
+--     already leaves gated-off tools out);
 --   * capabilities the knowledge network mounts in the execution factory: function
 --     tools of toolboxes, MCP tools, skills.
 -- Each comes with name, kind, description and input schema, and the ids that
@@ -147,7 +149,8 @@ local function local_tools(args, ctx)
         return out
     end
     for _, t in ipairs(ctx.list_tools()) do
-        if has(t.surfaces, "mcp") and not has(t.surfaces, ctx.surface) and t.name ~= M.name and
+        if (has(t.surfaces, "gateway") or has(t.surfaces, "mcp")) and not has(t.surfaces, ctx.surface) and
+            t.name ~= M.name and
             matches(args.query, t.name, t.title or "", t.description or "") then
             local e = entry()
             e.kind = "tool"

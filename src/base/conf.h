@@ -83,6 +83,14 @@
       "false", "ctx.http may send the caller's own bearer token (caller_token = true)")            \
     X(upstream_mf_model_api_managed_proxy, "upstream.mf_model_api.managed_proxy", NULL, BOOL,      \
       "false", "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")    \
+    X(upstream_bkn_safe_url, "upstream.bkn_safe.url", NULL, STR, "http://bkn-safe:3000",           \
+      "bkn-safe base URL for tools (its paths are absolute: /api/safe/v1/...)")                    \
+    X(upstream_bkn_safe_timeout_ms, "upstream.bkn_safe.timeout_ms", NULL, INT, "5000",             \
+      "per-call timeout")                                                                          \
+    X(upstream_bkn_safe_caller_token, "upstream.bkn_safe.caller_token", NULL, BOOL, "false",       \
+      "ctx.http may send the caller's own bearer token (caller_token = true)")                     \
+    X(upstream_bkn_safe_managed_proxy, "upstream.bkn_safe.managed_proxy", NULL, BOOL, "false",     \
+      "ctx.http GETs may go out as a network's managed proxy account (managed_proxy)")             \
     X(oauth_introspect_url, "oauth.introspect_url", NULL, STR,                                     \
       "http://hydra-admin.openbkn:4445/admin/oauth2/introspect",                                   \
       "RFC 7662 token introspection endpoint")                                                     \

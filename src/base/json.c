@@ -669,9 +669,11 @@ static char *parse_string(parser *ps, size_t *outlen)
     return s;
 }
 
-static json_value *parse_number(parser *ps)
+/* Checks the number at ps->p against the grammar and moves past it; -1 on error. */
+static int scan_number(parser *ps, int *neg_out, const unsigned char **digits_out,
+                       size_t *nint_out, int *is_int_out)
 {
-    const unsigned char *s = ps->p, *p = ps->p, *end = ps->end;
+    const unsigned char *p = ps->p, *end = ps->end;
     int neg = 0;
     if (*p == '-') {
         neg = 1;
@@ -679,14 +681,14 @@ static json_value *parse_number(parser *ps)
     }
     if (p >= end || *p < '0' || *p > '9') {
         fail(ps, p, "invalid number");
-        return NULL;
+        return -1;
     }
     const unsigned char *digits = p;
     if (*p == '0') {
         p++;
         if (p < end && *p >= '0' && *p <= '9') {
             fail(ps, p, "leading zero in number");
-            return NULL;
+            return -1;
         }
     } else {
         while (p < end && *p >= '0' && *p <= '9')
@@ -699,7 +701,7 @@ static json_value *parse_number(parser *ps)
         p++;
         if (p >= end || *p < '0' || *p > '9') {
             fail(ps, p, "expected digit after decimal point");
-            return NULL;
+            return -1;
         }
         while (p < end && *p >= '0' && *p <= '9')
             p++;
@@ -711,12 +713,27 @@ static json_value *parse_number(parser *ps)
             p++;
         if (p >= end || *p < '0' || *p > '9') {
             fail(ps, p, "expected digit in exponent");
-            return NULL;
+            return -1;
         }
         while (p < end && *p >= '0' && *p <= '9')
             p++;
     }
     ps->p = p;
+    *neg_out = neg;
+    *digits_out = digits;
+    *nint_out = nint;
+    *is_int_out = is_int;
+    return 0;
+}
+
+static json_value *parse_number(parser *ps)
+{
+    const unsigned char *s = ps->p, *digits, *p;
+    int neg, is_int;
+    size_t nint;
+    if (scan_number(ps, &neg, &digits, &nint, &is_int) < 0)
+        return NULL;
+    p = ps->p;
     if (is_int && nint <= 19) {
         uint64_t u = 0;
         for (size_t i = 0; i < nint; i++)
@@ -746,6 +763,196 @@ static int match_lit(parser *ps, const char *lit, size_t n)
 }
 
 static json_value *parse_value(parser *ps, size_t depth);
+
+/* ---- skipping (json_parse_keep): the same checks as parsing, nothing kept ---- */
+
+/* Moves past the string at ps->p (on '"'), checked as parse_string checks it. */
+static int skip_string(parser *ps)
+{
+    const unsigned char *p = ps->p + 1, *end = ps->end;
+    for (;;) {
+#if JSON_TEXT_WORDS
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t m = json_special_mask(w, 1);
+            if (m) {
+                p += json_first_flagged(m);
+                break;
+            }
+            p += 8;
+        }
+#endif
+        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
+            p++;
+        if (p >= end) {
+            fail(ps, p, "unterminated string");
+            return -1;
+        }
+        unsigned c = *p;
+        if (c == '"')
+            break;
+        if (c < 0x20) {
+            fail(ps, p, "control character in string");
+            return -1;
+        }
+        if (c >= 0x80) {
+            int n = json_utf8_seq_fast(p, end);
+            if (n < 0) {
+                fail(ps, p + (-n - 1), "invalid UTF-8 in string");
+                return -1;
+            }
+            p += n;
+            continue;
+        }
+        const unsigned char *bs = p;
+        if (end - p < 2) {
+            fail(ps, end, "unterminated string");
+            return -1;
+        }
+        char e = (char)p[1];
+        p += 2;
+        if (e == 'u') {
+            unsigned cp, lo;
+            if (end - p < 4 || json_hex4(p, &cp) < 0) {
+                fail(ps, bs, "invalid \\u escape");
+                return -1;
+            }
+            p += 4;
+            if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                fail(ps, bs, "lone low surrogate \\u escape");
+                return -1;
+            }
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
+                    lo < 0xDC00 || lo > 0xDFFF) {
+                    fail(ps, bs, "lone high surrogate \\u escape");
+                    return -1;
+                }
+                p += 6;
+            }
+        } else if (!strchr("\"\\/bfnrt", e) || e == '\0') {
+            fail(ps, bs, "invalid escape in string");
+            return -1;
+        }
+    }
+    ps->p = p + 1;
+    return 0;
+}
+
+/* Moves past the value at ps->p (after whitespace), checked as parse_value checks
+ * it, at the depth parse_value would be given. */
+static int skip_value(parser *ps, size_t depth)
+{
+    skip_ws(ps);
+    if (ps->p >= ps->end) {
+        fail(ps, ps->p, "unexpected end of input");
+        return -1;
+    }
+    unsigned char c = *ps->p;
+    if (c == '{' || c == '[') {
+        if (depth + 1 > ps->max_depth) {
+            fail(ps, ps->p, "nesting too deep");
+            return -1;
+        }
+        int obj = c == '{';
+        unsigned char close = obj ? '}' : ']';
+        ps->p++;
+        skip_ws(ps);
+        if (ps->p < ps->end && *ps->p == close) {
+            ps->p++;
+            return 0;
+        }
+        for (;;) {
+            if (obj) {
+                if (ps->p >= ps->end || *ps->p != '"') {
+                    fail(ps, ps->p,
+                         ps->p >= ps->end ? "unterminated object" : "expected string key");
+                    return -1;
+                }
+                if (skip_string(ps) < 0)
+                    return -1;
+                skip_ws(ps);
+                if (ps->p >= ps->end || *ps->p != ':') {
+                    fail(ps, ps->p, "expected ':'");
+                    return -1;
+                }
+                ps->p++;
+            }
+            if (skip_value(ps, depth + 1) < 0)
+                return -1;
+            skip_ws(ps);
+            if (ps->p >= ps->end) {
+                fail(ps, ps->p, obj ? "unterminated object" : "unterminated array");
+                return -1;
+            }
+            if (*ps->p == ',') {
+                ps->p++;
+                if (obj)
+                    skip_ws(ps);
+                continue;
+            }
+            if (*ps->p == close) {
+                ps->p++;
+                return 0;
+            }
+            fail(ps, ps->p, obj ? "expected ',' or '}'" : "expected ',' or ']'");
+            return -1;
+        }
+    }
+    switch (c) {
+    case '"':
+        return skip_string(ps);
+    case 't':
+        return match_lit(ps, "true", 4);
+    case 'f':
+        return match_lit(ps, "false", 5);
+    case 'n':
+        return match_lit(ps, "null", 4);
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            const unsigned char *digits;
+            int neg, is_int;
+            size_t nint;
+            return scan_number(ps, &neg, &digits, &nint, &is_int);
+        }
+        if (c == 0xEF && ps->p == ps->start)
+            fail(ps, ps->p, "byte order mark not allowed");
+        else
+            fail(ps, ps->p, "unexpected character");
+        return -1;
+    }
+}
+
+/* The entry of keep naming the key at ps->p (on '"', already skipped past when the
+ * key has no escape: *skipped set), or NULL. A key with an escape is decoded. */
+static const json_keep *keep_find(parser *ps, const json_keep *keep, int *failed)
+{
+    const unsigned char *k = ps->p + 1;
+    *failed = 0;
+    if (skip_string(ps) < 0) {
+        *failed = 1;
+        return NULL;
+    }
+    size_t klen = (size_t)(ps->p - 1 - k);
+    const char *key = (const char *)k;
+    char *decoded = NULL;
+    if (memchr(k, '\\', klen)) {
+        const unsigned char *after = ps->p;
+        ps->p = k - 1;
+        decoded = parse_string(ps, &klen); /* valid: skipped above */
+        ps->p = after;
+        key = decoded;
+    }
+    const json_keep *hit = NULL;
+    for (const json_keep *e = keep; e->key; e++)
+        if (strlen(e->key) == klen && !memcmp(e->key, key, klen)) {
+            hit = e;
+            break;
+        }
+    free(decoded);
+    return hit;
+}
 
 static json_value *parse_array(parser *ps, size_t depth)
 {
@@ -788,7 +995,8 @@ static json_value *parse_array(parser *ps, size_t depth)
     return a;
 }
 
-static json_value *parse_object(parser *ps, size_t depth)
+/* keep: NULL, or the members to keep (json_parse_keep). */
+static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
 {
     size_t base = ps->mn;
     ps->p++; /* '{' */
@@ -803,9 +1011,23 @@ static json_value *parse_object(parser *ps, size_t depth)
             return NULL;
         }
         size_t klen;
-        char *key = parse_string(ps, &klen);
-        if (!key)
-            return NULL;
+        char *key = NULL;
+        const json_keep *k = NULL;
+        if (keep) {
+            const unsigned char *kp = ps->p;
+            int bad;
+            k = keep_find(ps, keep, &bad);
+            if (bad)
+                return NULL;
+            if (k) { /* kept: its key as parsing takes it */
+                ps->p = kp;
+                key = parse_string(ps, &klen);
+            }
+        } else {
+            key = parse_string(ps, &klen);
+            if (!key)
+                return NULL;
+        }
         skip_ws(ps);
         if (ps->p >= ps->end || *ps->p != ':') {
             fail(ps, ps->p, "expected ':'");
@@ -813,7 +1035,26 @@ static json_value *parse_object(parser *ps, size_t depth)
             return NULL;
         }
         ps->p++;
-        json_value *v = parse_value(ps, depth);
+        if (keep && !k) { /* not kept: checked, nothing made */
+            if (skip_value(ps, depth) < 0)
+                return NULL;
+            goto next;
+        }
+        json_value *v;
+        if (k && k->raw) {
+            skip_ws(ps);
+            const unsigned char *from = ps->p;
+            v = skip_value(ps, depth) < 0 ? NULL
+                                          : json_new_str((const char *)from, (size_t)(ps->p - from));
+        } else if (k && k->keep) {
+            skip_ws(ps);
+            if (ps->p < ps->end && *ps->p == '{' && depth + 1 <= ps->max_depth)
+                v = parse_object(ps, depth + 1, k->keep);
+            else
+                v = parse_value(ps, depth);
+        } else {
+            v = parse_value(ps, depth);
+        }
         if (!v) {
             free(key);
             return NULL;
@@ -824,6 +1065,7 @@ static json_value *parse_object(parser *ps, size_t depth)
         ps->ms[ps->mn].klen = klen;
         ps->ms[ps->mn].val = v;
         ps->mn++;
+    next:
         skip_ws(ps);
         if (ps->p >= ps->end) {
             fail(ps, ps->p, "unterminated object");
@@ -864,7 +1106,7 @@ static json_value *parse_value(parser *ps, size_t depth)
             fail(ps, ps->p, "nesting too deep");
             return NULL;
         }
-        return *ps->p == '{' ? parse_object(ps, depth + 1) : parse_array(ps, depth + 1);
+        return *ps->p == '{' ? parse_object(ps, depth + 1, NULL) : parse_array(ps, depth + 1);
     case '"': {
         size_t len;
         char *s = parse_string(ps, &len);
@@ -892,8 +1134,23 @@ static json_value *parse_value(parser *ps, size_t depth)
     }
 }
 
+static json_value *parse_doc(const char *text, size_t len, const json_limits *lim,
+                             const json_keep *keep, char *err, size_t errlen);
+
 json_value *json_parse(const char *text, size_t len, const json_limits *lim, char *err,
                        size_t errlen)
+{
+    return parse_doc(text, len, lim, NULL, err, errlen);
+}
+
+json_value *json_parse_keep(const char *text, size_t len, const json_limits *lim,
+                            const json_keep *keep, char *err, size_t errlen)
+{
+    return parse_doc(text, len, lim, keep, err, errlen);
+}
+
+static json_value *parse_doc(const char *text, size_t len, const json_limits *lim,
+                             const json_keep *keep, char *err, size_t errlen)
 {
     parser ps;
     memset(&ps, 0, sizeof ps);
@@ -919,7 +1176,11 @@ json_value *json_parse(const char *text, size_t len, const json_limits *lim, cha
         fail(&ps, ps.start, "no input");
         goto done;
     }
-    root = parse_value(&ps, 0);
+    skip_ws(&ps);
+    if (keep && ps.p < ps.end && *ps.p == '{')
+        root = parse_object(&ps, 1, keep);
+    else
+        root = parse_value(&ps, 0);
     if (!root)
         goto done;
     skip_ws(&ps);

@@ -46,6 +46,22 @@ typedef struct json_limits {
  * NULL and writes "message at byte N" into err (if errlen > 0). */
 json_value *json_parse(const char *text, size_t len, const json_limits *lim, char *err,
                        size_t errlen);
+
+/* Decode options of json_parse_keep: the members of an object to keep, a list ended
+ * by a NULL key. keep: for an object value, the list of its own members to keep
+ * (NULL: the whole value); raw: the value is kept as its text instead - a JSON_STRING
+ * holding exactly the value's bytes of the input (valid JSON text). */
+typedef struct json_keep {
+    const char *key;
+    const struct json_keep *keep;
+    int raw;
+} json_keep;
+/* json_parse keeping only the members of the top-level object that keep names (and
+ * so on down, as each entry says). Every other member is checked as json_parse
+ * checks it and skipped, nothing allocated for it: the same texts are accepted and
+ * refused. A top-level value that is not an object is parsed whole. */
+json_value *json_parse_keep(const char *text, size_t len, const json_limits *lim,
+                            const json_keep *keep, char *err, size_t errlen);
 void json_free(json_value *v);
 json_value *json_clone(const json_value *v);
 

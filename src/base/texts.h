@@ -329,6 +329,12 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "JSON (for agents to bootstrap).")                                                           \
     X(PAGE_YES, "是", "yes")                                                                       \
     X(PAGE_CONTENTS, "目录", "Contents")                                                           \
+    X(PAGE_GATEWAY, "REST 与按需网关工具", "REST and gateway tools")                               \
+    X(PAGE_GATEWAY_NOTE,                                                                           \
+      "这些工具不在 tools/list 中：MCP 上用 search_capabilities 找到、用 execute_tool 调用；"      \
+      "REST 上是 POST /kn/<工具名>。",                                                             \
+      "No tools/list shows these: on MCP, find them with search_capabilities and run them with "   \
+      "execute_tool; on REST, POST /kn/<tool>.")                                                   \
     /* the public shell of the page: a form for an access token */                                 \
     X(SHELL_INTRO,                                                                                 \
       "此目录列出本 MCP 端点的工具。请粘贴访问令牌后打开："                 \

@@ -911,12 +911,189 @@ static inline __attribute__((always_inline)) const unsigned char *rs_number(dec 
     return p;
 }
 
+/* What rs_object keeps while it reads one object's members. */
+typedef struct {
+    buf *kb;          /* d->keys: this object's key references from kb->data + start */
+    size_t start;     /* (a 16-byte boundary: the buffer is malloc'd, so they are aligned) */
+    uint64_t seen[4]; /* a bit per key hash (from its top 8 bits) */
+    uint64_t cutbits; /* a bit per key: a dropped member (a row's prevcut) */
+    int n;            /* the keys read so far */
+} rs_members;
+
+/* Whether the key p+1..p+1+kl (hash h) of a row is one of the dropped names (it
+ * needs no escaping, so its text is its bytes; below 8 bytes equal hashes and
+ * lengths settle it, as in key_same). droplens: a bit per dropped name's length. */
+static inline int rs_dropped(const dec *d, uint64_t droplens, const unsigned char *p, size_t kl,
+                             uint64_t h)
+{
+    int cut = 0;
+    if ((droplens >> (kl & 63) & 1) && d->canon) {
+        for (int i = 0; i < d->ro->ndrop && !cut; i++)
+            cut = d->drophash[i] == h && kl == d->ro->droplen[i] &&
+                  (kl < 8 || memcmp(p + 1, d->ro->drop[i], kl) == 0);
+    }
+    return cut;
+}
+
+/* The colon after a key (q on the key's closing quote): its position, or NULL. */
+static inline __attribute__((always_inline)) const unsigned char *rs_colon(dec *d,
+                                                                           const unsigned char *q)
+{
+    if (*++q != ':') {
+        q = rs_ws(d, q);
+        if (*q != ':')
+            return NULL;
+    }
+    return q;
+}
+
+/* The value of member `member` (on its key's opening quote), q on its colon; a
+ * dropped member (cut) is noted in d->cut. Returns the ',' or '}' after the value,
+ * or NULL. */
+static inline __attribute__((always_inline)) const unsigned char *
+rs_member_value(dec *d, rs_members *o, const unsigned char *member, const unsigned char *q,
+                size_t depth, int cut)
+{
+    if (*++q == '"') {
+        if (!(q = rs_string(d, q + 1)))
+            return NULL;
+        q++;
+    } else if (*q >= '0' && *q <= '9') {
+        if (!(q = rs_number(d, q)))
+            return NULL;
+    } else if ((*q == '{' && q[1] == '}') || (*q == '[' && q[1] == ']')) {
+        /* empty: no call (q[1] is at most the text's end mark) */
+        if (depth + 1 > d->max_depth)
+            return NULL;
+        q += 2;
+    } else {
+        o->kb->len = o->start + (size_t)o->n * sizeof(rawkey_ref); /* a nested object's go after */
+        if (!(q = rs_value(d, q, depth)))
+            return NULL;
+    }
+    if (cut && d->ncut < CLJSON_DROP_MAX) {
+        d->cut[d->ncut][0] = member;
+        d->cut[d->ncut][1] = q;
+        d->ncut++;
+    }
+    if (*q != ',' && *q != '}')
+        q = rs_ws(d, q);
+    return *q == ',' || *q == '}' ? q : NULL;
+}
+
+/* The next member after the comma at q: its first byte (an opening quote, or the
+ * object is rejected). */
+static inline const unsigned char *rs_next_member(dec *d, const unsigned char *q)
+{
+    const unsigned char *p = q + 1;
+    return *p == '"' ? p : rs_ws(d, p);
+}
+
+/* The same-shape path: a row's members from p (a member's first byte) while their
+ * keys are the last canonical row's, in order, so they have no duplicates. The
+ * usual key is those bytes again with its quotes and colon (no scan, hash or
+ * duplicate check). Returns the object's closing '}' when every member's key was
+ * the last row's at its place; sets *diverged to the first member whose key is not
+ * (the general path reads the object from there) and returns NULL; NULL alone: the
+ * object is rejected. */
+static const unsigned char *rs_same_shape(dec *d, rs_members *o, const unsigned char *p,
+                                          size_t depth, uint64_t droplens,
+                                          const unsigned char **diverged)
+{
+    for (;;) {
+        if (*p != '"')
+            return NULL;
+        const unsigned char *q, *member = p;
+        int cut, n = o->n;
+        if (n < d->nprev && key_again(p, d->prev[n].k - 1, d->prev[n].len + 3, d->end)) {
+            q = p + d->prev[n].len + 2; /* on the colon */
+            cut = (int)(d->prevcut >> n & 1);
+        } else {
+            /* the same key in another layout (whitespace, or near the text's end) */
+            uint64_t h;
+            if (!(q = rs_key(d, p, &h)))
+                return NULL;
+            size_t kl = (size_t)(q - p) - 1;
+            if (!(n < d->nprev && key_same(&d->prev[n], p + 1, kl, h))) {
+                *diverged = member;
+                return NULL;
+            }
+            cut = rs_dropped(d, droplens, p, kl, h);
+            if (!(q = rs_colon(d, q)))
+                return NULL;
+        }
+        o->cutbits |= (uint64_t)cut << n;
+        o->n = n + 1;
+        if (!(q = rs_member_value(d, o, member, q, depth, cut)))
+            return NULL;
+        if (*q == '}')
+            return q;
+        p = rs_next_member(d, q);
+    }
+}
+
+/* Notes key p+1..p+1+kl (hash h) as the next of the object, and clears d->canon
+ * when it repeats one (compared as text: canonical escapes are unique) or is one
+ * more than RAW_MAX_KEYS. */
+static inline void rs_new_key(dec *d, rs_members *o, const unsigned char *p, size_t kl,
+                              uint64_t h, int cut)
+{
+    /* (a nested object may have moved the buffer) */
+    rawkey_ref *refs = (rawkey_ref *)(void *)(o->kb->data + o->start);
+    uint64_t *sw = &o->seen[h >> 62], bit = 1ULL << (h >> 56 & 63);
+    int n = o->n;
+    if (n == RAW_MAX_KEYS) {
+        d->canon = 0;
+        return;
+    }
+    if (*sw & bit) {
+        for (int i = 0; i < n; i++)
+            if (key_same(&refs[i], p + 1, kl, h)) {
+                d->canon = 0;
+                break;
+            }
+    }
+    *sw |= bit;
+    refs[n].k = p + 1;
+    refs[n].len = kl;
+    refs[n].hash = h;
+    o->cutbits |= (uint64_t)cut << n;
+    o->n = n + 1;
+}
+
+/* The general path: the members from p (a member's first byte), each key checked
+ * against the object's others while the text is canonical. Returns the object's
+ * closing '}', or NULL. */
+static const unsigned char *rs_general(dec *d, rs_members *o, const unsigned char *p, size_t depth,
+                                       uint64_t droplens)
+{
+    for (;;) {
+        if (*p != '"')
+            return NULL;
+        const unsigned char *q, *member = p;
+        uint64_t h;
+        if (!(q = rs_key(d, p, &h)))
+            return NULL;
+        size_t kl = (size_t)(q - p) - 1;
+        int cut = rs_dropped(d, droplens, p, kl, h);
+        if (d->canon)
+            rs_new_key(d, o, p, kl, h, cut);
+        if (!(q = rs_colon(d, q)))
+            return NULL;
+        if (!(q = rs_member_value(d, o, member, q, depth, cut)))
+            return NULL;
+        if (*q == '}')
+            return q;
+        p = rs_next_member(d, q);
+    }
+}
+
 /* The object at p (on '{', depth already counted). row: the raw row itself, whose
- * dropped members are noted in d->cut and whose keys are compared with the last
- * row's. */
+ * dropped members are noted in d->cut and whose keys are first compared with the
+ * last canonical row's (the same-shape path); from the first key that differs, and
+ * for any other object, the general path reads it. */
 static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t depth, int row)
 {
-    const unsigned char *ret = NULL;
     if (*++p != '"') {
         p = rs_ws(d, p);
         if (*p == '}')
@@ -924,125 +1101,37 @@ static const unsigned char *rs_object(dec *d, const unsigned char *p, size_t dep
     }
     if (!d->keys)
         d->keys = dec_buf(d, 1);
-    /* This object's key references, from a 16-byte boundary (the buffer is
-     * malloc'd, so they are aligned). */
     buf *kb = d->keys;
-    size_t len0 = kb->len, start = (len0 + 15) & ~(size_t)15;
-    if (start + RAW_MAX_KEYS * sizeof(rawkey_ref) >= kb->cap)
-        buf_reserve(kb, start - len0 + RAW_MAX_KEYS * sizeof(rawkey_ref));
-    uint64_t seen[4] = {0, 0, 0, 0}; /* a bit per key hash (from its top 8 bits) */
+    size_t len0 = kb->len;
+    rs_members o = {kb, (len0 + 15) & ~(size_t)15, {0, 0, 0, 0}, 0, 0};
+    if (o.start + RAW_MAX_KEYS * sizeof(rawkey_ref) >= kb->cap)
+        buf_reserve(kb, o.start - len0 + RAW_MAX_KEYS * sizeof(rawkey_ref));
     uint64_t droplens = row ? d->ro->droplens : 0;
-    int n = 0;
-    /* A row's keys are first compared with the last canonical row's, in order:
-     * while they are the same (same: the first n are), they have no duplicates. */
-    int same = row && d->nprev > 0;
-    uint64_t cutbits = 0; /* prevcut of this row */
-    for (;;) {
-        if (*p != '"')
-            break;
-        const unsigned char *q, *member = p;
-        int cut = 0;
-        /* The usual case: the last canonical row's key at this place, compared
-         * as bytes with its quotes and colon (the same bytes read the same way:
-         * no scan, hash or duplicate check needed). */
-        if (same && n < d->nprev && key_again(p, d->prev[n].k - 1, d->prev[n].len + 3, d->end)) {
-            q = p + d->prev[n].len + 2; /* on the colon */
-            cut = (int)(d->prevcut >> n & 1);
-            cutbits |= (uint64_t)cut << n;
-            n++;
-            goto value;
+    const unsigned char *q;
+    if (row && d->nprev > 0) {
+        const unsigned char *diverged = NULL;
+        q = rs_same_shape(d, &o, p, depth, droplens, &diverged);
+        if (!diverged) {
+            kb->len = len0;
+            return q ? q + 1 : NULL;
         }
-        uint64_t h;
-        if (!(q = rs_key(d, p, &h)))
-            break;
-        size_t kl = (size_t)(q - p) - 1;
-        if ((droplens >> (kl & 63) & 1) && d->canon) {
-            /* A dropped name (it needs no escaping, so its text is its bytes; below
-             * 8 bytes equal hashes and lengths settle it, as in key_same). */
-            for (int i = 0; i < d->ro->ndrop && !cut; i++)
-                cut = d->drophash[i] == h && kl == d->ro->droplen[i] &&
-                      (kl < 8 || memcmp(p + 1, d->ro->drop[i], kl) == 0);
-        }
-        if (same && n < d->nprev && key_same(&d->prev[n], p + 1, kl, h)) {
-            cutbits |= (uint64_t)cut << n;
-            n++;
-        } else if (d->canon) {
-            /* Duplicate keys: compared as text (canonical escapes are unique).
-             * (A nested object may have moved the buffer.) */
-            rawkey_ref *refs = (rawkey_ref *)(void *)(kb->data + start);
-            if (same) { /* the first n keys, the last row's, as if checked here */
-                same = 0;
-                for (int i = 0; i < n; i++) {
-                    refs[i] = d->prev[i];
-                    seen[refs[i].hash >> 62] |= 1ULL << (refs[i].hash >> 56 & 63);
-                }
-            }
-            uint64_t *sw = &seen[h >> 62], bit = 1ULL << (h >> 56 & 63);
-            if (n == RAW_MAX_KEYS) {
-                d->canon = 0;
-            } else {
-                if (*sw & bit) {
-                    for (int i = 0; i < n; i++)
-                        if (key_same(&refs[i], p + 1, kl, h)) {
-                            d->canon = 0;
-                            break;
-                        }
-                }
-                *sw |= bit;
-                refs[n].k = p + 1;
-                refs[n].len = kl;
-                refs[n].hash = h;
-                cutbits |= (uint64_t)cut << n;
-                n++;
+        if (d->canon) { /* the keys so far are the last row's, as if checked here */
+            rawkey_ref *refs = (rawkey_ref *)(void *)(kb->data + o.start);
+            for (int i = 0; i < o.n; i++) {
+                refs[i] = d->prev[i];
+                o.seen[refs[i].hash >> 62] |= 1ULL << (refs[i].hash >> 56 & 63);
             }
         }
-        if (*++q != ':') {
-            q = rs_ws(d, q);
-            if (*q != ':')
-                break;
-        }
-    value:
-        if (*++q == '"') {
-            if (!(q = rs_string(d, q + 1)))
-                break;
-            q++;
-        } else if (*q >= '0' && *q <= '9') {
-            if (!(q = rs_number(d, q)))
-                break;
-        } else if ((*q == '{' && q[1] == '}') || (*q == '[' && q[1] == ']')) {
-            /* empty: no call (q[1] is at most the text's end mark) */
-            if (depth + 1 > d->max_depth)
-                break;
-            q += 2;
-        } else {
-            kb->len = start + (size_t)n * sizeof(rawkey_ref); /* a nested object's go after */
-            if (!(q = rs_value(d, q, depth)))
-                break;
-        }
-        if (cut && d->ncut < CLJSON_DROP_MAX) {
-            d->cut[d->ncut][0] = member;
-            d->cut[d->ncut][1] = q;
-            d->ncut++;
-        }
-        if (*q != ',' && *q != '}')
-            q = rs_ws(d, q);
-        if (*q == ',') {
-            p = q + 1;
-            if (*p != '"')
-                p = rs_ws(d, p);
-            continue;
-        }
-        if (*q == '}')
-            ret = q + 1;
-        break;
+        p = diverged;
     }
-    if (ret && row && !same && d->canon) { /* a new shape: the next rows compare with it */
-        memcpy(d->prev, kb->data + start, (size_t)n * sizeof(rawkey_ref));
-        d->nprev = n;
-        d->prevcut = cutbits;
+    q = rs_general(d, &o, p, depth, droplens);
+    if (q && row && d->canon) { /* a new shape: the next rows compare with it */
+        memcpy(d->prev, kb->data + o.start, (size_t)o.n * sizeof(rawkey_ref));
+        d->nprev = o.n;
+        d->prevcut = o.cutbits;
     }
     kb->len = len0;
-    return ret;
+    return q ? q + 1 : NULL;
 }
 
 /* A small nested object at p (on '{', depth already counted): at most

@@ -158,8 +158,46 @@ static void put_raw(buf *out, const buf *b)
         buf_append(out, b->data, b->len);
 }
 
+/* The JSON text as a JSON string: the outcome's quoted copy when made, else escaped
+ * here. */
+static void put_json_text(buf *out, const call_outcome *o)
+{
+    if (o->json_quoted.len)
+        put_raw(out, &o->json_quoted);
+    else
+        put_text(out, &o->json);
+}
+
+static int is_ws(char c)
+{
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+/* The result object's JSON text with bkn_receipt as one more member, put in before
+ * its closing brace (the result's own bytes, nothing parsed or written again). -1,
+ * nothing written, when the text is not an object's. */
+static int put_text_with_receipt(buf *out, const buf *text, const buf *receipt)
+{
+    const char *s = text->data ? text->data : "";
+    size_t b = 0, n = text->len;
+    while (b < n && is_ws(s[b]))
+        b++;
+    while (n > b && is_ws(s[n - 1]))
+        n--;
+    if (n - b < 2 || s[b] != '{' || s[n - 1] != '}')
+        return -1;
+    size_t k = n - 1; /* the closing brace; k: past the last member */
+    while (k > b + 1 && is_ws(s[k - 1]))
+        k--;
+    buf_append(out, s + b, k - b);
+    buf_puts(out, k > b + 1 ? ",\"bkn_receipt\":" : "\"bkn_receipt\":");
+    put_raw(out, receipt);
+    buf_putc(out, '}');
+    return 0;
+}
+
 /* The result object with bkn_receipt as one more member (written from the tree). */
-static void put_result_with_receipt(buf *out, const json_value *result, const json_value *receipt)
+static void put_result_with_receipt(buf *out, const json_value *result, const buf *receipt)
 {
     size_t n = json_count(result);
     buf_putc(out, '{');
@@ -172,7 +210,7 @@ static void put_result_with_receipt(buf *out, const json_value *result, const js
         buf_putc(out, ',');
     }
     buf_puts(out, "\"bkn_receipt\":");
-    json_write(out, receipt, 0);
+    put_raw(out, receipt);
     buf_putc(out, '}');
 }
 
@@ -183,8 +221,8 @@ static void put_error_object(buf *out, const call_outcome *o)
 {
     json_value *e = json_parse(o->json.data ? o->json.data : "", o->json.len, NULL, NULL, 0);
     if (e && json_typeof(e) == JSON_OBJECT) {
-        if (o->receipt)
-            put_result_with_receipt(out, e, o->receipt);
+        if (o->receipt_json.len)
+            put_result_with_receipt(out, e, &o->receipt_json);
         else
             put_raw(out, &o->json);
     } else {
@@ -193,9 +231,9 @@ static void put_error_object(buf *out, const call_outcome *o)
         json_write_string(out, code, strlen(code));
         buf_puts(out, ",\"details\":");
         put_text(out, &o->json);
-        if (o->receipt) {
+        if (o->receipt_json.len) {
             buf_puts(out, ",\"bkn_receipt\":");
-            json_write(out, o->receipt, 0);
+            put_raw(out, &o->receipt_json);
         }
         buf_putc(out, '}');
     }
@@ -203,6 +241,12 @@ static void put_error_object(buf *out, const call_outcome *o)
 }
 
 void mcp_write_tool_result(buf *out, const call_outcome *o)
+{
+    mcp_write_tool_result_ex(out, o, NULL, NULL);
+}
+
+void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_members,
+                              const char *members)
 {
     buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
     if (o->is_error) {
@@ -218,28 +262,33 @@ void mcp_write_tool_result(buf *out, const call_outcome *o)
         if (o->toon && o->toon_text.data)
             put_text(out, &o->toon_text);
         else
-            put_text(out, &o->json);
+            put_json_text(out, o);
         buf_puts(out, "}],\"structuredContent\":");
-        if (o->receipt && o->result && json_typeof(o->result) == JSON_OBJECT)
-            put_result_with_receipt(out, o->result, o->receipt);
-        else
+        if (!o->receipt_json.len || put_text_with_receipt(out, &o->json, &o->receipt_json) < 0)
             put_raw(out, &o->json);
         buf_puts(out, ",\"isError\":false");
     }
-    if (o->unrecorded)
-        buf_puts(out, ",\"_meta\":{\"openbkn.ai/trace-status\":\"unrecorded\"}");
+    if (o->unrecorded || meta_members) {
+        buf_puts(out, ",\"_meta\":{");
+        if (o->unrecorded)
+            buf_puts(out, "\"openbkn.ai/trace-status\":\"unrecorded\"");
+        if (meta_members) {
+            if (o->unrecorded)
+                buf_putc(out, ',');
+            buf_puts(out, meta_members);
+        }
+        buf_putc(out, '}');
+    }
+    if (members) {
+        buf_putc(out, ',');
+        buf_puts(out, members);
+    }
     buf_putc(out, '}');
 }
 
-json_value *mcp_attempt_output(const call_outcome *o)
+void mcp_write_attempt_output(buf *out, const call_outcome *o)
 {
-    json_value *block = json_new_object();
-    json_set(block, "type", json_new_str("text", 4));
-    json_set(block, "text", json_new_str(o->json.data ? o->json.data : "", o->json.len));
-    json_value *content = json_new_array();
-    json_push(content, block);
-    json_value *v = json_new_object();
-    json_set(v, "content", content);
-    json_set(v, "isError", json_new_bool(o->is_error));
-    return v;
+    buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
+    put_json_text(out, o);
+    buf_puts(out, o->is_error ? "}],\"isError\":true}" : "}],\"isError\":false}");
 }

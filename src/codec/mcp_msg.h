@@ -67,12 +67,19 @@ void mcp_write_error(buf *out, const char *id_json, int code, const char *messag
  * holding the error object as compact JSON (bkn_receipt its last member when the
  * failed call was recorded), isError true and no structuredContent - whatever the
  * tool's outputSchema, which describes results only. Either way
- * _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. */
+ * _meta["openbkn.ai/trace-status"] = "unrecorded" when nothing was recorded. A
+ * result's structuredContent is its JSON text, the receipt put in before its closing
+ * brace (no tree needed). */
 void mcp_write_tool_result(buf *out, const call_outcome *o);
+/* The same with more members in _meta (meta_members: JSON members without braces,
+ * or NULL) and more members of the result itself after it (members, or NULL). */
+void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_members,
+                              const char *members);
 
-/* What Trace Core records as the output of an MCP call's attempt: the tool result
- * before any receipt, as a value - {"content":[{"type":"text","text":<the JSON
- * text>}],"isError":...}. Owned by the caller. */
-json_value *mcp_attempt_output(const call_outcome *o);
+/* Appends what Trace Core records as the output of an MCP call's attempt: the tool
+ * result before any receipt - {"content":[{"type":"text","text":<the JSON
+ * text>}],"isError":...} - written from the outcome's text (its quoted copy when
+ * made), nothing parsed. */
+void mcp_write_attempt_output(buf *out, const call_outcome *o);
 
 #endif

@@ -22,6 +22,7 @@ struct flow {
      * args_copy, an edited copy (owned). */
     const json_value *args;
     json_value *args_copy;
+    buf args_canon; /* canonical text of args, once written (args_canon()) */
     bkn_context ctx;
     char kn_id[129];
     char invocation[260];
@@ -77,6 +78,7 @@ static void flow_free(flow *f)
     if (f->idem_owned)
         idem_abort(f->in.idem, f->idem_key);
     json_free(f->args_copy);
+    buf_free(&f->args_canon);
     json_free(f->lease_epoch);
     json_free(f->error_value);
     guard_context_free(&f->ctx);
@@ -96,6 +98,8 @@ static void finish(flow *f, int store_it)
     if (f->idem_owned) {
         if (store_it) {
             buf rec = BUF_INIT;
+            if (!f->o.json_quoted.len)
+                outcome_quote(&f->o); /* escaped once: the record and the MCP text block */
             outcome_encode(&rec, &f->o);
             idem_finish(f->in.idem, f->idem_key, f->input_hash, rec.data, rec.len);
             buf_free(&rec);
@@ -173,32 +177,86 @@ static const char *idem_scope(const flow *f)
     return f->in.mcp ? "mcp" : "rest";
 }
 
+/* Appends ,"key":<s as a JSON string> (first: no comma). */
+static void put_str(buf *out, int first, const char *key, const char *v)
+{
+    buf_puts(out, first ? "\"" : ",\"");
+    buf_puts(out, key);
+    buf_puts(out, "\":");
+    json_write_string(out, v, strlen(v));
+}
+
 void flow_operation_key(const char *conversation_id, const char *interaction_id,
                         const char *surface, const char *tool, const char *invocation_id,
                         const char *request_id, const char *input_hash, char out[40])
 {
-    json_value *o = json_new_object();
-    buf id = BUF_INIT;
+    /* The canonical JSON of {tool, surface, interaction_id, identity,
+     * conversation_id}, written as text in its member order. */
+    buf id = BUF_INIT, text = BUF_INIT;
     if (invocation_id && *invocation_id) {
         char h[65];
         sha256_hex(invocation_id, strlen(invocation_id), h);
-        buf_printf(&id, "inv:%s", h);
+        buf_puts(&id, "inv:");
+        buf_puts(&id, h);
     } else {
-        buf_printf(&id, "req:%s:%s", request_id, input_hash);
+        buf_puts(&id, "req:");
+        buf_puts(&id, request_id);
+        buf_putc(&id, ':');
+        buf_puts(&id, input_hash);
     }
-    json_set(o, "tool", json_new_str(tool, strlen(tool)));
-    json_set(o, "surface", json_new_str(surface, strlen(surface)));
-    json_set(o, "interaction_id", json_new_str(interaction_id, strlen(interaction_id)));
-    json_set(o, "identity", json_new_str(id.data, id.len));
-    json_set(o, "conversation_id", json_new_str(conversation_id, strlen(conversation_id)));
-    buf text = BUF_INIT;
-    json_write(&text, o, 1);
+    buf_putc(&text, '{');
+    put_str(&text, 1, "conversation_id", conversation_id);
+    put_str(&text, 0, "identity", id.data);
+    put_str(&text, 0, "interaction_id", interaction_id);
+    put_str(&text, 0, "surface", surface);
+    put_str(&text, 0, "tool", tool);
+    buf_putc(&text, '}');
     char h[65];
     sha256_hex(text.data, text.len, h);
-    snprintf(out, 40, "op_%.32s", h);
+    memcpy(out, "op_", 3);
+    memcpy(out + 3, h, 32);
+    out[35] = '\0';
     buf_free(&text);
     buf_free(&id);
-    json_free(o);
+}
+
+void flow_input_hash(const char *args_canon, size_t len, const bkn_context *ctx, int toon,
+                     const json_value *query, char out[65])
+{
+    /* The canonical JSON of {arguments, bkn_context, response_format, query}, written
+     * as text in its member order around the arguments' canonical text. */
+    buf t = BUF_INIT;
+    buf_puts(&t, "{\"arguments\":");
+    buf_append(&t, args_canon, len);
+    if (ctx && !ctx->adhoc) {
+        buf_puts(&t, ",\"bkn_context\":{");
+        if (ctx->causation_event_ids) {
+            buf_puts(&t, "\"causation_event_ids\":");
+            json_write(&t, ctx->causation_event_ids, 1);
+            buf_putc(&t, ',');
+        }
+        put_str(&t, 1, "conversation_id", ctx->conversation_id);
+        put_str(&t, 0, "interaction_id", ctx->interaction_id);
+        if (ctx->parent_operation_id[0])
+            put_str(&t, 0, "parent_operation_id", ctx->parent_operation_id);
+        buf_putc(&t, '}');
+    }
+    if (query) {
+        buf_puts(&t, ",\"query\":");
+        json_write(&t, query, 1);
+    }
+    buf_puts(&t, toon ? ",\"response_format\":\"toon\"}" : ",\"response_format\":\"json\"}");
+    sha256_hex(t.data, t.len, out);
+    buf_free(&t);
+}
+
+/* The arguments' canonical text, written once (the input hash and the Operation's
+ * input both take it). */
+static const buf *args_canon(flow *f)
+{
+    if (!f->args_canon.data)
+        json_write(&f->args_canon, f->args, 1);
+    return &f->args_canon;
 }
 
 /* The input hash: canonical JSON of the normalized input (the arguments minus
@@ -208,39 +266,25 @@ static const char *input_hash(flow *f)
 {
     if (f->input_hash[0])
         return f->input_hash;
-    json_value *in = json_new_object();
-    json_set(in, "arguments", json_clone(f->args));
-    if (!f->ctx.adhoc) {
-        json_value *cx = json_new_object();
-        json_set(cx, "conversation_id",
-                 json_new_str(f->ctx.conversation_id, strlen(f->ctx.conversation_id)));
-        json_set(cx, "interaction_id",
-                 json_new_str(f->ctx.interaction_id, strlen(f->ctx.interaction_id)));
-        if (f->ctx.parent_operation_id[0])
-            json_set(cx, "parent_operation_id",
-                     json_new_str(f->ctx.parent_operation_id, strlen(f->ctx.parent_operation_id)));
-        if (f->ctx.causation_event_ids)
-            json_set(cx, "causation_event_ids", json_clone(f->ctx.causation_event_ids));
-        json_set(in, "bkn_context", cx);
-    }
-    json_set(in, "response_format", json_new_str(f->o.toon ? "toon" : "json", 4));
-    if (f->in.env.query) /* REST query parameters are arguments too */
-        json_set(in, "query", json_clone(f->in.env.query));
-    idem_input_hash(in, f->input_hash);
-    json_free(in);
+    const buf *a = args_canon(f);
+    flow_input_hash(a->data, a->len, &f->ctx, f->o.toon, f->in.env.query, f->input_hash);
     return f->input_hash;
 }
 
 /* ---- the tool and its attempt ---- */
 
-static void on_finalized(const trace_reply *r, const json_value *receipt, void *arg)
+static void on_finalized(const trace_reply *r, const trace_receipt *rc, void *arg)
 {
     flow *f = arg;
     f->tc = NULL;
     trace_time_end(f);
     if (r->status == TRACE_OK && r->body) {
-        if (receipt)
-            f->o.receipt = json_clone(receipt);
+        if (rc) { /* Core's text, put into the answer as it is */
+            buf_reset(&f->o.receipt_json);
+            buf_append(&f->o.receipt_json, rc->json, rc->len);
+            if (rc->receipt_id)
+                str_copy(f->o.receipt_id, sizeof f->o.receipt_id, rc->receipt_id);
+        }
     } else {
         /* The business result stands; the receipt stays pending at Core. */
         log_line *l = log_begin(LOG_WARN, "operation finalize failed");
@@ -249,22 +293,24 @@ static void on_finalized(const trace_reply *r, const json_value *receipt, void *
         log_int(l, "trace_status", (int)r->status);
         log_end(l);
     }
-    if (f->o.receipt) {
-        const json_value *rid = json_get(f->o.receipt, "receipt_id");
-        if (rid && json_typeof(rid) == JSON_STRING)
-            str_copy(f->o.receipt_id, sizeof f->o.receipt_id, json_get_str(rid, NULL));
-    }
     finish(f, 1);
 }
 
 /* Completes (or fails) the attempt with the call's output: on MCP the
- * CallToolResult without receipt, on REST the result (or error) value. */
+ * CallToolResult without receipt, written from the result's text (escaped once, for
+ * the reply as well); on REST the result (or error) value. */
 static void finalize(flow *f)
 {
     json_value *payload = NULL, *parsed = NULL;
     const buf *text = &f->o.json;
+    buf out = BUF_INIT;
+    trace_attempt_in a;
+    memset(&a, 0, sizeof a);
     if (f->in.mcp) {
-        payload = mcp_attempt_output(&f->o);
+        outcome_quote(&f->o);
+        mcp_write_attempt_output(&out, &f->o);
+        a.payload_json = out.data;
+        a.payload_len = out.len;
     } else if (!f->o.is_error && f->o.result) {
         payload = f->o.result; /* borrowed */
     } else if (f->o.is_error && f->error_value) {
@@ -273,8 +319,6 @@ static void finalize(flow *f)
         /* a downstream body passed through as text (or the incident envelope) */
         payload = parsed = json_parse(text->data ? text->data : "", text->len, NULL, NULL, 0);
     }
-    trace_attempt_in a;
-    memset(&a, 0, sizeof a);
     a.operation_id = f->o.operation_id;
     a.attempt = f->attempt;
     a.failed = f->o.is_error;
@@ -282,14 +326,13 @@ static void finalize(flow *f)
     a.request_id = f->in.env.request_id;
     a.trace_id = f->trace_id;
     a.span_id = f->span_id;
-    json_value *refs =
-        outcome_attempt_refs(f->in.ti->name, f->kn_id, f->args, f->o.result, f->ctx.business_refs);
+    json_value *refs = outcome_attempt_refs(f->in.ti->name, f->kn_id, f->args, f->o.result,
+                                            f->o.is_error ? NULL : text, f->ctx.business_refs);
     a.business_refs = refs ? refs : f->ctx.business_refs;
     a.payload = payload;
     trace_time_begin(f);
     f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
-    if (f->in.mcp)
-        json_free(payload);
+    buf_free(&out);
     json_free(parsed);
     json_free(refs);
 }
@@ -307,6 +350,7 @@ static void on_call_done(const call_result *res, void *arg)
     buf mine = o->json;
     o->json = *res->body_buf;
     *res->body_buf = mine;
+    buf_reset(&o->json_quoted);
     if (o->toon && !res->is_error && res->toon)
         buf_append(&o->toon_text, res->toon, res->toon_len);
     if (res->is_error)
@@ -327,7 +371,9 @@ static void run_tool(flow *f)
     /* PTC: the sandbox's calls name this run as their parent operation */
     env.operation_id = f->o.operation_id[0] ? f->o.operation_id : NULL;
     env.toon = f->o.toon;
-    env.want_value = f->record; /* the attempt payload is built from the value */
+    /* REST's attempt payload is the result's value; MCP's is written from its text (a
+     * TOON answer is rendered from the tree, which the call then builds anyway) */
+    env.want_value = f->record && (!f->in.mcp || f->o.toon);
     f->call = call_start(f->in.gen, f->in.ti, f->args, &env, on_call_done, f);
 }
 
@@ -429,6 +475,8 @@ static void ensure_operation(flow *f)
     e.tool_name = f->in.ti->name;
     e.protocol = f->in.mcp ? "mcp" : "sdk";
     e.input = f->args;
+    e.input_json = args_canon(f)->data;
+    e.input_len = f->args_canon.len;
     e.lease_token = f->lease_token;
     e.lease_epoch = f->lease_epoch;
     e.parent_operation_id = f->ctx.parent_operation_id;

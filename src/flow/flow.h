@@ -22,6 +22,7 @@
 #define CL_FLOW_H
 
 #include "call.h"
+#include "guard.h"
 #include "idem.h"
 #include "outcome.h"
 #include "tools.h"
@@ -61,5 +62,12 @@ void flow_cancel(flow *f);
 void flow_operation_key(const char *conversation_id, const char *interaction_id,
                         const char *surface, const char *tool, const char *invocation_id,
                         const char *request_id, const char *input_hash, char out[40]);
+
+/* The input hash of a call: sha256 hex of the canonical JSON of {arguments,
+ * bkn_context (the context's ids, when not ad hoc), response_format ("toon" when toon,
+ * else "json"), query (REST query parameters, when given)} - idem_input_hash of that
+ * object - written around args_canon, the arguments' canonical text (len bytes). */
+void flow_input_hash(const char *args_canon, size_t len, const bkn_context *ctx, int toon,
+                     const json_value *query, char out[65]);
 
 #endif

@@ -15,16 +15,24 @@ void outcome_init(call_outcome *o)
 void outcome_free(call_outcome *o)
 {
     buf_free(&o->json);
+    buf_free(&o->json_quoted);
     buf_free(&o->toon_text);
+    buf_free(&o->receipt_json);
     json_free(o->result);
-    json_free(o->receipt);
-    o->result = o->receipt = NULL;
+    o->result = NULL;
+}
+
+void outcome_quote(call_outcome *o)
+{
+    buf_reset(&o->json_quoted);
+    json_write_string(&o->json_quoted, o->json.data ? o->json.data : "", o->json.len);
 }
 
 void outcome_refuse(call_outcome *o, int status, const char *code, const char *message,
                     int retryable, const char *required_action, int mcp)
 {
     buf_reset(&o->json);
+    buf_reset(&o->json_quoted);
     guard_write_error(&o->json, code, message, retryable, required_action, mcp);
     o->status = status;
     o->is_error = 1;
@@ -44,15 +52,20 @@ void outcome_encode(buf *out, const call_outcome *o)
                o->unrecorded ? "true" : "false");
     put_str_member(out, "receipt_id", o->receipt_id, strlen(o->receipt_id));
     put_str_member(out, "operation_id", o->operation_id, strlen(o->operation_id));
-    put_str_member(out, "json", o->json.data ? o->json.data : "", o->json.len);
+    if (o->json_quoted.len) { /* the same text, escaped once already */
+        buf_puts(out, ",\"json\":");
+        buf_append(out, o->json_quoted.data, o->json_quoted.len);
+    } else {
+        put_str_member(out, "json", o->json.data ? o->json.data : "", o->json.len);
+    }
     buf_puts(out, ",\"toon_text\":"); /* null: not rendered */
     if (o->toon_text.data)
         json_write_string(out, o->toon_text.data, o->toon_text.len);
     else
         buf_puts(out, "null");
     buf_puts(out, ",\"receipt\":");
-    if (o->receipt)
-        json_write(out, o->receipt, 0);
+    if (o->receipt_json.len)
+        buf_append(out, o->receipt_json.data, o->receipt_json.len);
     else
         buf_puts(out, "null");
     buf_putc(out, '}');
@@ -90,6 +103,7 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o)
     copy_str(v, "receipt_id", o->receipt_id, sizeof o->receipt_id);
     copy_str(v, "operation_id", o->operation_id, sizeof o->operation_id);
     buf_reset(&o->json);
+    buf_reset(&o->json_quoted);
     s = json_get_str(js, &n);
     buf_append(&o->json, s, n);
     buf_free(&o->toon_text);
@@ -97,12 +111,11 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o)
         s = json_get_str(tt, &n);
         buf_append(&o->toon_text, s, n);
     }
-    json_free(o->receipt);
-    o->receipt = rc_v && json_typeof(rc_v) != JSON_NULL ? json_clone(rc_v) : NULL;
+    buf_reset(&o->receipt_json);
+    if (rc_v && json_typeof(rc_v) != JSON_NULL)
+        json_write(&o->receipt_json, rc_v, 0);
     json_free(o->result);
-    o->result = NULL;
-    if (o->receipt && !o->is_error) /* the MCP writer adds bkn_receipt to the tree */
-        o->result = json_parse(o->json.data, o->json.len, NULL, NULL, 0);
+    o->result = NULL; /* the MCP writer puts bkn_receipt into the text itself */
     rc = 0;
 done:
     json_free(v);
@@ -121,6 +134,9 @@ static int ref_segment(const char *s)
     return s && *s && !strchr(s, ':') && strlen(s) <= 160;
 }
 
+static json_value *action_refs(const char *kn_id, const json_value *args, const json_value *result,
+                               const json_value *caller_refs);
+
 static int same_ref(const json_value *r, const char *id)
 {
     const char *t = json_get_string(r, "ref_type");
@@ -131,10 +147,25 @@ static int same_ref(const json_value *r, const char *id)
 }
 
 json_value *outcome_attempt_refs(const char *tool, const char *kn_id, const json_value *args,
-                                 const json_value *result, const json_value *caller_refs)
+                                 const json_value *result, const buf *result_text,
+                                 const json_value *caller_refs)
 {
-    if (strcmp(tool, ACTION_TOOL) || !result || json_typeof(result) != JSON_OBJECT)
+    if (strcmp(tool, ACTION_TOOL))
         return NULL;
+    json_value *parsed = NULL;
+    if (!result && result_text && result_text->len)
+        result = parsed = json_parse(result_text->data, result_text->len, NULL, NULL, 0);
+    json_value *refs = NULL;
+    if (result && json_typeof(result) == JSON_OBJECT)
+        refs = action_refs(kn_id, args, result, caller_refs);
+    json_free(parsed);
+    return refs;
+}
+
+/* outcome_attempt_refs of an execute_action result (an object). */
+static json_value *action_refs(const char *kn_id, const json_value *args, const json_value *result,
+                               const json_value *caller_refs)
+{
     const char *at = args ? json_get_string(args, "at_id") : NULL;
     const char *exec = json_get_string(result, "execution_id");
     if (!ref_segment(kn_id) || !ref_segment(at) || !ref_segment(exec))
@@ -248,6 +279,7 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
     json_set(err, "details", details);
     json_set(out, "error", err);
     buf_reset(&o->json);
+    buf_reset(&o->json_quoted);
     json_write(&o->json, out, 0);
     json_free(out);
     json_free(parsed);
@@ -259,8 +291,9 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
     snprintf(o->code, sizeof o->code, "operation_already_executed");
     snprintf(o->operation_id, sizeof o->operation_id, "%s", op_id);
     snprintf(o->receipt_id, sizeof o->receipt_id, "%s", rc_id);
-    json_free(o->receipt);
-    o->receipt = receipt ? json_clone(receipt) : NULL;
+    buf_reset(&o->receipt_json);
+    if (receipt)
+        json_write(&o->receipt_json, receipt, 0);
     json_free(o->result);
     o->result = NULL;
 }

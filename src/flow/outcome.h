@@ -5,12 +5,12 @@
  * outcome_decode), so a replay is written by the same writers as the first answer.
  *
  * Shapes:
- *   result      is_error 0: json = the result's JSON text, result = its tree (when
- *               the call built one; needed to add bkn_receipt), toon_text = the
- *               TOON rendering when response_format is toon.
+ *   result      is_error 0: json = the result's JSON text (an object's), result =
+ *               its tree when the call built one (REST's attempt payload),
+ *               toon_text = the TOON rendering when response_format is toon.
  *   error       is_error 1: json = the error body (the tool's error object, a
  *               lifecycle refusal {"error":{...}}, a Trace Core envelope).
- * receipt (a value) becomes structuredContent.bkn_receipt on MCP; receipt_id and
+ * receipt_json (a value's JSON text) becomes bkn_receipt on MCP, put in as it is; receipt_id and
  * operation_id become REST headers.
  *
  * Ownership: an outcome owns its buffers and values (outcome_free). */
@@ -28,9 +28,12 @@ typedef struct call_outcome {
     int is_error; /* MCP isError */
     int toon;     /* response_format=toon was asked */
     buf json;     /* see above */
+    buf json_quoted; /* json as a JSON string (quoted, escaped) once outcome_quote made it,
+                        else empty: the text block, the attempt output and the
+                        idempotency record all take it from here */
     buf toon_text;
     json_value *result;  /* the result tree, or NULL */
-    json_value *receipt; /* bkn_receipt, or NULL */
+    buf receipt_json;    /* bkn_receipt as JSON text (Trace Core's bytes), empty: none */
     char receipt_id[96];
     char operation_id[96];
     int unrecorded; /* admitted during a verified Trace Core outage, nothing recorded */
@@ -40,6 +43,9 @@ typedef struct call_outcome {
 
 void outcome_init(call_outcome *o);
 void outcome_free(call_outcome *o);
+/* Fills json_quoted from json (escaped once for every writer that needs it). Whoever
+ * changes json afterwards empties json_quoted (the outcome_* functions here do). */
+void outcome_quote(call_outcome *o);
 
 /* The idempotency record of a finished call: a JSON object of the members the
  * writers read. outcome_decode fills an initialised o; 0, or -1 when blob is not
@@ -76,10 +82,12 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
  * Core): the caller's refs plus, for an accepted execute_action, the run it
  * started as "action_instance:<kn_id>:<at_id>:<execution_id>", so that the receipt
  * names the run when the result itself is gone (outcome_already_executed reads it
- * back). Returns a new array (caller frees), or NULL when there is nothing to add:
- * caller_refs is then recorded as is. All arguments are borrowed; any may be NULL
- * but tool. */
+ * back). The result is its tree, or, without one, its JSON text (parsed here, for
+ * execute_action only). Returns a new array (caller frees), or NULL when there is
+ * nothing to add: caller_refs is then recorded as is. All arguments are borrowed;
+ * any may be NULL but tool. */
 json_value *outcome_attempt_refs(const char *tool, const char *kn_id, const json_value *args,
-                                 const json_value *result, const json_value *caller_refs);
+                                 const json_value *result, const buf *result_text,
+                                 const json_value *caller_refs);
 
 #endif

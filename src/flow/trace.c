@@ -43,6 +43,7 @@ struct trace_call {
     void *arg;
     view_kind view;
     const char *id_member; /* V_ID: the member handed to the callback */
+    const json_keep *keep; /* a 2xx body's members the view reads, or NULL: all */
     union {
         trace_interaction_cb interaction;
         trace_id_cb id;
@@ -122,6 +123,17 @@ static void try_send(trace_call *c);
 
 /* ---- small helpers ---- */
 
+/* Appends the NUL-terminated strings a, b and c (NULL: none), without a format. */
+static void put3(buf *out, const char *a, const char *b, const char *c)
+{
+    if (a)
+        buf_append(out, a, strlen(a));
+    if (b)
+        buf_append(out, b, strlen(b));
+    if (c)
+        buf_append(out, c, strlen(c));
+}
+
 static char *dup_or_empty(const char *s)
 {
     return xstrdup(s ? s : "");
@@ -150,12 +162,12 @@ void trace_synthetic_ids(const char *request_id, char trace_id[33], char span_id
 {
     buf b = BUF_INIT;
     char h[65];
-    buf_printf(&b, "bkn.synthetic.trace:%s", request_id ? request_id : "");
+    put3(&b, "bkn.synthetic.trace:", request_id, NULL);
     sha256_hex(b.data, b.len, h);
     memcpy(trace_id, h, 32);
     trace_id[32] = '\0';
     buf_reset(&b);
-    buf_printf(&b, "bkn.synthetic.span:%s", request_id ? request_id : "");
+    put3(&b, "bkn.synthetic.span:", request_id, NULL);
     sha256_hex(b.data, b.len, h);
     memcpy(span_id, h, 16);
     span_id[16] = '\0';
@@ -420,6 +432,34 @@ static void request_fail_now(trace_call *c, trace_status st, const char *detail)
     deliver_later(c);
 }
 
+/* The members each typed view reads of a 2xx body (json_parse_keep). */
+static const json_keep KEEP_MANIFEST[] = {{"answer_artifact_ref", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_INTERACTION[] = {
+    {"conversation_id", NULL, 0}, {"interaction_id", NULL, 0}, {"execution_status", NULL, 0},
+    {"evidence_status", NULL, 0}, {"lease_token", NULL, 0},    {"updated_at", NULL, 0},
+    {"lease_epoch", NULL, 0},     {"closure_manifest", KEEP_MANIFEST, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_CONVERSATION_ID[] = {{"conversation_id", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_ARTIFACT_ID[] = {{"artifact_id", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_OP_OPERATION[] = {
+    {"operation_id", NULL, 0}, {"attempt", NULL, 0}, {NULL, NULL, 0}};
+static const json_keep KEEP_OP_RECEIPT[] = {
+    {"receipt_id", NULL, 0}, {"receipt_status", NULL, 0}, {NULL, NULL, 0}};
+/* operations:ensure: what running the tool needs; a reply that does not let us run
+ * is decoded again whole (op_executes) */
+static const json_keep KEEP_OPERATION[] = {{"operation", KEEP_OP_OPERATION, 0},
+                                           {"receipt", KEEP_OP_RECEIPT, 0},
+                                           {"execute", NULL, 0},
+                                           {NULL, NULL, 0}};
+/* an attempt's outcome: the receipt as its text (it goes into the answer as it is) */
+static const json_keep KEEP_RECEIPT[] = {{"receipt", NULL, 1}, {NULL, NULL, 0}};
+static const json_keep KEEP_RECEIPT_ID[] = {{"receipt_id", NULL, 0}, {NULL, NULL, 0}};
+
+static int op_executes(const json_value *body)
+{
+    const json_value *x = json_get(body, "execute");
+    return x && json_typeof(x) == JSON_TRUE;
+}
+
 static int retryable(const fetch_response *resp)
 {
     if (resp->result == FETCH_OK)
@@ -446,9 +486,14 @@ static void request_fetched(const fetch_response *resp, void *arg)
         json_limits lim = {0, MAX_RESPONSE};
         if (resp->body_len == 0) {
             st = TRACE_OK;
-        } else if ((c->body_json =
-                        json_parse(resp->body, resp->body_len, &lim, err, sizeof(err))) != NULL) {
+        } else if ((c->body_json = json_parse_keep(resp->body, resp->body_len, &lim, c->keep, err,
+                                                   sizeof(err))) != NULL) {
             st = TRACE_OK;
+            if (c->view == V_OPERATION && !op_executes(c->body_json)) {
+                /* another claimant's: the caller reads its operation and receipt whole */
+                json_free(c->body_json);
+                c->body_json = json_parse(resp->body, resp->body_len, &lim, err, sizeof(err));
+            }
             c->reply.body = c->body_json;
         } else {
             set_detail(c, fmt_detail("with a body that is not JSON", NULL, resp->status));
@@ -552,11 +597,15 @@ static void owner_headers(trace_call *c, const principal *who, const char *tenan
         add_header(c, "X-BKN-Auth-Method", who->auth_method);
 }
 
-trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
-                          const char *method, const char *path, const json_value *body,
-                          int idempotent, trace_cb cb, void *arg)
+/* trace_request with the body as text: body (owned, from buf_steal) becomes the call's
+ * (NULL: none). */
+static trace_call *request_text(trace_ctx *t, const principal *who, const char *lang_tag,
+                                const char *method, const char *path, char *body, size_t body_len,
+                                int idempotent, trace_cb cb, void *arg)
 {
     trace_call *c = call_new(t, K_REQUEST);
+    c->body = body;
+    c->body_len = body_len;
     const char *tenant = NULL, *domain = NULL;
     buf u = BUF_INIT;
     c->cb = cb;
@@ -584,18 +633,27 @@ trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_t
     }
     c->counts = 1;
     c->method = xstrdup(method);
-    buf_printf(&u, "%s%s%s", t->base_url, API_PREFIX, path);
+    put3(&u, t->base_url, API_PREFIX, path);
     c->url = buf_steal(&u, NULL);
-    if (body) {
-        buf b = BUF_INIT;
-        json_write(&b, body, 1);
-        c->body = buf_steal(&b, &c->body_len);
-    }
     owner_headers(c, who, tenant, domain, lang_tag);
     try_send(c);
 done:
     buf_free(&u);
     return c;
+}
+
+trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
+                          const char *method, const char *path, const json_value *body,
+                          int idempotent, trace_cb cb, void *arg)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (body) {
+        buf b = BUF_INIT;
+        json_write(&b, body, 1);
+        text = buf_steal(&b, &len);
+    }
+    return request_text(t, who, lang_tag, method, path, text, len, idempotent, cb, arg);
 }
 
 /* ---- capture policy ---- */
@@ -685,7 +743,7 @@ trace_call *trace_capture_policy(trace_ctx *t, const principal *who, trace_polic
         deliver_later(c);
         goto done;
     }
-    buf_printf(&key, "%s\n%s", tenant, domain);
+    put3(&key, tenant, "\n", domain);
     e = policy_find(t, key.data);
     if (e && !e->flight && e->st != CAPTURE_UNKNOWN && now < e->expires) {
         t->st.policy_hits++;
@@ -861,12 +919,41 @@ static void deliver_view(trace_call *c)
         c->tcb.operation(r, ok ? &op : NULL, c->arg);
         break;
     }
-    case V_RECEIPT:
-        c->tcb.receipt(r, b ? json_get(b, "receipt") : NULL, c->arg);
+    case V_RECEIPT: {
+        const json_value *raw = b ? json_get(b, "receipt") : NULL;
+        trace_receipt rc = {NULL, 0, NULL};
+        json_value *ids = NULL;
+        if (raw && json_typeof(raw) == JSON_STRING) { /* the member's text (KEEP_RECEIPT) */
+            rc.json = json_get_str(raw, &rc.len);
+            ids = json_parse_keep(rc.json, rc.len, NULL, KEEP_RECEIPT_ID, NULL, 0);
+            rc.receipt_id = ids ? json_get_string(ids, "receipt_id") : NULL;
+        }
+        c->tcb.receipt(r, raw ? &rc : NULL, c->arg);
+        json_free(ids);
         break;
+    }
     default:
         break;
     }
+}
+
+/* fmt with its "%s" (up to two) filled by a and b in turn: a path without printf. */
+static void fill_path(buf *out, const char *fmt, const char *a, const char *b)
+{
+    const char *fill[2] = {a, b};
+    int i = 0;
+    for (const char *p = fmt; *p;) {
+        const char *q = strstr(p, "%s");
+        if (!q || i == 2) {
+            buf_append(out, p, strlen(p));
+            break;
+        }
+        buf_append(out, p, (size_t)(q - p));
+        put3(out, fill[i++], NULL, NULL);
+        p = q + 2;
+    }
+    if (!out->data)
+        buf_puts(out, "");
 }
 
 /* Sends a typed operation: path is fmt with up to two "%s" filled by id1 and id2
@@ -876,11 +963,18 @@ static trace_call *typed_request(trace_ctx *t, const principal *who, const char 
                                  const char *id2, json_value *body, int idempotent, view_kind view,
                                  void *arg)
 {
+    char *text = NULL;
+    size_t len = 0;
+    if (body) {
+        buf b = BUF_INIT;
+        json_write(&b, body, 1);
+        text = buf_steal(&b, &len);
+        json_free(body);
+    }
     buf path = BUF_INIT, e1 = BUF_INIT, e2 = BUF_INIT;
-    buf_printf(&path, fmt, trace_path_escape(id1, &e1), trace_path_escape(id2, &e2));
-    trace_call *c = trace_request(t, who, lang, method, path.data, body, idempotent, NULL, arg);
+    fill_path(&path, fmt, trace_path_escape(id1, &e1), trace_path_escape(id2, &e2));
+    trace_call *c = request_text(t, who, lang, method, path.data, text, len, idempotent, NULL, arg);
     c->view = view;
-    json_free(body);
     buf_free(&path);
     buf_free(&e1);
     buf_free(&e2);
@@ -898,6 +992,7 @@ trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char
     trace_call *c = typed_request(t, who, lang, "GET", "/interactions/%s", interaction_id, NULL,
                                   NULL, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
+    c->keep = KEEP_INTERACTION;
     return c;
 }
 
@@ -915,6 +1010,7 @@ trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const c
     trace_call *c = typed_request(t, who, lang, "POST", "/conversations/%s/interactions",
                                   conversation_id, NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
+    c->keep = KEEP_INTERACTION;
     return c;
 }
 
@@ -933,6 +1029,7 @@ trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const c
     trace_call *c = typed_request(t, who, lang, "POST", "/interactions/%s/finish", interaction_id,
                                   NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
+    c->keep = KEEP_INTERACTION;
     return c;
 }
 
@@ -949,6 +1046,7 @@ trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const 
                                   b, 1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "conversation_id";
+    c->keep = KEEP_CONVERSATION_ID;
     return c;
 }
 
@@ -992,70 +1090,150 @@ trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *l
         typed_request(t, who, lang, "POST", "/evidence/artifacts", NULL, NULL, b, 1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "artifact_id";
+    c->keep = KEEP_ARTIFACT_ID;
     buf_free(&text);
     buf_free(&ini);
     return c;
 }
 
+/* Appends a PayloadEnvelope of the payload text p (n bytes) in canonical member order
+ * (trace_payload_envelope's members). */
+static void put_envelope(buf *b, const char *p, size_t n)
+{
+    if (!p) {
+        buf_puts(b, "{\"byte_length\":0,\"media_type\":\"application/json\",\"mode\":"
+                    "\"omitted\",\"omitted_reason\":\"serialization_failed\"}");
+    } else if (n > TRACE_INLINE_MAX) {
+        buf_puts(b, "{\"byte_length\":");
+        json_write_int(b, (int64_t)n);
+        buf_puts(b, ",\"media_type\":\"application/json\",\"mode\":\"omitted\","
+                    "\"omitted_reason\":\"payload_too_large\"}");
+    } else {
+        buf_puts(b, "{\"byte_length\":");
+        json_write_int(b, (int64_t)n);
+        buf_puts(b, ",\"inline\":");
+        buf_append(b, p, n);
+        buf_puts(b, ",\"media_type\":\"application/json\",\"mode\":\"inline\"}");
+    }
+}
+
+static void put_member_str(buf *b, const char *key, const char *v, size_t n)
+{
+    put3(b, ",\"", key, "\":");
+    json_write_string(b, v ? v : "", v ? n : 0);
+}
+
 trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const char *lang,
                                    const trace_ensure_in *in, trace_operation_cb cb, void *arg)
 {
-    json_value *b = json_new_object();
-    set_str(b, "operation_key", in->operation_key);
-    set_str(b, "tool_name", in->tool_name);
-    set_str(b, "protocol", in->protocol);
-    set_str(b, "source_module", "context-loader");
-    json_value *env = NULL;
-    trace_payload_envelope(in->input, &env);
-    json_set(b, "input", env);
-    json_set(b, "required", json_new_bool(1));
-    set_str(b, "lease_token", in->lease_token ? in->lease_token : "");
-    json_set(b, "lease_epoch", in->lease_epoch ? json_clone(in->lease_epoch) : json_new_int(0));
+    /* The body written as text in canonical member order, the input's canonical
+     * text put in once. */
+    buf it = BUF_INIT, b = BUF_INIT;
+    const char *p = in->input_json;
+    size_t n = in->input_len;
+    if (!p && in->input) {
+        json_write(&it, in->input, 1);
+        p = it.data;
+        n = it.len;
+    }
+    buf_putc(&b, '{');
+    if (in->causation_event_ids) {
+        buf_puts(&b, "\"causation_event_ids\":");
+        json_write(&b, in->causation_event_ids, 1);
+        buf_putc(&b, ',');
+    }
+    buf_puts(&b, "\"input\":");
+    put_envelope(&b, p, n);
+    buf_puts(&b, ",\"lease_epoch\":");
+    if (in->lease_epoch)
+        json_write(&b, in->lease_epoch, 1);
+    else
+        buf_putc(&b, '0');
+    const char *lt = in->lease_token ? in->lease_token : "";
+    put_member_str(&b, "lease_token", lt, strlen(lt));
+    put_member_str(&b, "operation_key", in->operation_key, strlen(in->operation_key));
     if (in->parent_operation_id && in->parent_operation_id[0])
-        set_str(b, "parent_operation_id", in->parent_operation_id);
-    if (in->causation_event_ids)
-        json_set(b, "causation_event_ids", json_clone(in->causation_event_ids));
-    trace_call *c =
-        typed_request(t, who, lang, "POST", "/conversations/%s/interactions/%s/operations:ensure",
-                      in->conversation_id, in->interaction_id, b, 0, V_OPERATION, arg);
+        put_member_str(&b, "parent_operation_id", in->parent_operation_id,
+                       strlen(in->parent_operation_id));
+    put_member_str(&b, "protocol", in->protocol, strlen(in->protocol));
+    buf_puts(&b, ",\"required\":true,\"source_module\":\"context-loader\"");
+    put_member_str(&b, "tool_name", in->tool_name, strlen(in->tool_name));
+    buf_putc(&b, '}');
+    buf_free(&it);
+
+    buf path = BUF_INIT, e1 = BUF_INIT, e2 = BUF_INIT;
+    put3(&path, "/conversations/", trace_path_escape(in->conversation_id, &e1), "/interactions/");
+    put3(&path, trace_path_escape(in->interaction_id, &e2), "/operations:ensure", NULL);
+    size_t len;
+    char *text = buf_steal(&b, &len);
+    trace_call *c = request_text(t, who, lang, "POST", path.data, text, len, 0, NULL, arg);
+    c->view = V_OPERATION;
     c->tcb.operation = cb;
+    c->keep = KEEP_OPERATION;
+    buf_free(&path);
+    buf_free(&e1);
+    buf_free(&e2);
     return c;
 }
 
 trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
                                  const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
 {
-    json_value *b = json_new_object();
-    json_value *env = NULL;
-    if (in->failed) {
-        json_value *e = json_new_object();
-        set_str(e, "code", "tool_error");
-        set_str(e, "message", "the tool returned an error");
-        set_str(e, "stage", "tool_execution");
-        json_set(e, "result", in->payload ? json_clone(in->payload) : json_new_null());
-        trace_payload_envelope(e, &env);
-        json_free(e);
-    } else {
-        trace_payload_envelope(in->payload, &env);
+    /* The body written as text in canonical member order, the payload's text put in
+     * once (a tree payload is written once, canonically). */
+    buf pl = BUF_INIT, b = BUF_INIT;
+    const char *p = in->payload_json;
+    size_t n = in->payload_len;
+    if (!p && in->payload) {
+        json_write(&pl, in->payload, 1);
+        p = pl.data;
+        n = pl.len;
     }
-    set_str(b, "receipt_id", in->receipt_id);
-    set_str(b, "evidence_durability", "durable");
-    json_set(b, "retryable", json_new_bool(0));
-    set_str(b, "request_id", in->request_id);
-    json_set(b, "trace_id", json_new_str(in->trace_id, 32));
-    json_set(b, "span_id", json_new_str(in->span_id, 16));
-    json_set(b, "observed_evidence_refs", json_new_array());
-    json_set(b, "business_refs",
-             in->business_refs ? json_clone(in->business_refs) : json_new_array());
-    json_set(b, "artifact_refs", json_new_null());
-    json_set(b, "partial_reasons", json_new_null());
-    json_set(b, in->failed ? "error" : "output", env);
-    char fmt[80]; /* the operation id is escaped into the one %s */
-    snprintf(fmt, sizeof fmt, "/operations/%%s/attempts/%ld:%s", in->attempt,
-             in->failed ? "fail" : "complete");
-    trace_call *c =
-        typed_request(t, who, lang, "POST", fmt, in->operation_id, NULL, b, 1, V_RECEIPT, arg);
+    buf_puts(&b, "{\"artifact_refs\":null,\"business_refs\":");
+    if (in->business_refs)
+        json_write(&b, in->business_refs, 1);
+    else
+        buf_puts(&b, "[]");
+    if (in->failed) {
+        /* {code, message, result: the payload, stage}, canonical */
+        buf e = BUF_INIT;
+        buf_puts(&e, "{\"code\":\"tool_error\",\"message\":\"the tool returned an error\","
+                     "\"result\":");
+        if (p)
+            buf_append(&e, p, n);
+        else
+            buf_puts(&e, "null");
+        buf_puts(&e, ",\"stage\":\"tool_execution\"}");
+        buf_puts(&b, ",\"error\":");
+        put_envelope(&b, e.data, e.len);
+        buf_free(&e);
+    }
+    buf_puts(&b, ",\"evidence_durability\":\"durable\",\"observed_evidence_refs\":[]");
+    if (!in->failed) {
+        buf_puts(&b, ",\"output\":");
+        put_envelope(&b, p, n);
+    }
+    buf_puts(&b, ",\"partial_reasons\":null");
+    put_member_str(&b, "receipt_id", in->receipt_id, in->receipt_id ? strlen(in->receipt_id) : 0);
+    put_member_str(&b, "request_id", in->request_id, in->request_id ? strlen(in->request_id) : 0);
+    buf_puts(&b, ",\"retryable\":false");
+    put_member_str(&b, "span_id", in->span_id, 16);
+    put_member_str(&b, "trace_id", in->trace_id, 32);
+    buf_putc(&b, '}');
+    buf_free(&pl);
+
+    buf path = BUF_INIT, e1 = BUF_INIT;
+    put3(&path, "/operations/", trace_path_escape(in->operation_id, &e1), "/attempts/");
+    json_write_int(&path, (int64_t)in->attempt);
+    buf_puts(&path, in->failed ? ":fail" : ":complete");
+    size_t len;
+    char *text = buf_steal(&b, &len);
+    trace_call *c = request_text(t, who, lang, "POST", path.data, text, len, 1, NULL, arg);
+    c->view = V_RECEIPT;
     c->tcb.receipt = cb;
+    c->keep = KEEP_RECEIPT;
+    buf_free(&path);
+    buf_free(&e1);
     return c;
 }
 
@@ -1064,7 +1242,7 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
 void trace_lease_key(const char *caller_key, const char *interaction_id, char out[65])
 {
     buf k = BUF_INIT;
-    buf_printf(&k, "%s\n%s", caller_key, interaction_id);
+    put3(&k, caller_key, "\n", interaction_id);
     sha256_hex(k.data, k.len, out);
     buf_free(&k);
 }

@@ -154,7 +154,9 @@ int trace_payload_envelope(const json_value *payload, json_value **out);
 /* ---- the protocol: typed operations ----
  *
  * Each builds its path and body, sends it with trace_request and checks the reply
- * before the callback runs. The callback gets the raw reply (for the failure cases:
+ * before the callback runs. A 2xx reply is decoded keeping only the members its
+ * typed view reads (json_parse_keep; the others are checked and skipped), so
+ * trace_reply.body holds those members only; an API error's envelope is whole. The callback gets the raw reply (for the failure cases:
  * status, API envelope, error code) and the typed view, which is non-NULL only when
  * the reply is TRACE_OK with a body (and, for ensure, carries every required
  * member). Everything is borrowed for the duration of the callback. Every op is
@@ -212,6 +214,9 @@ typedef struct trace_ensure_in {
     const char *operation_key, *tool_name;
     const char *protocol;                  /* "mcp" | "sdk" */
     const json_value *input;               /* the arguments (put in a PayloadEnvelope) */
+    const char *input_json;                /* or their canonical text (input is then
+                                              ignored); NULL: written from input */
+    size_t input_len;
     const char *lease_token;               /* "" when none */
     const json_value *lease_epoch;         /* NULL -> 0 */
     const char *parent_operation_id;       /* NULL or "" = absent */
@@ -242,9 +247,21 @@ typedef struct trace_attempt_in {
     const json_value *business_refs; /* or NULL ([]) */
     const json_value *payload;       /* the output (or the error's result); NULL =
                                         serialization_failed */
+    /* Or the payload already as JSON text (payload is then ignored): sent as it is,
+     * byte_length its length. The caller's text, not rewritten, so its member order
+     * stands (the same length as its canonical form when it has no whitespace). */
+    const char *payload_json;
+    size_t payload_len;
 } trace_attempt_in;
-/* receipt: the reply's "receipt" member, or NULL. */
-typedef void (*trace_receipt_cb)(const trace_reply *r, const json_value *receipt, void *arg);
+/* The reply's "receipt" member as its JSON text - the bytes Core sent, not parsed
+ * into a tree - and its receipt_id (NULL when absent or not a string). */
+typedef struct trace_receipt {
+    const char *json;
+    size_t len;
+    const char *receipt_id;
+} trace_receipt;
+/* rc: NULL when the reply has no "receipt" member. */
+typedef void (*trace_receipt_cb)(const trace_reply *r, const trace_receipt *rc, void *arg);
 
 /* POST /operations/{id}/attempts/{n}:complete | :fail (retried). */
 trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,

@@ -64,6 +64,7 @@ struct call {
     int has_who;
     char *request_id;
     char *traceparent;
+    char *tracestate, *baggage; /* passed on unchanged, or NULL */
     char *kn_id_header;
     const json_value *env_query, *env_request, *env_config; /* borrowed during call_start */
     const json_value *env_bkn;                              /* borrowed during call_start */
@@ -499,6 +500,10 @@ static int ctx_http(lua_State *L)
     hdr_add(L, &H, "x-request-id", c->request_id);
     make_traceparent(c->traceparent, traceparent);
     hdr_add(L, &H, "traceparent", traceparent);
+    if (c->tracestate)
+        hdr_add(L, &H, "tracestate", c->tracestate);
+    if (c->baggage)
+        hdr_add(L, &H, "baggage", c->baggage);
     hdr_add(L, &H, "accept-language", lang_tag(c->lang));
 
     lua_getfield(L, 1, "json"); /* 7 */
@@ -1128,6 +1133,8 @@ static void cleanup(call *c)
     free(c->error_code);
     free(c->request_id);
     free(c->traceparent);
+    free(c->tracestate);
+    free(c->baggage);
     free(c->kn_id_header);
     free(c->surface);
     free(c->operation_id);
@@ -1446,6 +1453,8 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     }
     c->request_id = xstrdup(env && env->request_id ? env->request_id : "");
     c->traceparent = env && env->traceparent ? xstrdup(env->traceparent) : NULL;
+    c->tracestate = env && env->tracestate ? xstrdup(env->tracestate) : NULL;
+    c->baggage = env && env->baggage ? xstrdup(env->baggage) : NULL;
     c->kn_id_header =
         env && env->kn_id_header && env->kn_id_header[0] ? xstrdup(env->kn_id_header) : NULL;
     c->surface = xstrdup(env && env->surface ? env->surface : "");

@@ -19,6 +19,9 @@ typedef struct call_env {
     const char *request_id;   /* bkn-request-id, copied */
     const char *traceparent;  /* W3C traceparent of the inbound request, copied; child
                                  span ids are made per outbound call */
+    const char *tracestate;   /* W3C tracestate and baggage of the inbound request (NULL:
+                                 none), copied; passed on as they are */
+    const char *baggage;
     lang_id lang;             /* request language */
     const char *kn_id_header; /* X-Kn-ID of the request, or NULL; copied */
     const char *surface;      /* "mcp" | "compact" | "rest" | "ptc", copied */

@@ -438,9 +438,13 @@ static int is_plain(const char *p, size_t lp)
     return 1;
 }
 
-/* First occurrence of needle in hay, or NULL. */
-static const char *find_text(const char *hay, size_t lh, const char *needle, size_t ln)
+/* First occurrence of needle in hay, or NULL. Each candidate compared costs up to
+ * ln bytes: the bytes compared are charged (a unit per 16) every LP_CHARGE_EVERY
+ * units, so a long needle over a long subject stops like a loop. */
+static const char *find_text(lua_State *L, lpattern_charge_fn charge, const char *hay, size_t lh,
+                             const char *needle, size_t ln)
 {
+    size_t work = 0;
     if (ln == 0)
         return hay;
     while (ln <= lh) {
@@ -449,6 +453,11 @@ static const char *find_text(const char *hay, size_t lh, const char *needle, siz
             return NULL;
         if (memcmp(c, needle, ln) == 0)
             return c;
+        work += (size_t)(c - hay) / 16 + ln / 16 + 1;
+        if (work >= LP_CHARGE_EVERY) {
+            charge(L, (long)work);
+            work = 0;
+        }
         lh -= (size_t)(c + 1 - hay);
         hay = c + 1;
     }
@@ -470,7 +479,7 @@ static int find_or_match(lua_State *L, int want_pos)
         return 1;
     }
     if (want_pos && (lua_toboolean(L, 4) || is_plain(p, lp))) {
-        const char *hit = find_text(s + from, ls - from, p, lp);
+        const char *hit = find_text(L, charge_of(L, 1), s + from, ls - from, p, lp);
         if (!hit) {
             luaL_pushfail(L);
             return 1;

@@ -18,6 +18,7 @@
 #include <lualib.h>
 
 #include "json_lua.h"
+#include "lbounded.h"
 #include "lpattern.h"
 #include "texts.h"
 #include "toon_lua.h"
@@ -74,8 +75,10 @@ struct lvm {
     lvm_budget *cur;
     lua_State *entry;   /* the thread lvm_enter named */
     lua_State *running; /* the thread running now (coroutine.resume/wrap switch it) */
-    int armed;          /* the uncounted-slice timer runs for cur */
+    int armed;          /* the slice timer runs for cur (live_vm is this state) */
     int64_t entered_us;
+    int64_t count_at_us; /* monotonic us at which counting starts (0: counting) */
+    int64_t stop_at_us;  /* monotonic us past which the slice is spent (0: no slice) */
 };
 
 /* Registry keys (addresses are unique). */
@@ -198,7 +201,8 @@ static void *lvm_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
          * which the pcall wrappers and call.c treat like any other kill. Sticky: Lua
          * retries a failed allocation after an emergency collection. */
         if (b && grow >= LVM_BIG_ALLOC && b->slice_end_ms &&
-            (b->killed == LVM_KILL_TIME || (!b->killed && lvm_coarse_ms() > b->slice_end_ms))) {
+            (b->killed == LVM_KILL_TIME ||
+             (!b->killed && (b->expired || lvm_coarse_ms() > b->slice_end_ms)))) {
             b->killed = LVM_KILL_TIME;
             return NULL;
         }
@@ -252,7 +256,7 @@ void lvm_call_end(lvm *vm)
         pool_trim(vm, LVM_POOL_BYTES + LVM_POOL_PER_CALL);
 }
 
-/* ---- lazy instruction counting ----
+/* ---- lazy instruction counting and the slice end ----
  *
  * A count hook makes the VM trap on every instruction (luaG_traceexec), which costs
  * more than most tool calls' own work. So a budget may start uncounted: the hook is
@@ -261,22 +265,42 @@ void lvm_call_end(lvm *vm)
  * at that point; its handler installs the hook on the running thread (lua_sethook is
  * safe in a signal handler). From then on the budget counts and every later entry
  * installs the hook at once. coroutine.resume and coroutine.wrap keep `running`
- * current, so a loop inside a tool's own coroutine is reached too. */
+ * current, so a loop inside a tool's own coroutine is reached too.
+ *
+ * The same timer marks the end of the run-time slice: its handler then sets the
+ * budget's `expired` and makes the hook fire at the very next instruction, so the
+ * stop does not wait for a thousand instructions that may each be a long C call (a
+ * comparison of two long strings, utf8.len of a large one). C loops that charge the
+ * budget (lvm_charge: pattern matching, lbounded's library functions) see `expired`
+ * at their next charge; the allocator refuses large blocks once it is set. Without
+ * the timer the hook and the charges read the clock themselves. */
 #define LVM_SLICE_SIGNAL SIGRTMIN
 
 static struct {
     int ready; /* 1 ok, -1 unavailable (counting starts at once), 0 not tried */
     timer_t id;
 } slice_timer;
-static lvm *volatile live_vm; /* the state running Lua under an uncounted budget */
+static lvm *volatile live_vm; /* the state running Lua under a timed budget */
 /* When the armed timer fires (monotonic us; 0 = not armed). Leaving does not disarm
  * it - a signal that finds no live_vm is ignored - so an entry arms it only when it
  * would fire too late for this budget or has fired already: one timer_settime per
- * few entries instead of two per entry. Firing early only starts counting early. */
+ * few entries instead of two per entry. Firing early only makes the handler re-arm
+ * it for the next due point. */
 static int64_t timer_due_us;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void lvm_hook(lua_State *L, lua_Debug *ar);
+static int64_t mono_us(void);
+static void slice_timer_set(long us);
+
+/* Arms the timer for `due` (monotonic us) unless it fires before then already. */
+static void timer_want(int64_t now, int64_t due)
+{
+    if (timer_due_us <= now || timer_due_us > due) {
+        slice_timer_set(due > now ? (long)(due - now) : 1);
+        timer_due_us = due;
+    }
+}
 
 static void on_slice_signal(int sig)
 {
@@ -284,8 +308,25 @@ static void on_slice_signal(int sig)
     lvm *vm = live_vm;
     (void)sig;
     if (vm && vm->cur && vm->running) {
-        vm->cur->counting = 1;
-        lua_sethook(vm->running, lvm_hook, LUA_MASKCOUNT, LVM_HOOK_EVERY);
+        lvm_budget *b = vm->cur;
+        int64_t now = mono_us(), next = 0;
+        timer_due_us = 0; /* this shot is spent */
+        if (!b->counting) {
+            if (now >= vm->count_at_us) {
+                b->counting = 1;
+                lua_sethook(vm->running, lvm_hook, LUA_MASKCOUNT, LVM_HOOK_EVERY);
+            } else {
+                next = vm->count_at_us;
+            }
+        }
+        if (vm->stop_at_us && now >= vm->stop_at_us) {
+            b->expired = 1;
+            lua_sethook(vm->running, lvm_hook, LUA_MASKCOUNT, 1);
+        } else if (vm->stop_at_us && (!next || vm->stop_at_us < next)) {
+            next = vm->stop_at_us;
+        }
+        if (next)
+            timer_want(now, next);
     }
     errno = saved;
 }
@@ -360,22 +401,28 @@ static void count_on(lua_State *L)
 
 void lvm_enter(lvm *vm, lvm_budget *b, lua_State *on)
 {
+    int lazy;
     if (vm->cur)
         lvm_leave(vm);
     vm->cur = b;
     vm->entry = vm->running = on ? on : vm->L;
     if (!b)
         return;
-    if (!b->counting && b->uncounted_us > 0 && slice_timer_ready()) {
-        int64_t now = mono_us(), want = now + b->uncounted_us;
+    lazy = !b->counting && b->uncounted_us > 0;
+    if ((lazy || b->slice_end_ms) && slice_timer_ready()) {
+        int64_t now = mono_us(), due;
         vm->entered_us = now;
+        vm->count_at_us = lazy ? now + b->uncounted_us : 0;
+        /* the coarse clock passes slice_end_ms within a millisecond after this */
+        vm->stop_at_us = b->slice_end_ms ? (b->slice_end_ms + 1) * 1000 : 0;
+        due = vm->count_at_us;
+        if (vm->stop_at_us && (!due || vm->stop_at_us < due))
+            due = vm->stop_at_us;
+        timer_want(now, due); /* before live_vm: no handler re-arms it meanwhile */
         vm->armed = 1;
         live_vm = vm;
-        if (timer_due_us <= now || timer_due_us > want) {
-            slice_timer_set(b->uncounted_us);
-            timer_due_us = want;
-        }
-        return;
+        if (lazy)
+            return;
     }
     b->counting = 1;
     count_on(vm->running);
@@ -387,7 +434,7 @@ void lvm_leave(lvm *vm)
     if (vm->armed) {
         live_vm = NULL; /* the timer stays armed: see timer_due_us */
         vm->armed = 0;
-        if (b && !b->counting) {
+        if (b && !b->counting && vm->count_at_us) {
             int64_t used = mono_us() - vm->entered_us;
             b->uncounted_us = used < b->uncounted_us ? b->uncounted_us - (long)used : 0;
         }
@@ -461,6 +508,7 @@ void lvm_budget_slice(lvm_budget *b, long ms)
 {
     /* +1: the coarse clock may be a tick behind the moment the slice starts */
     b->slice_end_ms = ms > 0 ? lvm_coarse_ms() + ms + 1 : 0;
+    b->expired = 0;
 }
 
 void lvm_charge(lua_State *L, long n)
@@ -472,8 +520,9 @@ void lvm_charge(lua_State *L, long n)
     if (!b->killed) {
         if (b->instr_limit > 0 && (b->instr_used += n) > b->instr_limit)
             b->killed = LVM_KILL_INSTR;
-        else if (b->slice_end_ms && (++b->ticks & (LVM_CLOCK_EVERY - 1)) == 0 &&
-                 lvm_coarse_ms() > b->slice_end_ms)
+        else if (b->slice_end_ms &&
+                 (b->expired || ((++b->ticks & (LVM_CLOCK_EVERY - 1)) == 0 &&
+                                 lvm_coarse_ms() > b->slice_end_ms)))
             b->killed = LVM_KILL_TIME;
     }
     if (b->killed)
@@ -549,45 +598,6 @@ int lvm_cpcall(lua_State *L, lua_CFunction f, void *ud, char **err)
 
 /* ---- base library replacements ---- */
 
-/* string.rep filled by doubling copies (the stock one copies the unit n times, a
- * second or so for a 100 MB result in one C call). Same results and errors. */
-static int sb_rep(lua_State *L)
-{
-    size_t l, lsep;
-    const char *s = luaL_checklstring(L, 1, &l);
-    lua_Integer n = luaL_checkinteger(L, 2);
-    const char *sep = luaL_optlstring(L, 3, "", &lsep);
-    size_t unit, total, done;
-    luaL_Buffer b;
-    char *p;
-    if (n <= 0) {
-        lua_pushliteral(L, "");
-        return 1;
-    }
-    unit = l + lsep;
-    if (unit < l || unit > (size_t)INT_MAX / (lua_Unsigned)n)
-        return luaL_error(L, "resulting string too large");
-    total = (size_t)n * unit - lsep;
-    if (total == 0) {
-        lua_pushliteral(L, "");
-        return 1;
-    }
-    p = luaL_buffinitsize(L, &b, total);
-    memcpy(p, s, l);
-    done = l;
-    if (n > 1) {
-        memcpy(p + l, sep, lsep);
-        done = unit;
-        while (done < total) { /* p[0, done) is a whole number of units */
-            size_t k = done < total - done ? done : total - done;
-            memcpy(p + done, p, k);
-            done += k;
-        }
-    }
-    luaL_pushresultsize(&b, total);
-    return 1;
-}
-
 static int finish_pcall(lua_State *L, int status, lua_KContext extra)
 {
     if (status != LUA_OK && status != LUA_YIELD) {
@@ -610,11 +620,30 @@ static int sb_pcall(lua_State *L)
     return finish_pcall(L, status, 0);
 }
 
+/* xpcall's message handler runs where the error was raised, before any pcall
+ * catches it: after a stop raised by the hook, Lua runs it with hooks off (the hook
+ * never returned to switch them on again), so a loop in it would never be stopped.
+ * The tool's handler (upvalue 1) therefore runs only for errors that are not a stop;
+ * after a stop the error object goes on as it is. */
+static int sb_msgh(lua_State *L)
+{
+    lvm *vm = lvm_of(L);
+    if (vm && vm->cur && vm->cur->killed)
+        return 1;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
 static int sb_xpcall(lua_State *L)
 {
     int status;
     int n = lua_gettop(L);
     luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 2);
+    lua_pushcclosure(L, sb_msgh, 1);
+    lua_replace(L, 2);
     lua_pushboolean(L, 1);
     lua_pushvalue(L, 1);
     lua_rotate(L, 3, 2);
@@ -628,8 +657,12 @@ static int sb_cowrap_catch(lua_State *L)
 {
     int n = lua_gettop(L);
     lua_State *co = lua_tothread(L, 1);
-    lua_State *prev = co ? switch_running(L, co) : NULL;
+    lvm *vm = lvm_of(L);
+    lua_State *prev;
     int rc;
+    if (vm && vm->cur && vm->cur->killed) /* nothing of the tool runs after a stop */
+        return luaL_error(L, "%s", lvm_kill_text(vm->cur->killed));
+    prev = co ? switch_running(L, co) : NULL;
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
     rc = lua_pcall(L, n, LUA_MULTRET, 0);
@@ -650,22 +683,56 @@ static int sb_cowrap_catch(lua_State *L)
     return lua_gettop(L);
 }
 
-/* coroutine.wrap's function: the coroutine becomes the running thread while it runs.
- * Upvalues: the library's wrapped function and its coroutine. */
+/* coroutine.wrap's function (upvalue 1: its coroutine), written here rather than
+ * the library's: that one closes a coroutine that died of an error, running its
+ * pending __close handlers - after a stop raised by the hook, with hooks off for
+ * good on that thread, where a loop would never be stopped. After a stop the dead
+ * coroutine is left as it is (its to-be-closed variables stay open; the collector
+ * frees it). The coroutine is the running thread while it runs. */
 static int sb_wrapped(lua_State *L)
 {
-    int n = lua_gettop(L);
-    lua_State *prev = switch_running(L, lua_tothread(L, lua_upvalueindex(2)));
-    int rc;
-    lua_pushvalue(L, lua_upvalueindex(1));
-    lua_insert(L, 1);
-    rc = lua_pcall(L, n, LUA_MULTRET, 0);
+    lua_State *co = lua_tothread(L, lua_upvalueindex(1));
+    int narg = lua_gettop(L), nres, status;
+    lua_State *prev;
+    if (!lua_checkstack(co, narg))
+        return luaL_error(L, "too many arguments to resume");
+    lua_xmove(L, co, narg);
+    prev = switch_running(L, co);
+    status = lua_resume(co, L, narg, &nres);
     restore_running(L, prev);
-    if (rc != LUA_OK) {
-        must_rethrow(L, rc);
+    if (status == LUA_OK || status == LUA_YIELD) {
+        if (!lua_checkstack(L, nres + 1)) {
+            lua_pop(co, nres);
+            return luaL_error(L, "too many results to resume");
+        }
+        lua_xmove(co, L, nres);
+        return nres;
+    }
+    if (must_rethrow(L, status)) {
+        lua_xmove(co, L, 1);
         return lua_error(L);
     }
-    return lua_gettop(L);
+    status = lua_status(co);
+    if (status != LUA_OK && status != LUA_YIELD) { /* the coroutine died: close it */
+        prev = switch_running(L, co);
+#if LUA_VERSION_RELEASE_NUM >= 50406
+        status = lua_closethread(co, L);
+#else
+        status = lua_resetthread(co);
+#endif
+        restore_running(L, prev);
+        lua_xmove(co, L, 1);
+        if (must_rethrow(L, status))
+            return lua_error(L);
+    } else {
+        lua_xmove(co, L, 1); /* resuming failed (dead, running, too deep) */
+    }
+    if (status != LUA_ERRMEM && lua_type(L, -1) == LUA_TSTRING) {
+        luaL_where(L, 1);
+        lua_insert(L, -2);
+        lua_concat(L, 2);
+    }
+    return lua_error(L);
 }
 
 /* coroutine.running: the call's own coroutine, once a tool holds it, must not serve
@@ -681,12 +748,12 @@ static int sb_running(lua_State *L)
 
 static int sb_wrap(lua_State *L)
 {
-    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_State *co;
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    co = lua_newthread(L);
     lua_pushvalue(L, 1);
-    lua_call(L, 1, 1);
-    if (!lua_getupvalue(L, -1, 1) || !lua_isthread(L, -1))
-        return luaL_error(L, "coroutine.wrap: unexpected library closure");
-    lua_pushcclosure(L, sb_wrapped, 2);
+    lua_xmove(L, co, 1);
+    lua_pushcclosure(L, sb_wrapped, 1);
     return 1;
 }
 
@@ -740,7 +807,10 @@ static int sb_setmetatable(lua_State *L)
     if (is_readonly(L, 1))
         return luaL_error(L, "cannot change the metatable of a read-only table");
     if (t == LUA_TTABLE) {
-        if (lua_getfield(L, 2, "__gc") != LUA_TNIL)
+        /* raw, as Lua reads it: an __index on the metatable must not answer nil for a
+         * field it adds meanwhile */
+        lua_pushliteral(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
             return luaL_error(L, "__gc metamethods are not allowed in tools");
         lua_pop(L, 1);
     }
@@ -1467,9 +1537,12 @@ static void setup_libs(lua_State *L, int own)
         push_lib(L, libs[i].name, libs[i].func, own);
         if (strcmp(libs[i].name, LUA_STRLIBNAME) == 0) {
             lpattern_install(L, -1, lvm_charge); /* pattern matching under the budget */
-            lua_pushcfunction(L, sb_rep);
-            lua_setfield(L, -2, "rep");
+            lbounded_install_string(L, -1, lvm_charge);
         }
+        if (strcmp(libs[i].name, LUA_TABLIBNAME) == 0)
+            lbounded_install_table(L, -1, lvm_charge);
+        if (strcmp(libs[i].name, LUA_UTF8LIBNAME) == 0)
+            lbounded_install_utf8(L, -1, lvm_charge);
         if (strcmp(libs[i].name, LUA_COLIBNAME) == 0) {
             lua_getfield(L, -1, "resume");
             lua_pushcclosure(L, sb_cowrap_catch, 1);
@@ -1477,8 +1550,7 @@ static void setup_libs(lua_State *L, int own)
             lua_getfield(L, -1, "close");
             lua_pushcclosure(L, sb_cowrap_catch, 1);
             lua_setfield(L, -2, "close");
-            lua_getfield(L, -1, "wrap");
-            lua_pushcclosure(L, sb_wrap, 1);
+            lua_pushcfunction(L, sb_wrap);
             lua_setfield(L, -2, "wrap");
             lua_pushcfunction(L, sb_running);
             lua_setfield(L, -2, "running");

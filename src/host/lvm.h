@@ -35,9 +35,18 @@
  * clock passes it ("run time limit exceeded", sticky), so no single resume holds the
  * event loop much longer than the slice. The check reads only the budget and the
  * clock, never how long the hook has been installed: the hook may be set late (after
- * a first wall-clock slice) without changing what it enforces.
- * Pattern matching (string.find/match/gmatch/gsub, lpattern.c) and string.rep charge
- * the same budget through lvm_charge.
+ * a first wall-clock slice) without changing what it enforces. The lazy-count timer
+ * also fires at the slice end: it marks the budget expired and makes the hook fire at
+ * the next instruction, so a loop of long C calls stops after the one running.
+ * Pattern matching (string.find/match/gmatch/gsub, lpattern.c) and the library
+ * functions whose work allocation does not bound (lbounded.c: string.rep/upper/
+ * lower/reverse, table.insert/remove/move/concat/unpack/sort, utf8.len) charge the
+ * same budget through lvm_charge as they work.
+ * After a stop nothing of the tool runs (Lua leaves hooks off on the thread the hook
+ * raised on, until a pcall boundary restores them): xpcall's message handler is
+ * skipped, coroutine.wrap leaves a coroutine that died of a stop unclosed (its
+ * __close handlers would run with hooks off), coroutine.resume/close refuse; __gc is
+ * refused at setmetatable (finalizers always run with hooks off).
  *
  * Ownership: lvm_new returns a state the caller frees with lvm_free. The budget
  * passed to lvm_set_budget is borrowed until it is replaced or cleared. */
@@ -64,6 +73,7 @@ typedef struct lvm_budget {
      * instructions are counted; 0 = count from the first instruction. */
     long uncounted_us;
     volatile sig_atomic_t counting; /* instructions are being counted (set by lvm) */
+    volatile sig_atomic_t expired;  /* the slice's end has passed (set by lvm's timer) */
     int co_exposed; /* coroutine.running gave the entry thread to Lua (set by lvm) */
 } lvm_budget;
 

@@ -387,7 +387,7 @@ void tools_host_stats_get(tools_host *h, tools_host_stats *out)
     out->live = tools_gen_live();
 }
 
-static const char *const SURFACE_NAMES[] = {"mcp", "compact", "rest", "ptc", "proxy"};
+static const char *const SURFACE_NAMES[] = {"mcp", "compact", "rest", "ptc", "proxy", "gateway"};
 
 void tools_host_status_json(tools_host *h, buf *out)
 {

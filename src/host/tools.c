@@ -488,6 +488,8 @@ static int info_p(lua_State *L)
             t->surfaces |= SURFACE_PTC;
         else if (s && strcmp(s, "proxy") == 0)
             t->surfaces |= SURFACE_PROXY;
+        else if (s && strcmp(s, "gateway") == 0)
+            t->surfaces |= SURFACE_GATEWAY;
         lua_pop(L, 1);
     }
     lua_pop(L, 1);

@@ -26,7 +26,8 @@ enum {
     SURFACE_COMPACT = 2, /* listed on /mcp-compact */
     SURFACE_REST = 4,    /* POST /kn/<name> */
     SURFACE_PTC = 8,     /* /mcp/ptc */
-    SURFACE_PROXY = 16   /* reached only through the routes it declares (tools_info.routes) */
+    SURFACE_PROXY = 16,  /* reached only through the routes it declares (tools_info.routes) */
+    SURFACE_GATEWAY = 32 /* listed on no MCP surface; reached through search_capabilities/execute_tool */
 };
 
 /* A route a tool declares (lua/contract.lua `routes`): POST on path, below the public

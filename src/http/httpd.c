@@ -97,6 +97,36 @@ static int valid_traceparent(const char *s)
     return strncmp(s + 3, "00000000000000000000000000000000", 32) != 0;
 }
 
+/* tracestate and baggage are passed on as they came, when they are printable ASCII
+ * within their format's size limit; otherwise dropped. */
+#define TRACESTATE_MAX 512
+#define BAGGAGE_MAX 8192
+static const char *valid_trace_text(const char *s, size_t max)
+{
+    if (!s || !*s)
+        return NULL;
+    size_t n = 0;
+    for (; s[n]; n++)
+        if (n >= max || (unsigned char)s[n] < 0x20 || (unsigned char)s[n] > 0x7e)
+            return NULL;
+    return s;
+}
+
+void req_trace_from_meta(req_ctx *c, const json_value *meta)
+{
+    if (!meta)
+        return;
+    const char *tp = json_get_string(meta, "traceparent");
+    if (valid_traceparent(tp))
+        str_copy(c->traceparent, sizeof c->traceparent, tp);
+    const char *ts = valid_trace_text(json_get_string(meta, "tracestate"), TRACESTATE_MAX);
+    const char *bg = valid_trace_text(json_get_string(meta, "baggage"), BAGGAGE_MAX);
+    if (ts)
+        c->tracestate = ts;
+    if (bg)
+        c->baggage = bg;
+}
+
 /* ---- replies ---- */
 
 const char *req_header(req_ctx *c, const char *name)
@@ -663,6 +693,8 @@ static void gencb(hconn *conn, void *arg)
     const char *tp = req_header(c, "traceparent");
     if (valid_traceparent(tp))
         str_copy(c->traceparent, sizeof c->traceparent, tp);
+    c->tracestate = valid_trace_text(req_header(c, "tracestate"), TRACESTATE_MAX);
+    c->baggage = valid_trace_text(req_header(c, "baggage"), BAGGAGE_MAX);
     c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
     if (refused) {
         reply_refused(c, refused, why);
@@ -1188,6 +1220,8 @@ void req_call_env(req_ctx *c, call_env *env)
     env->who = &c->who;
     env->request_id = c->request_id;
     env->traceparent = c->traceparent[0] ? c->traceparent : NULL;
+    env->tracestate = c->tracestate;
+    env->baggage = c->baggage;
     env->lang = c->lang;
     env->kn_id_header = req_header(c, "X-Kn-ID");
     env->surface = c->surface;

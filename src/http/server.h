@@ -87,6 +87,9 @@ struct req_ctx {
     char path[512];
     char request_id[160];
     char traceparent[64];
+    /* W3C tracestate and baggage (borrowed: from the request's headers, or from the
+     * MCP _meta of c->msg), or NULL */
+    const char *tracestate, *baggage;
     lang_id lang;
     int64_t t0;
     principal who;
@@ -119,6 +122,9 @@ struct req_ctx {
     struct event *progress_timer;
     int progress_n;
     int sse;
+    /* MCP: the request is of the stateless protocol era (no session; its framing and
+     * validation, mcp_era.h). */
+    int mcp_modern;
     int64_t trace_ms; /* time spent waiting for Trace Core */
     int plimit_held;  /* counted in limits.max_calls_per_principal until freed */
 };
@@ -168,6 +174,10 @@ hstream *req_stream_detach(req_ctx *c, void (*on_close)(void *arg), void *arg);
 void hstream_write(hstream *s, const char *data, size_t len);
 /* Ends the stream (no close callback). */
 void hstream_end(hstream *s);
+/* The trace context an MCP request carries in params._meta (traceparent,
+ * tracestate, baggage): each well-formed one replaces the header's. meta is part of
+ * c->msg. */
+void req_trace_from_meta(req_ctx *c, const json_value *meta);
 /* Fills a call environment from the request (strings borrowed from c). */
 void req_call_env(req_ctx *c, call_env *env);
 

@@ -188,6 +188,32 @@ static json_value *build_doc(req_ctx *c, char *err, size_t errlen)
         json_push(tools, flat_tool(json_at(entries, i)));
     json_set(doc, "tool_count", json_new_int((int64_t)json_count(entries)));
     json_set(doc, "tools", tools);
+    if (strcmp(c->surface, "ptc")) {
+        /* the REST and gateway tools: no tools/list shows them; execute_tool runs them */
+        buf gw = BUF_INIT;
+        mcp_gateway_entries(c->app, surface_bit(c->surface), c->lang, &gw);
+        json_value *gentries = json_parse(gw.data, gw.len, NULL, err, errlen);
+        buf_free(&gw);
+        if (!gentries || json_typeof(gentries) != JSON_ARRAY) {
+            json_free(gentries);
+            json_free(doc);
+            doc = NULL;
+            goto done;
+        }
+        json_value *gtools = json_new_array();
+        for (size_t i = 0; i < json_count(gentries); i++) {
+            json_value *t = flat_tool(json_at(gentries, i));
+            const char *name = json_get_string(json_at(gentries, i), "name");
+            buf rp = BUF_INIT;
+            buf_printf(&rp, "%s/kn/%s", c->app->prefix, name ? name : "");
+            json_set(t, "rest", json_new_str(rp.data, rp.len));
+            buf_free(&rp);
+            json_set(t, "call_via", str_v("execute_tool"));
+            json_push(gtools, t);
+        }
+        json_free(gentries);
+        json_set(doc, "gateway_tools", gtools);
+    }
     json_set(doc, "client_config", client_config(ep.data, c->surface, lang));
 done:
     json_free(entries);

@@ -1,5 +1,9 @@
 /* mcp: the MCP Streamable HTTP surface: JSON-RPC framing, sessions,
- * initialize / ping / tools/list / tools/call, GET streams and DELETE. */
+ * initialize / ping / tools/list / tools/call, GET streams and DELETE; and, on the
+ * same endpoints, the stateless protocol era (mcp_era.h): server/discover, the empty
+ * prompt and resource lists, subscriptions/listen. One dispatch serves both eras:
+ * the era decides the framing, the headers checked and the session check at the
+ * edge (handle_post), and the result tail (send_result_ttl, reply_outcome). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +11,7 @@
 #include "accept.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "mcp_era.h"
 #include "mcp_msg.h"
 #include "server.h"
 #include "surfaces.h"
@@ -14,10 +19,22 @@
 static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 #define N_VERSIONS (sizeof VERSIONS / sizeof VERSIONS[0])
 
+/* Lifetimes of the stateless era's cacheable results (the tool list also changes
+ * on a hot reload: subscriptions/listen says so at once). */
+#define LIST_TTL_MS 300000L
+#define DISCOVER_TTL_MS 3600000L
+/* Open subscriptions/listen streams one principal may hold. */
+#define LISTEN_MAX_PER_PRINCIPAL 8
+
+/* An open event stream: a session's GET stream, or a stateless subscriptions/listen
+ * (sub_id set: the request id's JSON text, which tags every notification). */
 struct sse_stream {
     app *app;
     hstream *st;
     char session[SESSION_ID_LEN + 1];
+    buf sub_id;         /* listen only */
+    int tools_changed;  /* listen: the client asked for notifications/tools/list_changed */
+    char who[sizeof(((principal *)0)->key)]; /* listen: the principal, for the bound */
     LIST_ENTRY(sse_stream) link; /* in app->streams */
 };
 
@@ -29,13 +46,23 @@ static int version_supported(const char *v)
     return 0;
 }
 
-static void rpc_error(req_ctx *c, int http_status, int code, const char *message)
+/* A JSON-RPC error reply in the request's era (data: JSON text, stateless era only). */
+static void rpc_error_data(req_ctx *c, int http_status, int code, const char *message,
+                           const char *data)
 {
     buf b = BUF_INIT;
-    mcp_write_error(&b, c->rpc_id.data, code, message);
+    if (c->mcp_modern)
+        mcp_era_write_error(&b, c->rpc_id.data, code, message, data);
+    else
+        mcp_write_error(&b, c->rpc_id.data, code, message);
     c->outcome = "rpc_error";
     req_reply(c, http_status, "application/json", b.data, b.len);
     buf_free(&b);
+}
+
+static void rpc_error(req_ctx *c, int http_status, int code, const char *message)
+{
+    rpc_error_data(c, http_status, code, message, NULL);
 }
 
 static void sse_send(req_ctx *c, const char *json, size_t len)
@@ -75,13 +102,30 @@ static void send_result(req_ctx *c, buf *b)
     }
 }
 
-void mcp_send_result(req_ctx *c, const char *result, size_t len)
+/* Sends result (a JSON object); in the stateless era with the result tail
+ * (resultType, serverInfo and, with ttl_ms >= 0, the caching hints). */
+static void send_result_ttl(req_ctx *c, const char *result, size_t len, long ttl_ms)
 {
     buf b = BUF_INIT;
-    begin_result(c, &b, len);
-    buf_append(&b, result, len);
+    begin_result(c, &b, len + 192);
+    if (c->mcp_modern && len >= 2 && result[len - 1] == '}') {
+        buf tail = BUF_INIT;
+        mcp_era_result_tail(&tail, ttl_ms);
+        buf_append(&b, result, len - 1);
+        int empty = b.data[b.len - 1] == '{'; /* no comma before the first member */
+        buf_append(&b, tail.data + empty, tail.len - (size_t)empty);
+        buf_putc(&b, '}');
+        buf_free(&tail);
+    } else {
+        buf_append(&b, result, len);
+    }
     send_result(c, &b);
     buf_free(&b);
+}
+
+void mcp_send_result(req_ctx *c, const char *result, size_t len)
+{
+    send_result_ttl(c, result, len, -1);
 }
 
 /* The one answer of every tools/call that ran (business tools, lifecycle tools,
@@ -95,7 +139,14 @@ static void reply_outcome(req_ctx *c, const call_outcome *o)
      * the receipt. */
     size_t text = o->toon && o->toon_text.data ? o->toon_text.len : o->json.len;
     begin_result(c, &b, 2 * text + o->json.len + 512);
-    mcp_write_tool_result(&b, o);
+    if (c->mcp_modern) {
+        buf info = BUF_INIT;
+        mcp_era_server_info(&info);
+        mcp_write_tool_result_ex(&b, o, info.data, "\"resultType\":\"complete\"");
+        buf_free(&info);
+    } else {
+        mcp_write_tool_result(&b, o);
+    }
     send_result(c, &b);
     buf_free(&b);
 }
@@ -167,6 +218,26 @@ void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, 
         buf_putc(out, ',');
         buf_puts(out, surface == SURFACE_PTC ? ptc_list_json(a, g, ti, lang)
                                              : tools_entry_json(ti, surface, lang));
+    }
+    buf_putc(out, ']');
+    if (g)
+        tools_gen_release(g);
+}
+
+void mcp_gateway_entries(app *a, unsigned surface, lang_id lang, buf *out)
+{
+    tools_gen *g = tools_host_acquire(a->tools);
+    size_t n = g ? tools_gen_count(g) : 0;
+    int first = 1;
+    buf_putc(out, '[');
+    for (size_t i = 0; i < n; i++) {
+        const tools_info *ti = tools_gen_info(g, i);
+        if (!(ti->surfaces & SURFACE_GATEWAY) || !ti->gate_open)
+            continue;
+        if (!first)
+            buf_putc(out, ',');
+        first = 0;
+        buf_puts(out, tools_entry_json(ti, surface, lang));
     }
     buf_putc(out, ']');
     if (g)
@@ -251,7 +322,7 @@ static void do_tools_list(req_ctx *c, const json_value *params)
     if (g)
         tools_gen_release(g);
     c->outcome = "ok";
-    mcp_send_result(c, b.data, b.len);
+    send_result_ttl(c, b.data, b.len, LIST_TTL_MS);
     buf_free(&b);
 }
 
@@ -282,6 +353,7 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     }
     const char *name = mc.name;
     const json_value *args = mc.args, *meta = mc.meta;
+    req_trace_from_meta(c, meta); /* _meta's trace context, as the headers' */
     if (lifecycle_is_tool(name)) {
         c->tool_builtin = 1;
         c->gen = tools_host_acquire(c->app->tools); /* declares the tools' arguments */
@@ -320,7 +392,80 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     req_flow_start(c, ti, args, meta, reply_outcome);
 }
 
-/* ---- GET streams ---- */
+static void do_ping(req_ctx *c, const json_value *params)
+{
+    (void)params;
+    c->outcome = "ok";
+    mcp_send_result(c, "{}", 2);
+}
+
+/* ---- the stateless era's own methods ---- */
+
+static void do_discover(req_ctx *c, const json_value *params)
+{
+    (void)params;
+    buf b = BUF_INIT;
+    mcp_era_discover(&b, c->app->instructions[c->lang]);
+    c->outcome = "ok";
+    send_result_ttl(c, b.data, b.len, DISCOVER_TTL_MS);
+    buf_free(&b);
+}
+
+/* The server offers no prompts and no resources: their lists are empty (and
+ * cacheable), a get or read names something that does not exist. */
+static void empty_list(req_ctx *c, const char *member)
+{
+    char r[64];
+    int n = snprintf(r, sizeof r, "{\"%s\":[]}", member);
+    c->outcome = "ok";
+    send_result_ttl(c, r, (size_t)n, LIST_TTL_MS);
+}
+
+static void do_prompts_list(req_ctx *c, const json_value *params)
+{
+    (void)params;
+    empty_list(c, "prompts");
+}
+
+static void do_resources_list(req_ctx *c, const json_value *params)
+{
+    (void)params;
+    empty_list(c, "resources");
+}
+
+static void do_templates_list(req_ctx *c, const json_value *params)
+{
+    (void)params;
+    empty_list(c, "resourceTemplates");
+}
+
+static void do_prompts_get(req_ctx *c, const json_value *params)
+{
+    const char *name = params ? json_get_string(params, "name") : NULL;
+    buf m = BUF_INIT;
+    buf_puts(&m, name ? "Unknown prompt: " : "Invalid params: name must be a string");
+    if (name)
+        buf_append(&m, name, strnlen(name, 200));
+    rpc_error(c, 200, -32602, m.data);
+    buf_free(&m);
+}
+
+static void do_resources_read(req_ctx *c, const json_value *params)
+{
+    const char *uri = params ? json_get_string(params, "uri") : NULL;
+    if (!uri) {
+        rpc_error(c, 200, -32602, "Invalid params: uri must be a string");
+        return;
+    }
+    buf d = BUF_INIT;
+    buf_puts(&d, "{\"uri\":");
+    json_write_string(&d, uri, strlen(uri));
+    buf_putc(&d, '}');
+    rpc_error_data(c, 200, -32602, "Resource not found", d.data);
+    buf_free(&d);
+}
+
+/* ---- event streams: GET (session era) and subscriptions/listen (stateless) ---- */
 
 static void stream_unlink(app *a, sse_stream *s)
 {
@@ -329,11 +474,17 @@ static void stream_unlink(app *a, sse_stream *s)
 }
 
 /* The client went away (the HTTP layer frees the stream itself). */
+static void stream_free(sse_stream *s)
+{
+    buf_free(&s->sub_id);
+    free(s);
+}
+
 static void on_stream_close(void *arg)
 {
     sse_stream *s = arg;
     stream_unlink(s->app, s);
-    free(s);
+    stream_free(s);
 }
 
 static void stream_write(sse_stream *s, const char *text)
@@ -351,6 +502,52 @@ static void open_stream(req_ctx *c, const char *sid)
     LIST_INSERT_HEAD(&a->streams, s, link);
     a->n_streams++;
     stream_write(s, ": context-loader stream open\n\n");
+}
+
+/* subscriptions/listen: a stream that outlives the request, acknowledged at once
+ * with the notification types it will carry (of those asked for, the tool list's
+ * changes: the server has no prompts or resources to watch). Closing it is the
+ * cancellation. Bounded per principal. */
+static void do_listen(req_ctx *c, const json_value *params)
+{
+    app *a = c->app;
+    const json_value *want = params ? json_get(params, "notifications") : NULL;
+    if (want && json_typeof(want) != JSON_OBJECT) {
+        rpc_error(c, 200, -32602, "Invalid params: notifications must be an object");
+        return;
+    }
+    const json_value *t = want ? json_get(want, "toolsListChanged") : NULL;
+    size_t mine = 0;
+    sse_stream *s;
+    LIST_FOREACH(s, &a->streams, link)
+    mine += s->sub_id.len && !strcmp(s->who, c->who.key);
+    if (mine >= LISTEN_MAX_PER_PRINCIPAL) {
+        char m[160];
+        snprintf(m, sizeof m,
+                 "Too many open subscriptions/listen streams for this caller (at most %d): close "
+                 "one first",
+                 LISTEN_MAX_PER_PRINCIPAL);
+        req_add_header(c, "Retry-After", "1");
+        rpc_error(c, 429, -32600, m);
+        return;
+    }
+    s = xcalloc(1, sizeof *s);
+    s->app = a;
+    s->tools_changed = t && json_typeof(t) == JSON_TRUE;
+    buf_append(&s->sub_id, c->rpc_id.data, c->rpc_id.len);
+    str_copy(s->who, sizeof s->who, c->who.key);
+    buf ack = BUF_INIT;
+    buf_puts(&ack, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":"
+                   "\"notifications/subscriptions/acknowledged\",\"params\":{\"_meta\":{\"" MCP_META_SUBSCRIPTION_ID "\":");
+    buf_append(&ack, s->sub_id.data, s->sub_id.len);
+    buf_puts(&ack, s->tools_changed ? "},\"notifications\":{\"toolsListChanged\":true}}}\n\n"
+                                    : "},\"notifications\":{}}}\n\n");
+    c->outcome = "listen";
+    s->st = req_stream_detach(c, on_stream_close, s);
+    LIST_INSERT_HEAD(&a->streams, s, link);
+    a->n_streams++;
+    stream_write(s, ack.data);
+    buf_free(&ack);
 }
 
 void mcp_heartbeat(app *a)
@@ -400,10 +597,23 @@ void mcp_tools_changed(app *a, tools_gen *cur)
     sse_stream *s;
     LIST_FOREACH(s, &a->streams, link)
     {
+        if (!s->sub_id.len) {
+            stream_write(s, "event: message\ndata: "
+                            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"
+                            "\n\n");
+        } else if (s->tools_changed) { /* only the types the subscription asked for */
+            buf e = BUF_INIT;
+            buf_puts(&e, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":"
+                         "\"notifications/tools/list_changed\",\"params\":{\"_meta\":{"
+                         "\"" MCP_META_SUBSCRIPTION_ID "\":");
+            buf_append(&e, s->sub_id.data, s->sub_id.len);
+            buf_puts(&e, "}}}\n\n");
+            stream_write(s, e.data);
+            buf_free(&e);
+        } else {
+            continue;
+        }
         n++;
-        stream_write(s,
-                     "event: message\ndata: "
-                     "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
     }
     log_line *l = log_begin(LOG_INFO, "list_changed");
     log_int(l, "generation", cur ? tools_gen_id(cur) : 0);
@@ -415,8 +625,18 @@ void mcp_close_streams(app *a)
 {
     for (sse_stream *s; (s = LIST_FIRST(&a->streams));) {
         stream_unlink(a, s);
+        if (s->sub_id.len) { /* a subscription ends with its result */
+            buf e = BUF_INIT;
+            buf_puts(&e, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":");
+            buf_append(&e, s->sub_id.data, s->sub_id.len);
+            buf_puts(&e, ",\"result\":{\"resultType\":\"complete\",\"_meta\":{\"" MCP_META_SUBSCRIPTION_ID "\":");
+            buf_append(&e, s->sub_id.data, s->sub_id.len);
+            buf_puts(&e, "}}}\n\n");
+            stream_write(s, e.data);
+            buf_free(&e);
+        }
         hstream_end(s->st);
-        free(s);
+        stream_free(s);
     }
 }
 
@@ -504,8 +724,28 @@ static void check_session(req_ctx *c)
     req_pending_set(c, w, cancel_session);
 }
 
+/* The session era's MCP-Protocol-Version check: replies 400 and returns -1 for a
+ * version it does not serve. */
+static int legacy_version_refused(req_ctx *c)
+{
+    const char *pv = req_header(c, "MCP-Protocol-Version");
+    if (!pv || version_supported(pv))
+        return 0;
+    char m[256];
+    snprintf(m, sizeof m,
+             "Bad Request: unsupported MCP-Protocol-Version %.60s (supported: %s, %s, %s; "
+             "stateless: %s with the request's _meta)",
+             pv, VERSIONS[0], VERSIONS[1], VERSIONS[2], MCP_MODERN_VERSION);
+    rpc_error(c, 400, -32600, m);
+    return -1;
+}
+
 static void handle_post(req_ctx *c)
 {
+    mcp_era_headers h = {req_header(c, "MCP-Protocol-Version"), req_header(c, "Mcp-Method"),
+                         req_header(c, "Mcp-Name")};
+    /* Until the body says otherwise, a stateless version header frames the errors. */
+    c->mcp_modern = mcp_era_header_modern(h.protocol_version);
     const char *ct = req_header(c, "Content-Type");
     if (!ct || !str_istartswith(ct, "application/json")) {
         rpc_error(c, 415, -32600, "Unsupported Media Type: Content-Type must be application/json");
@@ -528,7 +768,8 @@ static void handle_post(req_ctx *c)
     buf_free(&c->rpc_id);
     c->rpc_id = m.id;
     if (code) {
-        rpc_error(c, m.http_status, code, err);
+        /* params that are not an object hold no _meta: a stateless request's 400 */
+        rpc_error(c, c->mcp_modern && code == -32602 ? 400 : m.http_status, code, err);
         return;
     }
     if (m.kind == MCP_MSG_RESPONSE) {
@@ -537,20 +778,62 @@ static void handle_post(req_ctx *c)
         req_reply(c, 202, NULL, NULL, 0);
         return;
     }
-    const char *method = m.method;
-    const json_value *params = m.params;
-    if (!strcmp(method, "initialize")) {
-        do_initialize(c, params);
+    mcp_era era;
+    if ((code = mcp_era_classify(&m, &h, &era, err, sizeof err)) != 0) {
+        rpc_error(c, 400, code, err);
+        return;
+    }
+    c->mcp_modern = era == MCP_ERA_MODERN;
+    if (c->mcp_modern) {
+        /* Stateless: no session to check, none minted; the request says everything. */
+        if (m.kind == MCP_MSG_NOTIFICATION) {
+            c->outcome = "notification";
+            req_reply(c, 202, NULL, NULL, 0);
+            return;
+        }
+        int status;
+        buf data = BUF_INIT;
+        code = mcp_era_check(&m, &h, &status, &data, err, sizeof err);
+        if (code)
+            rpc_error_data(c, status, code, err, data.data);
+        else
+            post_dispatch(c);
+        buf_free(&data);
+        return;
+    }
+    if (legacy_version_refused(c))
+        return;
+    if (!strcmp(m.method, "initialize")) {
+        do_initialize(c, m.params);
         return;
     }
     check_session(c); /* goes on in post_dispatch */
 }
 
-/* A POST after its session check: the message was validated by handle_post. */
+/* The methods, and the eras that have each. */
+#define ERA_SESSION 1u
+#define ERA_STATELESS 2u
+static const struct {
+    const char *name;
+    unsigned eras;
+    void (*run)(req_ctx *c, const json_value *params);
+} METHODS[] = {
+    {"tools/call", ERA_SESSION | ERA_STATELESS, do_tools_call},
+    {"tools/list", ERA_SESSION | ERA_STATELESS, do_tools_list},
+    {"ping", ERA_SESSION, do_ping},
+    {"server/discover", ERA_STATELESS, do_discover},
+    {"subscriptions/listen", ERA_STATELESS, do_listen},
+    {"prompts/list", ERA_STATELESS, do_prompts_list},
+    {"prompts/get", ERA_STATELESS, do_prompts_get},
+    {"resources/list", ERA_STATELESS, do_resources_list},
+    {"resources/templates/list", ERA_STATELESS, do_templates_list},
+    {"resources/read", ERA_STATELESS, do_resources_read},
+};
+
+/* A POST after its session check (session era) or its stateless checks: the
+ * message was validated by handle_post. One dispatch for both eras. */
 static void post_dispatch(req_ctx *c)
 {
-    char err[320];
-    int code;
     const char *method = json_get_string(c->msg, "method");
     const json_value *params = json_get(c->msg, "params");
     if (!json_get(c->msg, "id")) { /* a notification: nothing to answer */
@@ -558,33 +841,27 @@ static void post_dispatch(req_ctx *c)
         req_reply(c, 202, NULL, NULL, 0);
         return;
     }
-    if ((code = mcp_check_method(method, err, sizeof err)) != 0) {
-        rpc_error(c, 200, code, err);
-    } else if (!strcmp(method, "ping")) {
-        c->outcome = "ok";
-        mcp_send_result(c, "{}", 2);
-    } else if (!strcmp(method, "tools/list")) {
-        do_tools_list(c, params);
-    } else if (!strcmp(method, "tools/call")) {
-        do_tools_call(c, params);
-    }
+    unsigned era = c->mcp_modern ? ERA_STATELESS : ERA_SESSION;
+    for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++)
+        if ((METHODS[i].eras & era) && !strcmp(method, METHODS[i].name)) {
+            METHODS[i].run(c, params);
+            return;
+        }
+    char err[320];
+    snprintf(err, sizeof err, "Method not found: %.200s", method);
+    /* the stateless era answers a method it does not have (or no longer has) 404 */
+    rpc_error(c, c->mcp_modern ? 404 : 200, -32601, err);
 }
 
 void mcp_handle(req_ctx *c)
 {
-    const char *pv = req_header(c, "MCP-Protocol-Version");
-    if (pv && !version_supported(pv)) {
-        char m[200];
-        snprintf(m, sizeof m,
-                 "Bad Request: unsupported MCP-Protocol-Version %.60s (supported: %s, %s, %s)", pv,
-                 VERSIONS[0], VERSIONS[1], VERSIONS[2]);
-        rpc_error(c, 400, -32600, m);
-        return;
-    }
     if (!strcmp(c->method, "POST")) {
-        handle_post(c);
+        handle_post(c); /* the era is known once the body is read */
         return;
     }
+    /* GET and DELETE are the session era's */
+    if (legacy_version_refused(c))
+        return;
     if (!strcmp(c->method, "GET")) {
         if (!accept_admits(req_header(c, "Accept"), "text/event-stream")) {
             rpc_error(c, 406, -32600, "Not Acceptable: GET needs Accept: text/event-stream");

@@ -25,6 +25,10 @@ void mcp_handle(req_ctx *c);
  * _PTC) shows in lang, all pages at once: the lifecycle tools, then the visible tools
  * of the current generation. ignore_gates lists gated tools whatever their switch. */
 void mcp_list_entries(app *a, unsigned surface, lang_id lang, int ignore_gates, buf *out);
+/* Appends the JSON array of the gateway tools (listed by no tools/list, run through
+ * execute_tool) in the entry form of a listing surface (SURFACE_MCP or _COMPACT), in
+ * order, gated-off ones left out. */
+void mcp_gateway_entries(app *a, unsigned surface, lang_id lang, buf *out);
 /* Closes every open SSE stream (shutdown). */
 void mcp_close_streams(app *a);
 void mcp_heartbeat(app *a);

@@ -78,6 +78,7 @@ static const struct {
     RH("authorization"),   RH("host"),           RH("x-account-id"),
     RH("x-account-type"),  RH("x-tenant-id"),    RH("x-business-domain"),
     RH("bkn-request-id"),  RH("x-request-id"),   RH("traceparent"),
+    RH("tracestate"),      RH("baggage"),
     RH("accept-language"), RH("content-length"), RH("transfer-encoding"),
     RH("connection"),      RH("cookie"),
 };

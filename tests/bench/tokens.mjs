@@ -2,14 +2,17 @@
 // tool's MCP reply on the demo data, and for tools/list of /mcp and /mcp-compact in both
 // languages. Run by tokens.sh.
 //
-// For every business tool's typical call (at 10 and 100 rows where it pages) it counts:
+// For every business tool's typical call (at 10 and 100 rows where it pages; the gateway
+// tools search_instance, explore_subgraph, query_metric and find_skills through
+// execute_tool) it counts:
 //   json  the compact JSON result (the text block of response_format "json");
 //   ours  the MCP default text block, exactly as the server sends it (TOON);
 //   ref   the reference encoder's TOON of the same JSON result (@toon-format/toon 2.3.1).
 // The 100-row case needs more ot_drug rows than the demo's 22: the script starts the
 // simulator on a copy of tests/platform/data whose ot_drug holds 120 generated rows
 // shaped like the demo's (SIM_DATA_DIR). The table goes to stdout and to
-// build/bench/tokens-results.txt.
+// build/bench/tokens-results.txt. It fails when a call fails, or when a gateway tool's
+// MCP text costs more tokens than its compact JSON.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -81,6 +84,11 @@ const CASES = [
   ['list_skills', {}],
   ['get_skill_content', { skill_id: 'skill_contract_review' }],
   ['read_skill_file', { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' }],
+  // the gateway tools: no tools/list shows them; execute_tool runs them
+  ['search_instance', { kn_id: 'kn_medical', query: '阿司匹林 布洛芬 胶囊' }, 'gateway'],
+  ['explore_subgraph', { kn_id: 'kn_medical', source_object_type_id: 'ot_drug', direction: 'forward', path_length: 1 }, 'gateway'],
+  ['query_metric', { kn_id: 'kn_medical', metric_id: 'metric_adverse_event_count', analysis_dimensions: ['severity'], time: { start: 1735660800, end: 1743436800, step: 'month' } }, 'gateway'],
+  ['find_skills', { kn_id: 'kn_medical', object_type_id: 'ot_drug' }, 'gateway'],
 ];
 
 const dataDir = generateData();
@@ -102,7 +110,14 @@ try {
   };
   const mcp = await session(server.mcpUrl);
   for (const [tool, args, label] of CASES) {
-    const call = async (a) => (await rpc(server.mcpUrl, 'tools/call', { name: tool, arguments: a }, mcp)).body.result;
+    const gateway = label === 'gateway';
+    const call = async (a) => {
+      const { response_format: rf, ...inner } = a;
+      const params = gateway
+        ? { name: 'execute_tool', arguments: { tool_id: tool, arguments: inner, ...(rf ? { response_format: rf } : {}) } }
+        : { name: tool, arguments: a };
+      return (await rpc(server.mcpUrl, 'tools/call', params, mcp)).body.result;
+    };
     const toon = await call(args);
     const json = await call({ ...args, response_format: 'json' });
     if (!toon || toon.isError || !json || json.isError) {
@@ -114,9 +129,14 @@ try {
     const ref = encode(JSON.parse(jsonText));
     const sc = json.structuredContent ?? {};
     const n = Array.isArray(sc.datas) ? sc.datas.length
+      : Array.isArray(sc.nodes) ? sc.nodes.length
+      : Array.isArray(sc.relation_paths) ? sc.relation_paths.length
       : tool === 'query_instance_subgraph' ? Object.keys(sc.entries?.[0]?.objects ?? {}).length
         : Array.isArray(sc.entries) ? sc.entries.length : '';
-    rows.push({ name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref), kind: ours === jsonText ? ' (JSON)' : '' });
+    const row = { name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref), kind: ours === jsonText ? ' (JSON)' : '' };
+    rows.push(row);
+    // the token rule: the MCP text never costs more than the compact JSON
+    if (gateway && row.ours > row.json) failures.push(`${row.name}: MCP text ${row.ours} > compact JSON ${row.json} tokens`);
   }
   // tools/list on both endpoints in both languages (the deployment's zh-CN, and en-US
   // by Accept-Language), the JSON-RPC result as the client receives it

@@ -1,7 +1,10 @@
 /* fuzz_json: libFuzzer target for the JSON codec. Properties checked on every
  * input: the parser never crashes; an error names a byte offset inside the input;
  * for accepted input, write -> parse -> write is a fixed point (stored order and
- * canonical order), clone writes identically, every string is valid UTF-8.
+ * canonical order), clone writes identically, every string is valid UTF-8;
+ * json_parse_keep accepts and refuses exactly what json_parse does (the same
+ * message), and what it keeps is json_parse's tree cut to the kept members (a raw
+ * member: text that parses to the same value).
  * Built with CL_FUZZ_DRIVER, a main() replays files and directories instead. */
 #include "json.h"
 
@@ -61,12 +64,84 @@ static void fixed_point(const json_value *v, int canonical)
     buf_free(&b);
 }
 
+static int same_text(const json_value *a, const json_value *b)
+{
+    buf x = BUF_INIT, y = BUF_INIT;
+    json_write(&x, a, 0);
+    json_write(&y, b, 0);
+    int same = x.len == y.len && memcmp(x.data, y.data, x.len) == 0;
+    buf_free(&x);
+    buf_free(&y);
+    return same;
+}
+
+static const json_keep *keep_entry(const json_keep *keep, const char *k, size_t klen)
+{
+    for (const json_keep *e = keep; e->key; e++)
+        if (strlen(e->key) == klen && !memcmp(e->key, k, klen))
+            return e;
+    return NULL;
+}
+
+/* kept is full cut to keep: the kept members in order, each as the entry says. */
+static void check_kept(const json_value *full, const json_value *kept, const json_keep *keep)
+{
+    if (json_typeof(full) != JSON_OBJECT) {
+        must(same_text(full, kept), "a value kept whole is the parsed value");
+        return;
+    }
+    must(json_typeof(kept) == JSON_OBJECT, "a kept object stays an object");
+    size_t j = 0;
+    for (size_t i = 0; i < json_count(full); i++) {
+        size_t klen, kl2;
+        const char *k = json_key_at(full, i, &klen);
+        const json_keep *e = keep_entry(keep, k, klen);
+        if (!e)
+            continue;
+        must(j < json_count(kept), "every kept member is there");
+        const char *k2 = json_key_at(kept, j, &kl2);
+        must(klen == kl2 && !memcmp(k, k2, klen), "kept members in order");
+        const json_value *fv = json_val_at(full, i), *kv = json_val_at(kept, j);
+        if (e->raw) {
+            size_t n;
+            must(json_typeof(kv) == JSON_STRING, "a raw member is a string");
+            const char *t = json_get_str(kv, &n);
+            json_value *again = json_parse(t, n, NULL, NULL, 0);
+            must(again && same_text(again, fv), "a raw member's text is the value");
+            json_free(again);
+        } else if (e->keep) {
+            check_kept(fv, kv, e->keep);
+        } else {
+            must(same_text(fv, kv), "a member kept whole is the parsed value");
+        }
+        j++;
+    }
+    must(j == json_count(kept), "nothing but the kept members");
+}
+
+static void check_keep(const uint8_t *data, size_t size, const json_value *full, const char *err)
+{
+    static const json_keep sub[] = {{"a", NULL, 0}, {"\u00e9", NULL, 1}, {NULL, NULL, 0}};
+    static const json_keep keep[] = {
+        {"a", NULL, 1}, {"b", sub, 0}, {"c", NULL, 0}, {"", NULL, 0}, {NULL, NULL, 0}};
+    char kerr[160];
+    json_value *k = json_parse_keep((const char *)data, size, NULL, keep, kerr, sizeof kerr);
+    must((k != NULL) == (full != NULL), "keep accepts what parse accepts");
+    if (!k) {
+        must(strcmp(err, kerr) == 0, "keep refuses with parse's message");
+        return;
+    }
+    check_kept(full, k, keep);
+    json_free(k);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char err[160];
     json_value *v = json_parse((const char *)data, size, NULL, err, sizeof err);
+    check_keep(data, size, v, err);
     if (!v) {
         const char *at = strstr(err, " at byte ");
         must(at != NULL, "error names a byte offset");

@@ -202,7 +202,7 @@ test('--check-tools --config: every error of the directory in one pass, each at 
   const r = run(['--check-tools', 'tools', '--config', 'cl.conf'], {}, dir);
   assert.equal(r.status, 1, r.stdout);
   const up = "upstream: 'bkn_backnd' is not a configured upstream (did you mean bkn_backend?); configured: " +
-    'ontology_query, bkn_backend, vega, operator_integration, mf_model_api';
+    'ontology_query, bkn_backend, vega, operator_integration, mf_model_api, bkn_safe';
   const lines = r.stderr.split('\n').filter((l) => l.startsWith('tools/'));
   assert.deepEqual(lines, [
     `tools/get_kn_name.lua:${b.decl}: ${up}`,

@@ -68,12 +68,16 @@ test('the page lists every tool of the surface, grouped in display order, with s
     assert.equal(r.headers.get('cache-control'), 'no-store');
     assert.equal(r.headers.get('content-language'), 'zh-CN');
     assert.match(r.headers.get('vary'), /Accept, Accept-Language/);
-    // Every tool, once, in the order of the JSON (which is tools/list order).
+    // Every tool, once, in the order of the JSON (which is tools/list order), then the
+    // REST and gateway tools (no tools/list shows them; not on the PTC surface).
+    const gateway = doc.gateway_tools || [];
+    assert.deepEqual(gateway.map((t) => t.name), surface === 'ptc' ? [] : ['search_instance', 'explore_subgraph', 'query_metric', 'find_skills'], surface);
     const ids = [...html.matchAll(/<article class="tool" id="tool-([^"]+)"/g)].map((m) => m[1]);
-    assert.deepEqual(ids, doc.tools.map((t) => t.name.replace(/&/g, '&amp;')), surface);
-    // Groups: one section each, in the order of their first tool.
+    assert.deepEqual(ids, [...doc.tools, ...gateway].map((t) => t.name.replace(/&/g, '&amp;')), surface);
+    // Groups: one section each, in the order of their first tool; the gateway tools last.
     const groups = [...html.matchAll(/<section class="group" id="group-([^"]+)"/g)].map((m) => m[1]);
-    assert.deepEqual(groups, [...new Set(doc.tools.map((t) => t.group))], surface);
+    assert.deepEqual(groups, [...new Set(doc.tools.map((t) => t.group)), ...(gateway.length ? ['gateway'] : [])], surface);
+    if (gateway.length) assert.match(html.slice(html.indexOf('id="group-gateway"')), /execute_tool/);
     assert.equal(groups[0], 'lifecycle');
     // The endpoint and both configs, each with a copy button.
     assert.ok(html.includes(`<code id="endpoint">${doc.endpoint}</code>`));

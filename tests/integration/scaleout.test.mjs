@@ -203,6 +203,45 @@ test('an MCP retry that moves to the other instance and to /mcp-compact replays 
   assert.equal(await executions(seq), 1);
 });
 
+// A stateless (protocol 2026-07-28) tools/call: no session, the request carries it all.
+const MODERN_META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': {},
+  'io.modelcontextprotocol/clientInfo': { name: 'scaleout', version: '1' },
+};
+const modernCall = (url, id, params) => post(url, { jsonrpc: '2.0', id, method: 'tools/call', params: { ...params, _meta: { ...MODERN_META, ...params._meta } } },
+  { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': params.name });
+
+test('a stateless retry on the other instance replays the original, one execution', { skip: SKIP }, async () => {
+  const params = { name: 'query_object_instance', arguments: query({ bkn_context: T }), _meta: { 'openbkn.ai/client-invocation-id': uniq('modern') } };
+  const seq = await lastSeq();
+  const a = await modernCall(mcpUrl(A.base), 1, params);
+  assert.equal(a.status, 200, a.text);
+  assert.equal(a.json.result.isError, false, a.text);
+  assert.equal(a.json.result.resultType, 'complete');
+  const b = await modernCall(`${B.base}${PREFIX}/mcp-compact`, 2, params);
+  assert.equal(b.status, 200, b.text);
+  assert.equal(b.json.id, 2);
+  assert.deepEqual(b.json.result, a.json.result);
+  assert.equal(b.headers.get('mcp-session-id'), null);
+  assert.equal(await executions(seq), 1);
+});
+
+test('a retry that moves from a session on one instance to a stateless request on the other replays', { skip: SKIP }, async () => {
+  const params = { name: 'query_object_instance', arguments: query({ bkn_context: T }), _meta: { 'openbkn.ai/client-invocation-id': uniq('era-move') } };
+  const seq = await lastSeq();
+  const sid = await initialize(A.base);
+  const a = await post(mcpUrl(A.base), { jsonrpc: '2.0', id: 4, method: 'tools/call', params }, { 'mcp-session-id': sid });
+  assert.equal(a.status, 200, a.text);
+  assert.equal(a.json.result.isError, false, a.text);
+  const b = await modernCall(mcpUrl(B.base), 5, params);
+  assert.equal(b.status, 200, b.text);
+  assert.deepEqual(b.json.result.structuredContent, a.json.result.structuredContent);
+  assert.deepEqual(b.json.result.content, a.json.result.content);
+  assert.equal(b.json.result.resultType, 'complete');
+  assert.equal(await executions(seq), 1);
+});
+
 test('concurrent duplicates spread over both instances run once', { skip: SKIP }, async () => {
   const id = uniq('burst');
   await simCall('POST', '/_sim/faults', { service: 'ontology_query', latency_ms: 400, count: 1 });

@@ -51,8 +51,8 @@ test('enable_rerank (default) sends one reranker request with the question and u
   const body = JSON.parse(reqs[0].body);
   assert.equal(body.query, Q);
   assert.equal(body.model, '');
-  // every object candidate, then every relation, as name + comment
-  assert.equal(body.documents.length, 9);
+  // every object candidate, then every relation, as name + comment (7 + 4 in kn_medical)
+  assert.equal(body.documents.length, 11);
   assert.ok(body.documents.includes('生产于 (药品 -> 生产企业) 药品由生产企业生产'), JSON.stringify(body.documents));
   const ots = ids(res.object_types);
   assert.ok(ots.indexOf('ot_adverse_event') >= 0 && ots.indexOf('ot_adverse_event') < ots.indexOf('ot_company'), ots.join());

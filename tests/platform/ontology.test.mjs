@@ -185,7 +185,9 @@ test('subgraph: relation paths forward and backward, big ids exact', async () =>
 
 test('subgraph: validation and permissions', async () => {
   const sg = (paths, q = '?query_type=relation_path', headers = SEARCH) => post('/kn_medical/subgraph' + q, { relation_type_paths: paths }, headers);
-  assertError(await sg([PATH], '?query_type='), 400, null, /query_type/);
+  assertError(await sg([PATH], '?query_type=bogus'), 400, null, /query_type/);
+  // an empty query_type is the exploration, whose body has no relation_type_paths
+  assertError(await sg([PATH], '?query_type='), 400, null, /unknown field "relation_type_paths"/);
   assertError(await sg([]), 400, null, /non-empty/);
   assertError(await sg([{ ...PATH, object_types: PATH.object_types.slice(0, 2) }]), 400, null, /one more entry/);
   assertError(await sg([{ ...PATH, relation_types: [{ relation_type_id: 'rt_reported_for' }, PATH.relation_types[1]] }]), 400, null, /needs relation_type_id/);

@@ -4,7 +4,8 @@
 local helper = require "helper"
 local loaderr = require "loaderr"
 
-local UPSTREAMS = { "ontology_query", "bkn_backend", "vega", "operator_integration", "mf_model_api" }
+local UPSTREAMS = { "ontology_query", "bkn_backend", "vega", "operator_integration", "mf_model_api",
+    "bkn_safe" }
 
 -- A tool source in the shape shipped tools have: a local table, functions added to it.
 local function tool_source(over)

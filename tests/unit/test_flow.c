@@ -182,7 +182,9 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     buf b = BUF_INIT;
     c->op.receipt_cb = cb;
     c->op.failed = in->failed;
-    if (in->payload)
+    if (in->payload_json)
+        buf_append(&b, in->payload_json, in->payload_len);
+    else if (in->payload)
         json_write(&b, in->payload, 0);
     snprintf(c->op.payload, sizeof c->op.payload, "%s", b.data ? b.data : "null");
     buf_reset(&b);
@@ -334,7 +336,8 @@ static void on_done(const call_outcome *o, void *arg)
     snprintf(r->o.code, sizeof r->o.code, "%s", o->code);
     snprintf(r->o.receipt_id, sizeof r->o.receipt_id, "%s", o->receipt_id);
     snprintf(r->o.operation_id, sizeof r->o.operation_id, "%s", o->operation_id);
-    r->o.receipt = o->receipt ? json_clone(o->receipt) : NULL;
+    buf_append(&r->o.receipt_json, o->receipt_json.data ? o->receipt_json.data : "",
+               o->receipt_json.len);
     mcp_write_tool_result(&r->mcp, o);
 }
 
@@ -495,10 +498,12 @@ static void answer_attempt_refs(int *failed, char payload[512], char refs[512])
         snprintf(payload, 512, "%s", o->payload);
     if (refs)
         snprintf(refs, 512, "%s", o->refs);
-    json_value *body =
-        parse("{\"receipt\":{\"receipt_id\":\"rc_1\",\"receipt_status\":\"succeeded\"}}");
+    /* the receipt as the client hands it over: Core's text and its id */
+    const char *text = "{\"receipt_id\":\"rc_1\",\"receipt_status\":\"succeeded\"}";
+    json_value *body = json_new_object();
     trace_reply r = {TRACE_OK, 200, body, NULL, NULL, 0};
-    o->receipt_cb(&r, json_get(body, "receipt"), o->arg);
+    trace_receipt rc = {text, strlen(text), "rc_1"};
+    o->receipt_cb(&r, &rc, o->arg);
     json_free(body);
     free(o);
 }
@@ -852,6 +857,64 @@ static void test_idempotent_replay(void)
     result_free(&again);
 }
 
+/* A recorded MCP call answered in JSON: no tree is built; the attempt output, the
+ * reply and the idempotency record are written from the result's text, which stays
+ * byte for byte (a 64-bit id, an integer past int64, [] and {}, key order); the
+ * receipt goes in as the last member of structuredContent, also of an empty result;
+ * a replay of the record answers the same bytes. */
+static void test_recorded_json_from_text(void)
+{
+    static const char *const bodies[] = {
+        "{\"z\":9007199254740993,\"big\":12345678901234567890123,\"tags\":[],\"ext\":{},"
+        "\"s\":\"a\\\"b\\u00e9/\"}",
+        "{}"};
+    static const char *const replies[] = {
+        "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"z\\\":9007199254740993,\\\"big\\\":"
+        "12345678901234567890123,\\\"tags\\\":[],\\\"ext\\\":{},\\\"s\\\":\\\"a\\\\\\\"b\\\\u00e9/"
+        "\\\"}\"}],\"structuredContent\":{\"z\":9007199254740993,\"big\":12345678901234567890123,"
+        "\"tags\":[],\"ext\":{},\"s\":\"a\\\"b\\u00e9/\",\"bkn_receipt\":{\"receipt_id\":\"rc_1\","
+        "\"receipt_status\":\"succeeded\"}},\"isError\":false}",
+        "{\"content\":[{\"type\":\"text\",\"text\":\"{}\"}],\"structuredContent\":{\"bkn_receipt\":"
+        "{\"receipt_id\":\"rc_1\",\"receipt_status\":\"succeeded\"}},\"isError\":false}"};
+    static const char *const payloads[] = {
+        "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"z\\\":9007199254740993,\\\"big\\\":"
+        "12345678901234567890123,\\\"tags\\\":[],\\\"ext\\\":{},\\\"s\\\":\\\"a\\\\\\\"b\\\\u00e9/"
+        "\\\"}\"}],\"isError\":false}",
+        "{\"content\":[{\"type\":\"text\",\"text\":\"{}\"}],\"isError\":false}"};
+    const char *args = "{\"kn_id\":\"kn_1\",\"response_format\":\"json\",\"bkn_context\":"
+                       "{\"conversation_id\":\"conv_1\",\"interaction_id\":\"int_1\"}}";
+    for (int i = 0; i < 2; i++) {
+        result r, again;
+        char payload[512];
+        int want = -1, failed = -1;
+        reset_counts();
+        g_lease.set = 0;
+        g_finished = 0;
+        start(args, 1, i ? "inv-json-2" : "inv-json-1", &r);
+        answer_idem(IDEM_RUN, NULL);
+        answer_policy(CAPTURE_ENABLED);
+        answer_get("conv_1", "active", "L");
+        answer_ensure(NULL, 0, NULL);
+        answer_call(bodies[i], 0, &want);
+        CHECK(want == 0); /* no tree: everything is written from the text */
+        answer_attempt(&failed, payload);
+        CHECK(failed == 0);
+        CHECK_STR(payload, payloads[i]);
+        CHECK(r.done == 1 && g_finished == 1);
+        CHECK_STR(r.o.json.data, bodies[i]);
+        CHECK_STR(r.mcp.data, replies[i]);
+        char *record = strdup(g_record.data);
+        start(args, 1, i ? "inv-json-2" : "inv-json-1", &again);
+        answer_idem(IDEM_REPLAY, record);
+        CHECK(again.done == 1);
+        CHECK_STR(again.o.code, "replay");
+        CHECK_STR(again.mcp.data, replies[i]);
+        free(record);
+        result_free(&r);
+        result_free(&again);
+    }
+}
+
 static void test_idempotency_refusals(void)
 {
     static const struct {
@@ -988,6 +1051,7 @@ int main(void)
     test_action_run_on_receipt();
     test_scope();
     test_idempotent_replay();
+    test_recorded_json_from_text();
     test_idempotency_refusals();
     test_cancel_each_stage();
     test_refusals_before_downstream();

@@ -251,6 +251,53 @@ static void test_errors(void)
     CHECK_STR(perr("[1]\0", 4, NULL), "trailing characters after JSON value at byte 3");
 }
 
+/* json_parse_keep: members not named are checked and skipped; a raw member is its
+ * exact bytes; a refusal is json_parse's, message and offset. */
+static void test_keep(void)
+{
+    static const json_keep op[] = {{"operation_id", NULL, 0}, {"attempt", NULL, 0}, {NULL, NULL, 0}};
+    static const json_keep keep[] = {
+        {"operation", op, 0}, {"receipt", NULL, 1}, {"execute", NULL, 0}, {NULL, NULL, 0}};
+    const char *text = "{\"operation\":{\"operation_id\":\"op_1\",\"x\":[1,{\"y\":null}],\"attempt\":2},"
+                       "\"created\":true, \"receipt\" : {\"id\":9007199254740993,\"e\":[],\"o\":{},"
+                       "\"s\":\"\\u00e9\\\"\"} ,\"execute\":false,\"big\":1.5e300}";
+    char err[128];
+    json_value *v = json_parse_keep(text, strlen(text), NULL, keep, err, sizeof err);
+    CHECK(v != NULL);
+    buf b = BUF_INIT;
+    json_write(&b, v, 0);
+    CHECK_STR(b.data, "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":2},\"receipt\":"
+                      "\"{\\\"id\\\":9007199254740993,\\\"e\\\":[],\\\"o\\\":{},\\\"s\\\":"
+                      "\\\"\\\\u00e9\\\\\\\"\\\"}\",\"execute\":false}");
+    buf_free(&b);
+    json_free(v);
+    /* an escaped key is compared decoded; a kept member that is not an object is whole */
+    const char *t2 = "{\"\\u0065xecute\":true,\"operation\":[1]}";
+    v = json_parse_keep(t2, strlen(t2), NULL, keep, err, sizeof err);
+    CHECK(v && json_get(v, "execute") && json_typeof(json_get(v, "execute")) == JSON_TRUE);
+    CHECK(v && json_count(json_get(v, "operation")) == 1);
+    json_free(v);
+    /* not an object at the top: parsed whole */
+    v = json_parse_keep("[1,2]", 5, NULL, keep, err, sizeof err);
+    CHECK(v && json_count(v) == 2);
+    json_free(v);
+    /* refusals inside skipped members: json_parse's words */
+    static const char *const bad[] = {
+        "{\"z\":[1,2,]}",        "{\"z\":\"a\x01\"}",      "{\"z\":\"\\ud800\"}",
+        "{\"z\":01}",            "{\"z\":{\"a\" 1}}",      "{\"z\":tru}",
+        "{\"z\":[1 2]}",         "{\"z\":\"\\x\"}",        "{\"receipt\":{\"a\":1,}}",
+        "{\"z\":1} x",           "{\"z\":\"\xc3\x28\"}",   "{\"z\":[[[[1]]]]}",
+        "{\"operation\":{\"q\":-}}"};
+    json_limits lim = {4, 0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char e1[128], e2[128];
+        json_value *a = json_parse(bad[i], strlen(bad[i]), &lim, e1, sizeof e1);
+        json_value *k = json_parse_keep(bad[i], strlen(bad[i]), &lim, keep, e2, sizeof e2);
+        CHECK(a == NULL && k == NULL);
+        CHECK_STR(e2, e1);
+    }
+}
+
 static void test_utf8(void)
 {
     /* Boundaries of every valid sequence class parse and are copied verbatim. */
@@ -1281,6 +1328,7 @@ static int run_unit(void)
     test_types();
     test_numbers();
     test_errors();
+    test_keep();
     test_utf8();
     test_order_and_canonical();
     test_limits();

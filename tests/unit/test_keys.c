@@ -290,6 +290,93 @@ static void test_buf_blocks(void)
     buf_free(&g);
 }
 
+/* The keys written as text are the hashes of the canonical JSON of the objects they
+ * name: the same as a tree of those members written canonically and hashed
+ * (escapes, a causation list, a parent, a query, either format). */
+static void ref_opkey(const char *cid, const char *iid, const char *surface, const char *tool,
+                      const char *inv, const char *req, const char *h, char out[40])
+{
+    json_value *o = json_new_object();
+    buf id = BUF_INIT, text = BUF_INIT;
+    char d[65];
+    if (inv && *inv) {
+        sha256_hex(inv, strlen(inv), d);
+        buf_printf(&id, "inv:%s", d);
+    } else {
+        buf_printf(&id, "req:%s:%s", req, h);
+    }
+    json_set(o, "tool", json_new_str(tool, strlen(tool)));
+    json_set(o, "surface", json_new_str(surface, strlen(surface)));
+    json_set(o, "interaction_id", json_new_str(iid, strlen(iid)));
+    json_set(o, "identity", json_new_str(id.data, id.len));
+    json_set(o, "conversation_id", json_new_str(cid, strlen(cid)));
+    json_write(&text, o, 1);
+    sha256_hex(text.data, text.len, d);
+    snprintf(out, 40, "op_%.32s", d);
+    buf_free(&text);
+    buf_free(&id);
+    json_free(o);
+}
+
+static void test_text_keys_match_trees(void)
+{
+    static const char *const ids[] = {"conv_1", "c\"\\x\xc3\xa9\n", ""};
+    char a[65], b[65];
+    for (size_t i = 0; i < 3; i++) {
+        flow_operation_key(ids[i], "int_1", "mcp", "t\"", NULL, "req_1", "abc", a);
+        ref_opkey(ids[i], "int_1", "mcp", "t\"", NULL, "req_1", "abc", b);
+        CHECK_STR(a, b);
+        flow_operation_key("conv_1", ids[i], "rest", "tool", "inv-1", "req_1", "abc", a);
+        ref_opkey("conv_1", ids[i], "rest", "tool", "inv-1", "req_1", "abc", b);
+        CHECK_STR(a, b);
+    }
+    const char *args_text = "{\"z\":1,\"a\":[{\"y\":9007199254740993,\"b\":\"\\u00e9\"}],\"e\":{}}";
+    json_value *args = json_parse(args_text, strlen(args_text), NULL, NULL, 0);
+    json_value *causes = json_parse("[\"e1\",\"e2\"]", 11, NULL, NULL, 0);
+    json_value *query = json_parse("{\"q\":\"1\",\"a\":\"2\"}", 17, NULL, NULL, 0);
+    buf canon = BUF_INIT;
+    json_write(&canon, args, 1);
+    for (int k = 0; k < 8; k++) {
+        bkn_context ctx;
+        memset(&ctx, 0, sizeof ctx);
+        ctx.adhoc = k == 0;
+        snprintf(ctx.conversation_id, sizeof ctx.conversation_id, "conv_\"%d", k);
+        snprintf(ctx.interaction_id, sizeof ctx.interaction_id, "int_%d", k);
+        if (k & 2)
+            snprintf(ctx.parent_operation_id, sizeof ctx.parent_operation_id, "op_p");
+        ctx.causation_event_ids = k & 4 ? causes : NULL;
+        int toon = k & 1;
+        const json_value *q = k >= 6 ? query : NULL;
+        flow_input_hash(canon.data, canon.len, &ctx, toon, q, a);
+        json_value *in = json_new_object();
+        json_set(in, "arguments", json_clone(args));
+        if (!ctx.adhoc) {
+            json_value *cx = json_new_object();
+            json_set(cx, "conversation_id",
+                     json_new_str(ctx.conversation_id, strlen(ctx.conversation_id)));
+            json_set(cx, "interaction_id",
+                     json_new_str(ctx.interaction_id, strlen(ctx.interaction_id)));
+            if (ctx.parent_operation_id[0])
+                json_set(cx, "parent_operation_id",
+                         json_new_str(ctx.parent_operation_id, strlen(ctx.parent_operation_id)));
+            if (ctx.causation_event_ids)
+                json_set(cx, "causation_event_ids", json_clone(ctx.causation_event_ids));
+            json_set(in, "bkn_context", cx);
+        }
+        json_set(in, "response_format", json_new_str(toon ? "toon" : "json", 4));
+        if (q)
+            json_set(in, "query", json_clone(q));
+        char h[65];
+        idem_input_hash(in, h);
+        CHECK_STR(a, h);
+        json_free(in);
+    }
+    buf_free(&canon);
+    json_free(args);
+    json_free(causes);
+    json_free(query);
+}
+
 int main(void)
 {
     test_buf_printf();
@@ -299,5 +386,6 @@ int main(void)
     test_values_matter();
     test_key_components();
     test_wrapped_input();
+    test_text_keys_match_trees();
     return CHECK_DONE();
 }

@@ -1014,12 +1014,25 @@ static void on_op(const trace_reply *r, const trace_operation *op, void *arg)
     }
 }
 
-static void on_receipt(const trace_reply *r, const json_value *receipt, void *arg)
+/* text is JSON in canonical form (json_write's canonical text of its own parse). */
+static int is_canonical(const char *text)
+{
+    json_value *v = json_parse(text, strlen(text), NULL, NULL, 0);
+    buf b = BUF_INIT;
+    if (v)
+        json_write(&b, v, 1);
+    int same = v && b.data && !strcmp(b.data, text);
+    buf_free(&b);
+    json_free(v);
+    return same;
+}
+
+static void on_receipt(const trace_reply *r, const trace_receipt *rc, void *arg)
 {
     typed_result *t = arg;
     t->done++;
     t->status = r->status;
-    t->have_receipt = receipt && json_get_string(receipt, "receipt_id");
+    t->have_receipt = rc && rc->receipt_id;
 }
 
 /* The operations build their paths (ids escaped) and bodies, and check replies. */
@@ -1048,6 +1061,7 @@ static void test_typed_ops(fetch_ctx *f)
     CHECK_STR(last.method, "POST");
     CHECK(strstr(last.body, "\"lease_epoch\":0") && strstr(last.body, "\"lease_token\":\"L1\""));
     CHECK(strstr(last.body, "\"source_module\":\"context-loader\""));
+    CHECK(is_canonical(last.body)); /* written as text: still the canonical form */
     CHECK(r.status == TRACE_OK && r.have_op && r.attempt == 2 && r.execute);
     CHECK_STR(r.operation_id, "op_1");
     CHECK_STR(r.receipt_status, "pending");
@@ -1072,6 +1086,20 @@ static void test_typed_ops(fetch_ctx *f)
     CHECK(run_until(&r.done, 1, 5000));
     CHECK_STR(last.path, "/operations/op_1/attempts/2:complete");
     CHECK(strstr(last.body, "\"output\":{\"byte_length\":16,\"inline\":{\"kn_id\":\"kn_1\"}"));
+    CHECK(is_canonical(last.body));
+    /* a failed attempt, its payload given as text: the error envelope around it */
+    memset(&r, 0, sizeof r);
+    a.failed = 1;
+    a.payload = NULL;
+    a.payload_json = "{\"a\":1}";
+    a.payload_len = 7;
+    trace_finish_attempt(t, &who, "en-US", &a, on_receipt, &r);
+    CHECK(run_until(&r.done, 1, 5000));
+    CHECK_STR(last.path, "/operations/op_1/attempts/2:fail");
+    CHECK(strstr(last.body, "\"error\":{\"byte_length\":102,\"inline\":{\"code\":\"tool_error\","
+                            "\"message\":\"the tool returned an error\",\"result\":{\"a\":1},"
+                            "\"stage\":\"tool_execution\"},\"media_type\""));
+    CHECK(is_canonical(last.body) && !strstr(last.body, "\"output\""));
     CHECK(r.have_receipt);
     json_free(args);
     /* the lease cache: per key and conversation, dropped on demand */

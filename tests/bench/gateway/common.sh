@@ -132,7 +132,7 @@ start_gateway() { # [NAME=value...]
     CL_UPSTREAM_ONTOLOGY_QUERY_URL="$UPSTREAM/api/ontology-query" \
     CL_UPSTREAM_BKN_BACKEND_URL="$SIM/api/bkn-backend" CL_UPSTREAM_VEGA_URL="$SIM/api/vega-backend" \
     CL_UPSTREAM_OPERATOR_INTEGRATION_URL="$SIM/api/agent-operator-integration" \
-    CL_UPSTREAM_MF_MODEL_API_URL="$SIM/api/private/mf-model-api" \
+    CL_UPSTREAM_MF_MODEL_API_URL="$SIM/api/private/mf-model-api" CL_UPSTREAM_BKN_SAFE_URL="$SIM" \
     CL_OAUTH_INTROSPECT_URL="$SIM/admin/oauth2/introspect" \
     CL_BKN_SAFE_INTROSPECT_URL="$SIM/api/safe/v1/api-keys/introspect" \
     BKN_TRACE_CORE_URL="$SIM" CL_ACCESS_LOG=false CL_LIMITS_MAX_CALLS_PER_PRINCIPAL=0 "$@" \

@@ -52,6 +52,7 @@ export function serverEnv(simBase, extra = {}) {
     CL_UPSTREAM_VEGA_URL: `${simBase}/api/vega-backend`,
     CL_UPSTREAM_OPERATOR_INTEGRATION_URL: `${simBase}/api/agent-operator-integration`,
     CL_UPSTREAM_MF_MODEL_API_URL: `${simBase}/api/private/mf-model-api`,
+    CL_UPSTREAM_BKN_SAFE_URL: simBase,
     CL_OAUTH_INTROSPECT_URL: `${simBase}/admin/oauth2/introspect`,
     CL_BKN_SAFE_INTROSPECT_URL: `${simBase}/api/safe/v1/api-keys/introspect`,
     BKN_TRACE_CORE_URL: simBase,

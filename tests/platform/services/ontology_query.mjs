@@ -4,6 +4,8 @@
 //   GET  object-types/{ot}/schema       visibility probe (permission_guidance)
 //   POST object-types/{ot}/properties   logic property values (override GET)
 //   POST subgraph?query_type=relation_path
+//   POST subgraph?query_type=          exploration (ontology_explore.mjs)
+//   POST metrics/{metric_id}/data      metric data (ontology_explore.mjs)
 //   actions and executions: see ontology_actions.mjs
 
 import { createHash } from 'node:crypto';
@@ -11,6 +13,7 @@ import { json, platformError, parseBody, isPlainObject } from '../lib/http.mjs';
 import { isNumeric, compareNumeric, parse as parseJson } from '../lib/json.mjs';
 import { publicObjectType } from '../lib/dataset.mjs';
 import { actionInfo, executeAction, getExecutionLegacy, getExecutionPaged, listExecutions, resetActions } from './ontology_actions.mjs';
+import { explore, metricData } from './ontology_explore.mjs';
 
 const BASE = '/api/ontology-query/in/v1/knowledge-networks/';
 const INVALID = 'OntologyQuery.ObjectType.InvalidParameter';
@@ -88,6 +91,84 @@ function validateCondition(c, path = 'condition') {
   }
 }
 
+// ---------- relevance (match: keyword channel, knn: vector channel) ----------
+
+/** Lower-case words (2+ characters) and CJK bigrams (a one-character run stays whole),
+ *  with repeats: the token model of the keyword index and of the stand-in embedding. */
+function tokens(text) {
+  const out = [];
+  const s = String(text).toLowerCase();
+  for (const w of s.match(/[a-z0-9_]{2,}/g) || []) out.push(w);
+  for (const run of s.match(/[\u3400-\u9fff]+/g) || []) {
+    if (run.length === 1) out.push(run);
+    for (let i = 0; i + 1 < run.length; i++) out.push(run.slice(i, i + 2));
+  }
+  return out;
+}
+
+const round4 = (x) => Math.round(x * 10000) / 10000;
+
+/** BM25 (k1 1.2, b 0.75) of the query's tokens in each row's field text, over the rows. */
+function bm25Scores(rows, field, query) {
+  const docs = rows.map((r) => tokens(stringsOf(r, field).join(' ')));
+  const avg = docs.reduce((n, d) => n + d.length, 0) / Math.max(docs.length, 1) || 1;
+  const q = [...new Set(tokens(query))];
+  const df = new Map(q.map((t) => [t, docs.filter((d) => d.includes(t)).length]));
+  return docs.map((d) => {
+    let score = 0;
+    for (const t of q) {
+      const tf = d.filter((x) => x === t).length;
+      if (!tf) continue;
+      const idf = Math.log(1 + (docs.length - df.get(t) + 0.5) / (df.get(t) + 0.5));
+      score += (idf * tf * 2.2) / (tf + 1.2 * (0.25 + (0.75 * d.length) / avg));
+    }
+    return score;
+  });
+}
+
+/** Similarity of the query to the best of the field's strings: Dice over token sets, 0..1. */
+function similarity(row, field, query) {
+  const q = new Set(tokens(query));
+  if (q.size === 0) return 0;
+  let best = 0;
+  for (const s of stringsOf(row, field)) {
+    const d = new Set(tokens(s));
+    let both = 0;
+    for (const t of q) if (d.has(t)) both += 1;
+    best = Math.max(best, (2 * both) / (q.size + d.size));
+  }
+  return best;
+}
+
+// The relevance of each match/knn leaf over the rows of one search, set by prepare:
+// leaf -> Map(row -> score). A leaf without it (subgraph paths) falls back to the
+// plain substring test with score 1.
+const RELEVANCE = new WeakMap();
+
+/** Scores every match/knn leaf of the condition over rows. A match leaf matches the
+ *  rows that contain the query (case-insensitive) or any of its tokens, and scores
+ *  1 + their BM25; a knn
+ *  leaf matches the k rows (limit_value) most similar to the query (similarity > 0)
+ *  and scores that similarity. */
+function prepare(c, rows) {
+  if (!isPlainObject(c)) return;
+  if (c.operation === 'and' || c.operation === 'or') {
+    for (const s of c.sub_conditions || []) prepare(s, rows);
+    return;
+  }
+  if (c.operation === 'match') {
+    const bm = bm25Scores(rows, c.field, c.value ?? '');
+    const m = new Map();
+    rows.forEach((r, i) => { if (bm[i] > 0 || substring(r, c, true)) m.set(r, round4(1 + bm[i])); });
+    RELEVANCE.set(c, m);
+  } else if (c.operation === 'knn') {
+    const scored = rows.map((r, i) => ({ r, i, s: similarity(r, c.field, c.value ?? '') })).filter((x) => x.s > 0);
+    scored.sort((a, b) => b.s - a.s || a.i - b.i);
+    const k = Number.isInteger(c.limit_value) && c.limit_value > 0 ? c.limit_value : scored.length;
+    RELEVANCE.set(c, new Map(scored.slice(0, k).map((x) => [x.r, round4(x.s)])));
+  }
+}
+
 const substring = (row, c, fold) => {
   const needle = fold ? String(c.value ?? '').toLowerCase() : String(c.value ?? '');
   return stringsOf(row, c.field).some((s) => (fold ? s.toLowerCase() : s).includes(needle));
@@ -147,6 +228,8 @@ function evaluate(c, row) {
     }
     return { ok, score };
   }
+  const rel = RELEVANCE.get(c);
+  if (rel) return rel.has(row) ? { ok: true, score: rel.get(row) } : { ok: false, score: 0 };
   const ok = OPS[c.operation](row, c);
   return { ok, score: ok && (c.operation === 'match' || c.operation === 'knn') ? 1 : 0 };
 }
@@ -309,10 +392,11 @@ function search(ctx, knId, otId) {
   if (access.refused) return forbidden(ctx, knId, otId);
 
   const relevance = usesRelevance(req.condition);
+  if (relevance) prepare(req.condition, access.rows);
   let hits = [];
   for (const row of access.rows) {
     const r = evaluate(req.condition, row);
-    if (r.ok) hits.push({ ...row, _score: relevance ? r.score : 0 });
+    if (r.ok) hits.push({ ...row, _score: relevance ? round4(r.score) : 0 });
   }
   hits.sort((a, b) => compareBy(req.order, a, b));
   const total = hits.length;
@@ -528,12 +612,13 @@ function subgraph(ctx, n) {
   const badHeaders = checkSearchHeaders(ctx);
   if (badHeaders) return badHeaders;
   const queryType = ctx.query.get('query_type') ?? '';
-  if (queryType !== 'relation_path') {
-    return platformError(400, INVALID, `query_type "${queryType}" is not supported by the simulator (only relation_path)`, ctx.lang);
+  if (queryType !== 'relation_path' && queryType !== '') {
+    return platformError(400, INVALID, `query_type "${queryType}" is not supported (relation_path, or empty for exploration)`, ctx.lang);
   }
   const parsed = parseBody(ctx.bodyText, {});
   if (parsed.error) return platformError(400, INVALID, `invalid JSON body: ${parsed.error}`, ctx.lang);
   const body = parsed.value;
+  if (queryType === '') return explore(ctx, n, body);
   const account = String(ctx.headers['x-account-id']);
   const entries = [];
   try {
@@ -607,6 +692,7 @@ const ROUTES = [
   ['GET', ['object-types', '*', 'schema'], schemaProbe],
   ['POST', ['object-types', '*', 'properties'], logicProperties],
   ['POST', ['subgraph'], subgraph],
+  ['POST', ['metrics', '*', 'data'], metricData],
   ['POST', ['action-types', '*'], actionInfo],
   ['POST', ['action-types', '*', 'execute'], executeAction],
   ['GET', ['action-executions', '*'], getExecutionLegacy],
@@ -635,7 +721,7 @@ export default {
     const route = matches.find(([m]) => m === ctx.method);
     if (!route) return platformError(405, 'Public.MethodNotAllowed', `${ctx.method} not supported here`, ctx.lang);
     // Header checks come before the 404s, as documented in the README.
-    if (route[0] === 'POST' && route[1][2] !== 'execute') {
+    if (route[0] === 'POST' && route[1][2] !== 'execute' && route[1][2] !== 'data') {
       const bad = checkSearchHeaders(ctx);
       if (bad) return bad;
     }
