@@ -88,6 +88,7 @@ struct hconn {
     buf hdrs;             /* reply headers added by the callback */
     unsigned out_has;     /* O_* of the headers in hdrs */
     const char *conn_hdr; /* the request's Connection field, or NULL */
+    int conn_close, conn_keep; /* its options hold close / keep-alive (not close) */
     buf out;              /* bytes not written yet */
     size_t out_at;
     void (*on_close)(void *arg);
@@ -333,6 +334,7 @@ static void refuse(hconn *c, int status, const char *reason)
     c->body_n = 0;
     c->head_len = 0;
     c->conn_hdr = NULL;
+    c->conn_close = c->conn_keep = 0;
     c->close_after = 1;
     dispatch(c);
 }
@@ -368,13 +370,16 @@ static void complete(hconn *c)
     }
     c->head_method = !strcmp(h->method, "HEAD");
     const char *conn = c->conn_hdr = hsrv_head_find(h, "Connection");
+    /* Connection holds a list of options ("close, x"): the tokens count, in any field */
+    c->conn_close = conn && hsrv_head_has_token(h, "Connection", "close");
+    c->conn_keep = conn && !c->conn_close && hsrv_head_has_token(h, "Connection", "keep-alive");
     if (h->absolute) /* as evhttp: a proxy request, closed unless Proxy-Connection */
         conn = hsrv_head_find(h, "Proxy-Connection"),
         c->close_after = !conn || strcasecmp(conn, "keep-alive") != 0;
     else if (h->http11)
-        c->close_after = conn && !strcasecmp(conn, "close");
+        c->close_after = c->conn_close;
     else
-        c->close_after = !conn || strncasecmp(conn, "keep-alive", 10) != 0;
+        c->close_after = !c->conn_keep;
     if (c->s->max_conns && c->refusal_status) /* the cap: the first request answers it */
         c->close_after = 1;
     dispatch(c);
@@ -643,10 +648,9 @@ static void make_head(hconn *c, buf *b, int status, const char *reason, int stre
 {
     const hsrv_head *h = &c->in->head;
     int needs_body = status != 204 && status != 304 && status >= 200 && !c->head_method;
-    const char *conn = c->conn_hdr;
     /* a refused request stands for one that asked to close */
-    int input_close = c->parse == P_REFUSED || (conn && !strcasecmp(conn, "close"));
-    int keepalive = conn && !strncasecmp(conn, "keep-alive", 10);
+    int input_close = c->parse == P_REFUSED || c->conn_close;
+    int keepalive = c->conn_keep;
     buf_reset(b);
     buf_reserve(b, c->hdrs.len + 256);
     char *p = b->data;

@@ -127,6 +127,40 @@ const char *hsrv_head_find(const hsrv_head *h, const char *name)
     return NULL;
 }
 
+/* Does the comma-separated list v hold token tok (case-insensitive, blanks around
+ * elements ignored)? */
+static int list_has_token(const char *v, const char *tok, size_t tn)
+{
+    while (*v) {
+        const char *e = strchr(v, ',');
+        size_t n = e ? (size_t)(e - v) : strlen(v);
+        const char *a = v, *b = v + n;
+        while (a < b && (*a == ' ' || *a == '\t'))
+            a++;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        if ((size_t)(b - a) == tn && ieqn(a, tok, tn))
+            return 1;
+        if (!e)
+            break;
+        v = e + 1;
+    }
+    return 0;
+}
+
+int hsrv_head_has_token(const hsrv_head *h, const char *name, const char *tok)
+{
+    size_t n = strlen(name), tn = strlen(tok);
+    if (!(h->lengths & (1ull << (n & 63))))
+        return 0;
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const hsrv_header *hd = &h->headers[i];
+        if (hd->name_len == n && ieqn(hd->name, name, n) && list_has_token(hd->value, tok, tn))
+            return 1;
+    }
+    return 0;
+}
+
 static int hexval(unsigned char c)
 {
     return c <= '9' ? c - '0' : lower(c) - 'a' + 10;

@@ -121,6 +121,8 @@ static int parse_status(hc_parser *p, const char *l, size_t n)
     p->status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
     if (p->status < 100)
         return fail(p, "malformed status line");
+    if (p->status < 200 && p->status != 100)
+        p->no_reuse = 1; /* 101 (a protocol we never asked for), 102, 103, ... */
     p->http11 = l[5] > '1' || (l[5] == '1' && l[7] >= '1');
     p->conn_close = p->chunked = p->have_len = 0;
     p->remaining = 0;
@@ -193,7 +195,13 @@ static int end_of_head(hc_parser *p)
         p->state = P_STATUS; /* interim response: its headers are dropped */
         return HC_MORE;
     }
+    if (p->have_len && p->chunked)
+        p->no_reuse = 1; /* Content-Length with Transfer-Encoding: framing in doubt */
     if (p->no_body || p->status == 204 || p->status == 304 || p->status == 101) {
+        /* A body it claims may still come. HEAD and 304 answers may state the
+         * representation's Content-Length; a 204 states none, and none is chunked. */
+        if (p->chunked || (p->status == 204 && p->have_len && p->remaining > 0))
+            p->no_reuse = 1;
         p->state = P_DONE;
         return HC_DONE;
     }
@@ -694,6 +702,15 @@ static void conn_finish(hc_conn *c, int reusable)
     req_complete(r, FETCH_OK, NULL);
 }
 
+/* Nothing readable and no end on a pooled connection: what is readable there now
+ * would be taken for the next request's answer. */
+static int conn_quiet(hc_conn *c)
+{
+    char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 /* The connection failed before any response byte; retry once on a new connection
  * when it was a reused one (the server may have closed it while idle). */
 static int maybe_retry(hc_req *r, int sent_nothing)
@@ -736,8 +753,16 @@ static void on_readable(hc_conn *c)
         c->in_off += used;
         if (rc == HC_DONE) {
             hc_parser *p = &r->p;
-            conn_finish(c,
-                        p->http11 && !p->conn_close && !p->close_framed && c->in_off == c->in.len);
+            if (c->in_off != c->in.len && !p->no_body) {
+                /* Bytes beyond the response: we never send a request before the last
+                 * one's answer is in, so the server sent two answers to one request,
+                 * and which one is this request's cannot be told. (After HEAD they
+                 * are the body some servers send anyway: the connection is closed.) */
+                req_complete(r, FETCH_ERROR, "the server sent more than one response");
+                return;
+            }
+            conn_finish(c, p->http11 && !p->conn_close && !p->close_framed && !p->no_reuse &&
+                               c->in_off == c->in.len);
             return;
         }
         if (rc == HC_TOO_LARGE) {
@@ -763,6 +788,13 @@ static void on_readable(hc_conn *c)
 static void on_writable(hc_conn *c)
 {
     hc_req *r = c->req;
+    if (r->on_reused && r->out_off == 0 && !conn_quiet(c)) {
+        /* the server sent something (or closed) while the connection was pooled: close
+         * it, the request goes to a new connection */
+        if (!maybe_retry(r, 1))
+            req_complete(r, FETCH_ERROR, "unexpected data on a pooled connection");
+        return;
+    }
     while (r->out_off < r->out.len) {
         ssize_t n = send(c->fd, r->out.data + r->out_off, r->out.len - r->out_off, MSG_NOSIGNAL);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {

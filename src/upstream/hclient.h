@@ -6,7 +6,21 @@
  * incremental response parser (Content-Length, chunked, close-delimited; 1xx skipped;
  * HEAD/204/304 have no body). A connection goes back to the pool only when the
  * response allows it (HTTP/1.1, no "Connection: close", body fully read, nothing
- * extra). A request on a reused connection that the server closed before sending a
+ * extra) and nothing in it was out of place: an interim 1xx other than 100, a 101, a
+ * 204 that claims a body (Content-Length above 0 or a Transfer-Encoding), a HEAD or
+ * 304 answer with a Transfer-Encoding (their Content-Length describes the resource,
+ * as the protocol allows), Content-Length together with Transfer-Encoding - any of these
+ * may leave bytes that the next request would take for its answer, so the connection
+ * is closed after the response. Bytes beyond a response fail the request (the server
+ * answered one request twice, and which answer is its own cannot be told; after HEAD
+ * they are taken for a body sent anyway, and only close the connection). A pooled
+ * connection is checked again right before its next request is written: anything
+ * readable (a late or unsolicited response, a body that came after all) or its end,
+ * and it is closed and the request goes to a new one. What a server sends after that
+ * check, while the next request is on its way, cannot be told from the answer to it:
+ * against a server that answers unasked at any moment only closing every connection
+ * would help.
+ * A request on a reused connection that the server closed before sending a
  * byte of the response is retried once on a new connection when the method is
  * idempotent or nothing of the request was sent.
  *
@@ -54,6 +68,7 @@ typedef struct hc_parser {
     long status;      /* final status */
     int http11;       /* final response is HTTP/1.1 or later */
     int conn_close;   /* "Connection: close" seen */
+    int no_reuse;     /* something out of place: close the connection after this response */
     int close_framed; /* body ends at connection close */
     int chunked;
     int have_len;

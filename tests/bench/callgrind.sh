@@ -9,7 +9,13 @@
 # alone, and N managed MCP calls (capture enabled on the simulated Trace Core, each
 # call bound to a started interaction, recording an Operation and returning a
 # receipt): the managed call's instructions, what it adds over the ad hoc one, and
-# its Trace Core round trips (the simulator's request log).
+# its Trace Core round trips (the simulator's request log); and the two lifecycle
+# calls on their own: LC_N (default 20, at least one per 100 managed calls)
+# bkn_start_interaction (conversation_mode new), then, after the managed calls, as
+# many bkn_finish_interaction (outcome completed with an answer), each with its
+# instructions and Trace Core round trips per call.
+# Before the managed phase, the same ad hoc MCP call N times on an open session and N
+# times in the stateless protocol era (no session), each counted apart.
 # CONC=256 counts the same mix under concurrency instead: CONC clients at once, each on
 # its own connection (gateway/conc.mjs), one uncounted warm-up round each, then ROUNDS
 # rounds (default 4) of one REST read and one MCP call each, counted; so the collector's
@@ -21,7 +27,8 @@
 # Usage: tests/bench/callgrind.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out files; MCP_FORMAT=toon
 #   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases;
-#   CONC=256 ROUNDS=4 the concurrent mix; MIX=rest the REST reads alone.
+#   CONC=256 ROUNDS=4 the concurrent mix; MIX=rest the REST reads alone; LC_N=20 the
+#   lifecycle calls counted.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}
@@ -69,6 +76,16 @@ if [ "${MANAGED:-1}" != 0 ]; then
   mcp_sent=$(MIX=mcp node "$BENCH_DIR/mix.mjs" "$GW" "$N")
   phase_dump
   mcp_total=$(phase_total $dumps)
+  # The same call, N times each: on an open session (session era), then stateless
+  # (2026-07-28: no session, the request's _meta and headers checked instead).
+  mcp_session
+  phase_dump # the session set-up: not counted
+  legacy_sent=$(MIX=legacy SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  legacy_total=$(phase_total $dumps)
+  modern_sent=$(MIX=modern node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  modern_total=$(phase_total $dumps)
   # Capture on; the gateway re-reads the policy within trace_core.capture_policy_ttl_s
   # (30 s): until then an ad hoc MCP call still runs (this phase is not counted).
   curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
@@ -78,13 +95,26 @@ if [ "${MANAGED:-1}" != 0 ]; then
     -H "accept: $MCP_ACCEPT" -H "mcp-session-id: $SID" -d "$(mcp_call_body "$REST_ARGS")" | grep -q bkn_start_interaction; do
     i=$((i + 1)); [ $i -lt 60 ] || { echo "capture enabled, but ad hoc MCP calls still run" >&2; exit 1; }; sleep 1
   done
-  node "$BENCH_DIR/interactions.mjs" "$GW" "$SID" $(((N + 99) / 100)) >"$WORK/managed.lines"
-  seq0=$(curl -sf "$SIM/_sim/requests?service=trace_core" | sed 's/.*"last_seq":\([0-9]*\).*/\1/')
-  phase_dump # the session and the interactions' starts: not counted
+  trace_seq() { curl -sf "$SIM/_sim/requests?service=trace_core" | sed 's/.*"last_seq":\([0-9]*\).*/\1/'; }
+  trace_since() { curl -sf "$SIM/_sim/requests?service=trace_core&since=$1" | grep -o '"seq":' | wc -l; }
+  phase_dump # the session and the capture check: not counted
+  lc_n=${LC_N:-20}
+  [ "$lc_n" -ge $(((N + 99) / 100)) ] || lc_n=$(((N + 99) / 100))
+  seq_s=$(trace_seq)
+  node "$BENCH_DIR/interactions.mjs" "$GW" "$SID" "$lc_n" >"$WORK/managed.lines"
+  phase_dump # the interactions' starts
+  start_total=$(phase_total $dumps)
+  start_trace=$(trace_since "$seq_s")
+  seq0=$(trace_seq)
   managed_sent=$(MIX=managed SID=$SID LINES=$WORK/managed.lines node "$BENCH_DIR/mix.mjs" "$GW" "$N")
   phase_dump
   managed_total=$(phase_total $dumps)
-  trace_calls=$(curl -sf "$SIM/_sim/requests?service=trace_core&since=$seq0" | grep -o '"seq":' | wc -l)
+  trace_calls=$(trace_since "$seq0")
+  seq_f=$(trace_seq)
+  finish_sent=$(node "$BENCH_DIR/finish.mjs" "$GW" "$SID" "$WORK/managed.lines")
+  phase_dump # the interactions' finishes
+  finish_total=$(phase_total $dumps)
+  finish_trace=$(trace_since "$seq_f")
 fi
 bench_stop "$GW_PID" # SIGTERM: the loop exits, callgrind writes its last file
 mv "$WORK/callgrind.out.$mix_dump" "$WORK/callgrind.out"
@@ -116,11 +146,24 @@ callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | self_line
        END { for (k in s) printf "%6.1f%%  %s\n", 100 * s[k] / t, k }' | sort -rn | head -6
 if [ "${MANAGED:-1}" != 0 ]; then
   echo
+  echo "== MCP tools/call by protocol era ($legacy_sent calls each, ad hoc)"
+  awk -v l="$legacy_total" -v ln="$legacy_sent" -v m="$modern_total" -v mn="$modern_sent" 'BEGIN {
+    printf "instructions per session-era call (2025-11-25, on an open session): %.0f\n", l / ln
+    printf "instructions per stateless call (2026-07-28, no session): %.0f\n", m / mn
+    printf "stateless minus session: %+.0f per call\n", m / mn - l / ln }'
+  echo
   echo "== managed MCP call ($managed_sent calls, capture enabled, each bound to a started interaction)"
   awk -v m="$managed_total" -v mn="$managed_sent" -v a="$mcp_total" -v an="$mcp_sent" -v t="$trace_calls" 'BEGIN {
     printf "instructions per ad hoc MCP call: %.0f (%d calls with the session set-up)\n", a / an, an
     printf "instructions per managed MCP call: %.0f\n", m / mn
     printf "added by the managed path: %.0f per call\n", m / mn - a / an
     printf "Trace Core round trips per managed call: %.2f\n", t / mn }'
+  echo
+  echo "== lifecycle calls (capture enabled; $lc_n of each)"
+  awk -v s="$start_total" -v st="$start_trace" -v f="$finish_total" -v ft="$finish_trace" -v n="$lc_n" -v fn="$finish_sent" 'BEGIN {
+    printf "instructions per bkn_start_interaction: %.0f (conversation_mode new), Trace Core round trips: %.2f\n", s / n, st / n
+    printf "instructions per bkn_finish_interaction: %.0f (outcome completed, with an answer), Trace Core round trips: %.2f\n", f / fn, ft / fn }'
 fi
-if [ -n "${KEEP_WORK:-}" ]; then echo "callgrind file: $WORK/callgrind.out (managed phase: callgrind.out.4)"; fi
+if [ -n "${KEEP_WORK:-}" ]; then
+  echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.4, stateless: .5, starts: .7, managed calls: .8, finishes: .9)"
+fi

@@ -1,8 +1,8 @@
 // HTTP/1.1 connection semantics over raw sockets: pipelined requests answered in
 // order (also behind a call that waits on the upstream), HTTP/1.0 keep-alive,
-// Connection: close in the middle of a pipeline, a chunked request sent byte by
-// byte, HEAD answered without a body, and an idle keep-alive connection closed after
-// limits.idle_timeout_s.
+// Connection: close in the middle of a pipeline (also as one option of a list), a
+// chunked request sent byte by byte, HEAD answered without a body, and an idle
+// keep-alive connection closed after limits.idle_timeout_s.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -46,6 +46,23 @@ test('Connection: close in the middle of a pipeline: what follows is not answere
   assert.deepEqual(rs.map((x) => x.status), [200, 200], r.data);
   assert.equal(rs[1].headers.connection, 'close');
   assert.ok(r.closed);
+});
+
+test('Connection holds a list of options: "close, x" (or close in a second field) closes after the reply, on 1.1 and 1.0', async () => {
+  const alive = `GET /health/alive HTTP/1.1\r\n${H}`;
+  for (const conn of ['Connection: close, x\r\n', 'Connection: x ,CLOSE\r\n', 'Connection: x\r\nConnection: close\r\n']) {
+    const r = await exchange(port, `${alive}${conn}\r\n${alive}\r\n`);
+    const rs = parseResponses(r.data);
+    assert.deepEqual(rs.map((x) => x.status), [200], `${conn}: ${r.data}`);
+    assert.equal(rs[0].headers.connection, 'close');
+    assert.ok(r.closed, conn);
+  }
+  const r10 = await exchange(port, 'GET /health/alive HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\nGET /health/alive HTTP/1.0\r\n\r\n');
+  assert.deepEqual(parseResponses(r10.data).map((x) => x.status), [200], r10.data);
+  assert.ok(r10.closed);
+  // a keep-alive in a list keeps an HTTP/1.0 connection open
+  const k10 = await exchange(port, 'GET /health/alive HTTP/1.0\r\nConnection: x, Keep-Alive\r\n\r\nGET /health/alive HTTP/1.0\r\n\r\n');
+  assert.deepEqual(parseResponses(k10.data).map((x) => x.status), [200, 200], k10.data);
 });
 
 test('HTTP/1.0: closed after the reply unless keep-alive, which gets a length and stays open', async () => {

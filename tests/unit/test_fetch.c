@@ -969,7 +969,7 @@ static void test_fake_too_large(fetch_ctx *f)
 }
 
 /* Connections are reused only when the response allows it. */
-static void test_fake_keepalive(fetch_ctx *f)
+static void test_fake_keepalive(fetch_ctx *f, int lean)
 {
     result r = {0};
     fake_fresh();
@@ -996,6 +996,44 @@ static void test_fake_keepalive(fetch_ctx *f)
     run_for(30);
     CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
     CHECK(fk.accepted == 2);
+    /* The lean client closes the connection after a response with something out of
+     * place: an interim 1xx other than 100, a 101, a 204 that claims a body (any
+     * Content-Length above 0 or Transfer-Encoding), a HEAD or 304 answer with a
+     * Transfer-Encoding, Content-Length with Transfer-Encoding. A 100 Continue before
+     * the answer does not. */
+    if (!lean) {
+        result_clear(&r);
+        return;
+    }
+    static const char *const closes[] = {
+        "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n",
+        "HTTP/1.1 204 No Content\r\nContent-Length: 2\r\n\r\n",
+        "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 7\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "2\r\nok\r\n0\r\n\r\n",
+        NULL};
+    for (int k = 0; closes[k]; k++) {
+        fake_fresh();
+        fake_set(closes[k], strlen(closes[k]));
+        for (int i = 0; i < 3; i++)
+            CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+        if (fk.accepted != 3)
+            fprintf(stderr, "kept after: %.40s\n", closes[k]);
+        CHECK(fk.accepted == 3);
+    }
+    /* Bytes beyond the answer: the server answered twice, the request fails. */
+    fake_fresh();
+    fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                 "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno"));
+    CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
+    fake_fresh();
+    fake_set(LIT("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"));
+    for (int i = 0; i < 3; i++)
+        CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
+    CHECK(fk.accepted == 1);
     result_clear(&r);
 }
 
@@ -1304,7 +1342,7 @@ int main(void)
         test_fake_splits(f);
         test_fake_errors(f);
         test_fake_too_large(f);
-        test_fake_keepalive(f);
+        test_fake_keepalive(f, client == FETCH_CLIENT_LEAN);
         test_fake_retry(f, client == FETCH_CLIENT_LEAN);
         test_fake_timeout(f);
         fetch_free(f);

@@ -87,7 +87,8 @@ capture_canned() {
 
 render_conf() { # template out
   sed -e "s#@WORK@#$WORK#g" -e "s#@DIR@#$BENCH_DIR#g" -e "s#@UPSTREAM_PORT@#${UPSTREAM_PORT:-0}#g" \
-    -e "s#@PROXY_PORT@#${PROXY_PORT:-0}#g" -e "s#@LUA_PORT@#${LUA_PORT:-0}#g" "$1" >"$2"
+    -e "s#@PROXY_PORT@#${PROXY_PORT:-0}#g" -e "s#@LUA_PORT@#${LUA_PORT:-0}#g" \
+    -e "s#@TRACE_PORT@#${TRACE_PORT:-0}#g" "$1" >"$2"
 }
 start_upstream() {
   UPSTREAM_PORT=$(free_port)
@@ -96,6 +97,25 @@ start_upstream() {
   UPSTREAM_PID=$!; BENCH_PIDS="$BENCH_PIDS $UPSTREAM_PID"
   wait_port "$UPSTREAM_PORT"
   UPSTREAM=http://127.0.0.1:$UPSTREAM_PORT
+}
+# The canned Trace Core (gateway/trace-core.conf): the simulator's answers to one
+# managed call, captured once into $WORK/tc (gateway/trace-capture.mjs), served by
+# nginx; the capture policy starts disabled (trace_core_capture enabled|disabled).
+start_trace_core() {
+  mkdir -p "$WORK/tc"
+  node "$BENCH_DIR/trace-capture.mjs" "$SIM" "$WORK/tc"
+  trace_core_capture disabled
+  chmod 755 "$WORK/tc"; chmod 644 "$WORK"/tc/*.json
+  TRACE_PORT=$(free_port)
+  render_conf "$BENCH_DIR/trace-core.conf" "$WORK/trace-core.conf"
+  nginx -p "$WORK" -c "$WORK/trace-core.conf" -e "$WORK/trace-core-error.log" &
+  TRACE_PID=$!; BENCH_PIDS="$BENCH_PIDS $TRACE_PID"
+  wait_port "$TRACE_PORT"
+  TRACE_CORE=http://127.0.0.1:$TRACE_PORT
+}
+trace_core_capture() { # enabled|disabled
+  cp "$WORK/tc/policy-$1.json" "$WORK/tc/policy.json.new" && mv "$WORK/tc/policy.json.new" "$WORK/tc/policy.json"
+  chmod 644 "$WORK/tc/policy.json"
 }
 start_peers() {
   PROXY_PORT=$(free_port); LUA_PORT=$(free_port)
