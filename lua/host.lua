@@ -393,6 +393,10 @@ local function make_invoke(ctx)
         if res == nil and err == nil then
             err = { code = "tool_error", details = "the tool returned nothing" }
         end
+        if type(err) == "table" and err.status == 404 and (err.solution == nil or err.solution == "") then
+            -- the next step names the ids of this inner call, not of the outer one
+            err.solution = errors.not_found_solution(args, ctx.lang, err.code)
+        end
         return res, err
     end
 end

@@ -469,11 +469,21 @@ static const char *skip_checked(const char *p, const char *end)
         if (p >= end)
             break;
         char ch = *p;
-        if (ch == '"') {
-            for (p++; p < end && *p != '"'; p++)
-                if (*p == '\\')
-                    p++;
-            p++;
+        if (ch == '"') { /* to the next quote not escaped: one with an even run of
+                            backslashes before it */
+            const char *q = p + 1;
+            for (;;) {
+                q = memchr(q, '"', (size_t)(end - q));
+                if (!q)
+                    return end;
+                const char *b = q;
+                while (b > p + 1 && b[-1] == '\\')
+                    b--;
+                if ((q - b) % 2 == 0)
+                    break;
+                q++;
+            }
+            p = q + 1;
         } else if (ch == '{' || ch == '[') {
             depth++;
             p++;
