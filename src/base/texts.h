@@ -96,6 +96,11 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 #define CL_TEXTS(X)                                                                                \
     /* generic next steps */                                                                       \
     X(CONTACT_ADMIN, "请联系管理员", "Contact administrator")                                      \
+    /* the admin listener's 401: its token is a static secret, not an OAuth token */             \
+    X(ADMIN_TOKEN_SOLUTION,                                                                        \
+      "管理端口使用固定令牌：请发送 Authorization: Bearer <admin.token_file 所指文件的内容>",      \
+      "The admin listener takes a static token: send Authorization: Bearer <the contents of "      \
+      "the file admin.token_file names>")                                                          \
     X(RETRY_LATER, "请稍后重试", "Retry later")                                                    \
     /* idempotency: a call that already ran, its result gone (printf formats: operation            \
      * id, receipt id, RECEIPT_STATUS_*; the action one also kn_id and execution_id) */            \
