@@ -208,6 +208,11 @@
       "sent a progressToken); 0 disables")                                                         \
     X(mcp_tools_page_size, "mcp.tools_page_size", NULL, INT, "100",                                \
       "tools/list page size (cursor pagination)")                                                  \
+    X(mcp_keepalive_s, "mcp.keepalive_s", NULL, INT, "15",                                         \
+      "every open MCP event stream (a session's GET stream, a subscriptions/listen) gets a "       \
+      "keep-alive comment this often; 0 disables")                                                 \
+    X(mcp_listen_max_per_principal, "mcp.listen_max_per_principal", NULL, INT, "8",               \
+      "open subscriptions/listen streams one caller may hold; one more is refused with 429")       \
     X(shutdown_grace_s, "shutdown_grace_s", NULL, INT, "10",                                       \
       "SIGTERM: time allowed for in-flight calls")                                                 \
     X(access_log, "access_log", NULL, BOOL, "true", "one JSON line per request on stderr")

@@ -886,7 +886,9 @@ static void httpd_metrics_text(app *a, buf *b)
     gauge(b, "cl_tools_live_generations", "Tool generations not yet closed.", (double)ts.live);
     gauge(b, "cl_tool_calls_inflight", "Lua tool calls in flight.", (double)call_inflight());
     gauge(b, "cl_requests_inflight", "Requests waiting on asynchronous work.", (double)a->inflight);
-    gauge(b, "cl_sse_streams_open", "Open GET /mcp event streams.", (double)a->n_streams);
+    gauge(b, "cl_sse_streams_open",
+          "Open MCP event streams (session GET streams and subscriptions/listen).",
+          (double)a->n_streams);
     if (a->auth) {
         auth_stats_t st;
         auth_stats(a->auth, &st);
