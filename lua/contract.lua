@@ -321,20 +321,63 @@ function M.default_handle(tool)
 end
 
 -- The token-saving TOON view, applied by the core to the result (src/codec/toonview.c):
--- true, or { omit_instance_id = true } to also leave the _instance_id column out of
--- the tables when every row of result.datas has _instance_id =
--- <kn_id>-<ot_id>-<the single value of its _instance_identity>.
-KEYS.toon_view = function(v, tool, add)
-    if type(v) == "table" then
-        for k, x in pairs(v) do
-            if k ~= "omit_instance_id" or type(x) ~= "boolean" then
-                add("toon_view must be true or { omit_instance_id = true|false }")
-                return
+-- true, or { omit_id = rule } to also leave a row id column out of the tables when
+-- every row implies it. The rule is data the tool declares (the core knows no field):
+--   rows = the result's array of rows (a member of its root),
+--   id = the primitive column left out,
+--   identity = the record (of one member) or list (of one value) in each row whose
+--     single value ends the id,
+--   prefix = the arguments the id starts with, each followed by separator ("-"
+--     unless given): the column is left out when every row's id is that prefix and
+--     then the text of its identity value.
+local OMIT_KEYS = { rows = "name", id = "name", identity = "name", prefix = "names", separator = "text" }
+local TOON_VIEW_FORM = "toon_view must be true or { omit_id = { rows = <name>, id = <name>, " ..
+    "identity = <name>, prefix = { <argument>, ... } [, separator = <text>] } }"
+
+local function check_omit_rule(rule, tool, add)
+    if type(rule) ~= "table" then
+        return add(TOON_VIEW_FORM)
+    end
+    for k, x in pairs(rule) do
+        local kind = OMIT_KEYS[k]
+        local ok = (kind == "name" and type(x) == "string" and x ~= "") or
+            (kind == "text" and type(x) == "string") or
+            (kind == "names" and type(x) == "table" and #x > 0)
+        if ok and kind == "names" then
+            for i, name in pairs(x) do
+                ok = ok and math.type(i) == "integer" and type(name) == "string" and name ~= ""
             end
         end
+        if not ok then
+            return add(TOON_VIEW_FORM)
+        end
+    end
+    for k, kind in pairs(OMIT_KEYS) do
+        if kind ~= "text" and rule[k] == nil then
+            return add(TOON_VIEW_FORM)
+        end
+    end
+    local props = type(tool.input_schema) == "table" and tool.input_schema.properties
+    for _, name in ipairs(rule.prefix) do
+        if type(props) ~= "table" or props[name] == nil then
+            add("toon_view.omit_id.prefix names '" .. name .. "', which input_schema does not declare")
+        end
+    end
+end
+
+KEYS.toon_view = function(v, tool, add)
+    if type(v) == "table" then
+        for k in pairs(v) do
+            if k ~= "omit_id" then
+                return add(TOON_VIEW_FORM)
+            end
+        end
+        if v.omit_id == nil then
+            return add(TOON_VIEW_FORM)
+        end
+        check_omit_rule(v.omit_id, tool, add)
     elseif v ~= true then
-        add("toon_view must be true or { omit_instance_id = true|false }")
-        return
+        return add(TOON_VIEW_FORM)
     end
     if tool.render ~= nil then
         add("toon_view and render cannot both be set (the view is the TOON layout)")
@@ -491,10 +534,11 @@ M.TOON_VIEW_DESCRIPTION = {
         "every row are dotted columns (a.b), other nested fields follow the table as " ..
         "<array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.",
 }
+-- The omission's sentence, with {id}, {prefix} (each argument as <name>, then the
+-- separator) and {identity} from the tool's rule (omit_description).
 M.TOON_VIEW_OMIT_DESCRIPTION = {
-    ["zh-CN"] = "_instance_id 等于 <kn_id>-<ot_id>-<_instance_identity 的唯一值> 时不写入 TOON 表格。",
-    ["en-US"] = "The TOON table leaves out _instance_id when it is " ..
-        "<kn_id>-<ot_id>-<the single value of _instance_identity>.",
+    ["zh-CN"] = "{id} 等于 {prefix}<{identity} 的唯一值> 时不写入 TOON 表格。",
+    ["en-US"] = "The TOON table leaves out {id} when it is {prefix}<the single value of {identity}>.",
 }
 
 -- The same two statements in the terser form /mcp-compact lists (the short
@@ -505,17 +549,34 @@ M.TOON_VIEW_SHORT_DESCRIPTION = {
         "<array>_<field> lists after the table.",
 }
 M.TOON_VIEW_SHORT_OMIT_DESCRIPTION = {
-    ["zh-CN"] = "_instance_id 为 <kn_id>-<ot_id>-<标识值> 时省略。",
-    ["en-US"] = "_instance_id is left out when it is <kn_id>-<ot_id>-<identity value>.",
+    ["zh-CN"] = "{id} 为 {prefix}<标识值> 时省略。",
+    ["en-US"] = "{id} is left out when it is {prefix}<identity value>.",
 }
+
+-- omit_description(rule [, short]) -> the omission's sentence of a toon_view omit_id
+-- rule in each language (short: the terser form).
+function M.omit_description(rule, short)
+    local parts = {}
+    for i, name in ipairs(rule.prefix) do
+        parts[i] = "<" .. name .. ">" .. (rule.separator or "-")
+    end
+    local fill = { id = rule.id, identity = rule.identity, prefix = table.concat(parts) }
+    local out = {}
+    for lang, template in pairs(short and M.TOON_VIEW_SHORT_OMIT_DESCRIPTION or M.TOON_VIEW_OMIT_DESCRIPTION) do
+        out[lang] = template:gsub("{(%a+)}", function(k)
+            return fill[k]
+        end)
+    end
+    return out
+end
 
 -- view_description(description, toon_view [, short]) -> a new description table with
 -- the view's sentences (short: their terser form) appended in each language it has.
 function M.view_description(description, toon_view, short)
     local out = {}
-    local omit = type(toon_view) == "table" and toon_view.omit_instance_id
+    local omit = type(toon_view) == "table" and toon_view.omit_id
     local view = short and M.TOON_VIEW_SHORT_DESCRIPTION or M.TOON_VIEW_DESCRIPTION
-    local omitted = short and M.TOON_VIEW_SHORT_OMIT_DESCRIPTION or M.TOON_VIEW_OMIT_DESCRIPTION
+    local omitted = omit and M.omit_description(omit, short)
     for lang, text in pairs(description) do
         local sep = lang == "zh-CN" and "" or " "
         if view[lang] then

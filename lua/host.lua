@@ -467,6 +467,10 @@ local function make_invoke(ctx)
         if res == nil and err == nil then
             err = { code = "tool_error", details = "the tool returned nothing" }
         end
+        if type(err) == "table" and err.status == 404 and (err.solution == nil or err.solution == "") then
+            -- the next step names the ids of this inner call, not of the outer one
+            err.solution = errors.not_found_solution(args, ctx.lang, err.code)
+        end
         return res, err
     end
 end
@@ -554,6 +558,25 @@ M.ctx_mt = {
         "request_id", "principal", "request", "surface", "config" },
 }
 
+-- id_prefix(rule, args) -> the text a toon_view omit_id rule's id column starts with
+-- for this call: the arguments rule.prefix names, each followed by rule.separator ("-"
+-- unless declared); nil when one of them is not a string or an integer.
+local function id_prefix(rule, args)
+    if type(args) ~= "table" then
+        return nil
+    end
+    local sep = rule.separator or "-"
+    local parts = {}
+    for i, name in ipairs(rule.prefix) do
+        local v = args[name]
+        if type(v) ~= "string" and math.type(v) ~= "integer" then
+            return nil
+        end
+        parts[i] = v .. sep
+    end
+    return table.concat(parts)
+end
+
 -- invoke(name, args, ctx, query) -> status, body, error_code
 -- Runs as the call's coroutine; a raise propagates to C (incident, traceback logged).
 -- The tool gets a read-only view of ctx (clruntime.readonly): it reads every
@@ -583,18 +606,13 @@ function M.invoke(name, args, ctx, query)
     end
     -- A tool that declares toon_view gets the token-saving view, laid out by the core
     -- from the result (src/codec/toonview.c); the fifth value asks for it: true, or the
-    -- <kn_id>-<ot_id>- prefix its omit_instance_id rule compares _instance_id with.
+    -- tool's omit_id rule, with the prefix this call's arguments make as the sixth.
     if format == "toon" and tool.toon_view then
-        local view = true
-        if type(tool.toon_view) == "table" and tool.toon_view.omit_instance_id and
-            type(args) == "table" then
-            local kn, ot = args.kn_id, args.ot_id
-            if (type(kn) == "string" or math.type(kn) == "integer") and
-                (type(ot) == "string" or math.type(ot) == "integer") then
-                view = kn .. "-" .. ot .. "-"
-            end
+        local omit = type(tool.toon_view) == "table" and tool.toon_view.omit_id
+        if omit then
+            return 200, res, nil, nil, omit, id_prefix(omit, args)
         end
-        return 200, res, nil, nil, view
+        return 200, res, nil, nil, true
     end
     -- A tool may choose its own TOON layout (columns, which fields): render(result, ctx, args)
     -- returns the value to encode for the text (args: the call's arguments), or nil on

@@ -100,7 +100,8 @@ end
 
 local LABELS = {
     "heading", "endpoint", "protocol", "auth", "language", "tools", "connect", "generic", "generic_note",
-    "claude", "claude_note", "copy", "copied", "parameters", "param", "type", "required", "description",
+    "claude", "claude_note", "stateless", "stateless_note", "eras", "era_session", "era_stateless",
+    "copy", "copied", "parameters", "param", "type", "required", "description",
     "no_params", "output", "definitions", "other", "default", "values", "json_hint", "yes", "contents",
     "gateway", "gateway_note",
 }
@@ -356,6 +357,20 @@ function M.catalogue(doc, path, nonce)
         out[#out + 1] = (i > 1 and ", " or " (") .. esc(versions[i])
     end
     out[#out + 1] = #versions > 0 and ")</dd>" or "</dd>"
+    local eras = list_of(get(doc, "eras"))
+    if #eras > 0 then
+        out[#out + 1] = "<dt>" .. L.eras .. "</dt><dd>"
+        for i = 1, #eras do
+            local e = eras[i]
+            local label = L["era_" .. (get_string(e, "era") or "")] or get_string(e, "era") or ""
+            out[#out + 1] = (i > 1 and "<br>" or "") .. esc(label) .. ":"
+            local vs = list_of(get(e, "protocol_versions"))
+            for k = 1, #vs do
+                out[#out + 1] = (k > 1 and ", " or " ") .. esc(vs[k])
+            end
+        end
+        out[#out + 1] = "</dd>"
+    end
     out[#out + 1] = "<dt>" .. L.auth .. "</dt><dd>" .. esc(get_string(auth, "description"))
     out[#out + 1] = "</dd><dt>" .. L.language .. "</dt><dd>" .. esc(lang) .. " ("
     local langs = list_of(get(doc, "supported_languages"))
@@ -368,6 +383,9 @@ function M.catalogue(doc, path, nonce)
     if cfg ~= nil then
         copy_block(out, L, "cfg-generic", L.generic, L.generic_note, get(cfg, "generic"))
         copy_block(out, L, "cfg-claude", L.claude, L.claude_note, get(cfg, "claude_desktop"))
+        if get(cfg, "stateless_sdk") ~= nil then
+            copy_block(out, L, "cfg-stateless", L.stateless, L.stateless_note, get(cfg, "stateless_sdk"))
+        end
     end
     out[#out + 1] = "</div></section>\n"
 

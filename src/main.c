@@ -337,7 +337,8 @@ static int run_worker(settings *cfg, const worker_opts *w)
 
     for (int l = 0; l < LANG_COUNT; l++) {
         char path[1024];
-        snprintf(path, sizeof path, "%s/locales/instructions.%s.txt", a.cfg->lua_dir,
+        /* the initialize instructions describe the tool set: they come with it */
+        snprintf(path, sizeof path, "%s/_locales/instructions.%s.txt", a.cfg->tools_dir,
                  lang_tag((lang_id)l));
         a.instructions[l] = read_text(path);
     }

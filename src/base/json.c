@@ -771,6 +771,16 @@ static int skip_string(parser *ps)
 {
     const unsigned char *p = ps->p + 1, *end = ps->end;
     for (;;) {
+#if JSON_TEXT_SSE2
+        while (end - p >= 16) {
+            unsigned m = json_special16(p, 1);
+            if (m) {
+                p += __builtin_ctz(m);
+                break;
+            }
+            p += 16;
+        }
+#endif
 #if JSON_TEXT_WORDS
         while (end - p >= 8) {
             uint64_t w;

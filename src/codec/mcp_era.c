@@ -6,10 +6,6 @@
 
 #include "json.h"
 
-#ifndef CL_VERSION
-#define CL_VERSION "0"
-#endif
-
 int mcp_era_version_modern(const char *v)
 {
     return v && strcmp(v, MCP_MODERN_VERSION) >= 0;
@@ -68,13 +64,33 @@ static int bad(int *status, char *err, size_t errlen, int code, const char *msg)
     return code;
 }
 
-/* The _meta envelope's own checks: -32602 with the message, or 0. */
-static int check_envelope(const json_value *meta, char *err, size_t errlen)
+/* The _meta envelope's own checks, in one pass over its members: -32602 with the
+ * message, or 0 with *pv_out set to the protocol version. */
+static int check_envelope(const json_value *meta, const char **pv_out, char *err, size_t errlen)
 {
     static const char *const LEVELS[] = {"debug", "info",     "notice", "warning",
                                          "error", "critical", "alert",  "emergency"};
-    const json_value *pv = meta ? json_get(meta, MCP_META_PROTOCOL_VERSION) : NULL;
-    const json_value *caps = meta ? json_get(meta, MCP_META_CLIENT_CAPABILITIES) : NULL;
+    static const char PREFIX[] = "io.modelcontextprotocol/";
+    const size_t plen = sizeof PREFIX - 1;
+    const json_value *pv = NULL, *caps = NULL, *ci = NULL, *lv = NULL;
+    size_t n = json_count(meta);
+    for (size_t i = 0; i < n; i++) {
+        size_t klen;
+        const char *k = json_key_at(meta, i, &klen);
+        if (klen <= plen || memcmp(k, PREFIX, plen))
+            continue;
+        k += plen;
+        klen -= plen;
+        const json_value *v = json_val_at(meta, i);
+        if (klen == 15 && !memcmp(k, "protocolVersion", 15))
+            pv = v;
+        else if (klen == 18 && !memcmp(k, "clientCapabilities", 18))
+            caps = v;
+        else if (klen == 10 && !memcmp(k, "clientInfo", 10))
+            ci = v;
+        else if (klen == 8 && !memcmp(k, "logLevel", 8))
+            lv = v;
+    }
     int pv_ok = pv && json_typeof(pv) == JSON_STRING;
     int caps_ok = caps && json_typeof(caps) == JSON_OBJECT;
     if (!pv_ok || !caps_ok) {
@@ -83,7 +99,6 @@ static int check_envelope(const json_value *meta, char *err, size_t errlen)
                  caps_ok ? "" : MCP_META_CLIENT_CAPABILITIES " (an object)");
         return -32602;
     }
-    const json_value *ci = json_get(meta, MCP_META_CLIENT_INFO);
     if (ci && (json_typeof(ci) != JSON_OBJECT || !json_get_string(ci, "name") ||
                !json_get_string(ci, "version"))) {
         snprintf(err, errlen,
@@ -91,7 +106,6 @@ static int check_envelope(const json_value *meta, char *err, size_t errlen)
                  "strings name and version");
         return -32602;
     }
-    const json_value *lv = json_get(meta, MCP_META_LOG_LEVEL);
     if (lv) {
         const char *s = json_typeof(lv) == JSON_STRING ? json_get_str(lv, NULL) : NULL;
         size_t i = 0;
@@ -104,6 +118,7 @@ static int check_envelope(const json_value *meta, char *err, size_t errlen)
             return -32602;
         }
     }
+    *pv_out = json_get_str(pv, NULL);
     return 0;
 }
 
@@ -177,13 +192,12 @@ int mcp_era_check(const mcp_msg *m, const mcp_era_headers *h, int *http_status, 
                   char *err, size_t errlen)
 {
     *http_status = 200;
-    const json_value *meta = envelope(m);
-    int code = check_envelope(meta, err, errlen);
+    const char *pv = NULL;
+    int code = check_envelope(envelope(m), &pv, err, errlen);
     if (code) {
         *http_status = 400;
         return code;
     }
-    const char *pv = json_get_string(meta, MCP_META_PROTOCOL_VERSION);
     size_t n;
     const char *hv = ows_trim(h->protocol_version, &n);
     if (hv && !eq_trimmed(h->protocol_version, pv)) {
@@ -264,20 +278,13 @@ void mcp_era_write_error(buf *out, const char *id_json, int code, const char *me
     buf_puts(out, "}}");
 }
 
-void mcp_era_server_info(buf *out)
-{
-    buf_puts(out, "\"" MCP_META_SERVER_INFO "\":{\"name\":\"context-loader\",\"title\":\"Context "
-                  "Loader\",\"version\":\"" CL_VERSION "\"}");
-}
-
 void mcp_era_result_tail(buf *out, long ttl_ms)
 {
+    static const char TAIL[] = ",\"_meta\":{" MCP_ERA_SERVER_INFO "}";
     buf_puts(out, ",\"resultType\":\"complete\"");
     if (ttl_ms >= 0)
         buf_printf(out, ",\"ttlMs\":%ld,\"cacheScope\":\"private\"", ttl_ms);
-    buf_puts(out, ",\"_meta\":{");
-    mcp_era_server_info(out);
-    buf_putc(out, '}');
+    buf_append(out, TAIL, sizeof TAIL - 1);
 }
 
 void mcp_era_discover(buf *out, const char *instructions)

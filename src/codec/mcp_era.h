@@ -64,8 +64,13 @@ void mcp_era_write_error(buf *out, const char *id_json, int code, const char *me
  * "private" (the lists depend on who asks), and _meta with serverInfo. For a result
  * without a _meta of its own. */
 void mcp_era_result_tail(buf *out, long ttl_ms);
+#ifndef CL_VERSION
+#define CL_VERSION "0"
+#endif
 /* The serverInfo member of a stateless result's _meta (no comma, no braces). */
-void mcp_era_server_info(buf *out);
+#define MCP_ERA_SERVER_INFO                                                                        \
+    "\"io.modelcontextprotocol/serverInfo\":{\"name\":\"context-loader\",\"version\":\"" CL_VERSION  \
+    "\"}"
 
 /* Whether an MCP-Protocol-Version header (NULL: absent) names a stateless version,
  * its optional whitespace aside. */

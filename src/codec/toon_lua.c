@@ -147,19 +147,47 @@ static int l_encode(lua_State *L)
     return push_result(L, v, &o, err);
 }
 
-/* view(v [, id_prefix [, mcp]]) -> the compact JSON of the token-saving view of v and
+int cltoon_omit_rule(lua_State *L, int idx, const char *prefix, size_t prefix_len,
+                     toonview_omit *o)
+{
+    static const char *const names[] = {"rows", "id", "identity"};
+    const char **fields[] = {&o->rows, &o->id, &o->identity};
+    size_t *lens[] = {&o->rows_len, &o->id_len, &o->identity_len};
+    if (lua_type(L, idx) != LUA_TTABLE)
+        return 0;
+    idx = lua_absindex(L, idx);
+    for (int i = 0; i < 3; i++) {
+        int t = lua_getfield(L, idx, names[i]);
+        *fields[i] = t == LUA_TSTRING ? lua_tolstring(L, -1, lens[i]) : NULL;
+        lua_pop(L, 1); /* the table keeps the string */
+        if (!*fields[i])
+            return 0;
+    }
+    o->prefix = prefix;
+    o->prefix_len = prefix ? prefix_len : 0;
+    return 1;
+}
+
+/* view(v [, omit [, mcp]]) -> the compact JSON of the token-saving view of v and
  * the TOON text a call sends for it (mcp: compact JSON unless the view is a tenth
- * smaller), or nil, err. id_prefix true: leave `_instance_id` out of the top-level
- * tables unconditionally (the view only; the text then follows id_prefix nil). The
+ * smaller), or nil, err. omit: a toon_view omit_id rule with the call's prefix
+ * (omit.prefix; without it the id column is left out whatever the rows hold). The
  * server applies the same code (toonview.h) to results. */
 static int l_view(lua_State *L)
 {
     luaL_checkany(L, 1);
-    size_t plen = 0;
-    int omit_all = lua_type(L, 2) == LUA_TBOOLEAN && lua_toboolean(L, 2);
-    const char *prefix = omit_all ? NULL : luaL_optlstring(L, 2, NULL, &plen);
     int mcp = lua_toboolean(L, 3);
-    lua_settop(L, 1);
+    lua_settop(L, 3);
+    toonview_omit omit;
+    int has_omit = 0;
+    if (!lua_isnoneornil(L, 2)) {
+        size_t plen = 0;
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "prefix");
+        const char *prefix = lua_tolstring(L, -1, &plen); /* kept on the stack */
+        has_omit = cltoon_omit_rule(L, 2, prefix, plen, &omit);
+        luaL_argcheck(L, has_omit, 2, "{rows = name, id = name, identity = name [, prefix = text]}");
+    }
     char err[256] = "";
     json_value *v = to_value(L, 1, err, sizeof err);
     if (!v) {
@@ -169,10 +197,11 @@ static int l_view(lua_State *L)
     }
     buf json = BUF_INIT, vjson = BUF_INIT, text = BUF_INIT;
     json_write(&json, v, 0);
-    json_value *view = omit_all ? toonview_view(v, 1) : toonview_build(v, prefix, plen);
+    json_value *view = toonview_build(v, has_omit ? &omit : NULL);
     json_write(&vjson, view, 0);
     json_free(view);
-    int rc = toonview_render(&text, v, json.data, json.len, !mcp, prefix, plen, err, sizeof err);
+    int rc = toonview_render(&text, v, json.data, json.len, !mcp, has_omit ? &omit : NULL, err,
+                             sizeof err);
     json_free(v);
     if (rc < 0) {
         lua_pushnil(L);

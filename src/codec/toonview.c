@@ -177,13 +177,13 @@ static void names_add(names *t, const char *k, size_t len)
     t->v[t->n++] = (seg){k, len};
 }
 
-static json_value *view(const json_value *v, int omit);
+static json_value *view(const json_value *v, const seg *omit);
 
 /* Appends `name` = rows as a table to out, then its side lists (their names added to
- * taken). Returns 1, or 0 with out unchanged when the rows stay a list. omit: leave the
- * primitive `_instance_id` column out. */
+ * taken). Returns 1, or 0 with out unchanged when the rows stay a list. omit (may be
+ * NULL): the name of a primitive column to leave out. */
 static int put_table(json_value *out, const char *name, size_t nlen, const json_value *rows,
-                     names *taken, int omit)
+                     names *taken, const seg *omit)
 {
     size_t n = json_count(rows);
     const json_value *first = json_at(rows, 0);
@@ -210,7 +210,7 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
             goto out; /* a dotted key would read as a dotted column */
         path.v[0] = (seg){k, kl};
         if (prim) {
-            if (!(omit && kl == 12 && memcmp(k, "_instance_id", 12) == 0))
+            if (!(omit && kl == omit->len && memcmp(k, omit->k, kl) == 0))
                 cols_add(&cs, path.v, 1);
         } else if (!is_ident(k, kl) || fold(&cs, rv, n, &path, 1) < 0) {
             /* a list of records keeps its own table only inside its row's record */
@@ -247,7 +247,7 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
     for (size_t s = 0; s < nsides; s++) {
         json_value *list = json_new_array();
         for (size_t i = 0; i < n; i++)
-            json_push(list, view(get(rv[i], sides[s].k, sides[s].len), 0));
+            json_push(list, view(get(rv[i], sides[s].k, sides[s].len), NULL));
         buf side = {0};
         buf_append(&side, name, nlen);
         buf_putc(&side, '_');
@@ -265,12 +265,12 @@ out:
     return ok;
 }
 
-static json_value *view(const json_value *v, int omit)
+static json_value *view(const json_value *v, const seg *omit)
 {
     if (json_typeof(v) == JSON_ARRAY) {
         json_value *a = json_new_array();
         for (size_t i = 0; i < json_count(v); i++)
-            json_push(a, view(json_at(v, i), 0));
+            json_push(a, view(json_at(v, i), NULL));
         return a;
     }
     if (json_typeof(v) != JSON_OBJECT)
@@ -292,7 +292,7 @@ static json_value *view(const json_value *v, int omit)
         if (is_array(x) && json_count(x) > 0 && is_record(json_at(x, 0)))
             done = put_table(out, k, kl, x, &taken, omit);
         if (!done)
-            json_obj_append(out, k, kl, view(x, 0));
+            json_obj_append(out, k, kl, view(x, NULL));
     }
     for (size_t i = taken.borrowed; i < taken.n; i++)
         free((char *)taken.v[i].k);
@@ -333,26 +333,26 @@ static int id_text(buf *out, const json_value *v)
     }
 }
 
-/* Every row of v.datas (a non-empty list) has `_instance_id` = prefix + the single
- * value of its `_instance_identity`. */
-static int id_implied(const json_value *v, const char *prefix, size_t plen)
+/* Every row of v's array o->rows (a non-empty list) has o->id = o->prefix + the
+ * single value of its o->identity (a record or a list of one). */
+static int id_implied(const json_value *v, const toonview_omit *o)
 {
-    const json_value *rows = json_typeof(v) == JSON_OBJECT ? get(v, "datas", 5) : NULL;
+    const json_value *rows = json_typeof(v) == JSON_OBJECT ? get(v, o->rows, o->rows_len) : NULL;
     if (!is_array(rows) || json_count(rows) == 0)
         return 0;
     buf want = {0};
     int ok = 1;
     for (size_t i = 0; i < json_count(rows) && ok; i++) {
         const json_value *r = json_at(rows, i);
-        const json_value *id = is_record(r) ? get(r, "_instance_identity", 18) : NULL;
-        const json_value *got = is_record(r) ? get(r, "_instance_id", 12) : NULL;
+        const json_value *id = is_record(r) ? get(r, o->identity, o->identity_len) : NULL;
+        const json_value *got = is_record(r) ? get(r, o->id, o->id_len) : NULL;
         const json_value *one = NULL;
         if (is_record(id) && json_count(id) == 1)
             one = json_val_at(id, 0);
         else if (is_array(id) && json_count(id) == 1)
             one = json_at(id, 0);
         buf_reset(&want);
-        buf_append(&want, prefix, plen);
+        buf_append(&want, o->prefix, o->prefix_len);
         size_t glen = 0;
         const char *g = got && json_typeof(got) == JSON_STRING ? json_get_str(got, &glen) : NULL;
         ok = one && g && id_text(&want, one) && want.len == glen && memcmp(want.data, g, glen) == 0;
@@ -361,21 +361,17 @@ static int id_implied(const json_value *v, const char *prefix, size_t plen)
     return ok;
 }
 
-json_value *toonview_view(const json_value *v, int omit)
+json_value *toonview_build(const json_value *v, const toonview_omit *omit)
 {
-    return view(v, omit);
-}
-
-json_value *toonview_build(const json_value *v, const char *id_prefix, size_t id_prefix_len)
-{
-    int omit = id_prefix && id_implied(v, id_prefix, id_prefix_len);
-    return view(v, omit);
+    seg col = {omit ? omit->id : NULL, omit ? omit->id_len : 0};
+    int leave_out = omit && (!omit->prefix || id_implied(v, omit));
+    return view(v, leave_out ? &col : NULL);
 }
 
 int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
-                    const char *id_prefix, size_t id_prefix_len, char *err, size_t errlen)
+                    const toonview_omit *omit, char *err, size_t errlen)
 {
-    json_value *v = toonview_build(result, id_prefix, id_prefix_len);
+    json_value *v = toonview_build(result, omit);
     buf text = {0};
     int rc = toon_encode(&text, v, NULL, err, errlen);
     if (rc >= 0) {

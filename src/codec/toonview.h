@@ -6,7 +6,7 @@
  * one indented list item per row, every key repeated. The view keeps such arrays
  * tabular:
  *   - a nested record with the same keys (all identifiers) in every row becomes
- *     dotted columns (`_instance_identity.drug_id`), which a decoder with path
+ *     dotted columns (`identity.id`), which a decoder with path
  *     expansion turns back into the record;
  *   - a field that cannot be a cell (a list, or a record whose keys vary) leaves the
  *     table: it follows it as `<array>_<field>`, one entry per row in row order;
@@ -25,20 +25,24 @@
 #include "json.h"
 #include "util.h"
 
-/* The view of v. id_prefix (may be NULL): leave the primitive `_instance_id` column out
- * of the tables directly under the root when the root's `datas` rows all have
- * `_instance_id` = id_prefix + the single value of their `_instance_identity`. */
-json_value *toonview_build(const json_value *v, const char *id_prefix, size_t id_prefix_len);
+/* A tool's rule for leaving a row id column out of the view (its toon_view omit_id):
+ * the primitive column `id` is left out of the tables directly under the root when
+ * every row of the root's array `rows` has `id` = prefix + the text of the single
+ * value of its `identity` (a record of one member, or a list of one). prefix NULL:
+ * left out whatever the rows hold. The strings are the caller's (not NUL-terminated). */
+typedef struct {
+    const char *rows, *id, *identity, *prefix;
+    size_t rows_len, id_len, identity_len, prefix_len;
+} toonview_omit;
 
-/* The view of v; omit != 0 leaves the primitive `_instance_id` column out of the tables
- * directly under the root whatever the rows hold. */
-json_value *toonview_view(const json_value *v, int omit);
+/* The view of v; omit (may be NULL): the id column rule. */
+json_value *toonview_build(const json_value *v, const toonview_omit *omit);
 
 /* Appends to out the TOON text of the view of result. rest != 0: always the view;
  * otherwise the view only when its text is at least a tenth smaller than json (the
  * result's compact JSON text, json_len bytes), else json itself. Returns 0, or -1
  * with err set when the view cannot be encoded (out unchanged). */
 int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
-                    const char *id_prefix, size_t id_prefix_len, char *err, size_t errlen);
+                    const toonview_omit *omit, char *err, size_t errlen);
 
 #endif

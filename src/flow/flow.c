@@ -22,7 +22,15 @@ struct flow {
      * args_copy, an edited copy (owned). */
     const json_value *args;
     json_value *args_copy;
-    buf args_canon; /* canonical text of args, once written (args_canon()) */
+    /* The tool that actually runs and its arguments, which key the idempotency record
+     * and the Operation: the tool itself, or for execute_tool of a Context Loader tool
+     * (or a skill) that tool and the arguments it gets - a retry may move between a
+     * direct call and execute_tool, and the name and tool_id forms are one call. */
+    const char *run_name;
+    const json_value *run_args;
+    json_value *run_args_own;
+    int run_toon; /* the response format as the tool that runs picks it */
+    buf args_canon; /* canonical text of run_args, once written (args_canon()) */
     bkn_context ctx;
     char kn_id[129];
     char invocation[260];
@@ -78,6 +86,7 @@ static void flow_free(flow *f)
     if (f->idem_owned)
         idem_abort(f->in.idem, f->idem_key);
     json_free(f->args_copy);
+    json_free(f->run_args_own);
     buf_free(&f->args_canon);
     json_free(f->lease_epoch);
     json_free(f->error_value);
@@ -117,12 +126,12 @@ static void finish(flow *f, int store_it)
 /* The catalogue text id in the call's language. */
 #define TX(f, id) text_get(TEXT_##id, (f)->in.env.lang)
 
-/* A lifecycle-style refusal {"error":{...}} (before any downstream call). */
+/* A refusal in the one error object (before any downstream call). */
 static void refuse(flow *f, int rest_status, const char *code, const char *message, int retryable,
                    const char *mcp_action, const char *rest_action)
 {
     outcome_refuse(&f->o, rest_status, code, message, retryable,
-                   f->in.mcp ? mcp_action : rest_action, f->in.mcp);
+                   f->in.mcp ? mcp_action : rest_action, f->in.env.lang);
     finish(f, 0);
 }
 
@@ -155,7 +164,7 @@ static void refuse_api(flow *f, const trace_reply *r)
     const char *code = r->error_code && *r->error_code ? r->error_code : "internal_error";
     str_copy(f->o.code, sizeof f->o.code, code);
     buf_reset(&f->o.json);
-    guard_write_api_error(&f->o.json, r->body);
+    guard_write_api_error(&f->o.json, r->body, f->in.env.lang, f->in.mcp);
     f->o.is_error = 1;
     f->o.status = rest_status_of(code);
     finish(f, 0);
@@ -255,7 +264,7 @@ void flow_input_hash(const char *args_canon, size_t len, const bkn_context *ctx,
 static const buf *args_canon(flow *f)
 {
     if (!f->args_canon.data)
-        json_write(&f->args_canon, f->args, 1);
+        json_write(&f->args_canon, f->run_args, 1);
     return &f->args_canon;
 }
 
@@ -267,7 +276,7 @@ static const char *input_hash(flow *f)
     if (f->input_hash[0])
         return f->input_hash;
     const buf *a = args_canon(f);
-    flow_input_hash(a->data, a->len, &f->ctx, f->o.toon, f->in.env.query, f->input_hash);
+    flow_input_hash(a->data, a->len, &f->ctx, f->run_toon, f->in.env.query, f->input_hash);
     return f->input_hash;
 }
 
@@ -453,11 +462,11 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     const char *st = op->receipt_status;
     if (!st || !strcmp(st, "pending")) {
         refuse(f, 409, "receipt_pending", TX(f, FLOW_RECEIPT_PENDING), 1,
-               "retry_same_business_tool", "retry_same_business_tool");
+               "retry_later", "retry_later");
         return;
     }
     /* Terminal, and our idempotency record of it is gone: say so, never a stub. */
-    outcome_already_executed(&f->o, op->operation, op->receipt, f->in.ti->name,
+    outcome_already_executed(&f->o, op->operation, op->receipt, f->run_name,
                              !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
     finish(f, 0);
 }
@@ -465,16 +474,16 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
 static void ensure_operation(flow *f)
 {
     char op_key[40];
-    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, idem_scope(f), f->in.ti->name,
+    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, idem_scope(f), f->run_name,
                        f->invocation, f->in.env.request_id, input_hash(f), op_key);
     trace_ensure_in e;
     memset(&e, 0, sizeof e);
     e.conversation_id = f->ctx.conversation_id;
     e.interaction_id = f->ctx.interaction_id;
     e.operation_key = op_key;
-    e.tool_name = f->in.ti->name;
+    e.tool_name = f->run_name;
     e.protocol = f->in.mcp ? "mcp" : "sdk";
-    e.input = f->args;
+    e.input = f->run_args;
     e.input_json = args_canon(f)->data;
     e.input_len = f->args_canon.len;
     e.lease_token = f->lease_token;
@@ -597,7 +606,8 @@ static void decide_trace(flow *f)
 {
     if (!trace_installed(f->in.trace)) {
         if (f->needs_context || !f->ctx.adhoc) {
-            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0, "", "");
+            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0,
+                   "contact_administrator", "contact_administrator");
             return;
         }
         run_tool(f);
@@ -643,8 +653,8 @@ static void on_idem(idem_decision d, const char *response, size_t len, void *arg
                "use_new_idempotency_key", "use_new_idempotency_key");
         return;
     case IDEM_IN_PROGRESS:
-        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_same_business_tool",
-               "retry_same_business_tool");
+        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_later",
+               "retry_later");
         return;
     case IDEM_UNAVAILABLE:
     default:
@@ -673,6 +683,69 @@ static int pick_format(flow *f)
     f->o.status = 400;
     finish(f, 0);
     return -1;
+}
+
+/* ---- the tool that runs ---- */
+
+/* 1 when the tool's inputSchema (of its tools/list entry) declares kn_id. */
+static int declares_kn_id(const tools_info *ti)
+{
+    const char *text = ti->list_json[LANG_EN_US];
+    json_value *e = text ? json_parse(text, strlen(text), NULL, NULL, 0) : NULL;
+    const json_value *props = json_get(json_get(e, "inputSchema"), "properties");
+    int yes = json_get(props, "kn_id") != NULL;
+    json_free(e);
+    return yes;
+}
+
+/* execute_tool that runs a Context Loader tool or a skill: that tool (as ctx.invoke
+ * would find it: listed on an MCP surface, not gated off) and the arguments it gets,
+ * as tools/execute_tool.lua hands them on (arguments without bkn_context,
+ * response_format and hints; kn_id from execute_tool's own when the tool declares it
+ * and lacks it; a skill's skill_id, entry_shell and timeout). Else the call itself. */
+static void pick_run(flow *f)
+{
+    f->run_name = f->in.ti->name;
+    f->run_args = f->args;
+    f->run_toon = f->o.toon;
+    if (strcmp(f->in.ti->name, "execute_tool") || json_typeof(f->args) != JSON_OBJECT ||
+        json_get(f->args, "toolbox_id"))
+        return;
+    const json_value *a = json_get(f->args, "arguments");
+    const char *skill = json_get_string(f->args, "skill_id");
+    const char *key = json_get_string(f->args, "tool_id");
+    if (!key)
+        key = json_get_string(f->args, "name");
+    const tools_info *ti = tools_gen_find(f->in.gen, skill ? "execute_skill" : key ? key : "");
+    if (!ti || !(ti->surfaces & (SURFACE_MCP | SURFACE_COMPACT)) || (ti->gate && !ti->gate_open) ||
+        !strcmp(ti->name, "execute_tool"))
+        return;
+    json_value *inner;
+    if (skill) {
+        inner = json_new_object();
+        json_set(inner, "skill_id", json_new_str(skill, strlen(skill)));
+        const json_value *entry = json_get(a, "entry_shell");
+        const json_value *timeout = json_get(a, "timeout");
+        if (entry)
+            json_set(inner, "entry_shell", json_clone(entry));
+        if (timeout)
+            json_set(inner, "timeout", json_clone(timeout));
+    } else {
+        inner = json_typeof(a) == JSON_OBJECT ? json_clone(a) : json_new_object();
+        json_remove(inner, "bkn_context");
+        json_remove(inner, "response_format");
+        guard_strip_hints(inner);
+        const json_value *kn = json_get(f->args, "kn_id");
+        if (kn && !json_get(inner, "kn_id") && declares_kn_id(ti))
+            json_set(inner, "kn_id", json_clone(kn));
+    }
+    int toon = 0;
+    char details[200];
+    if (callcheck_format(f->in.format, json_get(f->in.args, "response_format"), f->in.mcp, ti->toon,
+                         &toon, details, sizeof details) == 0)
+        f->run_toon = toon;
+    f->run_name = ti->name;
+    f->run_args = f->run_args_own = inner;
 }
 
 /* ---- entry ---- */
@@ -734,6 +807,7 @@ void flow_run(flow *f)
     }
     if (pick_format(f) < 0)
         return;
+    pick_run(f);
 
     /* The hint: the invocation id, else a caller-supplied request id. */
     const char *hint = f->invocation[0]        ? f->invocation
@@ -743,6 +817,6 @@ void flow_run(flow *f)
         decide_trace(f);
         return;
     }
-    idem_key(in->env.who->key, idem_scope(f), in->ti->name, hint, f->idem_key);
+    idem_key(in->env.who->key, idem_scope(f), f->run_name, hint, f->idem_key);
     f->iw = idem_begin(in->idem, f->idem_key, input_hash(f), on_idem, f);
 }

@@ -29,11 +29,11 @@ void outcome_quote(call_outcome *o)
 }
 
 void outcome_refuse(call_outcome *o, int status, const char *code, const char *message,
-                    int retryable, const char *required_action, int mcp)
+                    int retryable, const char *required_action, lang_id lang)
 {
     buf_reset(&o->json);
     buf_reset(&o->json_quoted);
-    guard_write_error(&o->json, code, message, retryable, required_action, mcp);
+    guard_write_error(&o->json, lang, code, message, retryable, required_action);
     o->status = status;
     o->is_error = 1;
     snprintf(o->code, sizeof o->code, "%s", code);
@@ -268,22 +268,16 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
         buf_printf(&msg, text_get(TEXT_ALREADY_RAN_OTHER, lang), op_id, rc_id, st_text);
     }
 
-    /* The envelope as every refusal writes it, plus details in the error object. */
-    buf env = BUF_INIT;
-    guard_write_error(&env, "operation_already_executed", msg.data, 0, required_action, mcp);
-    json_value *parsed = json_parse(env.data, env.len, NULL, NULL, 0);
-    json_value *err = json_clone(parsed ? json_get(parsed, "error") : NULL);
-    json_value *out = json_new_object();
-    if (!err)
-        err = json_new_object();
-    json_set(err, "details", details);
-    json_set(out, "error", err);
+    /* The one error object, with what is known of the run as details. */
+    guard_error ge = {.lang = lang,
+                      .code = "operation_already_executed",
+                      .description = msg.data,
+                      .details = details,
+                      .required_action = required_action};
     buf_reset(&o->json);
     buf_reset(&o->json_quoted);
-    json_write(&o->json, out, 0);
-    json_free(out);
-    json_free(parsed);
-    buf_free(&env);
+    guard_write_object(&o->json, &ge);
+    json_free(details);
     buf_free(&msg);
 
     o->status = 409;

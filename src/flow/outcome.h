@@ -53,11 +53,11 @@ void outcome_quote(call_outcome *o);
 void outcome_encode(buf *out, const call_outcome *o);
 int outcome_decode(const char *blob, size_t len, call_outcome *o);
 
-/* An error of the lifecycle kind: json = {"error":{code, message, retryable,
- * required_action, retry_after_ms}} (guard_write_error; mcp picks the action
- * rules), status, is_error and code set. */
+/* A refusal: json = the one error object (guard_write_error: message is its
+ * description, the solution is required_action's text in lang), status, is_error
+ * and code set. */
 void outcome_refuse(call_outcome *o, int status, const char *code, const char *message,
-                    int retryable, const char *required_action, int mcp);
+                    int retryable, const char *required_action, lang_id lang);
 
 /* The call's Operation already ran - Trace Core holds its terminal receipt - but
  * the original result is gone (its idempotency record was lost: a memory store

@@ -52,7 +52,8 @@ struct trace_call {
     } tcb;
     char *method, *url, *body;
     size_t body_len;
-    char *hstore[MAX_HEADERS * 2]; /* owned header names/values */
+    buf hstore;                      /* header names and values, each NUL-ended */
+    size_t hoff[MAX_HEADERS * 2];    /* where each starts in hstore */
     fetch_header hdrs[MAX_HEADERS];
     size_t nh;
     int idempotent, tries, counts; /* counts: affects breaker and stats */
@@ -251,8 +252,7 @@ static void call_free(trace_call *c)
     free(c->method);
     free(c->url);
     free(c->body);
-    for (size_t i = 0; i < c->nh * 2; i++)
-        free(c->hstore[i]);
+    buf_free(&c->hstore);
     json_free(c->body_json);
     free(c->detail);
     free(c);
@@ -452,7 +452,103 @@ static const json_keep KEEP_OPERATION[] = {{"operation", KEEP_OP_OPERATION, 0},
                                            {NULL, NULL, 0}};
 /* an attempt's outcome: the receipt as its text (it goes into the answer as it is) */
 static const json_keep KEEP_RECEIPT[] = {{"receipt", NULL, 1}, {NULL, NULL, 0}};
-static const json_keep KEEP_RECEIPT_ID[] = {{"receipt_id", NULL, 0}, {NULL, NULL, 0}};
+
+static int json_ws(char ch)
+{
+    return ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t';
+}
+
+/* Past the value at p in JSON text already checked (a kept raw member): brackets and
+ * strings followed, nothing checked again. */
+static const char *skip_checked(const char *p, const char *end)
+{
+    int depth = 0;
+    do {
+        while (p < end && json_ws(*p))
+            p++;
+        if (p >= end)
+            break;
+        char ch = *p;
+        if (ch == '"') { /* to the next quote not escaped: one with an even run of
+                            backslashes before it */
+            const char *q = p + 1;
+            for (;;) {
+                q = memchr(q, '"', (size_t)(end - q));
+                if (!q)
+                    return end;
+                const char *b = q;
+                while (b > p + 1 && b[-1] == '\\')
+                    b--;
+                if ((q - b) % 2 == 0)
+                    break;
+                q++;
+            }
+            p = q + 1;
+        } else if (ch == '{' || ch == '[') {
+            depth++;
+            p++;
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+            p++;
+        } else if (ch == ',' || ch == ':') {
+            p++;
+        } else {
+            while (p < end && !json_ws(*p) && *p != ',' && *p != '}' && *p != ']')
+                p++;
+        }
+    } while (depth > 0);
+    return p;
+}
+
+/* The receipt_id of a receipt's checked JSON text - its top-level member of that
+ * name when it is a string (the last one, as json_get takes it), decoded into out -
+ * or NULL. Read with skip_checked: nothing is parsed but the id. */
+static const char *receipt_id_of(const char *text, size_t len, buf *out)
+{
+    const char *p = text, *end = text + len, *hit = NULL, *hit_end = NULL;
+    while (p < end && json_ws(*p))
+        p++;
+    if (p >= end || *p != '{')
+        return NULL;
+    p++;
+    for (;;) {
+        while (p < end && json_ws(*p))
+            p++;
+        if (p >= end || *p != '"')
+            break; /* '}' */
+        const char *k = p;
+        p = skip_checked(p, end); /* the key */
+        int match = p - k == 12 && !memcmp(k, "\"receipt_id\"", 12);
+        if (!match && memchr(k, '\\', (size_t)(p - k))) { /* an escaped key: decoded */
+            json_value *kv = json_parse(k, (size_t)(p - k), NULL, NULL, 0);
+            const char *ks = kv ? json_get_str(kv, NULL) : NULL;
+            match = ks && !strcmp(ks, "receipt_id");
+            json_free(kv);
+        }
+        while (p < end && (json_ws(*p) || *p == ':'))
+            p++;
+        const char *v = p;
+        p = skip_checked(p, end);
+        if (match) {
+            hit = v;
+            hit_end = p;
+        }
+        while (p < end && json_ws(*p))
+            p++;
+        if (p >= end || *p != ',')
+            break;
+        p++;
+    }
+    if (!hit || *hit != '"')
+        return NULL;
+    json_value *sv = json_parse(hit, (size_t)(hit_end - hit), NULL, NULL, 0);
+    size_t n;
+    const char *str = sv ? json_get_str(sv, &n) : NULL;
+    if (str)
+        buf_append(out, str, n);
+    json_free(sv);
+    return str ? (out->data ? out->data : "") : NULL;
+}
 
 static int op_executes(const json_value *body)
 {
@@ -554,11 +650,20 @@ static void add_header(trace_call *c, const char *name, const char *value)
 {
     if (c->nh >= MAX_HEADERS)
         return;
-    c->hstore[c->nh * 2] = xstrdup(name);
-    c->hstore[c->nh * 2 + 1] = xstrdup(value);
-    c->hdrs[c->nh].name = c->hstore[c->nh * 2];
-    c->hdrs[c->nh].value = c->hstore[c->nh * 2 + 1];
+    /* one buffer for all of them: pointed at by headers_done once they are in */
+    c->hoff[c->nh * 2] = c->hstore.len;
+    buf_append(&c->hstore, name, strlen(name) + 1);
+    c->hoff[c->nh * 2 + 1] = c->hstore.len;
+    buf_append(&c->hstore, value, strlen(value) + 1);
     c->nh++;
+}
+
+static void headers_done(trace_call *c)
+{
+    for (size_t i = 0; i < c->nh; i++) {
+        c->hdrs[i].name = c->hstore.data + c->hoff[i * 2];
+        c->hdrs[i].value = c->hstore.data + c->hoff[i * 2 + 1];
+    }
 }
 
 /* Owner tenant and domain after defaults; 0 when the principal cannot own. */
@@ -577,6 +682,7 @@ static void owner_headers(trace_call *c, const principal *who, const char *tenan
                           const char *domain, const char *lang)
 {
     int app = strcmp(who->account_type, "app") == 0;
+    buf_reserve(&c->hstore, 640);
     if (c->body)
         add_header(c, "Content-Type", "application/json");
     if (lang && lang[0])
@@ -595,6 +701,7 @@ static void owner_headers(trace_call *c, const principal *who, const char *tenan
         add_header(c, "X-BKN-Effective-Subject-Name", who->subject_name);
     if (who->auth_method[0])
         add_header(c, "X-BKN-Auth-Method", who->auth_method);
+    headers_done(c);
 }
 
 /* trace_request with the body as text: body (owned, from buf_steal) becomes the call's
@@ -922,14 +1029,13 @@ static void deliver_view(trace_call *c)
     case V_RECEIPT: {
         const json_value *raw = b ? json_get(b, "receipt") : NULL;
         trace_receipt rc = {NULL, 0, NULL};
-        json_value *ids = NULL;
+        buf id = BUF_INIT;
         if (raw && json_typeof(raw) == JSON_STRING) { /* the member's text (KEEP_RECEIPT) */
             rc.json = json_get_str(raw, &rc.len);
-            ids = json_parse_keep(rc.json, rc.len, NULL, KEEP_RECEIPT_ID, NULL, 0);
-            rc.receipt_id = ids ? json_get_string(ids, "receipt_id") : NULL;
+            rc.receipt_id = receipt_id_of(rc.json, rc.len, &id);
         }
         c->tcb.receipt(r, raw ? &rc : NULL, c->arg);
-        json_free(ids);
+        buf_free(&id);
         break;
     }
     default:

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "lvm.h"
 #include "toon.h"
+#include "toon_lua.h"
 #include "toonview.h"
 #include "uphealth.h"
 #include "upstream_req.h"
@@ -718,7 +719,17 @@ static void fail_incident(call *c, const char *error_code, const char *msg, cons
     random_bytes(rnd, sizeof rnd);
     memcpy(c->incident, "inc_", 4);
     hex_encode(rnd, sizeof rnd, c->incident + 4);
-    log_call(c, LOG_ERROR, msg, "incident_id", c->incident, "traceback", tb);
+    /* a stable msg to search and count by; what happened is in error and error_code */
+    log_line *l = log_begin(LOG_ERROR, "tool call failed");
+    log_str(l, "request_id", c->request_id);
+    log_str(l, "tool", c->info->name);
+    log_int(l, "generation", tools_gen_id(c->gen));
+    log_str(l, "incident_id", c->incident);
+    log_str(l, "error_code", error_code);
+    log_str(l, "error", msg);
+    if (tb)
+        log_str(l, "traceback", tb);
+    log_end(l);
     c->status = 500;
     c->is_error = 1;
     set_error_code(c, error_code);
@@ -789,14 +800,18 @@ static int collect_p(lua_State *L)
         c->toon_set = len > 0; /* the tool's own layout */
     }
     if (!c->toon_set && c->toon_wanted && !c->is_error && c->value && n >= 5 &&
-        (lua_type(L, 5) == LUA_TSTRING || lua_toboolean(L, 5))) {
-        /* The tool declared the token-saving view (toon_view); a string is the
-         * instance-id prefix its omit_instance_id rule compares with. */
+        lua_toboolean(L, 5)) {
+        /* The tool declared the token-saving view (toon_view); a table is its omit_id
+         * rule, applied with the prefix the call's arguments make (the sixth value). */
         size_t plen = 0;
-        const char *prefix = lua_type(L, 5) == LUA_TSTRING ? lua_tolstring(L, 5, &plen) : NULL;
+        toonview_omit omit;
+        const char *prefix = NULL;
+        if (n >= 6 && lua_type(L, 6) == LUA_TSTRING)
+            prefix = lua_tolstring(L, 6, &plen);
+        int has_omit = prefix && cltoon_omit_rule(L, 5, prefix, plen, &omit);
         int rest = c->surface && strcmp(c->surface, "rest") == 0;
         if (toonview_render(&c->toon, c->value, c->body.data ? c->body.data : "", c->body.len, rest,
-                            prefix, plen, err, sizeof err) < 0)
+                            has_omit ? &omit : NULL, err, sizeof err) < 0)
             log_call(c, LOG_ERROR, "toon rendering failed", "error", err, NULL, NULL);
         else
             c->toon_set = 1;
@@ -829,7 +844,7 @@ static void fail_output(call *c)
         snprintf(msg, sizeof msg,
                  "tool output too large: %zu bytes, more than lua.max_output_bytes (%zu bytes)",
                  c->output_bytes, c->cfg->max_output_bytes);
-    log_call(c, LOG_ERROR, msg, NULL, NULL, NULL, NULL);
+    log_call(c, LOG_ERROR, "tool call failed", "error_code", "output_too_large", "error", msg);
     c->status = 500;
     c->is_error = 1;
     set_error_code(c, "output_too_large");

@@ -220,7 +220,9 @@ static const char *const SINGLE[] = {"host",
                                      "content-type",
                                      "expect",
                                      "mcp-session-id",
-                                     "mcp-protocol-version"};
+                                     "mcp-protocol-version",
+                                     "mcp-method",
+                                     "mcp-name"};
 #define N_SINGLE (sizeof SINGLE / sizeof SINGLE[0])
 static size_t single_len[N_SINGLE]; /* strlen of each, filled by tables_init */
 /* The SINGLE names of each length (at most two share one), index + 1; 0 ends. A
@@ -258,6 +260,8 @@ static const char *const DUP_REASON[N_SINGLE] = {
     "more than one Expect header",
     "more than one Mcp-Session-Id header",
     "more than one Mcp-Protocol-Version header",
+    "more than one Mcp-Method header",
+    "more than one Mcp-Name header",
 };
 
 enum { H_HOST, H_CL, H_TE, H_EXPECT = 7 };

@@ -1043,9 +1043,17 @@ static int admin_allowed(req_ctx *c)
         req_add_header(c, "WWW-Authenticate",
                        auth ? "Bearer realm=\"context-loader-admin\", error=\"invalid_token\""
                             : "Bearer realm=\"context-loader-admin\"");
-        req_reply_error(c, 401, NULL,
-                        auth ? "admin token is invalid"
-                             : "the admin listener needs a bearer token");
+        /* a static token: nothing to refresh, the request must carry the right one */
+        buf b = BUF_INIT;
+        err_next next = {0, 0, "fix_request"};
+        err_write(&b, 401, c->lang, NULL, NULL, text_get(TEXT_ADMIN_TOKEN_SOLUTION, c->lang),
+                  auth ? "the bearer token is not the admin token (admin.token_file)"
+                       : "the admin listener needs the admin token (admin.token_file) as a "
+                         "bearer token",
+                  &next, NULL);
+        req_add_header(c, "Content-Language", lang_tag(c->lang));
+        req_reply(c, 401, "application/json; charset=utf-8", b.data, b.len);
+        buf_free(&b);
         return 0;
     }
     return 1;
@@ -1058,7 +1066,7 @@ static void admin_gencb(hconn *conn, void *arg)
     const char *why = NULL;
     req_ctx *c = ctx_for(a, conn, &refused, &why);
     new_request_id(c->request_id, sizeof c->request_id);
-    c->lang = a->default_lang;
+    c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
     if (refused) {
         reply_refused(c, refused, why);
         return;

@@ -16,6 +16,7 @@
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
+#include "mcp_era.h"
 #include "proxytrust.h"
 #include "server.h"
 #include "surfaces.h"
@@ -140,7 +141,55 @@ static json_value *client_config(const char *endpoint, const char *surface, cons
     json_value *claude = json_new_object();
     json_set(claude, "mcpServers", dservers);
     json_set(cfg, "claude_desktop", claude);
+
+    /* The stateless era (2026-07-28): a v2 SDK client pinned to it. */
+    json_value *sh = json_new_object();
+    json_set(sh, "Authorization", str_v("Bearer <access-token>"));
+    json_set(sh, "Accept-Language", str_v(lang));
+    json_value *init = json_new_object();
+    json_set(init, "headers", sh);
+    json_value *mode = json_new_object();
+    json_set(mode, "pin", str_v(MCP_MODERN_VERSION));
+    json_value *neg = json_new_object();
+    json_set(neg, "mode", mode);
+    json_value *sdk = json_new_object();
+    json_set(sdk, "url", str_v(endpoint));
+    json_set(sdk, "requestInit", init);
+    json_set(sdk, "versionNegotiation", neg);
+    json_set(cfg, "stateless_sdk", sdk);
     return cfg;
+}
+
+/* The protocol eras the endpoint serves, each with its versions, how a client
+ * starts, and which client_config entries speak it. */
+static json_value *eras_of(void)
+{
+    json_value *eras = json_new_array();
+    json_value *s = json_new_object();
+    json_set(s, "era", str_v("session"));
+    json_value *v = json_new_array();
+    for (size_t i = 0; i < sizeof PROTOCOL_VERSIONS / sizeof PROTOCOL_VERSIONS[0]; i++)
+        json_push(v, str_v(PROTOCOL_VERSIONS[i]));
+    json_set(s, "protocol_versions", v);
+    json_set(s, "start", str_v("initialize, then Mcp-Session-Id on every request"));
+    json_value *c = json_new_array();
+    json_push(c, str_v("generic"));
+    json_push(c, str_v("claude_desktop"));
+    json_set(s, "client_config", c);
+    json_push(eras, s);
+    json_value *m = json_new_object();
+    json_set(m, "era", str_v("stateless"));
+    v = json_new_array();
+    json_push(v, str_v(MCP_MODERN_VERSION));
+    json_set(m, "protocol_versions", v);
+    json_set(m, "start", str_v("no handshake: params._meta on every request; server/discover "
+                               "describes the server"));
+    c = json_new_array();
+    json_push(c, str_v("stateless_sdk"));
+    json_push(c, str_v("generic"));
+    json_set(m, "client_config", c);
+    json_push(eras, m);
+    return eras;
 }
 
 /* Builds the document; NULL with err filled when the listing cannot be read. */
@@ -165,6 +214,7 @@ static json_value *build_doc(req_ctx *c, char *err, size_t errlen)
     for (size_t i = 0; i < sizeof PROTOCOL_VERSIONS / sizeof PROTOCOL_VERSIONS[0]; i++)
         json_push(pv, str_v(PROTOCOL_VERSIONS[i]));
     json_set(doc, "protocol_versions", pv);
+    json_set(doc, "eras", eras_of());
     json_set(doc, "transport", str_v(text_get(TEXT_INFO_TRANSPORT, c->lang)));
     json_value *auth = json_new_object();
     json_set(auth, "type", str_v("bearer"));

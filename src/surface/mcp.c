@@ -140,10 +140,7 @@ static void reply_outcome(req_ctx *c, const call_outcome *o)
     size_t text = o->toon && o->toon_text.data ? o->toon_text.len : o->json.len;
     begin_result(c, &b, 2 * text + o->json.len + 512);
     if (c->mcp_modern) {
-        buf info = BUF_INIT;
-        mcp_era_server_info(&info);
-        mcp_write_tool_result_ex(&b, o, info.data, "\"resultType\":\"complete\"");
-        buf_free(&info);
+        mcp_write_tool_result_ex(&b, o, MCP_ERA_SERVER_INFO, "\"resultType\":\"complete\"");
     } else {
         mcp_write_tool_result(&b, o);
     }

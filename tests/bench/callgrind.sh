@@ -14,6 +14,8 @@
 # bkn_start_interaction (conversation_mode new), then, after the managed calls, as
 # many bkn_finish_interaction (outcome completed with an answer), each with its
 # instructions and Trace Core round trips per call.
+# Before the managed phase, the same ad hoc MCP call N times on an open session and N
+# times in the stateless protocol era (no session), each counted apart.
 # CONC=256 counts the same mix under concurrency instead: CONC clients at once, each on
 # its own connection (gateway/conc.mjs), one uncounted warm-up round each, then ROUNDS
 # rounds (default 4) of one REST read and one MCP call each, counted; so the collector's
@@ -74,6 +76,16 @@ if [ "${MANAGED:-1}" != 0 ]; then
   mcp_sent=$(MIX=mcp node "$BENCH_DIR/mix.mjs" "$GW" "$N")
   phase_dump
   mcp_total=$(phase_total $dumps)
+  # The same call, N times each: on an open session (session era), then stateless
+  # (2026-07-28: no session, the request's _meta and headers checked instead).
+  mcp_session
+  phase_dump # the session set-up: not counted
+  legacy_sent=$(MIX=legacy SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  legacy_total=$(phase_total $dumps)
+  modern_sent=$(MIX=modern node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+  phase_dump
+  modern_total=$(phase_total $dumps)
   # Capture on; the gateway re-reads the policy within trace_core.capture_policy_ttl_s
   # (30 s): until then an ad hoc MCP call still runs (this phase is not counted).
   curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
@@ -134,6 +146,12 @@ callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | self_line
        END { for (k in s) printf "%6.1f%%  %s\n", 100 * s[k] / t, k }' | sort -rn | head -6
 if [ "${MANAGED:-1}" != 0 ]; then
   echo
+  echo "== MCP tools/call by protocol era ($legacy_sent calls each, ad hoc)"
+  awk -v l="$legacy_total" -v ln="$legacy_sent" -v m="$modern_total" -v mn="$modern_sent" 'BEGIN {
+    printf "instructions per session-era call (2025-11-25, on an open session): %.0f\n", l / ln
+    printf "instructions per stateless call (2026-07-28, no session): %.0f\n", m / mn
+    printf "stateless minus session: %+.0f per call\n", m / mn - l / ln }'
+  echo
   echo "== managed MCP call ($managed_sent calls, capture enabled, each bound to a started interaction)"
   awk -v m="$managed_total" -v mn="$managed_sent" -v a="$mcp_total" -v an="$mcp_sent" -v t="$trace_calls" 'BEGIN {
     printf "instructions per ad hoc MCP call: %.0f (%d calls with the session set-up)\n", a / an, an
@@ -147,5 +165,5 @@ if [ "${MANAGED:-1}" != 0 ]; then
     printf "instructions per bkn_finish_interaction: %.0f (outcome completed, with an answer), Trace Core round trips: %.2f\n", f / fn, ft / fn }'
 fi
 if [ -n "${KEEP_WORK:-}" ]; then
-  echo "callgrind file: $WORK/callgrind.out (starts: callgrind.out.4, managed calls: .5, finishes: .6)"
+  echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.4, stateless: .5, starts: .7, managed calls: .8, finishes: .9)"
 fi

@@ -363,8 +363,8 @@ test('Trace Core slow: within trace_core.timeout_ms the turn is recorded; beyond
   await T.fault({ service: 'trace_core', latency_ms: TC_TIMEOUT_MS * 5 });
   try {
     const s = toolError(await start('slow-agent'));
-    assert.equal(s.error.code, 'trace_core_unavailable', JSON.stringify(s));
-    assert.equal(s.error.retryable, true);
+    assert.equal(s.code, 'trace_core_unavailable', JSON.stringify(s));
+    assert.equal(s.retryable, true);
     assert.doesNotMatch(JSON.stringify(s), /conv_[0-9a-f]|int_[0-9a-f]/);
     const r = await T.call('query_object_instance', args(t), { timeoutMs: 10000 });
     assert.equal(r.json.result.isError, false, r.text);

@@ -86,7 +86,7 @@ function assertError(r, status, code, id) {
 
 function assertTail(result, { cacheable = false } = {}) {
   assert.equal(result.resultType, 'complete');
-  assert.deepEqual(Object.keys(result._meta['io.modelcontextprotocol/serverInfo']).sort(), ['name', 'title', 'version']);
+  assert.deepEqual(Object.keys(result._meta['io.modelcontextprotocol/serverInfo']).sort(), ['name', 'version']);
   assert.equal(result._meta['io.modelcontextprotocol/serverInfo'].name, 'context-loader');
   if (cacheable) {
     assert.ok(Number.isInteger(result.ttlMs) && result.ttlMs >= 0, JSON.stringify(result));
@@ -304,10 +304,10 @@ test('v2 SDK, modern: a managed turn on /mcp-compact, a direct tool and one thro
     const direct = ok(await c.callTool({ name: 'query_object_instance', arguments: { ...QUERY, bkn_context: ctx } }));
     const via = ok(await c.callTool({ name: 'execute_tool', arguments: { tool_id: 'query_object_instance', arguments: { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 2 }, response_format: 'json', bkn_context: ctx } }));
     assert.equal(direct.datas.length, 2);
-    assert.equal(via.bkn_receipt.tool_name, 'execute_tool');
+    assert.equal(via.bkn_receipt.tool_name, 'query_object_instance'); // recorded as the tool that ran
   });
   const names = (await traceOps(ctx.interaction_id)).map((o) => o.tool_name);
-  assert.ok(names.includes('query_object_instance') && names.includes('execute_tool'), names.join());
+  assert.equal(names.filter((n) => n === 'query_object_instance').length, 2, names.join());
   await c.close();
 });
 
@@ -434,7 +434,7 @@ const metric = async (name) => {
   return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
 };
 
-test('subscriptions/listen: acknowledged first; a reload that adds a tool notifies at the swap, tagged; a no-op reload sends nothing; only opted-in streams', async () => {
+test('subscriptions/listen: acknowledged first; a reload that adds a tool notifies at the swap, tagged; a no-op reload sends nothing; only opted-in streams', async (t) => {
   const a = await listen(url(), 'listen:0', { toolsListChanged: true, promptsListChanged: true });
   const b = await listen(url('mcp-compact'), 42, { promptsListChanged: true });
   try {
@@ -458,14 +458,16 @@ test('subscriptions/listen: acknowledged first; a reload that adds a tool notifi
     handle = function() return { ok = true } end,
 }
 `);
-    await reload();
+    const t0 = await reload();
     assert.ok(await a.next(2, 5000), 'tools/list_changed arrives');
+    const delay = a.frames[1].at - t0;
     assert.deepEqual(a.frames[1].msg, { jsonrpc: '2.0', method: 'notifications/tools/list_changed', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen:0' } } });
     // written by the reload itself when it swapped the generation in (no timer, no
     // poll: judged on what the server did, not on the time, which a loaded machine
     // stretches): its list_changed log line names the streams it wrote to
     const changed = server.logs.join('').split('\n').filter((l) => l.includes('"msg":"list_changed"')).map((l) => JSON.parse(l));
     assert.ok(changed.length >= 1 && changed[changed.length - 1].streams >= 1, JSON.stringify(changed));
+    t.diagnostic(`tools/list_changed arrived ${delay} ms after the reload's answer`);
     assert.equal(await b.next(2, 300), false, 'a stream that did not ask for tool changes gets none');
     const list = await modern(url(), 1, 'tools/list');
     assert.ok(list.json.result.tools.some((t) => t.name === 'modern_probe'));
@@ -504,5 +506,32 @@ test('subscriptions/listen: bounded per principal; closing a stream cancels it (
     streams.push(again);
   } finally {
     for (const s of streams) s.close();
+  }
+});
+
+// ---- self-description ----
+
+test('info and the catalogue page say which eras each endpoint serves, with a working client config for each', { skip: NO_SDK2 }, async () => {
+  for (const [surface, s] of [['mcp', server], ['mcp-compact', server], ['mcp/ptc', ptc]]) {
+    const r = await fetch(`${url(surface, s)}/info`, { headers: { authorization: `Bearer ${TOKEN}`, 'accept-language': 'en-US' } });
+    assert.equal(r.status, 200);
+    const d = await r.json();
+    assert.deepEqual(d.eras.map((e) => [e.era, e.protocol_versions]), [['session', ['2025-11-25', '2025-06-18', '2025-03-26']], ['stateless', [V]]]);
+    for (const e of d.eras) for (const k of e.client_config) assert.ok(d.client_config[k], `${surface}: ${e.era} names ${k}`);
+    const cfg = d.client_config.stateless_sdk;
+    assert.equal(cfg.url, d.endpoint);
+    assert.deepEqual(cfg.versionNegotiation, { mode: { pin: V } });
+    assert.equal(cfg.requestInit.headers.Authorization, 'Bearer <access-token>');
+    // the config as given, with a real token, connects in the stateless era
+    sdk ??= await import(pathToFileURL(SDK2).href);
+    const headers = { ...cfg.requestInit.headers, Authorization: `Bearer ${TOKEN}` };
+    const c = new sdk.Client({ name: 'info-config', version: '1' }, { versionNegotiation: cfg.versionNegotiation });
+    await c.connect(new sdk.StreamableHTTPClientTransport(new URL(cfg.url), { requestInit: { headers } }));
+    assert.equal(c.getProtocolEra(), 'modern');
+    assert.equal((await c.listTools()).tools.length, d.tool_count);
+    await c.close();
+    const page = await (await fetch(`${url(surface, s)}/info`, { headers: { authorization: `Bearer ${TOKEN}`, accept: 'text/html', 'accept-language': 'en-US' } })).text();
+    assert.match(page, /Protocol eras<\/dt><dd>session \(initialize, Mcp-Session-Id\): 2025-11-25, 2025-06-18, 2025-03-26<br>stateless \(_meta on every request\): 2026-07-28<\/dd>/);
+    assert.match(page, /<pre id="cfg-stateless">[^<]*versionNegotiation/);
   }
 });

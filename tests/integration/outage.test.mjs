@@ -78,7 +78,7 @@ function client(stack) {
 
 function mcpError(result) {
   assert.equal(result.isError, true, result.raw);
-  return JSON.parse(result.content[0].text).error;
+  return JSON.parse(result.content[0].text);
 }
 
 const QUERY = { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 2 };
@@ -283,8 +283,8 @@ test('Trace Core failing but alive: retryable trace_core_unavailable, no downstr
     assert.equal(e.retryable, true);
     const r = await c.rest('query_object_instance', { ...QUERY, bkn_context: t });
     assert.equal(r.status, 503, r.text);
-    assert.equal(r.json.error.code, 'trace_core_unavailable');
-    assert.equal(r.json.error.retryable, true);
+    assert.equal(r.json.code, 'trace_core_unavailable');
+    assert.equal(r.json.retryable, true);
     assert.equal(r.headers.get('bkn-trace-status'), null);
     const ex = await c.rest('execute_probe', { kn_id: 'kn_medical', bkn_context: t });
     assert.equal(ex.status, 503, ex.text);

@@ -181,7 +181,7 @@ test('a retry with the same invocation id on the other instance replays the orig
   // other input under the same id is a conflict on the other instance too
   const c = await rest(B.base, 'query_object_instance', query({ limit: 4, bkn_context: T }), { [INV]: id });
   assert.equal(c.status, 409, c.text);
-  assert.equal(c.json.error.code, 'idempotency_conflict');
+  assert.equal(c.json.code, 'idempotency_conflict');
   assert.equal(await executions(seq), 1);
 });
 
@@ -274,8 +274,8 @@ test('Redis killed and restarted: retryable errors, then service resumes; no dup
     // a call with an invocation id needs the shared records: 503, retryable, nothing runs
     const r = await rest(base, 'query_object_instance', query({ bkn_context: T }), { [INV]: during });
     assert.equal(r.status, 503, r.text);
-    assert.equal(r.json.error.code, 'state_store_unavailable');
-    assert.equal(r.json.error.retryable, true);
+    assert.equal(r.json.code, 'state_store_unavailable');
+    assert.equal(r.json.retryable, true);
     // a session check needs the shared ended-session set: 503, never a silent accept
     for (const sid of [live, ended]) {
       const p = await ping(base, sid);

@@ -166,14 +166,40 @@ describe("contract.check", function()
         -- the compact text (short_description, else the description) gets the terser form
         assert.equal("A sample " .. contract.TOON_VIEW_SHORT_DESCRIPTION["en-US"], t.short_description["en-US"])
         assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"], t.description["en-US"])
-        t = assert(contract.check(valid_tool({ toon_view = { omit_instance_id = true } }), "sample_tool"))
+        -- the omission rule is data the tool declares; its sentence names the rule's fields
+        local rule = { rows = "rows", id = "row_id", identity = "key", prefix = { "kn_id" } }
+        t = assert(contract.check(valid_tool({ toon_view = { omit_id = rule } }), "sample_tool"))
         assert.equal("示例工具" .. contract.TOON_VIEW_SHORT_DESCRIPTION["zh-CN"] ..
-            contract.TOON_VIEW_SHORT_OMIT_DESCRIPTION["zh-CN"], t.short_description["zh-CN"])
-        t = assert(contract.check(valid_tool({ toon_view = { omit_instance_id = true } }), "sample_tool"))
+            contract.omit_description(rule, true)["zh-CN"], t.short_description["zh-CN"])
+        t = assert(contract.check(valid_tool({ toon_view = { omit_id = rule } }), "sample_tool"))
         assert.equal("A sample tool " .. contract.TOON_VIEW_DESCRIPTION["en-US"] .. " " ..
-            contract.TOON_VIEW_OMIT_DESCRIPTION["en-US"], t.description["en-US"])
+            contract.omit_description(rule)["en-US"], t.description["en-US"])
         assert.equal("示例工具" .. contract.TOON_VIEW_DESCRIPTION["zh-CN"] ..
-            contract.TOON_VIEW_OMIT_DESCRIPTION["zh-CN"], t.description["zh-CN"])
+            contract.omit_description(rule)["zh-CN"], t.description["zh-CN"])
+        assert.equal("The TOON table leaves out row_id when it is <kn_id>-<the single value of key>.",
+            contract.omit_description(rule)["en-US"])
+        assert.equal("row_id 为 <kn_id>/<标识值> 时省略。", contract.omit_description(
+            { rows = "rows", id = "row_id", identity = "key", prefix = { "kn_id" }, separator = "/" }, true)["zh-CN"])
+    end)
+
+    it("checks toon_view's omit_id rule", function()
+        local function rule(over)
+            local r = { rows = "rows", id = "row_id", identity = "key", prefix = { "kn_id" } }
+            for k, v in pairs(over) do
+                r[k] = v
+            end
+            return { omit_id = r }
+        end
+        fails_with(valid_tool({ toon_view = { omit_instance_id = true } }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = { omit_id = true } }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = rule({ rows = "" }) }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = rule({ identity = 1 }) }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = rule({ prefix = {} }) }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = rule({ prefix = "kn_id" }) }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = rule({ extra = 1 }) }), "toon_view must be true or")
+        fails_with(valid_tool({ toon_view = rule({ prefix = { "ot_id" } }) }),
+            "toon_view.omit_id.prefix names 'ot_id', which input_schema does not declare")
+        assert(contract.check(valid_tool({ toon_view = rule({ separator = "" }) }), "sample_tool"))
     end)
 
     it("collects every error at once", function()

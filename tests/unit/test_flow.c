@@ -313,6 +313,13 @@ void call_cancel(call *c)
 static const tools_info TOOL = {.name = "query_object_instance", .kind = "read", .toon = 1};
 static const tools_info ACTION = {.name = "execute_action", .kind = "execute", .toon = 1};
 static const tools_info *g_tool = &TOOL; /* the tool of the next flow */
+
+/* The generation's lookup: the two tools above, listed on /mcp. */
+const tools_info *tools_gen_find(const tools_gen *g, const char *name)
+{
+    (void)g;
+    return !strcmp(name, TOOL.name) ? &TOOL : !strcmp(name, ACTION.name) ? &ACTION : NULL;
+}
 static const char *g_surface;            /* its MCP surface (NULL: "mcp") */
 static lang_id g_lang = LANG_EN_US;      /* its language */
 static principal g_who;
@@ -647,12 +654,10 @@ static void test_probe_verdicts(void)
 }
 
 /* The error object of an outcome's JSON (owned by the caller). */
+/* The one error object of an outcome (flat: code, description, solution, ...). */
 static json_value *error_of(const call_outcome *o)
 {
-    json_value *v = parse(o->json.data ? o->json.data : "");
-    json_value *e = json_clone(json_get(v, "error"));
-    json_free(v);
-    return e;
+    return parse(o->json.data ? o->json.data : "");
 }
 
 /* Trace Core holds the terminal Operation but the call's idempotency record is gone:
@@ -676,8 +681,8 @@ static void test_receipt_reuse(void)
     CHECK_STR(json_get_string(e, "code"), "operation_already_executed");
     CHECK(json_typeof(json_get(e, "retryable")) == JSON_FALSE);
     CHECK_STR(json_get_string(e, "required_action"), "use_new_idempotency_key"); /* a read */
-    CHECK(strstr(json_get_string(e, "message"), "already ran") != NULL);
-    CHECK(strstr(json_get_string(e, "message"), "rc_1") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "already ran") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "rc_1") != NULL);
     const json_value *d = json_get(e, "details");
     CHECK_STR(json_get_string(d, "operation_id"), "op_1");
     CHECK_STR(json_get_string(d, "receipt_id"), "rc_1");
@@ -697,8 +702,8 @@ static void test_receipt_reuse(void)
     answer_policy(CAPTURE_ENABLED);
     answer_ensure("completed", 0, NULL);
     e = error_of(&r.o);
-    CHECK(strstr(json_get_string(e, "message"), "已经执行过") != NULL);
-    CHECK(strstr(json_get_string(e, "message"), "already") == NULL);
+    CHECK(strstr(json_get_string(e, "description"), "已经执行过") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "already") == NULL);
     json_free(e);
     g_lang = LANG_EN_US;
     result_free(&r);
@@ -766,8 +771,8 @@ static void test_action_run_on_receipt(void)
     CHECK(r.done == 1 && r.o.is_error && r.o.status == 409);
     json_value *e = error_of(&r.o);
     CHECK_STR(json_get_string(e, "required_action"), "read_outcome");
-    CHECK(strstr(json_get_string(e, "message"), "get_action_execution") != NULL);
-    CHECK(strstr(json_get_string(e, "message"), "ex_9") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "get_action_execution") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "ex_9") != NULL);
     const json_value *d = json_get(e, "details");
     CHECK_STR(json_get_string(d, "execution_id"), "ex_9");
     CHECK_STR(json_get_string(d, "kn_id"), "kn_1");
@@ -996,10 +1001,12 @@ static void test_refusals_before_downstream(void)
     CHECK(r.done == 1 && r.o.is_error);
     CHECK_STR(r.o.code, "interaction_required");
     CHECK_STR(r.mcp.data,
-              "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"error\\\":{\\\"code\\\":"
-              "\\\"interaction_required\\\",\\\"message\\\":\\\"interaction_id is "
-              "required\\\",\\\"retryable\\\":false,"
-              "\\\"required_action\\\":\\\"bkn_start_interaction\\\"}}\"}],"
+              "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"code\\\":"
+              "\\\"interaction_required\\\",\\\"description\\\":\\\"interaction_id is "
+              "required\\\",\\\"solution\\\":\\\"Call bkn_start_interaction to start the "
+              "turn and pass the conversation_id and interaction_id it returns in "
+              "bkn_context\\\",\\\"retryable\\\":false,"
+              "\\\"required_action\\\":\\\"bkn_start_interaction\\\"}\"}],"
               "\"isError\":true}");
     CHECK(n_pending() == 0);
     result_free(&r);

@@ -90,6 +90,10 @@ static void test_heads(void)
     CHECK(refused(POST "MCP-PROTOCOL-VERSION: a\r\nmcp-protocol-version: b\r\n\r\n", 400,
                   "Mcp-Protocol-Version"));
     CHECK(refused(POST "content-LENGTH: 1\r\nContent-Length: 1\r\n\r\n", 400, "Content-Length"));
+    /* the stateless MCP era compares these with the body: one value each */
+    CHECK(refused(POST "Mcp-Method: tools/list\r\nmcp-method: tools/call\r\n\r\n", 400,
+                  "Mcp-Method"));
+    CHECK(refused(POST "Mcp-Name: a\r\nMCP-NAME: b\r\n\r\n", 400, "Mcp-Name"));
     CHECK(refused(POST "HOST: b\r\n\r\n", 400, "Host"));
     CHECK(refused(POST "x-authorizatioN: a\r\nX-Authorization: b\r\n\r\n", 400, "X-Authorization"));
     /* same length, one byte apart (in the word, in the tail): different names */

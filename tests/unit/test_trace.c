@@ -202,6 +202,12 @@ static void server_cb(struct evhttp_request *req, void *arg)
                   : "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":2},"
                     "\"receipt\":{\"receipt_id\":\"rc_1\",\"receipt_status\":\"pending\"},"
                     "\"execute\":true}");
+    } else if (strncmp(p, "/operations/op_odd/", 19) == 0) {
+        /* a receipt past its id: other members first, its id escaped and repeated */
+        reply(req, 200, "application/json",
+              "{\"operation\":{\"x\":[1,{\"y\":\"]\"}]},\"receipt\" : { \"owner\":{\"a\":\"}\\\"\"}, "
+              "\"receipt\\u005fid\":\"rc_old\", \"n\":-1.5e3, \"receipt_id\" : \"rc_\\u00e92\", "
+              "\"e\":[] } ,\"execute\":false}");
     } else if (strncmp(p, "/operations/", 12) == 0) {
         reply(req, 200, "application/json", "{\"receipt\":{\"receipt_id\":\"rc_1\"}}");
     } else if (strcmp(p, "/health") == 0) {
@@ -999,6 +1005,7 @@ typedef struct typed_result {
     long attempt;
     int execute;
     int have_receipt;
+    char receipt_id[32], receipt_json[256];
 } typed_result;
 
 static void on_op(const trace_reply *r, const trace_operation *op, void *arg)
@@ -1035,6 +1042,10 @@ static void on_receipt(const trace_reply *r, const trace_receipt *rc, void *arg)
     t->done++;
     t->status = r->status;
     t->have_receipt = rc && rc->receipt_id;
+    if (rc) {
+        snprintf(t->receipt_id, sizeof t->receipt_id, "%s", rc->receipt_id ? rc->receipt_id : "");
+        snprintf(t->receipt_json, sizeof t->receipt_json, "%.*s", (int)rc->len, rc->json);
+    }
 }
 
 /* The operations build their paths (ids escaped) and bodies, and check replies. */
@@ -1102,6 +1113,15 @@ static void test_typed_ops(fetch_ctx *f)
                             "\"message\":\"the tool returned an error\",\"result\":{\"a\":1},"
                             "\"stage\":\"tool_execution\"},\"media_type\""));
     CHECK(is_canonical(last.body) && !strstr(last.body, "\"output\""));
+    /* the receipt handed over is Core's bytes; its id the last member of that name */
+    memset(&r, 0, sizeof r);
+    a.operation_id = "op_odd";
+    trace_finish_attempt(t, &who, "en-US", &a, on_receipt, &r);
+    CHECK(run_until(&r.done, 1, 5000));
+    CHECK(r.status == TRACE_OK && r.have_receipt);
+    CHECK_STR(r.receipt_id, "rc_\xc3\xa9" "2");
+    CHECK_STR(r.receipt_json, "{ \"owner\":{\"a\":\"}\\\"\"}, \"receipt\\u005fid\":\"rc_old\", \"n\":-1.5e3, "
+                              "\"receipt_id\" : \"rc_\\u00e92\", \"e\":[] }");
     CHECK(r.have_receipt);
     json_free(args);
     /* the lease cache: per key and conversation, dropped on demand */

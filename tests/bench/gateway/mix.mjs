@@ -8,7 +8,9 @@
 // MIX=managed SID=<session> LINES=<file>: only N managed MCP calls on that session,
 // the bodies of LINES (interactions.mjs output) each used at most 100 times; every
 // answer must carry a receipt. Prints the number of calls.
-import { PREFIX, ARGS, headers, INITIALIZE, INITIALIZED, CALL as call } from './request.mjs';
+// MIX=legacy SID=<session>: only N MCP calls on that (already open) session.
+// MIX=modern: only N MCP calls in the stateless era (no session at all).
+import { PREFIX, ARGS, headers, INITIALIZE, INITIALIZED, CALL as call, MODERN_CALL, MODERN_HEADERS } from './request.mjs';
 
 const [base, nArg] = process.argv.slice(2);
 const n = Number(nArg || 200);
@@ -33,6 +35,15 @@ if (mix === 'managed') {
     if (!m.text.includes('9007199254740993') || !m.text.includes('bkn_receipt') || m.text.includes('"isError":true')) {
       throw new Error(`managed call failed: ${m.text.slice(0, 300)}`);
     }
+  }
+  console.log(n);
+  process.exit(0);
+}
+if (mix === 'legacy' || mix === 'modern') {
+  for (let i = 0; i < n; i++) {
+    const m = mix === 'modern' ? await post('/mcp', MODERN_CALL, MODERN_HEADERS) : await post('/mcp', call, { 'mcp-session-id': process.env.SID });
+    if (!m.text.includes('9007199254740993') || m.text.includes('"isError":true')) throw new Error(`${mix} call failed: ${m.text.slice(0, 300)}`);
+    if (mix === 'modern' && !m.text.includes('"resultType":"complete"')) throw new Error('not a stateless answer');
   }
   console.log(n);
   process.exit(0);

@@ -19,8 +19,11 @@ local function differ(v, prefix)
     local want_rest = cltoon.encode(want_view)
     local want_mcp = oracle.render(v, { surface = "mcp" }, omit)
     want_mcp = want_mcp == nil and cljson.encode(v) or cltoon.encode(want_mcp)
-    local got_json, got_rest = cltoon.view(v, prefix)
-    local _, got_mcp = cltoon.view(v, prefix, true)
+    -- query_object_instance's rule (its toon_view omit_id) with the call's prefix
+    local rule = prefix and { rows = "datas", id = "_instance_id", identity = "_instance_identity",
+        prefix = prefix } or nil
+    local got_json, got_rest = cltoon.view(v, rule)
+    local _, got_mcp = cltoon.view(v, rule, true)
     if got_json ~= want_json then
         return "view " .. tostring(got_json) .. "\n  want " .. want_json
     elseif got_rest ~= want_rest then

@@ -7,9 +7,12 @@ local cljson = require "cljson"
 local cltoon = require "cltoon"
 local contract = require "contract"
 
--- omit: a function naming the column to leave out (only _instance_id can be).
+-- omit: a function naming the column to leave out whatever the rows hold (the rule
+-- without a prefix).
 local function view_json(text, omit)
-    local got = cltoon.view(cljson.decode(text), omit and omit("_instance_id") or nil)
+    local rule = omit and omit("_instance_id") and
+        { rows = "datas", id = "_instance_id", identity = "_instance_identity" } or nil
+    local got = cltoon.view(cljson.decode(text), rule)
     return got
 end
 
