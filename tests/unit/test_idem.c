@@ -267,11 +267,12 @@ static void dups_case(long poll_ms, int owner_elsewhere)
     CHECK(replays == DUPS - 1);
     CHECK(g[0].d == IDEM_RUN); /* the first claim wins */
     CHECK(r.finished_at - t0 >= 95);
-    /* Woken by the finish (same ctx: no poll fired after it) or found by polling
-     * (other instance: one poll each after it, at most). Counted, not timed: a loaded
-     * machine fires timers late, it does not add polls. */
+    /* Found by polling (other instance: one poll each after the finish, at most) or
+     * woken by the finish (same ctx): with a 5 s poll, no poll fires after it (with a
+     * short one, a waiter whose read crossed the finish polls once more). Counted, not
+     * timed: a loaded machine fires timers late, it does not add polls. */
     uint64_t after = polls_of(r.ics) - r.polls_at_finish;
-    if (owner_elsewhere)
+    if (owner_elsewhere || poll_ms < 2000)
         CHECK(after <= DUPS - 1);
     else
         CHECK(after == 0);
