@@ -516,3 +516,8 @@ const char *idem_decision_name(idem_decision d)
     }
     return "?";
 }
+
+long idem_claim_ttl_ms(const idem_ctx *ic)
+{
+    return ic->cfg.claim_ttl_ms;
+}

@@ -119,5 +119,7 @@ typedef struct idem_stats_t {
 void idem_stats(const idem_ctx *ic, idem_stats_t *out);
 
 const char *idem_decision_name(idem_decision d); /* "run", "replay", ... */
+/* The in-flight marker's lifetime in effect (claim_ttl_ms after defaults). */
+long idem_claim_ttl_ms(const idem_ctx *ic);
 
 #endif

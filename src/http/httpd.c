@@ -886,7 +886,9 @@ static void httpd_metrics_text(app *a, buf *b)
     gauge(b, "cl_tools_live_generations", "Tool generations not yet closed.", (double)ts.live);
     gauge(b, "cl_tool_calls_inflight", "Lua tool calls in flight.", (double)call_inflight());
     gauge(b, "cl_requests_inflight", "Requests waiting on asynchronous work.", (double)a->inflight);
-    gauge(b, "cl_sse_streams_open", "Open GET /mcp event streams.", (double)a->n_streams);
+    gauge(b, "cl_sse_streams_open",
+          "Open MCP event streams (session GET streams and subscriptions/listen).",
+          (double)a->n_streams);
     if (a->auth) {
         auth_stats_t st;
         auth_stats(a->auth, &st);
@@ -928,6 +930,14 @@ static void httpd_metrics_text(app *a, buf *b)
                 (double)st.probe_tries);
         counter(b, "cl_trace_probe_down_total", "Probe runs that verified an outage.",
                 (double)st.probe_down);
+        counter(b, "cl_trace_redeliveries_total",
+                "Attempt finalizations sent again in the background after a failure.",
+                (double)st.redeliveries);
+        counter(b, "cl_trace_redelivered_total", "Background finalizations that got their receipt.",
+                (double)st.redelivered);
+        counter(b, "cl_trace_redelivery_failed_total",
+                "Background finalizations that ended without a receipt.",
+                (double)st.redelivery_failed);
         counter(b, "cl_trace_policy_cache_hits_total", "Capture policy lookups from cache.",
                 (double)st.policy_hits);
         counter(b, "cl_trace_policy_cache_misses_total", "Capture policy lookups sent to Core.",

@@ -35,7 +35,7 @@ before(async () => {
   // a private copy of tools/, so that a test can add a tool and reload
   toolsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'cl-modern-tools-'));
   fs.cpSync(path.join(ROOT, 'tools'), toolsDir, { recursive: true });
-  server = await startServer(sim.base, { env: { CL_TOOLS_DIR: toolsDir } });
+  server = await startServer(sim.base, { env: { CL_TOOLS_DIR: toolsDir, CL_MCP_KEEPALIVE_S: '1' } });
   ptc = await startServer(sim.base, { env: { EXECUTE_SKILL_ENABLED: 'true' } });
 });
 
@@ -476,6 +476,19 @@ test('subscriptions/listen: acknowledged first; a reload that adds a tool notifi
     b.close();
     fs.rmSync(path.join(toolsDir, 'modern_probe.lua'), { force: true });
     await reload();
+  }
+});
+
+test('subscriptions/listen: keep-alive comments (mcp.keepalive_s), and nothing else while nothing changes', async () => {
+  const s = await listen(url(), 'ka', { toolsListChanged: true });
+  try {
+    assert.ok(await s.next(1, 5000));
+    const end = Date.now() + 10000;
+    while (s.comments < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+    assert.ok(s.comments >= 2, `keep-alive comments: ${s.comments}`);
+    assert.equal(s.frames.length, 1, 'only the acknowledgement');
+  } finally {
+    s.close();
   }
 });
 
