@@ -265,24 +265,64 @@ local function id_text(v)
     return nil
 end
 
--- The concrete next step of a 404 from the ids of the call.
-local function not_found_solution(args, lang)
+-- The kind of object a platform not-found code names ("X.<Kind>.NotFound",
+-- "X.Skill.FileNotFound"), or nil.
+local function code_kind(code)
+    if type(code) ~= "string" then
+        return nil
+    end
+    if code:find("%.Skill%.FileNotFound$") then
+        return "skill_file"
+    end
+    return code:match("%.([%w]+)%.NotFound$")
+end
+
+-- The concrete next step of a 404 from the kind of id the platform did not find (its
+-- code), else from the ids of the call: each kind names the tool that lists it.
+local function not_found_solution(args, lang, code)
     if type(args) ~= "table" then
         return nil
+    end
+    local kind = code_kind(code)
+    local kn = id_text(args.kn_id)
+    local skill = id_text(args.skill_id)
+    local exec = id_text(args.execution_id)
+    local resource = id_text(args.resource_id)
+    if kind == "KnowledgeNetwork" and kn then
+        return string.format(text("err_check_kn_id", lang), kn)
+    end
+    if exec and (kind == "ActionExecution" or not kind) then
+        return string.format(text("err_check_execution_id", lang), kn or "", exec)
+    end
+    if kind == "RelationType" and kn and not args.rt_id then
+        return string.format(text("err_check_relation_type", lang), kn)
+    end
+    if skill and kind == "skill_file" and id_text(args.rel_path) then
+        return string.format(text("err_check_skill_file", lang), skill, id_text(args.rel_path))
+    end
+    if skill and (kind == "Skill" or not kind or kind == "skill_file") then
+        return string.format(text("err_check_skill_id", lang), skill)
+    end
+    if resource and (kind == "Resource" or not kind) then
+        return string.format(text("err_check_resource_id", lang), resource)
+    end
+    if kind == "Resource" then
+        return text("err_list_resources", lang)
     end
     for _, k in ipairs(ID_KINDS) do
         local v = id_text(args[k[1]])
         if v then
-            local kind = k[2][lang == "en-US" and "en-US" or "zh-CN"]
-            return string.format(text("err_check_schema_id", lang), kind, v)
+            local what = k[2][lang == "en-US" and "en-US" or "zh-CN"]
+            return string.format(text("err_check_schema_id", lang), what, v)
         end
     end
-    local kn = id_text(args.kn_id)
     if kn then
         return string.format(text("err_check_kn_id", lang), kn)
     end
     return nil
 end
+
+M.not_found_solution = not_found_solution
 
 -- envelope(status, err, lang, args) -> the error object of a tool error table:
 -- {code, description, solution, link?, details, retryable, retry_after_ms?,
@@ -295,7 +335,7 @@ function M.envelope(status, err, lang, args)
     local retryable, wait, action = M.next_of(status)
     e.code = type(err.code) == "string" and err.code or "Public." .. catalog.status_name(status)
     e.description = nonempty(err.description) or d
-    e.solution = nonempty(err.solution) or (status == 404 and not_found_solution(args, lang)) or s
+    e.solution = nonempty(err.solution) or (status == 404 and not_found_solution(args, lang, e.code)) or s
     e.link = M.link(err.link)
     if err.details ~= nil then
         e.details = err.details

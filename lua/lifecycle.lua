@@ -4,9 +4,10 @@
 -- shows (list_entry) and what check() enforces with lua/schema.lua before a handler
 -- runs, so the schema a model is shown is the one its arguments meet.
 --
--- A refusal keeps the lifecycle error shape: {code, message, retryable, required_action,
--- details}. code is invalid_params (closure_manifest_invalid for a completed finish
--- without an answer); message names the field and the rule in the caller's language;
+-- A refusal is {code, message, retryable, required_action, details}, which the core
+-- writes as the one error object (message is its description). code is invalid_params
+-- (closure_manifest_invalid for a completed finish without an answer), required_action
+-- fix_arguments; message names the field and the rule in the caller's language;
 -- details lists every {path, message} schema.lua found, as for any other tool.
 --
 -- C calls (src/host/tools.c): list_entry(name, lang) once per generation and language,
@@ -217,7 +218,7 @@ local function refusal(code, action, message, errs)
 end
 
 local function invalid_params(message, errs)
-    return refusal("invalid_params", "correct_tool_arguments", message, errs)
+    return refusal("invalid_params", "fix_arguments", message, errs)
 end
 
 -- The errors in the order their sentences are chosen: fields that are not parameters
@@ -291,7 +292,7 @@ function M.check(name, args, lang, host_key)
     if errs then
         errs = by_field(t, errs)
         if name == "bkn_finish_interaction" and missing_answer(args, errs) then
-            return refusal("closure_manifest_invalid", "provide_answer",
+            return refusal("closure_manifest_invalid", "fix_arguments",
                 catalog.text("lc_answer_required", lang), errs)
         end
         return invalid_params(explain(t, args, errs[1], lang), errs)

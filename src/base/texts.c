@@ -2,6 +2,7 @@
 #include "texts.h"
 
 #include <stddef.h>
+#include <string.h>
 
 static const char *const LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
 
@@ -94,4 +95,47 @@ void text_status_next(int status, int *retryable, int *retry_after_ms, const cha
     *retryable = e->retryable;
     *retry_after_ms = e->retryable ? e->retry_after_ms : 0;
     *action = e->action;
+}
+
+typedef struct {
+    const char *token;
+    const char *text[LANG_COUNT];
+} action_text;
+
+static const action_text ACTIONS[] = {
+#define CL_ACTION_ROW(tok, zh, en) {#tok, {zh, en}},
+    CL_ACTIONS(CL_ACTION_ROW)
+#undef CL_ACTION_ROW
+};
+
+const char *text_action(const char *token, lang_id lang)
+{
+    for (size_t i = 0; token && i < sizeof ACTIONS / sizeof ACTIONS[0]; i++)
+        if (!strcmp(ACTIONS[i].token, token))
+            return ACTIONS[i].text[clamp(lang)];
+    return NULL;
+}
+
+typedef struct {
+    const char *code, *mcp_action, *rest_action;
+    const char *desc[LANG_COUNT];
+} trace_code_text;
+
+static const trace_code_text TRACE_CODES[] = {
+#define CL_TRACE_ROW(code, mcp, rest, zh, en) {#code, mcp, rest, {zh, en}},
+    CL_TRACE_CODES(CL_TRACE_ROW)
+#undef CL_TRACE_ROW
+};
+
+int text_trace_code(const char *code, lang_id lang, const char **desc, const char **mcp_action,
+                    const char **rest_action)
+{
+    for (size_t i = 0; code && i < sizeof TRACE_CODES / sizeof TRACE_CODES[0]; i++)
+        if (!strcmp(TRACE_CODES[i].code, code)) {
+            *desc = TRACE_CODES[i].desc[clamp(lang)];
+            *mcp_action = TRACE_CODES[i].mcp_action;
+            *rest_action = TRACE_CODES[i].rest_action;
+            return 1;
+        }
+    return 0;
 }

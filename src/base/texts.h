@@ -96,6 +96,11 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 #define CL_TEXTS(X)                                                                                \
     /* generic next steps */                                                                       \
     X(CONTACT_ADMIN, "请联系管理员", "Contact administrator")                                      \
+    /* the admin listener's 401: its token is a static secret, not an OAuth token */             \
+    X(ADMIN_TOKEN_SOLUTION,                                                                        \
+      "管理端口使用固定令牌：请发送 Authorization: Bearer <admin.token_file 所指文件的内容>",      \
+      "The admin listener takes a static token: send Authorization: Bearer <the contents of "      \
+      "the file admin.token_file names>")                                                          \
     X(RETRY_LATER, "请稍后重试", "Retry later")                                                    \
     /* idempotency: a call that already ran, its result gone (printf formats: operation            \
      * id, receipt id, RECEIPT_STATUS_*; the action one also kn_id and execution_id) */            \
@@ -124,6 +129,22 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "longer stored here; it is not returned again and the call is not run again. Check "         \
       "what it did (the receipt is in details) before running it again with a new "                \
       "invocation id.")                                                                            \
+    /* idempotency: a call started and never finished (printf: operation id, receipt id) */     \
+    X(OUTCOME_UNKNOWN_READ,                                                                        \
+      "这次调用已经开始（operation %s，receipt %s 仍未完成），但执行它的实例中途停止，"       \
+      "结果没有记录下来，也不会再有。它不会重复执行。该工具只读取数据："  \
+      "换一个新的 invocation id 重新调用即可。",                                                   \
+      "This call was started (operation %s, receipt %s still pending), but the instance "         \
+      "running it stopped mid-call and its outcome was never recorded, nor will it be. It is "    \
+      "not run again. The tool only reads data: call it again with a new invocation id.")       \
+    X(OUTCOME_UNKNOWN_OTHER,                                                                       \
+      "这次调用已经开始（operation %s，receipt %s 仍未完成），但执行它的实例中途停止，"       \
+      "结果没有记录下来，也不会再有。它不会重复执行，但可能已经产生了效果："  \
+      "请先确认它做了什么，再换一个新的 invocation id 调用。",                                     \
+      "This call was started (operation %s, receipt %s still pending), but the instance "         \
+      "running it stopped mid-call and its outcome was never recorded, nor will it be. It is "    \
+      "not run again, but it may have taken effect: check what it did before running it "         \
+      "again with a new invocation id.")                                                           \
     X(RECEIPT_STATUS_COMPLETED, "状态：已完成", "status: completed")                               \
     X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")                                       \
     /* lifecycle tools: titles, descriptions, parameter descriptions */                            \
@@ -374,15 +395,43 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "ID 重试",                                                                                   \
       "Check knowledge network '%s' with list_knowledge_networks, then call "                      \
       "again with a valid id")                                                                     \
+    X(ERR_CHECK_EXECUTION_ID,                                                                      \
+      "请用 list_action_executions 列出知识网络「%s」的行动执行，确认执行「%s」是否存在，"         \
+      "再用正确的 execution_id 重试",                                                              \
+      "List the action executions of knowledge network '%s' with list_action_executions to "       \
+      "check execution '%s', then call again with a valid execution_id")                           \
+    X(ERR_CHECK_RELATION_TYPE,                                                                     \
+      "请用 get_relation_types 查看知识网络「%s」的关系类，确认所用的 relation_type_id 后重试",    \
+      "Look up the relation types of knowledge network '%s' with get_relation_types, check the "   \
+      "relation_type_id used, then call again")                                                    \
+    X(ERR_CHECK_SKILL_ID,                                                                          \
+      "请用 list_skills 确认技能「%s」是否存在，再用正确的 skill_id 重试",                         \
+      "Check skill '%s' with list_skills, then call again with a valid skill_id")                  \
+    X(ERR_CHECK_SKILL_FILE,                                                                        \
+      "请用 get_skill_content 查看技能「%s」的 files，确认文件「%s」的路径后重试",                 \
+      "Look up the files of skill '%s' with get_skill_content, check the path '%s', then call "    \
+      "again")                                                                                     \
+    X(ERR_CHECK_RESOURCE_ID,                                                                       \
+      "请用 list_resources 确认数据资源「%s」是否存在，再用正确的 resource_id 重试",               \
+      "Check data resource '%s' with list_resources, then call again with a valid resource_id")    \
+    X(ERR_LIST_RESOURCES, "请用 list_resources 确认所引用的数据资源 ID 后重试",                   \
+      "Check the ids of the data resources used with list_resources, then call again")             \
+    X(ERR_ORIGIN_SOLUTION,                                                                         \
+      "请从允许的来源（Origin，见 security.allowed_origins）发送请求，或不带 Origin 请求头",       \
+      "Send the request from an allowed Origin (security.allowed_origins), or without an Origin "  \
+      "header")                                                                                    \
     X(ERR_INCIDENT_SOLUTION, "请将事件编号（incident_id）告知管理员；重试无效",                    \
       "Report the incident_id to an administrator; a retry will not help")                         \
     X(ERR_OUTPUT_TOO_LARGE, "工具结果过大", "Tool result too large")                               \
     X(ERR_OUTPUT_TOO_LARGE_SOLUTION, "请缩小查询范围（更小的 limit 或更少的字段）后重试",          \
       "Narrow the request (a smaller limit or fewer fields) and retry")                            \
     X(ERR_NO_SUCH_TOOL, "工具不存在：%s", "No such tool: %s")                                      \
-    X(ERR_NO_SUCH_TOOL_SOLUTION, "请先用 search_capabilities 查找可用能力，再按返回的名称调用",    \
-      "Find available capabilities with search_capabilities, then call one "                       \
-      "by the name it returns")                                                                    \
+    X(ERR_NO_SUCH_TOOL_SOLUTION,                                                                   \
+      "请按 search_capabilities 结果中一项的标识调用：kind=tool 传 tool_id；function、mcp_tool "    \
+      "另传 toolbox_id 与 kn_id；skill 传 skill_id。不传 kn_id 时找不到知识网络挂载的能力",        \
+      "Call with the ids of an entry search_capabilities returned: tool_id for kind=tool; also "   \
+      "toolbox_id and kn_id for function and mcp_tool; skill_id for a skill. Without kn_id no "    \
+      "capability the knowledge network mounts is found")                                          \
     X(ERR_INPUT_SCHEMA, "请按工具的输入模式（inputSchema）修正 details 中列出的参数后重试",        \
       "Fix the arguments listed in details to match the tool's input schema, "                     \
       "then call again")                                                                           \
@@ -428,6 +477,7 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "ref_id must name the current knowledge network '%s'")                                       \
     X(GUARD_REF_ID_SEGMENTS, "ref_id 至少需要 %d 个以「:」分隔的段",                               \
       "ref_id needs at least %d ':'-separated segments")                                           \
+    X(TRACE_CORE_REFUSED, "BKN Trace Core 拒绝了该请求（%s）", "BKN Trace Core refused the request (%s)") \
     X(FLOW_TRACE_UNAVAILABLE, "BKN Trace Core 暂时不可用，本次请求未执行",                         \
       "BKN Trace Core is temporarily unavailable")                                                 \
     X(FLOW_TRACE_NOT_INSTALLED, "本部署未配置 BKN Trace Core：请去掉 bkn_context 后调用",          \
@@ -438,6 +488,20 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "the interaction is %s; start a new interaction")                                            \
     X(FLOW_RECEIPT_PENDING, "另一次调用正在执行同一操作：请稍后用相同参数重试",                    \
       "another call is executing this operation; retry the same call later")                       \
+    /* idempotency: an error stored as a call's outcome, replayed to a retry of the             \
+     * same invocation id (it can never turn into another answer under that id) */                \
+    X(REPLAYED_ERROR_READ,                                                                         \
+      "这个 invocation id 的调用已以此错误结束，重试同一 ID 只会重复这个错误："   \
+      "该工具只读取数据，请换一个新的 invocation id 重新调用。",                                  \
+      "The call with this invocation id already ended with this error, and retrying the "         \
+      "same id only repeats it. The tool only reads data: call it again with a new "              \
+      "invocation id.")                                                                            \
+    X(REPLAYED_ERROR_OTHER,                                                                        \
+      "这个 invocation id 的调用已以此错误结束，重试同一 ID 只会重复这个错误。"   \
+      "它可能已经产生了效果：请先确认它做了什么，再换一个新的 invocation id 调用。",  \
+      "The call with this invocation id already ended with this error, and retrying the "         \
+      "same id only repeats it. It may have taken effect: check what it did before "              \
+      "running it again with a new invocation id.")                                                \
     X(FLOW_RECORD_UNREADABLE, "无法读取已保存的结果：请稍后重试",                                  \
       "the stored result could not be read; retry later")                                          \
     X(FLOW_IDEM_CONFLICT, "该调用 ID 已用于不同的输入：请为新的调用使用新的 ID",                   \
@@ -451,6 +515,103 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "bkn_start_interaction",                                                                     \
       "bkn_context {conversation_id, interaction_id} from "                                        \
       "bkn_start_interaction is required")
+
+/* The one required_action vocabulary of every error on every surface (docs/errors.md
+ * lists the same tokens; scripts/check-error-codes compares): X(token, solution in
+ * zh-CN, in en-US). The solution is the step in words, for an error whose writer has
+ * none more concrete. */
+#define CL_ACTIONS(X)                                                                              \
+    X(fix_arguments, "请按 details 修正参数后重试", "Fix the arguments details names, then call again") \
+    X(fix_request, "请按 details 修改请求本身（方法、请求头、大小或编码）后重试",                  \
+      "Change the request itself (method, headers, size or encoding) as details says")             \
+    X(refresh_token, "请获取新的访问令牌（Bearer token）后重试",                                   \
+      "Obtain a fresh access token, then call again")                                              \
+    X(request_permission, "请向管理员申请所缺的权限，获批后重试",                                  \
+      "Ask an administrator for the missing permission, then call again once it is granted")       \
+    X(check_ids, "请确认调用中的 ID 存在且属于你，再用正确的 ID 重试",                             \
+      "Check that the ids of the call exist and are yours, then call again with valid ids")        \
+    X(resolve_conflict, "请检查请求是否与已有数据冲突", "Check whether the request conflicts with existing data") \
+    X(retry_later, "请等待 retry_after_ms 毫秒后用相同参数重试",                                   \
+      "Wait retry_after_ms, then send the same call again")                                        \
+    X(contact_administrator, "调用方无法自行解决：请将 bkn-request-id 告知管理员",                 \
+      "Nothing the caller can change: report the bkn-request-id to an administrator")              \
+    X(use_next_call, "请改为调用 details.next_call 指明的工具", "Make the call details.next_call names instead") \
+    X(bkn_start_interaction,                                                                       \
+      "请调用 bkn_start_interaction 开始本轮交互，并在 bkn_context 中传入它返回的 "                \
+      "conversation_id 与 interaction_id",                                                         \
+      "Call bkn_start_interaction to start the turn and pass the conversation_id and "             \
+      "interaction_id it returns in bkn_context")                                                  \
+    X(bkn_finish_interaction,                                                                      \
+      "请先用 bkn_finish_interaction 结束该会话中进行中的交互（current_interaction_id），再开始新的交互", \
+      "Finish the conversation's active interaction (current_interaction_id) with "                \
+      "bkn_finish_interaction, then start the next one")                                           \
+    X(create_conversation, "请先创建会话与交互，并在 bkn_context 中传入两者的 ID",                 \
+      "Create a conversation and an interaction first, and pass both ids in bkn_context")          \
+    X(start_interaction, "请开始新的交互，并在 bkn_context 中传入它的 ID",                         \
+      "Start a new interaction and pass its ids in bkn_context")                                   \
+    X(correct_bkn_context, "请按 description 修正 bkn_context 后重试",                             \
+      "Correct bkn_context as the description says, then call again")                              \
+    X(correct_business_refs, "请按 description 修正 bkn_context.business_refs 后重试",             \
+      "Correct bkn_context.business_refs as the description says, then call again")                \
+    X(fix_host_lifecycle_hint, "请修正宿主提供的调用 ID 或会话键（可打印 ASCII，不含空格，最多 256 字节）", \
+      "Fix the host's invocation id or conversation key (printable ASCII without spaces, at "      \
+      "most 256 bytes)")                                                                           \
+    X(use_new_idempotency_key, "请为新的调用使用新的调用 ID（openbkn.ai/client-invocation-id）",   \
+      "Use a new invocation id (openbkn.ai/client-invocation-id) for a new call")                  \
+    X(read_outcome, "该调用已执行过：请按 details.next_call 读取它的结果，不要再次执行",           \
+      "The call already ran: read its outcome with details.next_call instead of running it again") \
+    X(reuse_authoritative_interaction,                                                             \
+      "该交互已结束（见 current_status）：不要再结束它；下一轮请用 bkn_start_interaction 开始",    \
+      "The interaction has ended (current_status): do not finish it again; start the next turn "   \
+      "with bkn_start_interaction")
+
+/* The codes Trace Core is known to send, mapped to the catalogue (its own message is
+ * kept in details.message): X(code, required_action on MCP, on REST, description in
+ * zh-CN, in en-US). An unknown code keeps Trace Core's required_action when it is a
+ * token of CL_ACTIONS (else contact_administrator) and reads TRACE_CORE_REFUSED. */
+#define CL_TRACE_CODES(X)                                                                          \
+    X(conversation_required, "bkn_start_interaction", "create_conversation",                       \
+      "需要会话：请先开始交互", "A conversation is required")                                      \
+    X(conversation_not_found, "bkn_start_interaction", "create_conversation", "会话不存在",        \
+      "The conversation does not exist")                                                           \
+    X(conversation_closed, "bkn_start_interaction", "create_conversation", "会话已关闭",           \
+      "The conversation is closed")                                                                \
+    X(conversation_expired, "bkn_start_interaction", "create_conversation", "会话已过期",          \
+      "The conversation has expired")                                                              \
+    X(conversation_owner_mismatch, "bkn_start_interaction", "create_conversation",                 \
+      "该会话属于其他调用方", "The conversation belongs to another caller")                        \
+    X(interaction_required, "bkn_start_interaction", "start_interaction", "需要有效的交互",        \
+      "A valid interaction is required")                                                           \
+    X(interaction_in_progress, "bkn_finish_interaction", "resolve_conflict",                       \
+      "该会话已有进行中的交互", "The conversation already has an active interaction")              \
+    X(interaction_terminal, "bkn_start_interaction", "start_interaction", "该交互已结束",          \
+      "The interaction has ended")                                                                 \
+    X(agent_name_conflict, "fix_arguments", "fix_arguments",                                       \
+      "该会话已绑定另一个 agent_name：请使用该会话原来的 agent_name，或开始新会话",                \
+      "The conversation is pinned to another agent_name: use its agent_name, or start a new "      \
+      "conversation")                                                                              \
+    X(agent_name_invalid, "fix_arguments", "fix_arguments", "agent_name 不合法",                   \
+      "agent_name is not valid")                                                                   \
+    X(operation_required, "contact_administrator", "contact_administrator",                        \
+      "BKN Trace Core 未能记录该操作", "BKN Trace Core could not record the operation")            \
+    X(idempotency_conflict, "use_new_idempotency_key", "use_new_idempotency_key",                  \
+      "该调用 ID 已用于不同的输入", "The invocation id was already used with different input")     \
+    X(receipt_pending, "retry_later", "retry_later", "另一次调用正在执行同一操作",                 \
+      "Another call is executing this operation")                                                  \
+    X(terminal_conflict, "reuse_authoritative_interaction", "reuse_authoritative_interaction",     \
+      "该交互已以另一种结果结束", "Another terminal outcome already won")                          \
+    X(closure_manifest_invalid, "fix_arguments", "fix_arguments", "结束交互的内容不完整",          \
+      "The closing of the interaction is incomplete")                                              \
+    X(resource_not_disclosed, "check_ids", "check_ids", "在你的范围内找不到该会话或交互",          \
+      "The conversation or interaction was not found in your scope")                               \
+    X(permission_denied, "request_permission", "request_permission", "BKN Trace Core 拒绝了该调用方", \
+      "BKN Trace Core refused the caller")                                                         \
+    X(trace_core_unavailable, "retry_later", "retry_later", "BKN Trace Core 暂时不可用",           \
+      "BKN Trace Core is temporarily unavailable")                                                 \
+    X(authorization_unavailable, "retry_later", "retry_later", "BKN Trace Core 暂时无法校验权限",  \
+      "BKN Trace Core cannot check authorization right now")                                       \
+    X(internal_error, "contact_administrator", "contact_administrator", "BKN Trace Core 内部错误", \
+      "BKN Trace Core failed internally")
 
 typedef enum {
 #define CL_TEXT_ENUM(id, zh, en) TEXT_##id,
@@ -472,6 +633,15 @@ void text_status(int status, lang_id lang, const char **name, const char **desc,
 /* The next step after an error of status (CL_STATUS_NEXT): *retryable, *retry_after_ms
  * (0 when not retryable) and *action (static token). */
 void text_status_next(int status, int *retryable, int *retry_after_ms, const char **action);
+
+/* The solution text of a required_action token (CL_ACTIONS) in lang, or NULL for a
+ * token outside the vocabulary. */
+const char *text_action(const char *token, lang_id lang);
+
+/* A code Trace Core sends (CL_TRACE_CODES): 1 with its description in lang and its
+ * required_action on MCP and on REST, else 0. */
+int text_trace_code(const char *code, lang_id lang, const char **desc, const char **mcp_action,
+                    const char **rest_action);
 
 /* Lua module `cltexts` (texts_lua.c): a fresh table
  *   { languages = {"zh-CN","en-US"},

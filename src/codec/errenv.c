@@ -40,6 +40,13 @@ void err_write(buf *out, int status, lang_id lang, const char *code, const char 
         err_next_of(status, &rule);
         next = &rule;
     }
+    if (!sol && !strcmp(code, "Public.Forbidden.OriginRejected")) {
+        /* not a permission an administrator grants: the request itself must change */
+        sol = text_get(TEXT_ERR_ORIGIN_SOLUTION, lang);
+        rule = *next;
+        rule.required_action = "fix_request";
+        next = &rule;
+    }
     buf_puts(out, "{\"code\":");
     json_write_string(out, code, strlen(code));
     put_member(out, "description", desc ? desc : sdesc);

@@ -22,7 +22,15 @@ struct flow {
      * args_copy, an edited copy (owned). */
     const json_value *args;
     json_value *args_copy;
-    buf args_canon; /* canonical text of args, once written (args_canon()) */
+    /* The tool that actually runs and its arguments, which key the idempotency record
+     * and the Operation: the tool itself, or for execute_tool of a Context Loader tool
+     * (or a skill) that tool and the arguments it gets - a retry may move between a
+     * direct call and execute_tool, and the name and tool_id forms are one call. */
+    const char *run_name;
+    const json_value *run_args;
+    json_value *run_args_own;
+    int run_toon; /* the response format as the tool that runs picks it */
+    buf args_canon; /* canonical text of run_args, once written (args_canon()) */
     bkn_context ctx;
     char kn_id[129];
     char invocation[260];
@@ -42,6 +50,11 @@ struct flow {
     call *call;
     json_value *error_value; /* the tool's error object as a tree, for the attempt */
     call_outcome o;
+    /* detached (flow_cancel with a claim): the borrowed input, copied */
+    int detached;
+    principal who;
+    char *own_strs[6];
+    json_value *own_query, *own_request, *own_context;
 };
 
 static const char *lang(const flow *f)
@@ -69,6 +82,15 @@ static void run_tool(flow *f);
 
 static void flow_free(flow *f)
 {
+    if (f->detached) {
+        for (size_t i = 0; i < sizeof f->own_strs / sizeof *f->own_strs; i++)
+            free(f->own_strs[i]);
+        json_free(f->own_query);
+        json_free(f->own_request);
+        json_free(f->own_context);
+        if (f->in.gen)
+            tools_gen_release(f->in.gen);
+    }
     if (f->tc)
         trace_cancel(f->tc);
     if (f->iw)
@@ -78,6 +100,7 @@ static void flow_free(flow *f)
     if (f->idem_owned)
         idem_abort(f->in.idem, f->idem_key);
     json_free(f->args_copy);
+    json_free(f->run_args_own);
     buf_free(&f->args_canon);
     json_free(f->lease_epoch);
     json_free(f->error_value);
@@ -86,8 +109,45 @@ static void flow_free(flow *f)
     free(f);
 }
 
+/* A copy owned by the flow (freed with it), or NULL. */
+static const char *own_str(flow *f, size_t slot, const char *s)
+{
+    f->own_strs[slot] = s ? xstrdup(s) : NULL;
+    return f->own_strs[slot];
+}
+
+/* The caller left while the flow holds its claim: make the flow self-contained
+ * (flow.h) and let it run on. */
+static void detach(flow *f)
+{
+    call_env *e = &f->in.env;
+    f->detached = 1;
+    f->done = NULL;
+    f->who = *e->who;
+    e->who = &f->who;
+    e->request_id = own_str(f, 0, e->request_id);
+    e->traceparent = own_str(f, 1, e->traceparent);
+    e->kn_id_header = own_str(f, 2, e->kn_id_header);
+    e->surface = own_str(f, 3, e->surface);
+    e->caller_token = own_str(f, 4, e->caller_token);
+    f->in.format = own_str(f, 5, f->in.format);
+    e->query = f->own_query = e->query ? json_clone(e->query) : NULL;
+    e->request = f->own_request = e->request ? json_clone(e->request) : NULL;
+    e->bkn_context = f->own_context = e->bkn_context ? json_clone(e->bkn_context) : NULL;
+    if (!f->args_copy)
+        f->args = f->args_copy = f->args ? json_clone(f->args) : json_new_object();
+    f->in.args = f->in.meta = NULL;
+    f->in.invocation_header = NULL;
+    if (f->in.gen)
+        tools_gen_ref(f->in.gen);
+}
+
 void flow_cancel(flow *f)
 {
+    if (f->idem_owned && !f->detached) {
+        detach(f);
+        return;
+    }
     flow_free(f);
 }
 
@@ -110,19 +170,20 @@ static void finish(flow *f, int store_it)
     }
     if (!f->o.code[0])
         str_copy(f->o.code, sizeof f->o.code, f->o.is_error ? "tool_error" : "ok");
-    f->done(&f->o, f->done_arg);
+    if (f->done)
+        f->done(&f->o, f->done_arg);
     flow_free(f);
 }
 
 /* The catalogue text id in the call's language. */
 #define TX(f, id) text_get(TEXT_##id, (f)->in.env.lang)
 
-/* A lifecycle-style refusal {"error":{...}} (before any downstream call). */
+/* A refusal in the one error object (before any downstream call). */
 static void refuse(flow *f, int rest_status, const char *code, const char *message, int retryable,
                    const char *mcp_action, const char *rest_action)
 {
     outcome_refuse(&f->o, rest_status, code, message, retryable,
-                   f->in.mcp ? mcp_action : rest_action, f->in.mcp);
+                   f->in.mcp ? mcp_action : rest_action, f->in.env.lang);
     finish(f, 0);
 }
 
@@ -155,7 +216,7 @@ static void refuse_api(flow *f, const trace_reply *r)
     const char *code = r->error_code && *r->error_code ? r->error_code : "internal_error";
     str_copy(f->o.code, sizeof f->o.code, code);
     buf_reset(&f->o.json);
-    guard_write_api_error(&f->o.json, r->body);
+    guard_write_api_error(&f->o.json, r->body, f->in.env.lang, f->in.mcp);
     f->o.is_error = 1;
     f->o.status = rest_status_of(code);
     finish(f, 0);
@@ -255,7 +316,7 @@ void flow_input_hash(const char *args_canon, size_t len, const bkn_context *ctx,
 static const buf *args_canon(flow *f)
 {
     if (!f->args_canon.data)
-        json_write(&f->args_canon, f->args, 1);
+        json_write(&f->args_canon, f->run_args, 1);
     return &f->args_canon;
 }
 
@@ -267,11 +328,13 @@ static const char *input_hash(flow *f)
     if (f->input_hash[0])
         return f->input_hash;
     const buf *a = args_canon(f);
-    flow_input_hash(a->data, a->len, &f->ctx, f->o.toon, f->in.env.query, f->input_hash);
+    flow_input_hash(a->data, a->len, &f->ctx, f->run_toon, f->in.env.query, f->input_hash);
     return f->input_hash;
 }
 
 /* ---- the tool and its attempt ---- */
+
+static void send_attempt(flow *f, int later);
 
 static void on_finalized(const trace_reply *r, const trace_receipt *rc, void *arg)
 {
@@ -286,20 +349,25 @@ static void on_finalized(const trace_reply *r, const trace_receipt *rc, void *ar
                 str_copy(f->o.receipt_id, sizeof f->o.receipt_id, rc->receipt_id);
         }
     } else {
-        /* The business result stands; the receipt stays pending at Core. */
+        /* The business result stands: the answer says its receipt is still pending,
+         * and the finalization is sent again in the background until Core takes it. */
         log_line *l = log_begin(LOG_WARN, "operation finalize failed");
         log_str(l, "request_id", f->in.env.request_id);
         log_str(l, "operation_id", f->o.operation_id);
         log_int(l, "trace_status", (int)r->status);
         log_end(l);
+        f->o.receipt_pending = r->status == TRACE_UNAVAILABLE;
+        if (f->o.receipt_pending)
+            send_attempt(f, 1);
     }
     finish(f, 1);
 }
 
 /* Completes (or fails) the attempt with the call's output: on MCP the
  * CallToolResult without receipt, written from the result's text (escaped once, for
- * the reply as well); on REST the result (or error) value. */
-static void finalize(flow *f)
+ * the reply as well); on REST the result (or error) value; later: in the background,
+ * without a callback (trace_finish_attempt_later). */
+static void send_attempt(flow *f, int later)
 {
     json_value *payload = NULL, *parsed = NULL;
     const buf *text = &f->o.json;
@@ -330,8 +398,12 @@ static void finalize(flow *f)
                                             f->o.is_error ? NULL : text, f->ctx.business_refs);
     a.business_refs = refs ? refs : f->ctx.business_refs;
     a.payload = payload;
-    trace_time_begin(f);
-    f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
+    if (later) {
+        trace_finish_attempt_later(f->in.trace, f->in.env.who, lang(f), &a);
+    } else {
+        trace_time_begin(f);
+        f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
+    }
     buf_free(&out);
     json_free(parsed);
     json_free(refs);
@@ -360,7 +432,7 @@ static void on_call_done(const call_result *res, void *arg)
     str_copy(o->code, sizeof o->code,
              res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok");
     if (f->record)
-        finalize(f);
+        send_attempt(f, 0);
     else
         finish(f, 1);
 }
@@ -422,6 +494,8 @@ static void lookup_interaction(flow *f)
                                   on_interaction, f);
 }
 
+static int abandoned(const flow *f, const json_value *operation);
+
 static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg)
 {
     flow *f = arg;
@@ -451,30 +525,75 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     }
     /* Another claimant ran (or runs) this operation. */
     const char *st = op->receipt_status;
+    if ((!st || !strcmp(st, "pending")) && f->idem_owned && abandoned(f, op->operation)) {
+        /* We hold the claim, so its first owner does not, and it was started longer
+         * ago than any owner can run: nobody will ever finish it. */
+        outcome_unknown(&f->o, op->operation, op->receipt, f->in.ti->name,
+                        !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
+        finish(f, 0);
+        return;
+    }
     if (!st || !strcmp(st, "pending")) {
         refuse(f, 409, "receipt_pending", TX(f, FLOW_RECEIPT_PENDING), 1,
-               "retry_same_business_tool", "retry_same_business_tool");
+               "retry_later", "retry_later");
         return;
     }
     /* Terminal, and our idempotency record of it is gone: say so, never a stub. */
-    outcome_already_executed(&f->o, op->operation, op->receipt, f->in.ti->name,
+    outcome_already_executed(&f->o, op->operation, op->receipt, f->run_name,
                              !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
     finish(f, 0);
+}
+
+/* Milliseconds since the epoch of an RFC 3339 UTC time ("2026-01-02T03:04:05.678Z"),
+ * or -1 when s has another form. */
+static int64_t utc_ms(const char *s)
+{
+    int y, mo, d, h, mi, sec, n = 0;
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6)
+        return -1;
+    int64_t ms = 0;
+    const char *p = s + n;
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (digits < 3)
+                ms = ms * 10 + (*p - '0');
+        for (; digits < 3; digits++)
+            ms *= 10;
+    }
+    if (*p != 'Z' || mo < 1 || mo > 12)
+        return -1;
+    /* days from the civil date (proleptic Gregorian) */
+    int64_t yy = mo <= 2 ? y - 1 : y;
+    int64_t era = (yy >= 0 ? yy : yy - 399) / 400;
+    int64_t yoe = yy - era * 400;
+    int64_t doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    int64_t days = era * 146097 + doe - 719468;
+    return ((days * 24 + h) * 60 + mi) * 60000 + (int64_t)sec * 1000 + ms;
+}
+
+/* 1 when the Operation was created longer ago than an idempotency claim lives (so
+ * no owner can still be running it); 0 when younger or of unknown age. */
+static int abandoned(const flow *f, const json_value *operation)
+{
+    int64_t t = utc_ms(operation ? json_get_string(operation, "created_at") : NULL);
+    return t >= 0 && now_wall_ms() - t >= idem_claim_ttl_ms(f->in.idem);
 }
 
 static void ensure_operation(flow *f)
 {
     char op_key[40];
-    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, idem_scope(f), f->in.ti->name,
+    flow_operation_key(f->ctx.conversation_id, f->ctx.interaction_id, idem_scope(f), f->run_name,
                        f->invocation, f->in.env.request_id, input_hash(f), op_key);
     trace_ensure_in e;
     memset(&e, 0, sizeof e);
     e.conversation_id = f->ctx.conversation_id;
     e.interaction_id = f->ctx.interaction_id;
     e.operation_key = op_key;
-    e.tool_name = f->in.ti->name;
+    e.tool_name = f->run_name;
     e.protocol = f->in.mcp ? "mcp" : "sdk";
-    e.input = f->args;
+    e.input = f->run_args;
     e.input_json = args_canon(f)->data;
     e.input_len = f->args_canon.len;
     e.lease_token = f->lease_token;
@@ -597,7 +716,8 @@ static void decide_trace(flow *f)
 {
     if (!trace_installed(f->in.trace)) {
         if (f->needs_context || !f->ctx.adhoc) {
-            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0, "", "");
+            refuse(f, 503, "feature_not_installed", TX(f, FLOW_TRACE_NOT_INSTALLED), 0,
+                   "contact_administrator", "contact_administrator");
             return;
         }
         run_tool(f);
@@ -622,6 +742,8 @@ static void replay(flow *f, const char *record, size_t len)
                "retry_later");
         return;
     }
+    /* under this id the stored error is all a retry can ever get */
+    outcome_replayed_error(&f->o, !strcmp(f->in.ti->kind, "read"), f->in.env.lang);
     snprintf(f->o.code, sizeof f->o.code, "replay");
     finish(f, 0);
 }
@@ -643,8 +765,8 @@ static void on_idem(idem_decision d, const char *response, size_t len, void *arg
                "use_new_idempotency_key", "use_new_idempotency_key");
         return;
     case IDEM_IN_PROGRESS:
-        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_same_business_tool",
-               "retry_same_business_tool");
+        refuse(f, 409, "in_progress", TX(f, FLOW_IDEM_IN_PROGRESS), 1, "retry_later",
+               "retry_later");
         return;
     case IDEM_UNAVAILABLE:
     default:
@@ -673,6 +795,69 @@ static int pick_format(flow *f)
     f->o.status = 400;
     finish(f, 0);
     return -1;
+}
+
+/* ---- the tool that runs ---- */
+
+/* 1 when the tool's inputSchema (of its tools/list entry) declares kn_id. */
+static int declares_kn_id(const tools_info *ti)
+{
+    const char *text = ti->list_json[LANG_EN_US];
+    json_value *e = text ? json_parse(text, strlen(text), NULL, NULL, 0) : NULL;
+    const json_value *props = json_get(json_get(e, "inputSchema"), "properties");
+    int yes = json_get(props, "kn_id") != NULL;
+    json_free(e);
+    return yes;
+}
+
+/* execute_tool that runs a Context Loader tool or a skill: that tool (as ctx.invoke
+ * would find it: listed on an MCP surface, not gated off) and the arguments it gets,
+ * as tools/execute_tool.lua hands them on (arguments without bkn_context,
+ * response_format and hints; kn_id from execute_tool's own when the tool declares it
+ * and lacks it; a skill's skill_id, entry_shell and timeout). Else the call itself. */
+static void pick_run(flow *f)
+{
+    f->run_name = f->in.ti->name;
+    f->run_args = f->args;
+    f->run_toon = f->o.toon;
+    if (strcmp(f->in.ti->name, "execute_tool") || json_typeof(f->args) != JSON_OBJECT ||
+        json_get(f->args, "toolbox_id"))
+        return;
+    const json_value *a = json_get(f->args, "arguments");
+    const char *skill = json_get_string(f->args, "skill_id");
+    const char *key = json_get_string(f->args, "tool_id");
+    if (!key)
+        key = json_get_string(f->args, "name");
+    const tools_info *ti = tools_gen_find(f->in.gen, skill ? "execute_skill" : key ? key : "");
+    if (!ti || !(ti->surfaces & (SURFACE_MCP | SURFACE_COMPACT)) || (ti->gate && !ti->gate_open) ||
+        !strcmp(ti->name, "execute_tool"))
+        return;
+    json_value *inner;
+    if (skill) {
+        inner = json_new_object();
+        json_set(inner, "skill_id", json_new_str(skill, strlen(skill)));
+        const json_value *entry = json_get(a, "entry_shell");
+        const json_value *timeout = json_get(a, "timeout");
+        if (entry)
+            json_set(inner, "entry_shell", json_clone(entry));
+        if (timeout)
+            json_set(inner, "timeout", json_clone(timeout));
+    } else {
+        inner = json_typeof(a) == JSON_OBJECT ? json_clone(a) : json_new_object();
+        json_remove(inner, "bkn_context");
+        json_remove(inner, "response_format");
+        guard_strip_hints(inner);
+        const json_value *kn = json_get(f->args, "kn_id");
+        if (kn && !json_get(inner, "kn_id") && declares_kn_id(ti))
+            json_set(inner, "kn_id", json_clone(kn));
+    }
+    int toon = 0;
+    char details[200];
+    if (callcheck_format(f->in.format, json_get(f->in.args, "response_format"), f->in.mcp, ti->toon,
+                         &toon, details, sizeof details) == 0)
+        f->run_toon = toon;
+    f->run_name = ti->name;
+    f->run_args = f->run_args_own = inner;
 }
 
 /* ---- entry ---- */
@@ -734,6 +919,7 @@ void flow_run(flow *f)
     }
     if (pick_format(f) < 0)
         return;
+    pick_run(f);
 
     /* The hint: the invocation id, else a caller-supplied request id. */
     const char *hint = f->invocation[0]        ? f->invocation
@@ -743,6 +929,6 @@ void flow_run(flow *f)
         decide_trace(f);
         return;
     }
-    idem_key(in->env.who->key, idem_scope(f), in->ti->name, hint, f->idem_key);
+    idem_key(in->env.who->key, idem_scope(f), f->run_name, hint, f->idem_key);
     f->iw = idem_begin(in->idem, f->idem_key, input_hash(f), on_idem, f);
 }

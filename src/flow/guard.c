@@ -318,79 +318,134 @@ void guard_context_free(bkn_context *c)
     c->causation_event_ids = c->business_refs = NULL;
 }
 
-void guard_write_error(buf *out, const char *code, const char *message, int retryable,
-                       const char *required_action, int mcp)
+void guard_write_object(buf *out, const guard_error *e)
 {
-    guard_write_error_status(out, code, message, retryable, required_action, mcp, NULL);
-}
-
-void guard_write_error_status(buf *out, const char *code, const char *message, int retryable,
-                              const char *required_action, int mcp, const char *current_status)
-{
-    buf_puts(out, "{\"error\":{\"code\":");
-    json_write_string(out, code, strlen(code));
-    buf_puts(out, ",\"message\":");
-    json_write_string(out, message, strlen(message));
-    buf_printf(out, ",\"retryable\":%s", retryable ? "true" : "false");
-    if (mcp || (required_action && *required_action)) {
-        buf_puts(out, ",\"required_action\":");
-        const char *a = required_action ? required_action : "";
-        json_write_string(out, a, strlen(a));
+    const char *action = e->required_action && *e->required_action ? e->required_action
+                                                                   : "contact_administrator";
+    const char *sol = e->solution && *e->solution ? e->solution : text_action(action, e->lang);
+    if (!sol)
+        sol = text_action("contact_administrator", e->lang);
+    buf_puts(out, "{\"code\":");
+    json_write_string(out, e->code, strlen(e->code));
+    buf_puts(out, ",\"description\":");
+    json_write_string(out, e->description, strlen(e->description));
+    buf_puts(out, ",\"solution\":");
+    json_write_string(out, sol, strlen(sol));
+    if (e->details) {
+        buf_puts(out, ",\"details\":");
+        json_write(out, e->details, 0);
     }
-    if (retryable) /* a real wait; absent when a retry cannot help */
-        buf_printf(out, ",\"retry_after_ms\":%d", ERR_RETRY_AFTER_MS);
-    if (current_status) {
-        buf_puts(out, ",\"current_status\":");
-        json_write_string(out, current_status, strlen(current_status));
-    }
-    buf_puts(out, "}}");
-}
-
-void guard_write_api_error(buf *out, const json_value *body)
-{
-    const json_value *e = json_get(body, "error");
-    if (json_typeof(e) != JSON_OBJECT) { /* not the lifecycle shape: as it is */
-        json_write(out, body, 0);
-        return;
-    }
-    const json_value *r = json_get(e, "retryable");
-    int retryable = r && json_typeof(r) == JSON_TRUE;
-    buf_puts(out, "{\"error\":{");
-    int first = 1;
-    for (size_t i = 0; i < json_count(e); i++) {
+    buf_printf(out, ",\"retryable\":%s", e->retryable ? "true" : "false");
+    if (e->retryable) /* a real wait; absent when a retry cannot help */
+        buf_printf(out, ",\"retry_after_ms\":%ld",
+                   e->retry_after_ms > 0 ? e->retry_after_ms : (long)ERR_RETRY_AFTER_MS);
+    buf_puts(out, ",\"required_action\":");
+    json_write_string(out, action, strlen(action));
+    for (size_t i = 0; e->extra && i < json_count(e->extra); i++) {
         size_t klen;
-        const char *k = json_key_at(e, i, &klen);
-        const json_value *v = json_val_at(e, i);
-        if (!strcmp(k, "retry_after_ms")) {
-            if (!retryable)
-                continue; /* no wait when a retry cannot help */
-            int64_t ms = json_typeof(v) == JSON_INT ? json_get_int(v) : 0;
-            if (!first)
-                buf_putc(out, ',');
-            buf_printf(out, "\"retry_after_ms\":%lld",
-                       (long long)(ms > 0 ? ms : ERR_RETRY_AFTER_MS));
-            first = 0;
-            continue;
-        }
-        if (!first)
-            buf_putc(out, ',');
-        json_write_string(out, k, klen);
-        buf_putc(out, ':');
-        json_write(out, v, 0);
-        first = 0;
-    }
-    if (retryable && !json_get(e, "retry_after_ms"))
-        buf_printf(out, "%s\"retry_after_ms\":%d", first ? "" : ",", ERR_RETRY_AFTER_MS);
-    buf_puts(out, "}");
-    for (size_t i = 0; i < json_count(body); i++) { /* members beside "error" */
-        size_t klen;
-        const char *k = json_key_at(body, i, &klen);
-        if (!strcmp(k, "error"))
-            continue;
+        const char *k = json_key_at(e->extra, i, &klen);
         buf_putc(out, ',');
         json_write_string(out, k, klen);
         buf_putc(out, ':');
-        json_write(out, json_val_at(body, i), 0);
+        json_write(out, json_val_at(e->extra, i), 0);
     }
     buf_putc(out, '}');
+}
+
+void guard_write_error(buf *out, lang_id lang, const char *code, const char *message, int retryable,
+                       const char *required_action)
+{
+    guard_write_error_status(out, lang, code, message, retryable, required_action, NULL);
+}
+
+void guard_write_error_status(buf *out, lang_id lang, const char *code, const char *message,
+                              int retryable, const char *required_action,
+                              const char *current_status)
+{
+    json_value *extra = NULL;
+    if (current_status) {
+        extra = json_new_object();
+        json_set(extra, "current_status", json_new_str(current_status, strlen(current_status)));
+    }
+    guard_error e = {.lang = lang,
+                     .code = code,
+                     .description = message,
+                     .retryable = retryable,
+                     .required_action = required_action,
+                     .extra = extra};
+    guard_write_object(out, &e);
+    json_free(extra);
+}
+
+/* 1 when token is a required_action of the vocabulary (CL_ACTIONS). */
+static int known_action(const char *token)
+{
+    return token && text_action(token, LANG_EN_US) != NULL;
+}
+
+void guard_write_api_error(buf *out, const json_value *body, lang_id lang, int mcp)
+{
+    const json_value *e = json_get(body, "error");
+    if (json_typeof(e) != JSON_OBJECT) { /* not Trace Core's error envelope */
+        const char *desc = text_get(TEXT_LC_TRACE_UNAVAILABLE, lang);
+        guard_error g = {.lang = lang,
+                         .code = "trace_core_unavailable",
+                         .description = desc,
+                         .details = body,
+                         .retryable = 1,
+                         .required_action = "retry_later"};
+        guard_write_object(out, &g);
+        return;
+    }
+    const char *code = json_get_string(e, "code");
+    const char *message = json_get_string(e, "message");
+    const json_value *r = json_get(e, "retryable");
+    int retryable = r && json_typeof(r) == JSON_TRUE;
+    const json_value *w = json_get(e, "retry_after_ms");
+    long wait = w && json_typeof(w) == JSON_INT ? (long)json_get_int(w) : 0;
+    const char *desc, *mcp_action, *rest_action;
+    char refused[200];
+    const char *action;
+    if (code && text_trace_code(code, lang, &desc, &mcp_action, &rest_action)) {
+        action = mcp ? mcp_action : rest_action;
+    } else {
+        snprintf(refused, sizeof refused, text_get(TEXT_TRACE_CORE_REFUSED, lang),
+                 code ? code : "?");
+        desc = refused;
+        const char *theirs = json_get_string(e, "required_action");
+        action = known_action(theirs) ? theirs : "contact_administrator";
+    }
+    if (retryable)
+        action = "retry_later";
+    /* Trace Core's own words, and every member but the ones written above */
+    json_value *details = json_new_object();
+    if (message)
+        json_set(details, "message", json_new_str(message, strlen(message)));
+    json_value *extra = json_new_object();
+    static const char *const OWN[] = {"code", "message", "retryable", "retry_after_ms",
+                                      "required_action"};
+    for (size_t i = 0; i < json_count(e); i++) {
+        const char *k = json_key_at(e, i, NULL);
+        int own = 0;
+        for (size_t j = 0; j < sizeof OWN / sizeof *OWN; j++)
+            own |= !strcmp(k, OWN[j]);
+        if (!own)
+            json_set(extra, k, json_clone(json_val_at(e, i)));
+    }
+    for (size_t i = 0; i < json_count(body); i++) { /* members beside "error" */
+        const char *k = json_key_at(body, i, NULL);
+        if (strcmp(k, "error"))
+            json_set(extra, k, json_clone(json_val_at(body, i)));
+    }
+    guard_error g = {.lang = lang,
+                     .code = code ? code : "internal_error",
+                     .description = desc,
+                     .details = json_count(details) ? details : NULL,
+                     .retryable = retryable,
+                     .retry_after_ms = wait,
+                     .required_action = action,
+                     .extra = extra};
+    guard_write_object(out, &g);
+    json_free(details);
+    json_free(extra);
 }

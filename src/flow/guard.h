@@ -48,20 +48,39 @@ int guard_strip_hints(json_value *args);
 /* 1 when key is one of those hint names (case-insensitively), else 0. */
 int guard_is_hint(const char *key);
 
-/* Writes the lifecycle error envelope {"error":{code,message,retryable,
- * required_action,retry_after_ms[,extra members]}}; mcp != 0 picks the MCP action
- * and always writes required_action, REST leaves it out when empty. retry_after_ms
- * is there only when retryable: ERR_RETRY_AFTER_MS (errenv.h), never 0. */
-void guard_write_error(buf *out, const char *code, const char *message, int retryable,
-                       const char *required_action, int mcp);
-/* The same with a current_status member after retry_after_ms (NULL = none). */
-void guard_write_error_status(buf *out, const char *code, const char *message, int retryable,
-                              const char *required_action, int mcp, const char *current_status);
+/* The one error object of every surface (docs/errors.md), flat:
+ *   {"code","description","solution"[,"details"],"retryable"[,"retry_after_ms"],
+ *    "required_action"[, the members of extra]}
+ * solution NULL -> the text of required_action (texts.h CL_ACTIONS) in lang;
+ * required_action NULL or "" -> contact_administrator; retry_after_ms only when
+ * retryable, then a real wait (ERR_RETRY_AFTER_MS when <= 0). Nothing is kept. */
+typedef struct guard_error {
+    lang_id lang;
+    const char *code;
+    const char *description;
+    const char *solution;     /* NULL: by required_action */
+    const json_value *details; /* NULL: none */
+    int retryable;
+    long retry_after_ms;
+    const char *required_action;
+    const json_value *extra; /* an object whose members follow, or NULL */
+} guard_error;
+void guard_write_object(buf *out, const guard_error *e);
 
-/* Writes a lifecycle error body that came from elsewhere (a Trace Core API error)
- * by the same rules: retry_after_ms only when retryable, then a real wait
- * (ERR_RETRY_AFTER_MS when it said 0 or nothing); every other member as it is. A body
- * without an "error" object is written as it is. */
-void guard_write_api_error(buf *out, const json_value *body);
+/* The object of a refusal whose message is its description. */
+void guard_write_error(buf *out, lang_id lang, const char *code, const char *message, int retryable,
+                       const char *required_action);
+/* The same with a current_status member (NULL = none). */
+void guard_write_error_status(buf *out, lang_id lang, const char *code, const char *message,
+                              int retryable, const char *required_action,
+                              const char *current_status);
+
+/* A Trace Core API error body ({"error":{code, message, ...}}) as the one error
+ * object: a code Trace Core is known to send gets the catalogue's description and
+ * required_action (mcp: the MCP surface's) in lang, an unknown code a generic
+ * description naming it; Trace Core's message is details.message; its other members
+ * (current_status, current_interaction_id, request_id, ...) follow. A body of
+ * another shape reads as trace_core_unavailable with the body as details. */
+void guard_write_api_error(buf *out, const json_value *body, lang_id lang, int mcp);
 
 #endif

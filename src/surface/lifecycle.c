@@ -91,7 +91,8 @@ static void fail(lifecycle *l, const char *code, const char *message, int retrya
                  const char *action, const char *extra_status)
 {
     buf_reset(&l->o.json);
-    guard_write_error_status(&l->o.json, code, message, retryable, action, 1, extra_status);
+    guard_write_error_status(&l->o.json, l->in.lang, code, message, retryable, action,
+                             extra_status);
     l->o.is_error = 1;
     lc_send(l, code);
 }
@@ -108,13 +109,14 @@ static void fail_trace(lifecycle *l, const trace_reply *r)
 {
     if (r->status == TRACE_API_ERROR && r->body) {
         buf_reset(&l->o.json);
-        guard_write_api_error(&l->o.json, r->body);
+        guard_write_api_error(&l->o.json, r->body, l->in.lang, 1);
         l->o.is_error = 1;
         lc_send(l, r->error_code && *r->error_code ? r->error_code : "trace_error");
     } else if (r->status == TRACE_NOT_INSTALLED) {
-        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0, "", NULL);
+        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0,
+                  "contact_administrator", NULL);
     } else if (r->status == TRACE_NO_OWNER) {
-        fail_text(l, "permission_denied", TEXT_LC_NO_OWNER, 0, "request_authorization", NULL);
+        fail_text(l, "permission_denied", TEXT_LC_NO_OWNER, 0, "request_permission", NULL);
     } else {
         fail_text(l, "trace_core_unavailable", TEXT_LC_TRACE_UNAVAILABLE, 1, "retry_later", NULL);
     }
@@ -188,10 +190,14 @@ static int refuse_arguments(lifecycle *l)
         return -1;
     }
     const char *code = json_get_string(r, "code");
+    const char *message = json_get_string(r, "message");
+    guard_error ge = {.lang = l->in.lang,
+                      .code = code ? code : "invalid_params",
+                      .description = message ? message : "",
+                      .details = json_get(r, "details"),
+                      .required_action = json_get_string(r, "required_action")};
     buf_reset(&l->o.json);
-    buf_puts(&l->o.json, "{\"error\":");
-    json_write(&l->o.json, r, 0);
-    buf_putc(&l->o.json, '}');
+    guard_write_object(&l->o.json, &ge);
     l->o.is_error = 1;
     lc_send(l, code ? code : "invalid_params");
     json_free(r);
@@ -251,7 +257,8 @@ static void start(lifecycle *l)
     const char *mode = json_get_string(l->args, "conversation_mode");
     const char *cid = json_get_string(l->args, "conversation_id");
     if (!trace_installed(l->in.trace)) {
-        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0, "", NULL);
+        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0,
+                  "contact_administrator", NULL);
         return;
     }
     if (!strcmp(mode, "continue") && !l->host_key[0]) {
@@ -353,7 +360,8 @@ static void finish(lifecycle *l)
     const char *outcome = json_get_string(l->args, "outcome");
     const char *iid = json_get_string(l->args, "interaction_id");
     if (!trace_installed(l->in.trace)) {
-        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0, "", NULL);
+        fail_text(l, "feature_not_installed", TEXT_LC_TRACE_NOT_INSTALLED, 0,
+                  "contact_administrator", NULL);
         return;
     }
     snprintf(l->interaction_id, sizeof l->interaction_id, "%s", iid);

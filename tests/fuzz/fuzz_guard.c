@@ -123,13 +123,12 @@ static void check_refusal(const guard_refusal *w)
     for (int mcp = 0; mcp < 2; mcp++) {
         buf e = BUF_INIT;
         char err[160];
-        guard_write_error(&e, w->code, w->message, w->retryable,
-                          mcp ? w->mcp_action : w->rest_action, mcp);
+        guard_write_error(&e, w->lang, w->code, w->message, w->retryable,
+                          mcp ? w->mcp_action : w->rest_action);
         json_value *v = json_parse(e.data, e.len, NULL, err, sizeof err);
-        fuzz_must(v != NULL, T, "the error envelope is valid JSON");
-        const json_value *eo = json_get(v, "error");
-        const char *m = eo ? json_get_string(eo, "message") : NULL;
-        fuzz_must(m && !strcmp(m, w->message), T, "the envelope carries the message");
+        fuzz_must(v != NULL, T, "the error object is valid JSON");
+        const char *m = json_get_string(v, "description");
+        fuzz_must(m && !strcmp(m, w->message), T, "the error object carries the message");
         json_free(v);
         buf_free(&e);
     }

@@ -270,8 +270,8 @@ test('execute_action without context -> 400 conversation_required, nothing execu
   for (const extra of [{}, { bkn_context: {} }]) {
     const r = await rest('execute_action', { kn_id: 'kn_ops', at_id: 'at_restart_pod', _instance_identities: [], dynamic_params: { grace_period_seconds: 1 }, ...extra });
     assert.equal(r.status, 400, r.text);
-    assert.equal(r.json.error.code, 'conversation_required');
-    assert.equal(r.json.error.required_action, 'create_conversation');
+    assert.equal(r.json.code, 'conversation_required');
+    assert.equal(r.json.required_action, 'create_conversation');
   }
   assert.deepEqual(await since(seq, 'ontology_query'), []);
 });

@@ -257,7 +257,7 @@ test('execute_tool on /mcp-compact gives the same results as the direct /mcp cal
     const b = ok(await gw.call('execute_tool', { tool_id: name, arguments: args, response_format: 'json', bkn_context: gctx }));
     assert.ok(Object.keys(comparable(a)).length > 0, name);
     assert.deepEqual(comparable(b), comparable(a), name);
-    assert.equal(b.bkn_receipt.tool_name, 'execute_tool', 'the gateway call is recorded under the interaction');
+    assert.equal(b.bkn_receipt.tool_name, name, 'the gateway call is recorded under the interaction, as the tool that ran');
     assert.equal(b.bkn_receipt.interaction_id, gctx.interaction_id);
   }
   // TOON works through the gateway as well (the MCP default).
@@ -283,9 +283,9 @@ test('lifecycle on /mcp-compact: bkn_context required with capture on; a full tu
   const s = await session(compactUrl);
   for (const args of [{}, { bkn_context: {} }]) {
     const e = toolError(await s.call('list_knowledge_networks', args));
-    assert.equal(e.error.required_action, 'bkn_start_interaction', JSON.stringify(e));
+    assert.equal(e.required_action, 'bkn_start_interaction', JSON.stringify(e));
     const g = toolError(await s.call('execute_tool', { tool_id: 'get_relation_types', arguments: GATEWAY[0][1], ...args }));
-    assert.equal(g.error.required_action, 'bkn_start_interaction', JSON.stringify(g));
+    assert.equal(g.required_action, 'bkn_start_interaction', JSON.stringify(g));
   }
   const ctx = await turn(s, 'Which networks are there, and how are drugs related?');
   const l = ok(await s.call('list_knowledge_networks', { response_format: 'json', bkn_context: ctx }));
@@ -307,5 +307,5 @@ test('lifecycle on /mcp-compact: bkn_context required with capture on; a full tu
   for (const r of receipts) assert.equal(st.receipts.find((y) => y.receipt_id === r.receipt_id).receipt_status, 'completed');
   // The finished interaction's context is terminal on this surface too.
   const late = toolError(await s.call('list_knowledge_networks', { bkn_context: ctx }));
-  assert.equal(late.error.code, 'interaction_terminal');
+  assert.equal(late.code, 'interaction_terminal');
 });

@@ -200,23 +200,23 @@ test('a failed managed call: the error object in the text block, bkn_receipt one
   // a lifecycle refusal on MCP: the same rules, no wait when not retryable
   const bad = await T.call('query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', bkn_context: { conversation_id } });
   const env = mcpError(bad);
-  assert.equal(env.error.code, 'interaction_required');
-  assert.equal(env.error.retryable, false);
-  assert.equal('retry_after_ms' in env.error, false);
+  assert.equal(env.code, 'interaction_required');
+  assert.equal(env.retryable, false);
+  assert.equal('retry_after_ms' in env, false);
 });
 
 test('bkn_context refusals speak the request language', async () => {
   const args = { kn_id: 'kn_medical', ot_id: 'ot_drug', bkn_context: { conversation_id: 'conv_x', bogus: 1 } };
   const zh = await T.rest('query_object_instance', args);
   assert.equal(zh.status, 400, zh.text);
-  assert.equal(zh.json.error.code, 'invalid_business_context');
-  assert.match(zh.json.error.message, /不支持的字段「bogus」/, zh.text);
+  assert.equal(zh.json.code, 'invalid_business_context');
+  assert.match(zh.json.description, /不支持的字段「bogus」/, zh.text);
   const en = await T.rest('query_object_instance', args, { headers: { 'accept-language': 'en-US' } });
-  assert.match(en.json.error.message, /unsupported field 'bogus'/, en.text);
+  assert.match(en.json.description, /unsupported field 'bogus'/, en.text);
   const m = mcpError(await T.call('query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug' }));
-  assert.equal(m.error.code, 'conversation_required');
-  assert.match(m.error.message, /bkn_start_interaction/);
-  assert.match(m.error.message, /[\u4e00-\u9fff]/, 'zh-CN by default');
+  assert.equal(m.code, 'conversation_required');
+  assert.match(m.description, /bkn_start_interaction/);
+  assert.match(m.description, /[\u4e00-\u9fff]/, 'zh-CN by default');
 });
 
 test('trace_core_unavailable asks for a real wait, never 0 ms', async () => {
@@ -224,10 +224,10 @@ test('trace_core_unavailable asks for a real wait, never 0 ms', async () => {
   try {
     const r = await T.call('bkn_start_interaction', { question: 'q', agent_name: 'envelope-agent', conversation_mode: 'new' }, { timeoutMs: 15000 });
     const env = mcpError(r);
-    assert.equal(env.error.code, 'trace_core_unavailable', r.text);
-    assert.equal(env.error.retryable, true);
-    assert.ok(env.error.retry_after_ms > 0, r.text);
-    assert.equal(env.error.required_action, 'retry_later');
+    assert.equal(env.code, 'trace_core_unavailable', r.text);
+    assert.equal(env.retryable, true);
+    assert.ok(env.retry_after_ms > 0, r.text);
+    assert.equal(env.required_action, 'retry_later');
   } finally {
     await T.reset();
   }

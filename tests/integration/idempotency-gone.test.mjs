@@ -65,7 +65,7 @@ const query = (ctx) => ({ kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 2, bkn_c
 
 const mcpError = (r) => {
   assert.equal(r.json.result.isError, true, r.text);
-  return JSON.parse(r.json.result.content[0].text).error;
+  return JSON.parse(r.json.result.content[0].text);
 };
 
 test('after a restart of a memory-store server: the localized operation_already_executed error, MCP and REST, nothing runs again', async () => {
@@ -98,9 +98,9 @@ test('after a restart of a memory-store server: the localized operation_already_
       assert.equal(e.code, 'operation_already_executed');
       assert.equal(e.retryable, false);
       assert.equal(e.required_action, 'read_outcome');
-      assert.match(e.message, /已经执行过/);
-      assert.match(e.message, /get_action_execution/);
-      assert.ok(e.message.includes(run), e.message);
+      assert.match(e.description, /已经执行过/);
+      assert.match(e.description, /get_action_execution/);
+      assert.ok(e.description.includes(run), e.description);
       assert.equal(e.details.execution_id, run);
       assert.equal(e.details.kn_id, 'kn_ops');
       assert.equal(e.details.receipt_id, receipt.receipt_id);
@@ -111,30 +111,30 @@ test('after a restart of a memory-store server: the localized operation_already_
     // Accept-Language: en-US
     const en = await mcp('execute_action', action(T), { meta: { [META_INV]: idMcp }, headers: { 'accept-language': 'en-US' } });
     const ee = mcpError(en);
-    assert.match(ee.message, /already ran/);
-    assert.doesNotMatch(ee.message, /[\u4e00-\u9fff]/);
+    assert.match(ee.description, /already ran/);
+    assert.doesNotMatch(ee.description, /[\u4e00-\u9fff]/);
     assert.equal(JSON.parse(en.json.result.content[0].text).bkn_receipt.receipt_id, receipt.receipt_id); // in the text block
     assert.doesNotMatch(en.text, /durable receipt reused/);
 
     // REST: 409, both languages, the receipt headers
     const r2 = await rest(server, 'execute_action', action(T), { [INV]: idRest });
     assert.equal(r2.status, 409, r2.text);
-    assert.equal(r2.json.error.code, 'operation_already_executed');
-    assert.equal(r2.json.error.retryable, false);
-    assert.equal(r2.json.error.required_action, 'read_outcome');
-    assert.equal(r2.json.error.details.execution_id, r.json.execution_id);
-    assert.match(r2.json.error.message, /已经执行过/);
+    assert.equal(r2.json.code, 'operation_already_executed');
+    assert.equal(r2.json.retryable, false);
+    assert.equal(r2.json.required_action, 'read_outcome');
+    assert.equal(r2.json.details.execution_id, r.json.execution_id);
+    assert.match(r2.json.description, /已经执行过/);
     assert.equal(r2.headers.get('bkn-receipt-id'), r.headers.get('bkn-receipt-id'));
     const r3 = await rest(server, 'execute_action', action(T), { [INV]: idRest, 'accept-language': 'en-US' });
     assert.equal(r3.status, 409, r3.text);
-    assert.match(r3.json.error.message, /already ran/);
-    assert.doesNotMatch(r3.json.error.message, /[\u4e00-\u9fff]/);
+    assert.match(r3.json.description, /already ran/);
+    assert.doesNotMatch(r3.json.description, /[\u4e00-\u9fff]/);
 
     // a read: the next step is a new invocation id
     const e = mcpError(await mcp('query_object_instance', query(T), { meta: { [META_INV]: idRead }, headers: { 'accept-language': 'en-US' } }));
     assert.equal(e.code, 'operation_already_executed');
     assert.equal(e.required_action, 'use_new_idempotency_key');
-    assert.match(e.message, /new invocation id/);
+    assert.match(e.description, /new invocation id/);
     assert.equal(e.details.next_call, undefined);
 
     assert.equal((await executions(seq)).length, 0);

@@ -117,13 +117,13 @@ test('REST: a retry with the same invocation id replays the original answer, rec
   // same id, other input -> 409, still nothing downstream
   const c = await rest('query_object_instance', query({ limit: 4, bkn_context: T }), { [INV]: id });
   assert.equal(c.status, 409, c.text);
-  assert.equal(c.json.error.code, 'idempotency_conflict');
-  assert.equal(c.json.error.retryable, false);
+  assert.equal(c.json.code, 'idempotency_conflict');
+  assert.equal(c.json.retryable, false);
   // in the deployment language (zh-CN), and in English when asked for
-  assert.match(c.json.error.message, /调用 ID 已用于不同的输入/);
+  assert.match(c.json.description, /调用 ID 已用于不同的输入/);
   const cEn = await rest('query_object_instance', query({ limit: 4, bkn_context: T }), { [INV]: id, 'accept-language': 'en-US' });
   assert.equal(cEn.status, 409, cEn.text);
-  assert.match(cEn.json.error.message, /already used with different input/);
+  assert.match(cEn.json.description, /already used with different input/);
   assert.equal((await ontologyCalls(seq)).length, 1);
   // and the original is still replayed after the conflict
   const d = await rest('query_object_instance', query({ bkn_context: T }), { [INV]: id });
@@ -161,7 +161,7 @@ test('MCP: _meta invocation id replays the CallToolResult byte for byte; other i
   assert.equal((await ontologyCalls(seq)).length, 1);
   const conflict = await mcpRaw('query_object_instance', query({ limit: 1, bkn_context: T }), { meta: { [META_INV]: id } });
   assert.equal(conflict.json.result.isError, true, conflict.text);
-  assert.equal(JSON.parse(conflict.json.result.content[0].text).error.code, 'idempotency_conflict');
+  assert.equal(JSON.parse(conflict.json.result.content[0].text).code, 'idempotency_conflict');
   assert.equal((await ontologyCalls(seq)).length, 1);
 });
 
@@ -183,7 +183,7 @@ test('MCP through the official SDK: callTool _meta invocation id dedupes', { ski
     assert.equal(calls.length, 1);
     const c = await client.callTool({ ...params, arguments: { limit: 1, bkn_context: T } });
     assert.equal(c.isError, true);
-    assert.equal(JSON.parse(c.content[0].text).error.code, 'idempotency_conflict');
+    assert.equal(JSON.parse(c.content[0].text).code, 'idempotency_conflict');
   } finally {
     await client.close();
   }
@@ -204,7 +204,7 @@ test('a reused caller bkn-request-id dedupes like an invocation id; key order do
   assert.equal((await ontologyCalls(seq)).length, 1);
   const c = await rest('query_object_instance', body1.replace('"limit":3', '"limit":2'), { 'bkn-request-id': rq });
   assert.equal(c.status, 409, c.text);
-  assert.equal(c.json.error.code, 'idempotency_conflict');
+  assert.equal(c.json.code, 'idempotency_conflict');
   // the invocation id wins over the request id: a new invocation id runs again
   const d = await rest('query_object_instance', body1, { 'bkn-request-id': rq, [INV]: uniq('inv') });
   assert.equal(d.status, 200, d.text);
@@ -313,7 +313,7 @@ for (const [from, to] of [['mcp', 'compact'], ['compact', 'mcp']]) {
     // other input under the same id is a conflict on every MCP surface
     const d = await mcpRaw('execute_action', { ...action(T), dynamic_params: { grace_period_seconds: 2 } }, { meta: { [META_INV]: id }, surface: to });
     assert.equal(d.json.result.isError, true, d.text);
-    assert.equal(JSON.parse(d.json.result.content[0].text).error.code, 'idempotency_conflict');
+    assert.equal(JSON.parse(d.json.result.content[0].text).code, 'idempotency_conflict');
     assert.equal((await executions(seq)).length, 1);
   });
 }

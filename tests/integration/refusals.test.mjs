@@ -58,9 +58,9 @@ async function downstreamSince(since) {
 function mcpError(result) {
   assert.equal(result.isError, true, JSON.stringify(result));
   const env = JSON.parse(result.content[0].text);
-  const e = env.error;
+  const e = env;
   assert.ok(e, result.content[0].text);
-  assert.equal(typeof e.message, 'string');
+  assert.equal(typeof e.description, 'string');
   assert.equal(typeof e.retryable, 'boolean');
   // retry_after_ms only when retryable, and then a real wait
   if (e.retryable) assert.ok(e.retry_after_ms > 0, result.content[0].text);
@@ -126,11 +126,11 @@ for (const [title, ctx, code, status, mcpAction, restAction] of CASES) {
     const e = mcpError(await mcp('query_object_instance', { ...QUERY, bkn_context: ctx() }));
     assert.equal(e.code, code, JSON.stringify(e));
     if (mcpAction) assert.equal(e.required_action, mcpAction);
-    if (title === 'interaction of another conversation') assert.match(e.message, /该交互不属于此会话/); // the default language, zh-CN
+    if (title === 'interaction of another conversation') assert.match(e.description, /该交互不属于此会话/); // the default language, zh-CN
     const r = await rest('query_object_instance', { ...QUERY, bkn_context: ctx() });
     assert.equal(r.status, status, r.text);
-    assert.equal(r.json.error.code, code, r.text);
-    if (restAction) assert.equal(r.json.error.required_action, restAction);
+    assert.equal(r.json.code, code, r.text);
+    if (restAction) assert.equal(r.json.required_action, restAction);
     assert.equal(r.headers.get('bkn-receipt-id'), null);
     assert.deepEqual(await downstreamSince(since), []);
   });
@@ -151,12 +151,12 @@ test('malformed invocation id hint -> lifecycle_hint_invalid, no downstream call
   for (const v of ['has space', long, 'caf\u00e9']) {
     const r = await rest('query_object_instance', { ...QUERY, bkn_context: A }, { 'X-OpenBKN-Client-Invocation-Id': v });
     assert.equal(r.status, 400, `${v}: ${r.text}`);
-    assert.equal(r.json.error.code, 'lifecycle_hint_invalid', r.text);
-    assert.equal(r.json.error.required_action, 'fix_host_lifecycle_hint');
+    assert.equal(r.json.code, 'lifecycle_hint_invalid', r.text);
+    assert.equal(r.json.required_action, 'fix_host_lifecycle_hint');
     // ad hoc reads too: the hint is checked first
     const adhoc = await rest('query_object_instance', QUERY, { 'X-OpenBKN-Client-Invocation-Id': v });
     assert.equal(adhoc.status, 400, adhoc.text);
-    assert.equal(adhoc.json.error.code, 'lifecycle_hint_invalid');
+    assert.equal(adhoc.json.code, 'lifecycle_hint_invalid');
   }
   for (const v of ['has space', long, '\u5bf9\u8bdd-1', 'tab\there', '', 17]) {
     const e = mcpError(await mcp('query_object_instance', { ...QUERY, bkn_context: A }, { meta: { 'openbkn.ai/client-invocation-id': v } }));
@@ -177,7 +177,7 @@ test("a second principal using the first one's conversation -> resource_not_disc
   assert.equal(e.code, 'resource_not_disclosed', JSON.stringify(e));
   const r = await rest('query_object_instance', { ...QUERY, bkn_context: A }, {}, 'demo-user2-token');
   assert.equal(r.status, 404, r.text);
-  assert.equal(r.json.error.code, 'resource_not_disclosed');
+  assert.equal(r.json.code, 'resource_not_disclosed');
   // nor may it finish the first principal's interaction
   const fin = mcpError(await mcp('bkn_finish_interaction', { interaction_id: A.interaction_id, outcome: 'cancelled' }, { token: 'demo-user2-token' }));
   assert.equal(fin.code, 'resource_not_disclosed');
@@ -205,11 +205,11 @@ test('REST execution routes require bkn_context; with it they run managed', asyn
   for (const body of [{ kn_id: 'kn_medical' }, { kn_id: 'kn_medical', bkn_context: {} }]) {
     const r = await rest('execute_probe', body);
     assert.equal(r.status, 400, r.text);
-    assert.deepEqual(Object.keys(r.json), ['error']);
-    assert.equal(r.json.error.code, 'conversation_required');
-    assert.equal(r.json.error.required_action, 'create_conversation');
-    assert.equal(r.json.error.retryable, false);
-    assert.equal(typeof r.json.error.message, 'string');
+    assert.deepEqual(Object.keys(r.json), ['code', 'description', 'solution', 'retryable', 'required_action']);
+    assert.equal(r.json.code, 'conversation_required');
+    assert.equal(r.json.required_action, 'create_conversation');
+    assert.equal(r.json.retryable, false);
+    assert.equal(typeof r.json.description, 'string');
   }
   assert.deepEqual(await downstreamSince(since), []);
   const ok = await rest('execute_probe', { kn_id: 'kn_medical', bkn_context: A });
@@ -265,8 +265,8 @@ test('lifecycle arguments are checked against the listed schema: details with JS
   for (const [what, name, args, pointer] of cases) {
     const e = mcpError(await mcp(name, args));
     assert.equal(e.code, 'invalid_params', `${what}: ${JSON.stringify(e)}`);
-    assert.equal(e.required_action, 'correct_tool_arguments', what);
-    assert.ok(e.message.includes(pointer.slice(1)), `${what}: the message names the field: ${e.message}`);
+    assert.equal(e.required_action, 'fix_arguments', what);
+    assert.ok(e.description.includes(pointer.slice(1)), `${what}: the message names the field: ${e.description}`);
     assert.ok(Array.isArray(e.details) && e.details.length > 0, `${what}: ${JSON.stringify(e)}`);
     for (const d of e.details) assert.deepEqual(Object.keys(d), Object.keys(bizDetails[0]), `${what}: ${JSON.stringify(d)}`);
     const d = e.details.find((x) => x.path === pointer);

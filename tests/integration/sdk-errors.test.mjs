@@ -72,7 +72,7 @@ function errorOf(result, what) {
   assert.equal(result.structuredContent, undefined, `${what}: an error carries no structuredContent: ${text}`);
   assert.equal(result.content.length, 1, text);
   const j = JSON.parse(result.content[0].text);
-  const e = j.error ?? j;
+  const e = j;
   assert.equal(typeof e.code, 'string', `${what}: ${text}`);
   assert.equal(typeof e.required_action, 'string', `${what}: ${text}`);
   return e;
@@ -113,9 +113,9 @@ const QUERY = { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 };
 
 // [title, code, required_action, async () => [tool, args, options]]
 const LIFECYCLE = [
-  ['start: missing fields', 'invalid_params', 'correct_tool_arguments', async () => ['bkn_start_interaction', { question: 'q' }]],
-  ['start: continue without conversation_id', 'invalid_params', 'correct_tool_arguments', async () => ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'continue' }]],
-  ['start: unknown conversation', 'resource_not_disclosed', 'verify_scope_or_identifier', async () => ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'continue', conversation_id: `conv_${NONE}` }]],
+  ['start: missing fields', 'invalid_params', 'fix_arguments', async () => ['bkn_start_interaction', { question: 'q' }]],
+  ['start: continue without conversation_id', 'invalid_params', 'fix_arguments', async () => ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'continue' }]],
+  ['start: unknown conversation', 'resource_not_disclosed', 'check_ids', async () => ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'continue', conversation_id: `conv_${NONE}` }]],
   ['start: the conversation has an active interaction', 'interaction_in_progress', null, async () => {
     const t = await turn();
     return ['bkn_start_interaction', { question: 'q', agent_name: 'sdk-errors-agent', conversation_mode: 'continue', conversation_id: t.conversation_id }];
@@ -132,10 +132,10 @@ const LIFECYCLE = [
   }],
   ['start: a malformed host hint', 'lifecycle_hint_invalid', 'fix_host_lifecycle_hint', async () => ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'new' }, { meta: { [INV]: 'has space' } }]],
   ['start: Trace Core not installed', 'feature_not_installed', null, async () => ['bkn_start_interaction', { question: 'q', agent_name: 'a', conversation_mode: 'new' }, { url: bare.server.mcpUrl, bare: true }]],
-  ['finish: bkn_context given', 'invalid_params', 'correct_tool_arguments', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'failed', bkn_context: {} }]],
-  ['finish: unknown outcome', 'invalid_params', 'correct_tool_arguments', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'abandoned' }]],
-  ['finish: completed without an answer', 'closure_manifest_invalid', 'provide_answer', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'completed' }]],
-  ['finish: unknown interaction', 'resource_not_disclosed', 'verify_scope_or_identifier', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'failed' }]],
+  ['finish: bkn_context given', 'invalid_params', 'fix_arguments', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'failed', bkn_context: {} }]],
+  ['finish: unknown outcome', 'invalid_params', 'fix_arguments', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'abandoned' }]],
+  ['finish: completed without an answer', 'closure_manifest_invalid', 'fix_arguments', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'completed' }]],
+  ['finish: unknown interaction', 'resource_not_disclosed', 'check_ids', async () => ['bkn_finish_interaction', { interaction_id: `int_${NONE}`, outcome: 'failed' }]],
   ['finish: completed after failed (the gateway\'s check)', 'terminal_conflict', 'reuse_authoritative_interaction', async () => {
     const t = await finished('failed');
     return ['bkn_finish_interaction', { interaction_id: t.interaction_id, outcome: 'completed', answer: 'a' }];
@@ -153,7 +153,7 @@ const LIFECYCLE = [
   }],
   ['bkn_context with a bad business ref', 'invalid_business_ref', 'correct_business_refs', async () => ['query_object_instance', { ...QUERY, bkn_context: { ...(await turn()), business_refs: [{ ref_type: 'planet', ref_id: 'planet:kn_medical:earth' }] } }]],
   ['bkn_context of a finished interaction', 'interaction_terminal', 'bkn_start_interaction', async () => ['query_object_instance', { ...QUERY, bkn_context: await finished() }]],
-  ['bkn_context with unknown ids', 'resource_not_disclosed', 'verify_scope_or_identifier', async () => ['query_object_instance', { ...QUERY, bkn_context: { conversation_id: `conv_${NONE}`, interaction_id: `int_${NONE}` } }]],
+  ['bkn_context with unknown ids', 'resource_not_disclosed', 'check_ids', async () => ['query_object_instance', { ...QUERY, bkn_context: { conversation_id: `conv_${NONE}`, interaction_id: `int_${NONE}` } }]],
   ['a reused invocation id with other arguments', 'idempotency_conflict', 'use_new_idempotency_key', async () => {
     const t = await turn();
     const id = uniq('read');
@@ -217,7 +217,7 @@ test('sdk-client.mjs and sdk2-client.mjs print a lifecycle refusal instead of fa
     const last = JSON.parse(r.stdout.trim().split('\n').pop());
     const e = errorOf(last.result ?? last, script);
     assert.equal(e.code, 'invalid_params');
-    assert.equal(e.required_action, 'correct_tool_arguments');
+    assert.equal(e.required_action, 'fix_arguments');
   }
 });
 

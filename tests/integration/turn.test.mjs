@@ -61,7 +61,7 @@ const downstream = async (since) => (await simGet(`/_sim/requests?since=${since}
 // The lifecycle error envelope of an isError result.
 function errorOf(result) {
   assert.equal(result.isError, true, JSON.stringify(result));
-  return JSON.parse(result.content[0].text).error;
+  return JSON.parse(result.content[0].text);
 }
 
 function okResult(result) {
@@ -166,7 +166,7 @@ test('finish with another outcome, and start argument validation', { skip: NO_SD
     const e = errorOf(await client.callTool({ name, arguments: args }));
     assert.equal(e.code, 'invalid_params', JSON.stringify(e));
     assert.equal(e.retryable, false);
-    assert.equal(typeof e.message, 'string');
+    assert.equal(typeof e.description, 'string');
     assert.equal(typeof e.required_action, 'string');
     assert.equal('retry_after_ms' in e, false); // only a retryable error names a wait
   }
@@ -279,26 +279,26 @@ test('start refusals name the field and the rule, in the language of the respons
     for (const [what, args, words] of START_REFUSALS) {
       const e = errorOf(await client.callTool({ name: 'bkn_start_interaction', arguments: args }));
       assert.equal(e.code, 'invalid_params', `${what}: ${JSON.stringify(e)}`);
-      assert.equal(e.required_action, 'correct_tool_arguments', what);
+      assert.equal(e.required_action, 'fix_arguments', what);
       assert.equal(e.retryable, false, what);
-      for (const w of words) assert.ok(e.message.includes(w), `${lang} ${what}: "${e.message}" does not name ${w}`);
-      assert.equal(CJK.test(e.message), lang === 'zh-CN', `${lang} ${what}: ${e.message}`);
-      messages.add(e.message);
+      for (const w of words) assert.ok(e.description.includes(w), `${lang} ${what}: "${e.description}" does not name ${w}`);
+      assert.equal(CJK.test(e.description), lang === 'zh-CN', `${lang} ${what}: ${e.description}`);
+      messages.add(e.description);
     }
     assert.equal(messages.size, START_REFUSALS.length, `${lang}: one message per rule: ${[...messages].join(' | ')}`);
   }
 });
 
-test('finish: completed without an answer is closure_manifest_invalid / provide_answer; other refusals name the field', { skip: NO_SDK }, async () => {
+test('finish: completed without an answer is closure_manifest_invalid / fix_arguments; other refusals name the field', { skip: NO_SDK }, async () => {
   for (const [lang, client] of [['zh-CN', await connect()], ['en-US', await connect(TOKEN, { 'Accept-Language': 'en-US' })]]) {
     const t = await start(client, { question: 'q', agent_name: 'finish-agent', conversation_mode: 'new' });
     for (const args of [{ interaction_id: t.interaction_id, outcome: 'completed' }, { interaction_id: t.interaction_id, outcome: 'completed', answer: '' }]) {
       const e = errorOf(await client.callTool({ name: 'bkn_finish_interaction', arguments: args }));
       assert.equal(e.code, 'closure_manifest_invalid', JSON.stringify(e));
-      assert.equal(e.required_action, 'provide_answer');
+      assert.equal(e.required_action, 'fix_arguments');
       assert.equal(e.retryable, false);
-      assert.ok(e.message.includes('answer'), e.message);
-      assert.equal(CJK.test(e.message), lang === 'zh-CN', e.message);
+      assert.ok(e.description.includes('answer'), e.description);
+      assert.equal(CJK.test(e.description), lang === 'zh-CN', e.description);
     }
     for (const [args, words] of [
       [{ outcome: 'failed' }, ['interaction_id']],
@@ -309,8 +309,8 @@ test('finish: completed without an answer is closure_manifest_invalid / provide_
     ]) {
       const e = errorOf(await client.callTool({ name: 'bkn_finish_interaction', arguments: args }));
       assert.equal(e.code, 'invalid_params', JSON.stringify(e));
-      for (const w of words) assert.ok(e.message.includes(w), `${lang}: "${e.message}" does not name ${w}`);
-      assert.equal(CJK.test(e.message), lang === 'zh-CN', e.message);
+      for (const w of words) assert.ok(e.description.includes(w), `${lang}: "${e.description}" does not name ${w}`);
+      assert.equal(CJK.test(e.description), lang === 'zh-CN', e.description);
     }
     // the interaction is still active: a correct finish goes through
     okResult(await client.callTool({ name: 'bkn_finish_interaction', arguments: { interaction_id: t.interaction_id, outcome: 'completed', answer: 'done' } }));
@@ -350,13 +350,13 @@ test('a malformed host hint is refused naming the hint, in the language of the r
   for (const [lang, client] of [['zh-CN', await connect()], ['en-US', await connect(TOKEN, { 'Accept-Language': 'en-US' })]]) {
     const e = errorOf(await client.callTool({ name: 'bkn_start_interaction', arguments: { question: 'q', agent_name: 'hint-agent', conversation_mode: 'new' }, _meta: { 'openbkn.ai/host-conversation-key': 'has space' } }));
     assert.equal(e.code, 'lifecycle_hint_invalid');
-    assert.ok(e.message.includes('openbkn.ai/host-conversation-key'), e.message);
-    assert.equal(CJK.test(e.message), lang === 'zh-CN', e.message);
+    assert.ok(e.description.includes('openbkn.ai/host-conversation-key'), e.description);
+    assert.equal(CJK.test(e.description), lang === 'zh-CN', e.description);
     const r = await post(`${stack.server.base}${PREFIX}/kn/query_object_instance`, { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 1 },
       { 'X-OpenBKN-Client-Invocation-Id': 'has space', ...(lang === 'en-US' ? { 'accept-language': 'en-US' } : {}) });
     assert.equal(r.status, 400, r.text);
-    assert.equal(r.json.error.code, 'lifecycle_hint_invalid', r.text);
-    assert.ok(r.json.error.message.includes('X-OpenBKN-Client-Invocation-Id'), r.text);
-    assert.equal(CJK.test(r.json.error.message), lang === 'zh-CN', r.text);
+    assert.equal(r.json.code, 'lifecycle_hint_invalid', r.text);
+    assert.ok(r.json.description.includes('X-OpenBKN-Client-Invocation-Id'), r.text);
+    assert.equal(CJK.test(r.json.description), lang === 'zh-CN', r.text);
   }
 });

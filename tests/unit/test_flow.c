@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "accept.h"
 #include "check.h"
@@ -195,6 +196,22 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     return c;
 }
 
+static int g_later;                 /* background finalizations asked for */
+static char g_later_payload[512];   /* the latest one's payload */
+
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+                                const trace_attempt_in *in)
+{
+    buf b = BUF_INIT;
+    g_later++;
+    if (in->payload_json)
+        buf_append(&b, in->payload_json, in->payload_len);
+    else if (in->payload)
+        json_write(&b, in->payload, 0);
+    snprintf(g_later_payload, sizeof g_later_payload, "%s", b.data ? b.data : "null");
+    buf_free(&b);
+}
+
 void trace_synthetic_ids(const char *request_id, char trace_id[33], char span_id[17])
 {
     memset(trace_id, 'a', 32);
@@ -302,6 +319,23 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     return c;
 }
 
+static int g_gen_refs; /* references a detached flow holds */
+
+long idem_claim_ttl_ms(const idem_ctx *ic)
+{
+    return 60000;
+}
+
+void tools_gen_ref(tools_gen *g)
+{
+    g_gen_refs++;
+}
+
+void tools_gen_release(tools_gen *g)
+{
+    g_gen_refs--;
+}
+
 void call_cancel(call *c)
 {
     g_cancelled[OP_CALL]++;
@@ -313,6 +347,13 @@ void call_cancel(call *c)
 static const tools_info TOOL = {.name = "query_object_instance", .kind = "read", .toon = 1};
 static const tools_info ACTION = {.name = "execute_action", .kind = "execute", .toon = 1};
 static const tools_info *g_tool = &TOOL; /* the tool of the next flow */
+
+/* The generation's lookup: the two tools above, listed on /mcp. */
+const tools_info *tools_gen_find(const tools_gen *g, const char *name)
+{
+    (void)g;
+    return !strcmp(name, TOOL.name) ? &TOOL : !strcmp(name, ACTION.name) ? &ACTION : NULL;
+}
 static const char *g_surface;            /* its MCP surface (NULL: "mcp") */
 static lang_id g_lang = LANG_EN_US;      /* its language */
 static principal g_who;
@@ -332,6 +373,7 @@ static void on_done(const call_outcome *o, void *arg)
     r->o.is_error = o->is_error;
     r->o.toon = o->toon;
     r->o.unrecorded = o->unrecorded;
+    r->o.receipt_pending = o->receipt_pending;
     buf_append(&r->o.json, o->json.data ? o->json.data : "", o->json.len);
     snprintf(r->o.code, sizeof r->o.code, "%s", o->code);
     snprintf(r->o.receipt_id, sizeof r->o.receipt_id, "%s", o->receipt_id);
@@ -368,6 +410,7 @@ static flow *start(const char *args, int mcp, const char *invocation, result *r)
     in.env.surface = mcp ? (g_surface ? g_surface : "mcp") : "rest";
     in.mcp = mcp;
     in.ti = g_tool;
+    in.gen = (tools_gen *)&g_gen_refs; /* never dereferenced: the fake counts references */
     in.args = a;
     in.invocation_header = invocation;
     memset(r, 0, sizeof *r);
@@ -513,6 +556,19 @@ static void answer_attempt(int *failed, char payload[512])
     answer_attempt_refs(failed, payload, NULL);
 }
 
+/* The finalization fails: Trace Core unavailable. */
+static void answer_attempt_unavailable(char payload[512])
+{
+    fake_op *o = take(OP_ATTEMPT);
+    CHECK(o != NULL);
+    if (!o)
+        return;
+    snprintf(payload, 512, "%s", o->payload);
+    trace_reply r = {TRACE_UNAVAILABLE, 503, NULL, NULL, "down", 0};
+    o->receipt_cb(&r, NULL, o->arg);
+    free(o);
+}
+
 static void answer_idem(idem_decision d, const char *record)
 {
     fake_op *o = take(OP_IDEM);
@@ -647,12 +703,10 @@ static void test_probe_verdicts(void)
 }
 
 /* The error object of an outcome's JSON (owned by the caller). */
+/* The one error object of an outcome (flat: code, description, solution, ...). */
 static json_value *error_of(const call_outcome *o)
 {
-    json_value *v = parse(o->json.data ? o->json.data : "");
-    json_value *e = json_clone(json_get(v, "error"));
-    json_free(v);
-    return e;
+    return parse(o->json.data ? o->json.data : "");
 }
 
 /* Trace Core holds the terminal Operation but the call's idempotency record is gone:
@@ -676,8 +730,8 @@ static void test_receipt_reuse(void)
     CHECK_STR(json_get_string(e, "code"), "operation_already_executed");
     CHECK(json_typeof(json_get(e, "retryable")) == JSON_FALSE);
     CHECK_STR(json_get_string(e, "required_action"), "use_new_idempotency_key"); /* a read */
-    CHECK(strstr(json_get_string(e, "message"), "already ran") != NULL);
-    CHECK(strstr(json_get_string(e, "message"), "rc_1") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "already ran") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "rc_1") != NULL);
     const json_value *d = json_get(e, "details");
     CHECK_STR(json_get_string(d, "operation_id"), "op_1");
     CHECK_STR(json_get_string(d, "receipt_id"), "rc_1");
@@ -697,8 +751,8 @@ static void test_receipt_reuse(void)
     answer_policy(CAPTURE_ENABLED);
     answer_ensure("completed", 0, NULL);
     e = error_of(&r.o);
-    CHECK(strstr(json_get_string(e, "message"), "已经执行过") != NULL);
-    CHECK(strstr(json_get_string(e, "message"), "already") == NULL);
+    CHECK(strstr(json_get_string(e, "description"), "已经执行过") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "already") == NULL);
     json_free(e);
     g_lang = LANG_EN_US;
     result_free(&r);
@@ -717,6 +771,39 @@ static void test_receipt_reuse(void)
     CHECK_STR(r.o.code, "receipt_pending");
     CHECK_STR(r.o.receipt_id, "rc_1"); /* still named in the REST headers */
     result_free(&r);
+    /* with the claim of an invocation id: pending and younger than a claim lives,
+     * its owner may still finish it (retry); older, nobody will (outcome unknown) */
+    static const char *PENDING =
+        "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":1,\"created_at\":\"%s\"},"
+        "\"receipt\":{\"receipt_id\":\"rc_1\",\"receipt_status\":\"pending\"}}";
+    for (int old = 0; old <= 1; old++) {
+        char when[40], body[300];
+        time_t t = (time_t)(now_wall_ms() / 1000) - (old ? 120 : 5);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S.250Z", &tm);
+        snprintf(body, sizeof body, PENDING, when);
+        reset_counts();
+        g_aborted = 0;
+        g_lease.set = 0;
+        start(CTX_ARGS, 0, "inv-pending", &r);
+        answer_idem(IDEM_RUN, NULL);
+        answer_policy(CAPTURE_ENABLED);
+        answer_get("conv_1", "active", "L");
+        answer_ensure_body("pending", 0, NULL, body);
+        CHECK(r.done == 1 && r.o.is_error && r.o.status == 409);
+        CHECK_STR(r.o.code, old ? "operation_outcome_unknown" : "receipt_pending");
+        json_value *e = error_of(&r.o);
+        CHECK(json_typeof(json_get(e, "retryable")) == (old ? JSON_FALSE : JSON_TRUE));
+        if (old) {
+            CHECK_STR(json_get_string(e, "required_action"), "use_new_idempotency_key");
+            CHECK_STR(json_get_string(json_get(e, "details"), "operation_id"), "op_1");
+            CHECK(strstr(json_get_string(e, "description"), "never recorded") != NULL);
+        }
+        CHECK(g_aborted == 1 && g_started[OP_CALL] == 0); /* nothing ran; the claim is given back */
+        json_free(e);
+        result_free(&r);
+    }
 }
 
 /* execute_action: the attempt records the run it started on the receipt
@@ -766,8 +853,8 @@ static void test_action_run_on_receipt(void)
     CHECK(r.done == 1 && r.o.is_error && r.o.status == 409);
     json_value *e = error_of(&r.o);
     CHECK_STR(json_get_string(e, "required_action"), "read_outcome");
-    CHECK(strstr(json_get_string(e, "message"), "get_action_execution") != NULL);
-    CHECK(strstr(json_get_string(e, "message"), "ex_9") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "get_action_execution") != NULL);
+    CHECK(strstr(json_get_string(e, "description"), "ex_9") != NULL);
     const json_value *d = json_get(e, "details");
     CHECK_STR(json_get_string(d, "execution_id"), "ex_9");
     CHECK_STR(json_get_string(d, "kn_id"), "kn_1");
@@ -854,6 +941,77 @@ static void test_idempotent_replay(void)
     answer_idem(IDEM_REPLAY, "{\"not\":\"a record\"}");
     CHECK(again.done == 1 && again.o.status == 503);
     CHECK_STR(again.o.code, "state_store_unavailable");
+    result_free(&again);
+}
+
+/* The tool ran and its finalization failed: the result stands, marked
+ * receipt_pending with the pending receipt's id, the same attempt is handed to the
+ * background finalization, and the stored record (a replay) keeps the mark. */
+static void test_finalize_fails(void)
+{
+    result first, again;
+    char payload[512];
+    reset_counts();
+    g_lease.set = 0;
+    g_finished = g_aborted = 0;
+    g_later = 0;
+    start(CTX_ARGS, 1, "inv-fin", &first);
+    answer_idem(IDEM_RUN, NULL);
+    answer_policy(CAPTURE_ENABLED);
+    answer_get("conv_1", "active", "L");
+    answer_ensure(NULL, 0, NULL);
+    answer_call("{\"n\":2}", 0, NULL);
+    answer_attempt_unavailable(payload);
+    CHECK(first.done == 1 && !first.o.is_error);
+    CHECK(first.o.receipt_pending == 1 && first.o.receipt_json.len == 0);
+    CHECK(first.o.receipt_id[0] != '\0');
+    CHECK(g_later == 1);
+    CHECK_STR(g_later_payload, payload);
+    CHECK(strstr(first.mcp.data, "\"openbkn.ai/trace-status\":\"receipt_pending\"") != NULL);
+    CHECK(g_finished == 1);
+    char *record = strdup(g_record.data);
+    start(CTX_ARGS, 1, "inv-fin", &again);
+    answer_idem(IDEM_REPLAY, record);
+    CHECK(again.done == 1 && again.o.receipt_pending == 1);
+    CHECK_STR(again.mcp.data, first.mcp.data);
+    CHECK(g_later == 1 && n_pending() == 0);
+    free(record);
+    result_free(&first);
+    result_free(&again);
+}
+
+/* A stored retryable error replayed: not retryable under that id any more, with
+ * the next step; a stored error that was not retryable replays unchanged. */
+static void test_replayed_error(void)
+{
+    result first, again;
+    reset_counts();
+    g_lease.set = 0;
+    g_finished = g_aborted = 0;
+    start(CTX_ARGS, 1, "inv-err", &first);
+    answer_idem(IDEM_RUN, NULL);
+    answer_policy(CAPTURE_ENABLED);
+    answer_get("conv_1", "active", "L");
+    answer_ensure(NULL, 0, NULL);
+    answer_call("{\"code\":\"X.Unavailable\",\"description\":\"d\",\"solution\":\"s\","
+                "\"retryable\":true,\"retry_after_ms\":1000,\"required_action\":\"retry_later\"}",
+                1, NULL);
+    answer_attempt(NULL, NULL);
+    CHECK(first.done == 1 && first.o.is_error && g_finished == 1);
+    CHECK(strstr(first.o.json.data, "\"retryable\":true") != NULL);
+    char *record = strdup(g_record.data);
+    start(CTX_ARGS, 1, "inv-err", &again);
+    answer_idem(IDEM_REPLAY, record);
+    CHECK(again.done == 1 && again.o.is_error);
+    json_value *e = parse(again.o.json.data);
+    CHECK_STR(json_get_string(e, "code"), "X.Unavailable");
+    CHECK(json_typeof(json_get(e, "retryable")) == JSON_FALSE);
+    CHECK(json_get(e, "retry_after_ms") == NULL);
+    CHECK_STR(json_get_string(e, "required_action"), "use_new_idempotency_key"); /* a read */
+    CHECK(strcmp(json_get_string(e, "solution"), "s") != 0);
+    json_free(e);
+    free(record);
+    result_free(&first);
     result_free(&again);
 }
 
@@ -980,11 +1138,38 @@ static void test_cancel_each_stage(void)
             at = OP_ATTEMPT;
         }
         CHECK(n_pending() == 1);
+        g_finished = 0;
         flow_cancel(f);
-        CHECK(g_cancelled[at] == 1);
-        CHECK(n_pending() == 0);
         CHECK(r.done == 0);
-        CHECK(g_aborted == (stage >= 1)); /* an owned claim is given back */
+        if (stage == 0) {
+            /* no claim yet: stopped where it was */
+            CHECK(g_cancelled[at] == 1);
+            CHECK(n_pending() == 0);
+            CHECK(g_aborted == 0);
+            continue;
+        }
+        /* it holds the claim: detached, it runs to its end without a callback, stores
+         * its record and never gives the claim back (a retry must not run it again) */
+        CHECK(g_cancelled[at] == 0);
+        CHECK(n_pending() == 1);
+        CHECK(g_gen_refs == 1);
+        if (stage == 1)
+            answer_policy(CAPTURE_ENABLED);
+        if (stage == 2)
+            answer_probe(PROBE_DOWN); /* verified outage: runs unrecorded */
+        if (stage == 1 || stage == 3)
+            answer_get("conv_1", "active", "L");
+        if (stage != 2 && stage <= 4)
+            answer_ensure(NULL, 0, NULL);
+        if (stage <= 5)
+            answer_call("{\"n\":1}", 0, NULL);
+        if (stage != 2)
+            answer_attempt(NULL, NULL);
+        CHECK(r.done == 0);
+        CHECK(g_finished == 1);
+        CHECK(g_aborted == 0);
+        CHECK(n_pending() == 0);
+        CHECK(g_gen_refs == 0);
     }
 }
 
@@ -996,10 +1181,12 @@ static void test_refusals_before_downstream(void)
     CHECK(r.done == 1 && r.o.is_error);
     CHECK_STR(r.o.code, "interaction_required");
     CHECK_STR(r.mcp.data,
-              "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"error\\\":{\\\"code\\\":"
-              "\\\"interaction_required\\\",\\\"message\\\":\\\"interaction_id is "
-              "required\\\",\\\"retryable\\\":false,"
-              "\\\"required_action\\\":\\\"bkn_start_interaction\\\"}}\"}],"
+              "{\"content\":[{\"type\":\"text\",\"text\":\"{\\\"code\\\":"
+              "\\\"interaction_required\\\",\\\"description\\\":\\\"interaction_id is "
+              "required\\\",\\\"solution\\\":\\\"Call bkn_start_interaction to start the "
+              "turn and pass the conversation_id and interaction_id it returns in "
+              "bkn_context\\\",\\\"retryable\\\":false,"
+              "\\\"required_action\\\":\\\"bkn_start_interaction\\\"}\"}],"
               "\"isError\":true}");
     CHECK(n_pending() == 0);
     result_free(&r);
@@ -1051,6 +1238,8 @@ int main(void)
     test_action_run_on_receipt();
     test_scope();
     test_idempotent_replay();
+    test_finalize_fails();
+    test_replayed_error();
     test_recorded_json_from_text();
     test_idempotency_refusals();
     test_cancel_each_stage();

@@ -154,8 +154,9 @@ describe("execute_tool", function()
     it("is an execute tool, order 620", function()
         assert.equal("execute", exec.kind)
         assert.equal(620, exec.order)
-        -- tool_id, or the name search_capabilities shows
-        assert.same({ { required = { "tool_id" } }, { required = { "name" } } }, exec.input_schema.anyOf)
+        -- tool_id, or the name search_capabilities shows, or a skill's skill_id
+        assert.same({ { required = { "tool_id" } }, { required = { "name" } }, { required = { "skill_id" } } },
+            exec.input_schema.anyOf)
     end)
 
     it("runs a Context Loader tool through ctx.invoke, core arguments stripped, kn_id passed on", function()
@@ -256,7 +257,9 @@ describe("execute_tool", function()
             invoke = function()
                 return nil, { status = 404, code = "Public.NotFound" }
             end })
-        assert.equal("no_such", ctx2.invocations[1].name)
+        -- the network mounts a skill: its names are looked up first (no match here)
+        assert.equal("search_capabilities", ctx2.invocations[1].name)
+        assert.equal("no_such", ctx2.invocations[#ctx2.invocations].name)
         -- a Context Loader tool by name runs locally, without a factory lookup
         local _, _, ctx3 = run(exec, '{"kn_id":"k","name":"get_relation_types"}')
         assert.equal("get_relation_types", ctx3.invocations[1].name)
