@@ -1,4 +1,5 @@
 /* identity: the identity policy of a tool's upstream request (identity.h). */
+#define _DEFAULT_SOURCE /* explicit_bzero */
 #include "identity.h"
 
 #include <stdio.h>
@@ -7,7 +8,10 @@
 int identity_decide(const identity_args *a, identity *out, char *err, size_t errlen)
 {
     const char *proxy = NULL;
-    memset(out, 0, sizeof *out);
+    /* field by field: the two text buffers are large and only written when used */
+    out->account_id = out->account_type = out->tenant_id = out->business_domain = NULL;
+    out->authorization = NULL;
+    out->proxy_id[0] = out->authz[0] = '\0';
     /* managed_proxy = <kn_id>: a read of a bound tool's published definition as the
      * network's managed proxy account (get_action_info), which may read only name,
      * description and schemas. Only GETs, on an upstream configured with
@@ -63,8 +67,7 @@ int identity_decide(const identity_args *a, identity *out, char *err, size_t err
 
 void identity_wipe(identity *id)
 {
-    volatile char *p = id->authz;
-    for (size_t i = 0; i < sizeof id->authz; i++)
-        p[i] = 0;
+    if (id->authorization) /* the token's bytes, and the NUL after them */
+        explicit_bzero(id->authz, strlen(id->authz) + 1);
     id->authorization = NULL;
 }
