@@ -17,7 +17,13 @@
  * first - possibly from inside flow_run (a refusal) - and the flow frees itself
  * after done returns; the outcome is valid only during done. flow_cancel stops the
  * flow at any stage (Trace Core call, idempotency wait, running tool) without a
- * callback and frees it. */
+ * callback and frees it - except a flow that holds its invocation id's claim
+ * (idempotency): that one is detached instead. It copies what it borrowed, keeps its
+ * tool generation, runs to its end without its caller (the tool, the receipt, the
+ * idempotency record) and frees itself; done is not called. Its claim is what keeps
+ * a retry from running the call again, and the record it leaves is what the retry
+ * gets, so a caller that hangs up mid-call never makes the call run twice (nor
+ * leaves its Operation pending for good). */
 #ifndef CL_FLOW_H
 #define CL_FLOW_H
 
@@ -46,6 +52,10 @@ typedef struct flow_input {
     const json_value *meta;        /* the MCP _meta object, or NULL */
     const char *invocation_header; /* X-OpenBKN-Client-Invocation-Id, or NULL */
     const char *format;            /* REST ?response_format= as given, or NULL */
+    /* A person was asked to confirm the call and did not accept: the tool does not
+     * run; its attempt (when recorded) fails with this error code and message
+     * (confirm.h). NULL: the call runs. */
+    const char *declined_code, *declined_message;
 } flow_input;
 
 typedef void (*flow_done_fn)(const call_outcome *o, void *arg);
