@@ -114,6 +114,7 @@ typedef struct idem_stats_t {
     uint64_t finish_stale;  /* finishes dropped: not our marker any more / not owned */
     uint64_t finish_errors; /* finishes (and aborts) the store failed */
     uint64_t aborts;
+    uint64_t polls; /* poll timers of waiting duplicates that fired (a store read each) */
 } idem_stats_t;
 void idem_stats(const idem_ctx *ic, idem_stats_t *out);
 

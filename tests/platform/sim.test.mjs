@@ -10,7 +10,6 @@ let child;
 let base;
 
 before(async () => {
-  const t0 = Date.now();
   child = spawn(process.execPath, [SIM, '--port', '0', '--host', '127.0.0.1', '--ttl', '120'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -32,7 +31,6 @@ before(async () => {
   assert.equal(info.base, `http://127.0.0.1:${info.port}`);
   assert.deepEqual(Object.keys(info), ['port', 'base']);
   base = info.base;
-  assert.ok(Date.now() - t0 < 3000, 'starts quickly');
 });
 
 after(async () => {

@@ -518,9 +518,10 @@ static void test_outcomes(fetch_ctx *f)
 
     int64_t t0 = now_mono_ms();
     CHECK(do_request(t, &u, "GET", "/hang", NULL, 0, &r) == 1);
+    /* the hang never answers: only the timeout ends it (no upper bound on the time: a
+     * loaded machine fires timers late) */
     CHECK(r.status == TRACE_UNAVAILABLE && r.http_status == 0);
-    CHECK(now_mono_ms() - t0 < 1000);
-    CHECK(r.elapsed >= 150);
+    CHECK(now_mono_ms() - t0 >= 150 && r.elapsed >= 150);
 
     /* Bad path: rejected without a call. */
     CHECK(do_request(t, &u, "GET", "no-slash", NULL, 0, &r) == 0);
@@ -822,11 +823,12 @@ static void test_probe(fetch_ctx *f)
     int64_t t0 = now_mono_ms();
     trace_probe(t, probe_cb, (void *)0);
     trace_probe(t, probe_cb, (void *)1);
-    CHECK(run_until(&probe_done, 2, 3000));
+    CHECK(run_until(&probe_done, 2, 30000));
     int64_t took = now_mono_ms() - t0;
     fprintf(stderr, "probe DOWN after %lld ms\n", (long long)took);
     CHECK(probe_v[0] == PROBE_DOWN && probe_v[1] == PROBE_DOWN);
-    CHECK(took >= 550 && took <= 600 + 150);
+    /* it spent its budget (the tries are counted below; no upper bound on the time) */
+    CHECK(took >= 550);
     CHECK(n_health == 1 + 3);
     trace_stats(t, &st);
     CHECK(st.probes == 2 && st.probe_tries == 4 && st.probe_down == 1);
