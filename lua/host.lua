@@ -233,20 +233,100 @@ end
 -- Longest excerpt of an upstream's non-JSON error text kept in a 5xx envelope.
 local MAX_EXCERPT = 200
 
--- A line that is a stack frame or trace header (Java, JS, Python, Go, PHP, C).
-local FRAME_PATTERNS = {
-    "^%s*at%s", "^%s*File%s+\"", "^%s*#%d+%s", "^%s*Traceback", "^%s*goroutine%s+%d",
-    "^%s*Caused by:", "^%s*%.%.%.%s*%d+%s+more", "%.%a+:%d+%)?%s*$", "%son line%s+%d+",
-    "^%s*[%w_$.]+%(.*%)%s*$", "^%s*Stack trace:",
-}
+-- Stack frames and trace headers (Java, JS, Python, Go, PHP, C) are found token by
+-- token, so that one written inline with other text goes as well as one on its own
+-- line.
 
-local function is_frame(line)
-    for _, p in ipairs(FRAME_PATTERNS) do
-        if line:find(p) then
-            return true
+-- A source position: Pool.java:88, server.js:10:5, (x.c:3).
+local function is_location(t)
+    return t:find("%.%a%w*:%d+") ~= nil
+end
+
+-- A qualified call: com.corp.Pool.take(..., Object.<anonymous>, App->run(), A::b(),
+-- and a bare foo().
+local function is_call(t)
+    return t:find("^%(?[%w_$<>]+%.[%w_$.<>]*%(") ~= nil or t:find("^[%w_$\\]+%->[%w_$]+%(") ~= nil
+        or t:find("^[%w_$\\]+::[%w_$]+%(") ~= nil or t:find("^[%w_$]+%(%)[:,]?$") ~= nil
+        or t:find("^%(?[%w_$]+%.[%w_$.]*<[%w_$]+>$") ~= nil
+end
+
+-- How many tokens from i a frame that starts at i spans: up to the one that closes
+-- the parenthesis it opens ("run(Native Method)"), at most 4.
+local function call_len(tokens, i)
+    local depth, n = 0, 0
+    repeat
+        local t = tokens[i + n]
+        if not t then
+            break
+        end
+        depth = depth + select(2, t:gsub("%(", "")) - select(2, t:gsub("%)", ""))
+        n = n + 1
+    until depth <= 0 or n >= 4
+    return n
+end
+
+-- The number of tokens from i that make a stack frame or trace header (0: none).
+local function frame_len(tokens, i)
+    local t, nxt = tokens[i], tokens[i + 1]
+    if (t == "at" or t:find("^#%d+$")) and nxt and (is_location(nxt) or is_call(nxt) or nxt:find("/")) then
+        return 1 + call_len(tokens, i + 1) -- "at a.B.c(B.java:3)", "#0 /x.php(12): f()"
+    end
+    if t == "File" and nxt and nxt:sub(1, 1) == '"' then -- File "/app/x.py", line 12, in f
+        local n = 2
+        if tokens[i + 2] == "line" and (tokens[i + 3] or ""):find("^%d+,?$") then
+            n = 4
+        end
+        if tokens[i + n] == "in" and tokens[i + n + 1] then
+            n = n + 2
+        end
+        return n
+    end
+    if t == "Traceback" then -- Traceback (most recent call last):
+        for n = 1, 5 do
+            if (tokens[i + n - 1] or ""):find("%):$") then
+                return n
+            end
+        end
+        return 1
+    end
+    if t == "goroutine" and nxt and nxt:find("^%d+$") then -- goroutine 7 [running]:
+        return (tokens[i + 2] or ""):find("^%[.*%]:?$") and 3 or 2
+    end
+    if (t == "Caused" and nxt == "by:") or (t == "Stack" and nxt == "trace:") then
+        return 2
+    end
+    if t:find("^%.%.%.$") and nxt and nxt:find("^%d+$") and tokens[i + 2] == "more" then
+        return 3 -- ... 12 more
+    end
+    if t == "on" and nxt == "line" and (tokens[i + 2] or ""):find("^%d+") then
+        return 3 -- PHP: in /x.php on line 12
+    end
+    if is_location(t) or is_call(t) then
+        return call_len(tokens, i)
+    end
+    if t:find("^%+?0x%x+$") then -- an address in a native frame
+        return 1
+    end
+    return 0
+end
+
+-- text without its stack frames, tokens joined by single spaces
+local function drop_frames(text)
+    local tokens = {}
+    for t in text:gmatch("%S+") do
+        tokens[#tokens + 1] = t
+    end
+    local kept, i = {}, 1
+    while i <= #tokens do
+        local n = frame_len(tokens, i)
+        if n > 0 then
+            i = i + n
+        else
+            kept[#kept + 1] = tokens[i]
+            i = i + 1
         end
     end
-    return false
+    return table.concat(kept, " ")
 end
 
 -- scrub(text) -> a short excerpt of an upstream's error text fit for a caller: no
@@ -258,13 +338,7 @@ function M.scrub(text)
     text = text:gsub("<[sS][cC][rR][iI][pP][tT].-</[sS][cC][rR][iI][pP][tT]%s*>", "\n")
         :gsub("<[sS][tT][yY][lL][eE].-</[sS][tT][yY][lL][eE]%s*>", "\n"):gsub("<!%-%-.-%-%->", "\n")
         :gsub("<[bB][rR]%s*/?>", "\n"):gsub("</?[pP][rR][eE][^>]*>", "\n")
-    local kept = {}
-    for line in text:gmatch("[^\r\n]+") do
-        if not is_frame(line) then
-            kept[#kept + 1] = line
-        end
-    end
-    text = table.concat(kept, " ")
+    text = drop_frames(text)
         :gsub("%a[%w+.-]*://%S*", "[url]")
         :gsub("%d+%.%d+%.%d+%.%d+[:%d]*", "[address]")
         :gsub("%S*/[%w_.-]+/%S*", "[path]")

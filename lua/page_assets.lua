@@ -25,14 +25,17 @@ M.catalogue_css = table.concat({
     "code{background:var(--code);border-radius:4px;padding:1px 5px}",
     "h2{font-size:20px;margin:34px 0 12px;padding-bottom:6px;border-bottom:1px solid var(--line)}",
     "h2 .gid{color:var(--mut);font-weight:400;font-size:14px;margin-left:8px}",
-    ".cfgs{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:14px}",
+    -- one config per row: a row is wide enough for a config's longest line on a desktop
+    ".cfgs{display:grid;grid-template-columns:minmax(0,1fr);gap:14px}",
     ".cfg{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:12px 14px;",
     "min-width:0}",
     ".cfgh{display:flex;justify-content:space-between;align-items:center;gap:8px;font-weight:600;",
     "margin-bottom:8px}",
-    -- wrapped, not scrolled: a long endpoint URL stays visible in the config boxes
-    "pre{background:var(--code);border-radius:8px;padding:10px 12px;margin:0;overflow:auto;",
-    "white-space:pre-wrap;overflow-wrap:anywhere}",
+    -- never wrapped: a break inside a JSON string (a URL, "Bearer <token>") would read as
+    -- part of the value; a narrow screen scrolls the block sideways instead (the endpoint
+    -- itself is also shown, wrapped, in the facts above, and Copy takes the whole text)
+    "pre{background:var(--code);border-radius:8px;padding:10px 12px;margin:0;overflow-x:auto;",
+    "white-space:pre;overflow-wrap:normal}",
     "button{font:inherit;font-size:13px;border:1px solid var(--acc);color:var(--acc);",
     "background:transparent;border-radius:6px;padding:3px 12px;cursor:pointer}",
     "button:hover{background:var(--accbg)}",

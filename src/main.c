@@ -328,6 +328,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     memset(&icfg, 0, sizeof icfg);
     icfg.ttl_ms = a.cfg->idempotency_ttl_s * 1000;
     icfg.wait_ms = a.cfg->idempotency_wait_ms;
+    icfg.claim_ttl_ms = a.cfg->idempotency_claim_ttl_ms;
     a.idem = idem_new(a.base, a.store, &icfg);
     const char *secret = a.cfg->session_secret;
     a.sessions = session_new(*secret ? secret
@@ -408,9 +409,11 @@ static int run_worker(settings *cfg, const worker_opts *w)
             log_fatal("worker %d: cannot notify the master", w->index);
         close(w->ready_fd);
     }
-    a.heartbeat = event_new(a.base, -1, EV_PERSIST, on_heartbeat, &a);
-    struct timeval hb = {15, 0};
-    event_add(a.heartbeat, &hb);
+    if (a.cfg->mcp_keepalive_s > 0) {
+        a.heartbeat = event_new(a.base, -1, EV_PERSIST, on_heartbeat, &a);
+        struct timeval hb = {a.cfg->mcp_keepalive_s, 0};
+        event_add(a.heartbeat, &hb);
+    }
     event_base_dispatch(a.base);
     rc = 0;
 done:

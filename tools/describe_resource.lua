@@ -54,7 +54,7 @@ end
 
 -- The response for a resource and its catalog (columns are the decoded
 -- schema_definition entries, trimmed in place).
-function M.trim_response(resource, catalog)
+local function result_of(resource, catalog)
     local columns = type(resource.schema_definition) == "table" and resource.schema_definition or util.array()
     for _, c in ipairs(columns) do
         util.keep_only(c, { "name", "type", "description" })
@@ -92,7 +92,7 @@ function M.handle(args, ctx)
         return nil, errors.refuse(400, ctx.lang, "catalog " .. catalog_id .. " of resource " .. id ..
             " not found or has no connector type")
     end
-    return M.trim_response(resource, catalog)
+    return result_of(resource, catalog)
 end
 
 return M

@@ -66,7 +66,7 @@ local function array_field(obj, key)
 end
 
 -- Trims the export view in place. metrics: { [ot_id] = {…} } or nil.
-function M.trim_response(kn, detail_level, metrics)
+local function result_of(kn, detail_level, metrics)
     util.keep_only(kn, { "id", "name", "comment", "concept_groups", "object_types", "relation_types",
         "action_types" })
     for _, g in ipairs(array_field(kn, "concept_groups")) do
@@ -117,7 +117,7 @@ function M.handle(args, ctx)
         end
     end
     local metrics = #ids > 0 and knschema.metrics_by_type(ctx, args.kn_id, ids) or nil
-    return M.trim_response(kn, args.detail_level, metrics)
+    return result_of(kn, args.detail_level, metrics)
 end
 
 -- TOON text: the token-saving view (tables, dotted columns, side lists)

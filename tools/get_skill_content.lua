@@ -50,9 +50,9 @@ local TRUNCATED = text(
     "SKILL.md was truncated because it is too large. Use read_skill_file to read " ..
         "individual files.")
 
--- trim_response(meta, content, args, lang): meta is the factory's answer, content the
+-- result_of(meta, content, args, lang): meta is the factory's answer, content the
 -- downloaded SKILL.md.
-function M.trim_response(meta, content, args, lang)
+local function result_of(meta, content, args, lang)
     local out = cljson.object({}, { "skill_id", "status", "content", "truncated", "files", "message" })
     out.skill_id = util.is_null(meta.skill_id) and args.skill_id or meta.skill_id
     if not util.is_null(meta.status) then
@@ -69,7 +69,7 @@ end
 local SUMMARY = text("无法获取技能内容", "Unable to retrieve the skill content")
 
 function M.handle(args, ctx)
-    return skill.read(ctx, args, M, SUMMARY)
+    return skill.read(ctx, args, M, SUMMARY, result_of)
 end
 
 return M

@@ -7,6 +7,7 @@ local fields = require "_lib.fields"
 local errors = require "_lib.errors"
 local condition = require "_lib.condition"
 local permission = require "_lib.permission"
+local memo = require "_lib.memo"
 
 local text = util.text
 
@@ -110,39 +111,16 @@ local function effective(args)
     return condition.effective(cond, filters, cljson.object, util.array)
 end
 
--- The request path of (kn_id, ot_id): the same pairs come back call after call.
--- Kept for one generation (as this module), at most PATHS_MAX of them, emptied
--- when full.
-local PATHS_MAX = 256
-local paths, n_paths = {}, 0
+-- The request path of (kn_id, ot_id): the same pairs come back call after call, so
+-- it is remembered (_lib.memo: at most 256 pairs, for one generation). The ids are
+-- escaped here, not through util.escape's own memo: one memo per answer.
+local path_of = memo.two(function(kn_id, ot_id)
+    return "/in/v1/knowledge-networks/" .. util.percent(kn_id) .. "/object-types/" .. util.percent(ot_id)
+end, 256)
 
-local function path_of(kn_id, ot_id)
-    local of_kn = paths[kn_id]
-    local path = of_kn and of_kn[ot_id]
-    if path == nil then
-        path = "/in/v1/knowledge-networks/" .. util.escape(kn_id) .. "/object-types/" .. util.escape(ot_id)
-        if kn_id == nil or ot_id == nil then
-            return path -- not a key (args not validated)
-        end
-        if n_paths >= PATHS_MAX then
-            paths, n_paths, of_kn = {}, 0, nil
-        end
-        if of_kn == nil then
-            of_kn = {}
-            paths[kn_id] = of_kn
-        end
-        of_kn[ot_id] = path
-        n_paths = n_paths + 1
-    end
-    return path
-end
-
--- The exact ontology-query request for validated args. cond: their effective
--- condition when the caller has it already (handle), else computed here.
-function M.shape_request(args, cond)
-    if cond == nil then
-        cond = effective(args)
-    end
+-- The exact ontology-query request for validated args whose effective condition is
+-- cond.
+local function request(args, cond)
     local limit = args.limit
     if limit == nil or limit == 0 then
         limit = DEFAULT_LIMIT
@@ -172,6 +150,10 @@ function M.shape_request(args, cond)
     }
 end
 
+function M.shape_request(args)
+    return request(args, effective(args))
+end
+
 local KEEP = { "datas", "total_count", "search_after", "effective_permissions",
     "row_filter_applied" }
 
@@ -182,29 +164,14 @@ local KEEP = { "datas", "total_count", "search_after", "effective_permissions",
 local DECODE = { raw = "datas", keep = KEEP }
 local DECODE_UNSCORED = { raw = "datas", drop = { "_score" }, keep = KEEP }
 
--- Trims the decoded response in place: rows (raw values, or tables: key order,
--- big numbers, [] and {} untouched either way); only keys are removed. decoded: the
--- body was decoded with handle's options (DECODE or DECODE_UNSCORED by cond), which
--- kept the KEEP members and cut _score already; cond: as shape_request's.
-function M.trim_response(body, args, decoded, cond)
-    if type(body) ~= "table" then
-        body = cljson.object()
-    elseif not decoded then
-        util.keep_only(body, KEEP)
-    end
+-- The result's last step, on a body holding the KEEP members only and rows without
+-- _score unless ranked: total_count is tri-state, a number; 0 when ontology-query
+-- omitted it (omitempty drops a zero); absent on cursor pages, where no total is
+-- computed.
+local function finish(body, args)
     if type(body.datas) ~= "table" then
         body.datas = util.array()
     end
-    if not decoded and not condition.uses_scoring(cond == nil and effective(args) or cond) then
-        local rows = body.datas
-        for i, row in ipairs(rows) do
-            if type(row) == "table" or cljson.is_raw(row) then
-                rows[i] = cljson.without(row, "_score")
-            end
-        end
-    end
-    -- total_count is tri-state: a number; 0 when ontology-query omitted it
-    -- (omitempty drops a zero); absent on cursor pages, where no total is computed.
     local null = cljson.null
     if body.total_count == nil or body.total_count == null then
         body.total_count = nil
@@ -218,6 +185,27 @@ function M.trim_response(body, args, decoded, cond)
     return body
 end
 
+-- Trims the decoded response in place: rows (raw values, or tables: key order, big
+-- numbers, [] and {} untouched either way); only keys are removed: the members not in
+-- KEEP, and _score unless the args' condition ranks by relevance. (handle decodes
+-- with options that do both already, and finishes the body itself.)
+function M.trim_response(body, args)
+    if type(body) ~= "table" then
+        body = cljson.object()
+    else
+        util.keep_only(body, KEEP)
+    end
+    if type(body.datas) == "table" and not condition.uses_scoring(effective(args)) then
+        local rows = body.datas
+        for i, row in ipairs(rows) do
+            if type(row) == "table" or cljson.is_raw(row) then
+                rows[i] = cljson.without(row, "_score")
+            end
+        end
+    end
+    return finish(body, args)
+end
+
 function M.handle(args, ctx)
     -- the effective condition is made once per call (filters become a new tree)
     local cond = effective(args)
@@ -225,14 +213,15 @@ function M.handle(args, ctx)
     -- a failure follows the gateway's one mapping (a 4xx keeps its status, 5xx and
     -- transport failures become 502/503/504); a 403 targets this one object type: it
     -- carries permission_guidance
-    local body, err, res = errors.fetch(ctx, M.shape_request(args, cond), nil, scoring and DECODE or DECODE_UNSCORED)
+    local body, err, res = errors.fetch(ctx, request(args, cond), nil, scoring and DECODE or DECODE_UNSCORED)
     if body == nil then
         if res ~= nil and res.status == 403 then
             err.permission_guidance = permission.for_refusal(ctx, args.kn_id, args.ot_id)
         end
         return nil, err
     end
-    body = M.trim_response(body, args, true, cond)
+    -- decoded with the options that keep the KEEP members and cut _score unless ranked
+    body = finish(type(body) == "table" and body or cljson.object(), args)
     -- masked fields, names only or a narrowed row scope (only requested properties
     -- count); a body with neither signal (most) has nothing to look at
     if body.effective_permissions ~= nil or body.row_filter_applied ~= nil then

@@ -89,7 +89,7 @@ end
 local BINARY = text("该技能文件不是文本文件，未返回内容。", "The skill file is not textual; its content is not returned.")
 local TRUNCATED = text("技能文件过大已截断。", "The skill file was truncated because it is too large.")
 
-function M.trim_response(meta, content, args, lang)
+local function result_of(meta, content, args, lang)
     local l = lang == "en-US" and "en-US" or "zh-CN"
     local out = cljson.object({}, { "skill_id", "rel_path", "mime_type", "file_type", "content",
         "truncated", "message" })
@@ -111,7 +111,7 @@ end
 local SUMMARY = text("无法读取技能文件", "Unable to read the skill file")
 
 function M.handle(args, ctx)
-    return skill.read(ctx, args, M, SUMMARY)
+    return skill.read(ctx, args, M, SUMMARY, result_of)
 end
 
 return M

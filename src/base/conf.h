@@ -148,6 +148,9 @@
       "trace_core.operation_key_retention_s")                                                      \
     X(idempotency_wait_ms, "idempotency.wait_ms", NULL, INT, "10000",                              \
       "how long a duplicate waits for the first call before in_progress")                          \
+    X(idempotency_claim_ttl_ms, "idempotency.claim_ttl_ms", NULL, INT, "60000",                    \
+      "how long the claim of a running call lives (longer than the longest call): a duplicate "    \
+      "waits behind it, and an Operation still pending after it is taken as abandoned")            \
     X(idempotency_max_records, "idempotency.max_records", NULL, INT, "100000",                     \
       "memory store: most records kept")                                                           \
     X(session_secret, "session_secret", NULL, STR, "",                                             \
@@ -205,6 +208,11 @@
       "sent a progressToken); 0 disables")                                                         \
     X(mcp_tools_page_size, "mcp.tools_page_size", NULL, INT, "100",                                \
       "tools/list page size (cursor pagination)")                                                  \
+    X(mcp_keepalive_s, "mcp.keepalive_s", NULL, INT, "15",                                         \
+      "every open MCP event stream (a session's GET stream, a subscriptions/listen) gets a "       \
+      "keep-alive comment this often; 0 disables")                                                 \
+    X(mcp_listen_max_per_principal, "mcp.listen_max_per_principal", NULL, INT, "8",               \
+      "open subscriptions/listen streams one caller may hold; one more is refused with 429")       \
     X(shutdown_grace_s, "shutdown_grace_s", NULL, INT, "10",                                       \
       "SIGTERM: time allowed for in-flight calls")                                                 \
     X(access_log, "access_log", NULL, BOOL, "true", "one JSON line per request on stderr")

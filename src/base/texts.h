@@ -98,6 +98,11 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 #define CL_TEXTS(X)                                                                                \
     /* generic next steps */                                                                       \
     X(CONTACT_ADMIN, "请联系管理员", "Contact administrator")                                      \
+    /* the admin listener's 401: its token is a static secret, not an OAuth token */             \
+    X(ADMIN_TOKEN_SOLUTION,                                                                        \
+      "管理端口使用固定令牌：请发送 Authorization: Bearer <admin.token_file 所指文件的内容>",      \
+      "The admin listener takes a static token: send Authorization: Bearer <the contents of "      \
+      "the file admin.token_file names>")                                                          \
     X(RETRY_LATER, "请稍后重试", "Retry later")                                                    \
     /* idempotency: a call that already ran, its result gone (printf formats: operation            \
      * id, receipt id, RECEIPT_STATUS_*; the action one also kn_id and execution_id) */            \
@@ -126,6 +131,22 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "longer stored here; it is not returned again and the call is not run again. Check "         \
       "what it did (the receipt is in details) before running it again with a new "                \
       "invocation id.")                                                                            \
+    /* idempotency: a call started and never finished (printf: operation id, receipt id) */     \
+    X(OUTCOME_UNKNOWN_READ,                                                                        \
+      "这次调用已经开始（operation %s，receipt %s 仍未完成），但执行它的实例中途停止，"       \
+      "结果没有记录下来，也不会再有。它不会重复执行。该工具只读取数据："  \
+      "换一个新的 invocation id 重新调用即可。",                                                   \
+      "This call was started (operation %s, receipt %s still pending), but the instance "         \
+      "running it stopped mid-call and its outcome was never recorded, nor will it be. It is "    \
+      "not run again. The tool only reads data: call it again with a new invocation id.")       \
+    X(OUTCOME_UNKNOWN_OTHER,                                                                       \
+      "这次调用已经开始（operation %s，receipt %s 仍未完成），但执行它的实例中途停止，"       \
+      "结果没有记录下来，也不会再有。它不会重复执行，但可能已经产生了效果："  \
+      "请先确认它做了什么，再换一个新的 invocation id 调用。",                                     \
+      "This call was started (operation %s, receipt %s still pending), but the instance "         \
+      "running it stopped mid-call and its outcome was never recorded, nor will it be. It is "    \
+      "not run again, but it may have taken effect: check what it did before running it "         \
+      "again with a new invocation id.")                                                           \
     X(RECEIPT_STATUS_COMPLETED, "状态：已完成", "status: completed")                               \
     X(RECEIPT_STATUS_FAILED, "状态：失败", "status: failed")                                       \
     /* lifecycle tools: titles, descriptions, parameter descriptions */                            \
@@ -470,6 +491,20 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "the interaction is %s; start a new interaction")                                            \
     X(FLOW_RECEIPT_PENDING, "另一次调用正在执行同一操作：请稍后用相同参数重试",                    \
       "another call is executing this operation; retry the same call later")                       \
+    /* idempotency: an error stored as a call's outcome, replayed to a retry of the             \
+     * same invocation id (it can never turn into another answer under that id) */                \
+    X(REPLAYED_ERROR_READ,                                                                         \
+      "这个 invocation id 的调用已以此错误结束，重试同一 ID 只会重复这个错误："   \
+      "该工具只读取数据，请换一个新的 invocation id 重新调用。",                                  \
+      "The call with this invocation id already ended with this error, and retrying the "         \
+      "same id only repeats it. The tool only reads data: call it again with a new "              \
+      "invocation id.")                                                                            \
+    X(REPLAYED_ERROR_OTHER,                                                                        \
+      "这个 invocation id 的调用已以此错误结束，重试同一 ID 只会重复这个错误。"   \
+      "它可能已经产生了效果：请先确认它做了什么，再换一个新的 invocation id 调用。",  \
+      "The call with this invocation id already ended with this error, and retrying the "         \
+      "same id only repeats it. It may have taken effect: check what it did before "              \
+      "running it again with a new invocation id.")                                                \
     X(FLOW_RECORD_UNREADABLE, "无法读取已保存的结果：请稍后重试",                                  \
       "the stored result could not be read; retry later")                                          \
     X(FLOW_IDEM_CONFLICT, "该调用 ID 已用于不同的输入：请为新的调用使用新的 ID",                   \

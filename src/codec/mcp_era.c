@@ -95,7 +95,8 @@ static int check_envelope(const json_value *meta, const char **pv_out, char *err
     int caps_ok = caps && json_typeof(caps) == JSON_OBJECT;
     if (!pv_ok || !caps_ok) {
         snprintf(err, errlen, "Invalid params: missing _meta key(s): %s%s%s",
-                 pv_ok ? "" : MCP_META_PROTOCOL_VERSION " (a string)", !pv_ok && !caps_ok ? ", " : "",
+                 pv_ok ? "" : MCP_META_PROTOCOL_VERSION " (a string)",
+                 !pv_ok && !caps_ok ? ", " : "",
                  caps_ok ? "" : MCP_META_CLIENT_CAPABILITIES " (an object)");
         return -32602;
     }
@@ -179,7 +180,8 @@ static int check_name(const char *header, const char *body_value, const char *wh
         n = dec.len;
     }
     if (strlen(body_value) != n || memcmp(v, body_value, n)) {
-        snprintf(err, errlen, "Header mismatch: Mcp-Name header value '%.*s' does not match body %s '%.80s'",
+        snprintf(err, errlen,
+                 "Header mismatch: Mcp-Name header value '%.*s' does not match body %s '%.80s'",
                  (int)(n < 80 ? n : 80), v, what, body_value);
         rc = -32020;
     }

@@ -69,8 +69,8 @@ void mcp_era_result_tail(buf *out, long ttl_ms);
 #endif
 /* The serverInfo member of a stateless result's _meta (no comma, no braces). */
 #define MCP_ERA_SERVER_INFO                                                                        \
-    "\"io.modelcontextprotocol/serverInfo\":{\"name\":\"context-loader\",\"version\":\"" CL_VERSION  \
-    "\"}"
+    "\"io.modelcontextprotocol/"                                                                   \
+    "serverInfo\":{\"name\":\"context-loader\",\"version\":\"" CL_VERSION "\"}"
 
 /* Whether an MCP-Protocol-Version header (NULL: absent) names a stateless version,
  * its optional whitespace aside. */

@@ -268,12 +268,20 @@ void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_
             put_raw(out, &o->json);
         buf_puts(out, ",\"isError\":false");
     }
-    if (o->unrecorded || meta_members) {
+    if (o->unrecorded || o->receipt_pending || meta_members) {
+        int any = 1;
         buf_puts(out, ",\"_meta\":{");
-        if (o->unrecorded)
+        if (o->unrecorded) {
             buf_puts(out, "\"openbkn.ai/trace-status\":\"unrecorded\"");
+        } else if (o->receipt_pending) {
+            buf_puts(out, "\"openbkn.ai/trace-status\":\"receipt_pending\","
+                          "\"openbkn.ai/receipt-id\":");
+            json_write_string(out, o->receipt_id, strlen(o->receipt_id));
+        } else {
+            any = 0;
+        }
         if (meta_members) {
-            if (o->unrecorded)
+            if (any)
                 buf_putc(out, ',');
             buf_puts(out, meta_members);
         }

@@ -50,6 +50,11 @@ struct flow {
     call *call;
     json_value *error_value; /* the tool's error object as a tree, for the attempt */
     call_outcome o;
+    /* detached (flow_cancel with a claim): the borrowed input, copied */
+    int detached;
+    principal who;
+    char *own_strs[6];
+    json_value *own_query, *own_request, *own_context;
 };
 
 static const char *lang(const flow *f)
@@ -77,6 +82,15 @@ static void run_tool(flow *f);
 
 static void flow_free(flow *f)
 {
+    if (f->detached) {
+        for (size_t i = 0; i < sizeof f->own_strs / sizeof *f->own_strs; i++)
+            free(f->own_strs[i]);
+        json_free(f->own_query);
+        json_free(f->own_request);
+        json_free(f->own_context);
+        if (f->in.gen)
+            tools_gen_release(f->in.gen);
+    }
     if (f->tc)
         trace_cancel(f->tc);
     if (f->iw)
@@ -95,8 +109,45 @@ static void flow_free(flow *f)
     free(f);
 }
 
+/* A copy owned by the flow (freed with it), or NULL. */
+static const char *own_str(flow *f, size_t slot, const char *s)
+{
+    f->own_strs[slot] = s ? xstrdup(s) : NULL;
+    return f->own_strs[slot];
+}
+
+/* The caller left while the flow holds its claim: make the flow self-contained
+ * (flow.h) and let it run on. */
+static void detach(flow *f)
+{
+    call_env *e = &f->in.env;
+    f->detached = 1;
+    f->done = NULL;
+    f->who = *e->who;
+    e->who = &f->who;
+    e->request_id = own_str(f, 0, e->request_id);
+    e->traceparent = own_str(f, 1, e->traceparent);
+    e->kn_id_header = own_str(f, 2, e->kn_id_header);
+    e->surface = own_str(f, 3, e->surface);
+    e->caller_token = own_str(f, 4, e->caller_token);
+    f->in.format = own_str(f, 5, f->in.format);
+    e->query = f->own_query = e->query ? json_clone(e->query) : NULL;
+    e->request = f->own_request = e->request ? json_clone(e->request) : NULL;
+    e->bkn_context = f->own_context = e->bkn_context ? json_clone(e->bkn_context) : NULL;
+    if (!f->args_copy)
+        f->args = f->args_copy = f->args ? json_clone(f->args) : json_new_object();
+    f->in.args = f->in.meta = NULL;
+    f->in.invocation_header = NULL;
+    if (f->in.gen)
+        tools_gen_ref(f->in.gen);
+}
+
 void flow_cancel(flow *f)
 {
+    if (f->idem_owned && !f->detached) {
+        detach(f);
+        return;
+    }
     flow_free(f);
 }
 
@@ -119,7 +170,8 @@ static void finish(flow *f, int store_it)
     }
     if (!f->o.code[0])
         str_copy(f->o.code, sizeof f->o.code, f->o.is_error ? "tool_error" : "ok");
-    f->done(&f->o, f->done_arg);
+    if (f->done)
+        f->done(&f->o, f->done_arg);
     flow_free(f);
 }
 
@@ -282,6 +334,8 @@ static const char *input_hash(flow *f)
 
 /* ---- the tool and its attempt ---- */
 
+static void send_attempt(flow *f, int later);
+
 static void on_finalized(const trace_reply *r, const trace_receipt *rc, void *arg)
 {
     flow *f = arg;
@@ -295,20 +349,25 @@ static void on_finalized(const trace_reply *r, const trace_receipt *rc, void *ar
                 str_copy(f->o.receipt_id, sizeof f->o.receipt_id, rc->receipt_id);
         }
     } else {
-        /* The business result stands; the receipt stays pending at Core. */
+        /* The business result stands: the answer says its receipt is still pending,
+         * and the finalization is sent again in the background until Core takes it. */
         log_line *l = log_begin(LOG_WARN, "operation finalize failed");
         log_str(l, "request_id", f->in.env.request_id);
         log_str(l, "operation_id", f->o.operation_id);
         log_int(l, "trace_status", (int)r->status);
         log_end(l);
+        f->o.receipt_pending = r->status == TRACE_UNAVAILABLE;
+        if (f->o.receipt_pending)
+            send_attempt(f, 1);
     }
     finish(f, 1);
 }
 
 /* Completes (or fails) the attempt with the call's output: on MCP the
  * CallToolResult without receipt, written from the result's text (escaped once, for
- * the reply as well); on REST the result (or error) value. */
-static void finalize(flow *f)
+ * the reply as well); on REST the result (or error) value; later: in the background,
+ * without a callback (trace_finish_attempt_later). */
+static void send_attempt(flow *f, int later)
 {
     json_value *payload = NULL, *parsed = NULL;
     const buf *text = &f->o.json;
@@ -339,8 +398,12 @@ static void finalize(flow *f)
                                             f->o.is_error ? NULL : text, f->ctx.business_refs);
     a.business_refs = refs ? refs : f->ctx.business_refs;
     a.payload = payload;
-    trace_time_begin(f);
-    f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
+    if (later) {
+        trace_finish_attempt_later(f->in.trace, f->in.env.who, lang(f), &a);
+    } else {
+        trace_time_begin(f);
+        f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
+    }
     buf_free(&out);
     json_free(parsed);
     json_free(refs);
@@ -369,7 +432,7 @@ static void on_call_done(const call_result *res, void *arg)
     str_copy(o->code, sizeof o->code,
              res->is_error ? (res->error_code ? res->error_code : "tool_error") : "ok");
     if (f->record)
-        finalize(f);
+        send_attempt(f, 0);
     else
         finish(f, 1);
 }
@@ -431,6 +494,8 @@ static void lookup_interaction(flow *f)
                                   on_interaction, f);
 }
 
+static int abandoned(const flow *f, const json_value *operation);
+
 static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg)
 {
     flow *f = arg;
@@ -460,6 +525,14 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     }
     /* Another claimant ran (or runs) this operation. */
     const char *st = op->receipt_status;
+    if ((!st || !strcmp(st, "pending")) && f->idem_owned && abandoned(f, op->operation)) {
+        /* We hold the claim, so its first owner does not, and it was started longer
+         * ago than any owner can run: nobody will ever finish it. */
+        outcome_unknown(&f->o, op->operation, op->receipt, f->in.ti->name,
+                        !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
+        finish(f, 0);
+        return;
+    }
     if (!st || !strcmp(st, "pending")) {
         refuse(f, 409, "receipt_pending", TX(f, FLOW_RECEIPT_PENDING), 1,
                "retry_later", "retry_later");
@@ -469,6 +542,43 @@ static void on_ensure(const trace_reply *r, const trace_operation *op, void *arg
     outcome_already_executed(&f->o, op->operation, op->receipt, f->run_name,
                              !strcmp(f->in.ti->kind, "read"), f->in.env.lang, f->in.mcp);
     finish(f, 0);
+}
+
+/* Milliseconds since the epoch of an RFC 3339 UTC time ("2026-01-02T03:04:05.678Z"),
+ * or -1 when s has another form. */
+static int64_t utc_ms(const char *s)
+{
+    int y, mo, d, h, mi, sec, n = 0;
+    if (!s || sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6)
+        return -1;
+    int64_t ms = 0;
+    const char *p = s + n;
+    if (*p == '.') {
+        int digits = 0;
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+            if (digits < 3)
+                ms = ms * 10 + (*p - '0');
+        for (; digits < 3; digits++)
+            ms *= 10;
+    }
+    if (*p != 'Z' || mo < 1 || mo > 12)
+        return -1;
+    /* days from the civil date (proleptic Gregorian) */
+    int64_t yy = mo <= 2 ? y - 1 : y;
+    int64_t era = (yy >= 0 ? yy : yy - 399) / 400;
+    int64_t yoe = yy - era * 400;
+    int64_t doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    int64_t days = era * 146097 + doe - 719468;
+    return ((days * 24 + h) * 60 + mi) * 60000 + (int64_t)sec * 1000 + ms;
+}
+
+/* 1 when the Operation was created longer ago than an idempotency claim lives (so
+ * no owner can still be running it); 0 when younger or of unknown age. */
+static int abandoned(const flow *f, const json_value *operation)
+{
+    int64_t t = utc_ms(operation ? json_get_string(operation, "created_at") : NULL);
+    return t >= 0 && now_wall_ms() - t >= idem_claim_ttl_ms(f->in.idem);
 }
 
 static void ensure_operation(flow *f)
@@ -632,6 +742,8 @@ static void replay(flow *f, const char *record, size_t len)
                "retry_later");
         return;
     }
+    /* under this id the stored error is all a retry can ever get */
+    outcome_replayed_error(&f->o, !strcmp(f->in.ti->kind, "read"), f->in.env.lang);
     snprintf(f->o.code, sizeof f->o.code, "replay");
     finish(f, 0);
 }

@@ -17,7 +17,13 @@
  * first - possibly from inside flow_run (a refusal) - and the flow frees itself
  * after done returns; the outcome is valid only during done. flow_cancel stops the
  * flow at any stage (Trace Core call, idempotency wait, running tool) without a
- * callback and frees it. */
+ * callback and frees it - except a flow that holds its invocation id's claim
+ * (idempotency): that one is detached instead. It copies what it borrowed, keeps its
+ * tool generation, runs to its end without its caller (the tool, the receipt, the
+ * idempotency record) and frees itself; done is not called. Its claim is what keeps
+ * a retry from running the call again, and the record it leaves is what the retry
+ * gets, so a caller that hangs up mid-call never makes the call run twice (nor
+ * leaves its Operation pending for good). */
 #ifndef CL_FLOW_H
 #define CL_FLOW_H
 

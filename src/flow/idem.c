@@ -50,6 +50,7 @@ struct idem_wait {
     int claiming; /* op is a claim (its success must be undone after a cancel) */
     int detached; /* cancelled while a claim was in flight */
     int waited;
+    int woken; /* its timer was made active by wake_waiters (not a poll) */
     int64_t deadline;
     struct event *timer;
     char *marker;
@@ -192,6 +193,7 @@ static void wake_waiters(idem_ctx *ic, const char *key)
         if (!w->detached && w->timer && strcmp(w->key, key) == 0 &&
             evtimer_pending(w->timer, NULL)) {
             evtimer_del(w->timer);
+            w->woken = 1;
             event_active(w->timer, EV_TIMEOUT, 0);
         }
     }
@@ -240,6 +242,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     idem_wait *w = arg;
     w->claiming = 0;
+    if (w->woken)
+        w->woken = 0;
+    else
+        w->ic->st.polls++;
     w->op = store_get(w->ic->s, w->skey, on_get, w);
 }
 
@@ -509,4 +515,9 @@ const char *idem_decision_name(idem_decision d)
         return "unavailable";
     }
     return "?";
+}
+
+long idem_claim_ttl_ms(const idem_ctx *ic)
+{
+    return ic->cfg.claim_ttl_ms;
 }

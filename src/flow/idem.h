@@ -114,9 +114,12 @@ typedef struct idem_stats_t {
     uint64_t finish_stale;  /* finishes dropped: not our marker any more / not owned */
     uint64_t finish_errors; /* finishes (and aborts) the store failed */
     uint64_t aborts;
+    uint64_t polls; /* poll timers of waiting duplicates that fired (a store read each) */
 } idem_stats_t;
 void idem_stats(const idem_ctx *ic, idem_stats_t *out);
 
 const char *idem_decision_name(idem_decision d); /* "run", "replay", ... */
+/* The in-flight marker's lifetime in effect (claim_ttl_ms after defaults). */
+long idem_claim_ttl_ms(const idem_ctx *ic);
 
 #endif

@@ -50,6 +50,8 @@ void outcome_encode(buf *out, const call_outcome *o)
     buf_printf(out, "{\"v\":2,\"status\":%d,\"is_error\":%s,\"toon\":%s,\"unrecorded\":%s",
                o->status, o->is_error ? "true" : "false", o->toon ? "true" : "false",
                o->unrecorded ? "true" : "false");
+    if (o->receipt_pending)
+        buf_puts(out, ",\"receipt_pending\":true");
     put_str_member(out, "receipt_id", o->receipt_id, strlen(o->receipt_id));
     put_str_member(out, "operation_id", o->operation_id, strlen(o->operation_id));
     if (o->json_quoted.len) { /* the same text, escaped once already */
@@ -100,6 +102,7 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o)
     o->is_error = flag(v, "is_error");
     o->toon = flag(v, "toon");
     o->unrecorded = flag(v, "unrecorded");
+    o->receipt_pending = flag(v, "receipt_pending");
     copy_str(v, "receipt_id", o->receipt_id, sizeof o->receipt_id);
     copy_str(v, "operation_id", o->operation_id, sizeof o->operation_id);
     buf_reset(&o->json);
@@ -120,6 +123,29 @@ int outcome_decode(const char *blob, size_t len, call_outcome *o)
 done:
     json_free(v);
     return rc;
+}
+
+/* ---- a stored error, replayed ---- */
+
+void outcome_replayed_error(call_outcome *o, int read_only, lang_id lang)
+{
+    if (!o->is_error || !o->json.data)
+        return;
+    json_value *e = json_parse(o->json.data, o->json.len, NULL, NULL, 0);
+    const json_value *r = e && json_typeof(e) == JSON_OBJECT ? json_get(e, "retryable") : NULL;
+    if (r && json_typeof(r) == JSON_TRUE) {
+        const char *action = read_only ? "use_new_idempotency_key" : "read_outcome";
+        const char *text =
+            text_get(read_only ? TEXT_REPLAYED_ERROR_READ : TEXT_REPLAYED_ERROR_OTHER, lang);
+        json_set(e, "retryable", json_new_bool(0));
+        json_remove(e, "retry_after_ms");
+        json_set(e, "required_action", json_new_str(action, strlen(action)));
+        json_set(e, "solution", json_new_str(text, strlen(text)));
+        buf_reset(&o->json);
+        buf_reset(&o->json_quoted);
+        json_write(&o->json, e, 0);
+    }
+    json_free(e);
 }
 
 /* ---- a call that already ran, its result gone ---- */
@@ -223,6 +249,11 @@ static void copy_member(json_value *to, const char *key, const json_value *from)
         json_set(to, key, json_clone(v));
 }
 
+static void write_run_error(call_outcome *o, lang_id lang, const char *code,
+                            const char *description, const char *required_action,
+                            json_value *details, const json_value *receipt, const char *op_id,
+                            const char *rc_id);
+
 void outcome_already_executed(call_outcome *o, const json_value *operation,
                               const json_value *receipt, const char *tool, int read_only,
                               lang_id lang, int mcp)
@@ -268,21 +299,32 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
         buf_printf(&msg, text_get(TEXT_ALREADY_RAN_OTHER, lang), op_id, rc_id, st_text);
     }
 
+    write_run_error(o, lang, "operation_already_executed", msg.data, required_action, details,
+                    receipt, op_id, rc_id);
+    buf_free(&msg);
+}
+
+/* The error of a call whose Operation exists at Trace Core (code, description, next
+ * step, details), not retryable, REST 409; the receipt is attached. Takes details. */
+static void write_run_error(call_outcome *o, lang_id lang, const char *code,
+                            const char *description, const char *required_action,
+                            json_value *details, const json_value *receipt, const char *op_id,
+                            const char *rc_id)
+{
     /* The one error object, with what is known of the run as details. */
     guard_error ge = {.lang = lang,
-                      .code = "operation_already_executed",
-                      .description = msg.data,
+                      .code = code,
+                      .description = description,
                       .details = details,
                       .required_action = required_action};
     buf_reset(&o->json);
     buf_reset(&o->json_quoted);
     guard_write_object(&o->json, &ge);
     json_free(details);
-    buf_free(&msg);
 
     o->status = 409;
     o->is_error = 1;
-    snprintf(o->code, sizeof o->code, "operation_already_executed");
+    snprintf(o->code, sizeof o->code, "%s", code);
     snprintf(o->operation_id, sizeof o->operation_id, "%s", op_id);
     snprintf(o->receipt_id, sizeof o->receipt_id, "%s", rc_id);
     buf_reset(&o->receipt_json);
@@ -290,4 +332,27 @@ void outcome_already_executed(call_outcome *o, const json_value *operation,
         json_write(&o->receipt_json, receipt, 0);
     json_free(o->result);
     o->result = NULL;
+}
+
+void outcome_unknown(call_outcome *o, const json_value *operation, const json_value *receipt,
+                     const char *tool, int read_only, lang_id lang, int mcp)
+{
+    const char *op_id = operation ? json_get_string(operation, "operation_id") : NULL;
+    const char *rc_id = receipt ? json_get_string(receipt, "receipt_id") : NULL;
+    op_id = op_id ? op_id : "";
+    rc_id = rc_id ? rc_id : "";
+    json_value *details = json_new_object();
+    json_set(details, "operation_id", json_new_str(op_id, strlen(op_id)));
+    json_set(details, "receipt_id", json_new_str(rc_id, strlen(rc_id)));
+    copy_member(details, "receipt_status", receipt);
+    json_set(details, "tool_name", json_new_str(tool, strlen(tool)));
+    copy_member(details, "attempt", operation);
+    copy_member(details, "created_at", operation);
+    buf msg = BUF_INIT;
+    buf_printf(&msg, text_get(read_only ? TEXT_OUTCOME_UNKNOWN_READ : TEXT_OUTCOME_UNKNOWN_OTHER, lang),
+               op_id, rc_id);
+    write_run_error(o, lang, "operation_outcome_unknown", msg.data,
+                    read_only ? "use_new_idempotency_key" : "read_outcome", details, receipt, op_id,
+                    rc_id);
+    buf_free(&msg);
 }

@@ -37,6 +37,8 @@ typedef struct call_outcome {
     char receipt_id[96];
     char operation_id[96];
     int unrecorded; /* admitted during a verified Trace Core outage, nothing recorded */
+    int receipt_pending; /* the tool ran, its finalization failed: receipt_id is still
+                            pending at Trace Core (finalized in the background) */
     char code[64];  /* outcome for the access log and metrics ("ok", "replay", a code) */
     int64_t lua_ms, upstream_ms, trace_ms;
 } call_outcome;
@@ -77,6 +79,27 @@ void outcome_refuse(call_outcome *o, int status, const char *code, const char *m
 void outcome_already_executed(call_outcome *o, const json_value *operation,
                               const json_value *receipt, const char *tool, int read_only,
                               lang_id lang, int mcp);
+
+/* The call's Operation was started and never finished: its receipt is still
+ * pending at Trace Core long after any owner could still be running it (its
+ * instance stopped mid-call: the idempotency claim expired, or a memory store went
+ * with it). It is not run again, and nothing will finish it. The error
+ * operation_outcome_unknown (REST 409, MCP isError), not retryable, in lang: the
+ * call was started, its outcome was never recorded; required_action read_outcome
+ * (check what it did before running it again with a new invocation id) or, for
+ * read_only tools, use_new_idempotency_key; details {operation_id, receipt_id,
+ * receipt_status, tool_name, attempt, created_at}; the receipt is attached. */
+void outcome_unknown(call_outcome *o, const json_value *operation, const json_value *receipt,
+                     const char *tool, int read_only, lang_id lang, int mcp);
+
+/* A stored error replayed to a retry of the same invocation id: the first answer
+ * said whether a retry may help, but under that id every retry gets this same
+ * error. When the error object says retryable: true, it is rewritten to
+ * retryable: false, without retry_after_ms, with required_action
+ * use_new_idempotency_key (read_only) or read_outcome (anything that may have taken
+ * effect) and the matching sentence (texts.h REPLAYED_ERROR_*) as its solution.
+ * Code, description and details stay. Other outcomes are left as they are. */
+void outcome_replayed_error(call_outcome *o, int read_only, lang_id lang);
 
 /* The business_refs recorded with an attempt (copied onto the receipt by Trace
  * Core): the caller's refs plus, for an accepted execute_action, the run it

@@ -57,6 +57,7 @@ struct trace_call {
     fetch_header hdrs[MAX_HEADERS];
     size_t nh;
     int idempotent, tries, counts; /* counts: affects breaker and stats */
+    int64_t persist_until;         /* a background finalization: retried until then */
     fetch_req *fr;
     int64_t started;
     trace_reply reply;
@@ -609,6 +610,22 @@ static void request_fetched(const fetch_response *resp, void *arg)
             set_detail(c, fmt_detail("without an error envelope", NULL, resp->status));
         }
     }
+    if (c->persist_until) {
+        /* a background finalization: keep trying while Core is out, then count it */
+        if (st == TRACE_UNAVAILABLE && now_mono_ms() < c->persist_until) {
+            long ms = 250L << (c->tries < 5 ? c->tries - 1 : 4);
+            struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+            c->phase = PH_BACKOFF;
+            evtimer_add(c->ev, &tv);
+            return;
+        }
+        if (st == TRACE_OK)
+            t->st.redelivered++;
+        else
+            t->st.redelivery_failed++;
+        request_finish(c, st);
+        return;
+    }
     if (c->idempotent && c->tries < MAX_TRIES && retryable(resp)) {
         /* Bounded backoff: 20 ms, then 40 ms. */
         struct timeval tv = {0, (c->tries == 1 ? 20 : 40) * 1000};
@@ -706,11 +723,15 @@ static void owner_headers(trace_call *c, const principal *who, const char *tenan
 
 /* trace_request with the body as text: body (owned, from buf_steal) becomes the call's
  * (NULL: none). */
-static trace_call *request_text(trace_ctx *t, const principal *who, const char *lang_tag,
-                                const char *method, const char *path, char *body, size_t body_len,
-                                int idempotent, trace_cb cb, void *arg)
+/* persist_until: 0, or a background request without a callback, retried until then
+ * (request_fetched); it neither consults nor moves the breaker. */
+static trace_call *request_text_ex(trace_ctx *t, const principal *who, const char *lang_tag,
+                                   const char *method, const char *path, char *body,
+                                   size_t body_len, int idempotent, trace_cb cb, void *arg,
+                                   int64_t persist_until)
 {
     trace_call *c = call_new(t, K_REQUEST);
+    c->persist_until = persist_until;
     c->body = body;
     c->body_len = body_len;
     const char *tenant = NULL, *domain = NULL;
@@ -733,12 +754,12 @@ static trace_call *request_text(trace_ctx *t, const principal *who, const char *
         request_fail_now(c, TRACE_NO_OWNER, "no trusted account, tenant or business domain");
         goto done;
     }
-    if (!breaker_admit(t, c)) {
+    if (!persist_until && !breaker_admit(t, c)) {
         t->st.fast_fails++;
         request_fail_now(c, TRACE_UNAVAILABLE, "circuit open");
         goto done;
     }
-    c->counts = 1;
+    c->counts = !persist_until;
     c->method = xstrdup(method);
     put3(&u, t->base_url, API_PREFIX, path);
     c->url = buf_steal(&u, NULL);
@@ -747,6 +768,13 @@ static trace_call *request_text(trace_ctx *t, const principal *who, const char *
 done:
     buf_free(&u);
     return c;
+}
+
+static trace_call *request_text(trace_ctx *t, const principal *who, const char *lang_tag,
+                                const char *method, const char *path, char *body, size_t body_len,
+                                int idempotent, trace_cb cb, void *arg)
+{
+    return request_text_ex(t, who, lang_tag, method, path, body, body_len, idempotent, cb, arg, 0);
 }
 
 trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
@@ -1282,8 +1310,8 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
     return c;
 }
 
-trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
-                                 const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
+/* The finalization's body (returned, owned; *len set) and its path (into path). */
+static char *attempt_text(const trace_attempt_in *in, size_t *len, buf *path)
 {
     /* The body written as text in canonical member order, the payload's text put in
      * once (a tree payload is written once, canonically). */
@@ -1328,19 +1356,38 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     buf_putc(&b, '}');
     buf_free(&pl);
 
-    buf path = BUF_INIT, e1 = BUF_INIT;
-    put3(&path, "/operations/", trace_path_escape(in->operation_id, &e1), "/attempts/");
-    json_write_int(&path, (int64_t)in->attempt);
-    buf_puts(&path, in->failed ? ":fail" : ":complete");
+    buf e1 = BUF_INIT;
+    put3(path, "/operations/", trace_path_escape(in->operation_id, &e1), "/attempts/");
+    json_write_int(path, (int64_t)in->attempt);
+    buf_puts(path, in->failed ? ":fail" : ":complete");
+    buf_free(&e1);
+    return buf_steal(&b, len);
+}
+
+trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
+                                 const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
+{
+    buf path = BUF_INIT;
     size_t len;
-    char *text = buf_steal(&b, &len);
+    char *text = attempt_text(in, &len, &path);
     trace_call *c = request_text(t, who, lang, "POST", path.data, text, len, 1, NULL, arg);
     c->view = V_RECEIPT;
     c->tcb.receipt = cb;
     c->keep = KEEP_RECEIPT;
     buf_free(&path);
-    buf_free(&e1);
     return c;
+}
+
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+                                const trace_attempt_in *in)
+{
+    buf path = BUF_INIT;
+    size_t len;
+    char *text = attempt_text(in, &len, &path);
+    t->st.redeliveries++;
+    request_text_ex(t, who, lang, "POST", path.data, text, len, 1, NULL, NULL,
+                    now_mono_ms() + TRACE_REDELIVER_MS);
+    buf_free(&path);
 }
 
 /* ---- interaction lease cache ---- */

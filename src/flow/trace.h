@@ -131,6 +131,9 @@ typedef struct trace_stats_t {
     int last_probe;              /* verdict of the last probe run: PROBE_ALIVE, PROBE_DOWN,
                                     or -1 when none ran yet (kept past the verdict's TTL) */
     int64_t last_probe_wall_ms;  /* when it settled (wall clock), 0 when none */
+    uint64_t redeliveries;       /* background finalizations started */
+    uint64_t redelivered;        /* ... that got their receipt */
+    uint64_t redelivery_failed;  /* ... that ended without one (API error or time up) */
 } trace_stats_t;
 void trace_stats(const trace_ctx *t, trace_stats_t *out);
 
@@ -266,6 +269,18 @@ typedef void (*trace_receipt_cb)(const trace_reply *r, const trace_receipt *rc, 
 /* POST /operations/{id}/attempts/{n}:complete | :fail (retried). */
 trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
                                  const trace_attempt_in *in, trace_receipt_cb cb, void *arg);
+
+/* The same finalization, for an attempt whose finalization failed (the tool ran and
+ * its caller has been answered): sent again in the background, ignoring the
+ * breaker, with a growing pause (250 ms doubling to 4 s) while Trace Core is
+ * unavailable, for at most TRACE_REDELIVER_MS; it ends at the first answer that is
+ * not an outage (the receipt, or an API error: nothing more can be done). No
+ * callback; it lives in the ctx (trace_free drops it: an instance that stops or
+ * dies leaves that receipt pending). Counted in trace_stats (redeliveries,
+ * redelivered, redelivery_failed). in is copied. */
+#define TRACE_REDELIVER_MS 300000
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+                                const trace_attempt_in *in);
 
 /* ---- the interaction lease cache ----
  * A managed call looks its interaction up (conversation, status, lease) before it

@@ -720,7 +720,17 @@ static void fail_incident(call *c, const char *error_code, const char *msg, cons
     random_bytes(rnd, sizeof rnd);
     memcpy(c->incident, "inc_", 4);
     hex_encode(rnd, sizeof rnd, c->incident + 4);
-    log_call(c, LOG_ERROR, msg, "incident_id", c->incident, "traceback", tb);
+    /* a stable msg to search and count by; what happened is in error and error_code */
+    log_line *l = log_begin(LOG_ERROR, "tool call failed");
+    log_str(l, "request_id", c->request_id);
+    log_str(l, "tool", c->info->name);
+    log_int(l, "generation", tools_gen_id(c->gen));
+    log_str(l, "incident_id", c->incident);
+    log_str(l, "error_code", error_code);
+    log_str(l, "error", msg);
+    if (tb)
+        log_str(l, "traceback", tb);
+    log_end(l);
     c->status = 500;
     c->is_error = 1;
     set_error_code(c, error_code);
@@ -842,7 +852,7 @@ static void fail_output(call *c)
         snprintf(msg, sizeof msg,
                  "tool output too large: %zu bytes, more than lua.max_output_bytes (%zu bytes)",
                  c->output_bytes, c->cfg->max_output_bytes);
-    log_call(c, LOG_ERROR, msg, NULL, NULL, NULL, NULL);
+    log_call(c, LOG_ERROR, "tool call failed", "error_code", "output_too_large", "error", msg);
     c->status = 500;
     c->is_error = 1;
     set_error_code(c, "output_too_large");

@@ -103,6 +103,8 @@ void tools_host_free(tools_host *h);
 
 /* Current generation with a reference taken (NULL before the first load). */
 tools_gen *tools_host_acquire(tools_host *h);
+/* One more reference to g (released with tools_gen_release). */
+void tools_gen_ref(tools_gen *g);
 void tools_gen_release(tools_gen *g);
 unsigned tools_gen_id(const tools_gen *g);
 size_t tools_gen_count(const tools_gen *g);

@@ -886,7 +886,9 @@ static void httpd_metrics_text(app *a, buf *b)
     gauge(b, "cl_tools_live_generations", "Tool generations not yet closed.", (double)ts.live);
     gauge(b, "cl_tool_calls_inflight", "Lua tool calls in flight.", (double)call_inflight());
     gauge(b, "cl_requests_inflight", "Requests waiting on asynchronous work.", (double)a->inflight);
-    gauge(b, "cl_sse_streams_open", "Open GET /mcp event streams.", (double)a->n_streams);
+    gauge(b, "cl_sse_streams_open",
+          "Open MCP event streams (session GET streams and subscriptions/listen).",
+          (double)a->n_streams);
     if (a->auth) {
         auth_stats_t st;
         auth_stats(a->auth, &st);
@@ -928,6 +930,14 @@ static void httpd_metrics_text(app *a, buf *b)
                 (double)st.probe_tries);
         counter(b, "cl_trace_probe_down_total", "Probe runs that verified an outage.",
                 (double)st.probe_down);
+        counter(b, "cl_trace_redeliveries_total",
+                "Attempt finalizations sent again in the background after a failure.",
+                (double)st.redeliveries);
+        counter(b, "cl_trace_redelivered_total", "Background finalizations that got their receipt.",
+                (double)st.redelivered);
+        counter(b, "cl_trace_redelivery_failed_total",
+                "Background finalizations that ended without a receipt.",
+                (double)st.redelivery_failed);
         counter(b, "cl_trace_policy_cache_hits_total", "Capture policy lookups from cache.",
                 (double)st.policy_hits);
         counter(b, "cl_trace_policy_cache_misses_total", "Capture policy lookups sent to Core.",
@@ -1043,9 +1053,17 @@ static int admin_allowed(req_ctx *c)
         req_add_header(c, "WWW-Authenticate",
                        auth ? "Bearer realm=\"context-loader-admin\", error=\"invalid_token\""
                             : "Bearer realm=\"context-loader-admin\"");
-        req_reply_error(c, 401, NULL,
-                        auth ? "admin token is invalid"
-                             : "the admin listener needs a bearer token");
+        /* a static token: nothing to refresh, the request must carry the right one */
+        buf b = BUF_INIT;
+        err_next next = {0, 0, "fix_request"};
+        err_write(&b, 401, c->lang, NULL, NULL, text_get(TEXT_ADMIN_TOKEN_SOLUTION, c->lang),
+                  auth ? "the bearer token is not the admin token (admin.token_file)"
+                       : "the admin listener needs the admin token (admin.token_file) as a "
+                         "bearer token",
+                  &next, NULL);
+        req_add_header(c, "Content-Language", lang_tag(c->lang));
+        req_reply(c, 401, "application/json; charset=utf-8", b.data, b.len);
+        buf_free(&b);
         return 0;
     }
     return 1;
@@ -1058,7 +1076,7 @@ static void admin_gencb(hconn *conn, void *arg)
     const char *why = NULL;
     req_ctx *c = ctx_for(a, conn, &refused, &why);
     new_request_id(c->request_id, sizeof c->request_id);
-    c->lang = a->default_lang;
+    c->lang = lang_from_accept(req_header(c, "Accept-Language"), a->default_lang);
     if (refused) {
         reply_refused(c, refused, why);
         return;

@@ -69,6 +69,7 @@ void store_stats(const store *s, store_stats_t *out)
     out->errors = s->errors;
     out->evictions = s->evictions;
     out->expired = s->expired;
+    out->timeouts = s->timeouts;
     out->entries = s->vt->entries(s);
 }
 

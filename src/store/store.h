@@ -74,6 +74,7 @@ typedef struct store_stats_t {
     size_t entries;     /* live entries (memory: exact, including not-yet-swept expired) */
     uint64_t evictions; /* entries dropped to respect the bound (memory) */
     uint64_t expired;   /* entries dropped because their TTL passed (memory) */
+    uint64_t timeouts;  /* connections dropped by the command timeout (redis) */
 } store_stats_t;
 void store_stats(const store *s, store_stats_t *out);
 
@@ -164,7 +165,7 @@ typedef struct store_vtable {
 
 struct store {
     const store_vtable *vt;
-    uint64_t ops, errors, evictions, expired;
+    uint64_t ops, errors, evictions, expired, timeouts;
 };
 
 struct store_op {

@@ -287,6 +287,7 @@ static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
         return;
     int64_t waited = now_mono_ms() - TAILQ_FIRST(&r->fly)->sent_ms;
     if (waited >= r->command_timeout_ms) {
+        r->base.timeouts++;
         conn_drop(r, "command timeout");
         return;
     }

@@ -23,8 +23,6 @@ static const char *const VERSIONS[] = {"2025-11-25", "2025-06-18", "2025-03-26"}
  * on a hot reload: subscriptions/listen says so at once). */
 #define LIST_TTL_MS 300000L
 #define DISCOVER_TTL_MS 3600000L
-/* Open subscriptions/listen streams one principal may hold. */
-#define LISTEN_MAX_PER_PRINCIPAL 8
 
 /* An open event stream: a session's GET stream, or a stateless subscriptions/listen
  * (sub_id set: the request id's JSON text, which tags every notification). */
@@ -518,12 +516,13 @@ static void do_listen(req_ctx *c, const json_value *params)
     sse_stream *s;
     LIST_FOREACH(s, &a->streams, link)
     mine += s->sub_id.len && !strcmp(s->who, c->who.key);
-    if (mine >= LISTEN_MAX_PER_PRINCIPAL) {
+    long max = c->app->cfg->mcp_listen_max_per_principal;
+    if ((long)mine >= max) {
         char m[160];
         snprintf(m, sizeof m,
-                 "Too many open subscriptions/listen streams for this caller (at most %d): close "
+                 "Too many open subscriptions/listen streams for this caller (at most %ld): close "
                  "one first",
-                 LISTEN_MAX_PER_PRINCIPAL);
+                 max);
         req_add_header(c, "Retry-After", "1");
         rpc_error(c, 429, -32600, m);
         return;

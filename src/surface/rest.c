@@ -81,6 +81,8 @@ void rest_reply_outcome(req_ctx *c, const call_outcome *o)
         req_add_header(c, "bkn-operation-id", o->operation_id);
     if (o->unrecorded)
         req_add_header(c, "bkn-trace-status", "unrecorded");
+    else if (o->receipt_pending)
+        req_add_header(c, "bkn-trace-status", "receipt_pending");
     if (o->is_error)
         req_add_header(c, "Content-Language", lang_tag(c->lang));
     req_reply(c, o->status,

@@ -72,9 +72,15 @@ test('admin: /admin/tools and /metrics refuse a foreign Host (DNS rebinding); /h
 });
 
 test('admin token: missing 401 without an error code, wrong 401 invalid_token, right 200; health needs none', async () => {
-  const none = await fetch(`${tokened.admin}/admin/tools`);
+  const none = await fetch(`${tokened.admin}/admin/tools`, { headers: { 'accept-language': 'en-US' } });
   assert.equal(none.status, 401);
   assert.equal(none.headers.get('www-authenticate'), 'Bearer realm="context-loader-admin"');
+  // a static token: the answer says which token, not to obtain a fresh (OAuth) one
+  const body = await none.json();
+  assert.equal(body.required_action, 'fix_request', JSON.stringify(body));
+  assert.match(body.solution, /static token.*admin\.token_file/, JSON.stringify(body));
+  assert.match(body.details, /admin\.token_file/);
+  assert.doesNotMatch(JSON.stringify(body), /fresh|refresh|OAuth/i);
   const wrong = await fetch(`${tokened.admin}/metrics`, { headers: { authorization: `Bearer ${TOKEN}x` } });
   assert.equal(wrong.status, 401);
   assert.match(wrong.headers.get('www-authenticate'), /error="invalid_token"/);

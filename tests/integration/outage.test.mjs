@@ -193,9 +193,10 @@ test('Trace Core down from the start: start fails retryably without ids, busines
     assert.equal(first.isError, false, first.raw);
     assert.deepEqual(first._meta, { 'openbkn.ai/trace-status': 'unrecorded' });
     assert.equal(first.structuredContent.bkn_receipt, undefined);
-    assert.ok(took < PROBE_BUDGET_MS + 1500, `the call took ${took} ms`);
+    // bounded by the number of tries (counted: a loaded machine is slow, it does not
+    // add tries)
     const health = (await c.since(seq, 'trace_core')).filter((r) => r.method === 'GET' && r.path.endsWith('/health'));
-    assert.ok(health.length >= 1 && health.length <= PROBE_TRIES, `${health.length} GET /health requests`);
+    assert.ok(health.length >= 1 && health.length <= PROBE_TRIES, `${health.length} GET /health requests (${took} ms)`);
 
     const r = await c.rest('execute_probe', { kn_id: 'kn_medical' });
     assert.equal(r.status, 200, r.text);
@@ -228,9 +229,10 @@ test('Trace Core goes down mid-turn: calls with or without context run unrecorde
     assert.deepEqual(withCtx._meta, { 'openbkn.ai/trace-status': 'unrecorded' });
     assert.equal(withCtx.structuredContent.bkn_receipt, undefined);
     assert.deepEqual(withCtx.structuredContent.datas, managed.structuredContent.datas.slice(0, 2));
-    assert.ok(took < PROBE_BUDGET_MS + 1500, `the call took ${took} ms`);
+    // bounded by the number of tries (counted: a loaded machine is slow, it does not
+    // add tries)
     const health = (await c.since(seq, 'trace_core')).filter((r) => r.method === 'GET' && r.path.endsWith('/health'));
-    assert.ok(health.length >= 1 && health.length <= PROBE_TRIES, `${health.length} GET /health requests`);
+    assert.ok(health.length >= 1 && health.length <= PROBE_TRIES, `${health.length} GET /health requests (${took} ms)`);
 
     const without = await c.mcp('query_object_instance', QUERY);
     assert.equal(without.isError, false, without.raw);
@@ -318,22 +320,23 @@ test('Trace Core hanging: every wait is bounded (call timeout x tries, then the 
     const took = Date.now() - t0;
     assert.equal(r.isError, false, r.raw);
     assert.deepEqual(r._meta, { 'openbkn.ai/trace-status': 'unrecorded' });
-    const bound = 3 * TIMEOUT_MS + 100 + PROBE_BUDGET_MS + 1000;
     assert.ok(took >= PROBE_BUDGET_MS * 0.8, `the probe did not wait its budget (${took} ms)`);
-    assert.ok(took < bound, `the call took ${took} ms (bound ${bound})`);
-    const health = (await c.since(seq, 'trace_core')).filter((x) => x.method === 'GET' && x.path.endsWith('/health'));
+    // every wait is bounded by its tries (counted; no upper bound on the time: a loaded
+    // machine fires timers late): the policy lookup at most 3, the probe PROBE_TRIES
+    const calls = await c.since(seq, 'trace_core');
+    const health = calls.filter((x) => x.method === 'GET' && x.path.endsWith('/health'));
     assert.ok(health.length >= 1 && health.length <= PROBE_TRIES, `${health.length} GET /health requests`);
-    // start cannot invent ids: bounded too, and retryable
-    const t1 = Date.now();
+    assert.ok(calls.length - health.length <= 3, `${calls.length - health.length} other Trace Core requests`);
+    // start cannot invent ids: bounded too (at most 3 tries), and retryable
+    const seq1 = await c.lastSeq();
     assertUnavailableNoIds(await c.mcp('bkn_start_interaction', { question: 'q', agent_name: 'hang-agent', conversation_mode: 'new' }));
-    assert.ok(Date.now() - t1 < 3 * TIMEOUT_MS + 1000, `start took ${Date.now() - t1} ms`);
+    const starts = await c.since(seq1, 'trace_core');
+    assert.ok(starts.length <= 3, `start made ${starts.length} Trace Core requests`);
     // the verdict is cached: the next call does not probe again
     const seq2 = await c.lastSeq();
-    const t2 = Date.now();
     const again = await c.rest('execute_probe', { kn_id: 'kn_medical' });
     assert.equal(again.status, 200, again.text);
     assert.equal(again.headers.get('bkn-trace-status'), 'unrecorded');
-    assert.ok(Date.now() - t2 < 1000, `the second call took ${Date.now() - t2} ms`);
     assert.equal((await c.since(seq2, 'trace_core')).filter((x) => x.path.endsWith('/health')).length, 0);
   } finally {
     assert.equal(await stack.stop(), 0);

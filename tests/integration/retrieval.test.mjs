@@ -83,10 +83,10 @@ after(async () => {
   if (stack) assert.equal(await stack.stop(), 0);
 });
 
-async function rest(tool, body, token = 'demo-user-token') {
-  const r = await fetch(`${stack.server.base}${PREFIX}/kn/${tool}`, {
+async function rest(tool, body, token = 'demo-user-token', { query = '', headers = {} } = {}) {
+  const r = await fetch(`${stack.server.base}${PREFIX}/kn/${tool}${query}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${token}`, ...headers },
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(15000),
   });
@@ -120,6 +120,27 @@ test('REST: each tool answers its demo case', async () => {
     assert.equal(r.status, 200, `${t}: ${r.text}`);
     check(r.json);
   }
+});
+
+test('REST: kn_id from X-Kn-ID or the query string, like the other REST reads', async () => {
+  for (const t of TOOLS) {
+    const [{ kn_id: kn, ...args }, check] = CASES[t];
+    const viaHeader = await rest(t, args, 'demo-user-token', { headers: { 'x-kn-id': kn } });
+    assert.equal(viaHeader.status, 200, `${t}: ${viaHeader.text}`);
+    check(viaHeader.json);
+    const viaQuery = await rest(t, args, 'demo-user-token', { query: `?kn_id=${kn}` });
+    assert.equal(viaQuery.status, 200, `${t}: ${viaQuery.text}`);
+    check(viaQuery.json);
+  }
+  // REST asks for TOON with ?response_format=toon: the view, decodable, smaller than the JSON
+  const [args] = CASES.find_skills;
+  const toon = await fetch(`${stack.server.base}${PREFIX}/kn/find_skills?response_format=toon`, {
+    method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer demo-user-token' },
+    body: JSON.stringify({ ...args, instance_identities: undefined }), signal: AbortSignal.timeout(15000),
+  });
+  const text = await toon.text();
+  assert.match(toon.headers.get('content-type'), /toon/);
+  assert.match(text, /^entries\[4\]\{skill_id,name,description\}:/);
 });
 
 test('REST: bad input is refused with the field named', async () => {

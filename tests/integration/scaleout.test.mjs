@@ -7,12 +7,12 @@
 // with no duplicate execution. Skipped when redis-server or nginx is missing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { startSimulator, startServer, stop, PREFIX } from './lib/stack.mjs';
 import { which, freePort, waitFor, startRedisServer } from './lib/redis.mjs';
+import { startNginx } from './lib/lb.mjs';
 
 const REDIS = which('redis-server');
 const NGINX = which('nginx');
@@ -31,40 +31,8 @@ async function startRedis() {
   redis = await startRedisServer(REDIS, { port: redisPort, dir: tmp, durable: true });
 }
 
-async function startNginx(ports) {
-  const conf = path.join(tmp, 'nginx.conf');
-  for (const d of ['body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(tmp, d), { recursive: true });
-  fs.writeFileSync(conf, `daemon off;
-worker_processes 1;
-pid ${tmp}/nginx.pid;
-error_log ${tmp}/nginx-error.log warn;
-events { worker_connections 256; }
-http {
-  access_log ${tmp}/nginx-access.log;
-  client_body_temp_path ${tmp}/body;
-  proxy_temp_path ${tmp}/proxy;
-  fastcgi_temp_path ${tmp}/fastcgi;
-  uwsgi_temp_path ${tmp}/uwsgi;
-  scgi_temp_path ${tmp}/scgi;
-  upstream context_loader {
-${ports.map((p) => `    server 127.0.0.1:${p};`).join('\n')}
-  }
-  server {
-    listen 127.0.0.1:${lbPort};
-    location / {
-      proxy_pass http://context_loader;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-      proxy_next_upstream off;
-      proxy_read_timeout 60s;
-      add_header X-Upstream $upstream_addr always;
-    }
-  }
-}
-`);
-  nginx = spawn(NGINX, ['-p', tmp, '-c', conf, '-e', path.join(tmp, 'nginx-error.log')], { stdio: 'ignore' });
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${lbPort}/`, { signal: AbortSignal.timeout(1000) })).status > 0, 5000, 'nginx');
+async function startLb(ports) {
+  nginx = await startNginx(NGINX, { dir: tmp, port: lbPort, upstreams: ports });
 }
 
 async function post(url, body, headers = {}) {
@@ -121,7 +89,7 @@ before(async () => {
   };
   A = await startServer(sim.base, { env });
   B = await startServer(sim.base, { env });
-  await startNginx([new URL(A.base).port, new URL(B.base).port]);
+  await startLb([new URL(A.base).port, new URL(B.base).port]);
   const sid = await initialize(A.base);
   const r = await post(mcpUrl(A.base), { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'bkn_start_interaction', arguments: { question: 'q', agent_name: 'scaleout', conversation_mode: 'new' } } }, { 'mcp-session-id': sid });
   assert.equal(r.status, 200, r.text);

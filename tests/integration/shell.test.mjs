@@ -104,8 +104,21 @@ test('headless Chromium: the shell takes a token and shows the catalogue', { ski
     const text = await evaluate('document.body.innerText');
     for (const name of ['bkn_start_interaction', 'list_knowledge_networks', 'search_capabilities']) assert.ok(text.includes(name), name);
     assert.equal(await evaluate('location.href'), url, 'the token never enters the URL');
-    // the client-config boxes wrap: the endpoint URL is visible, not behind a scrollbar
-    assert.equal(await evaluate("[...document.querySelectorAll('pre')].filter((p)=>p.textContent.includes('mcpServers')).every((p)=>p.scrollWidth<=p.clientWidth+1)"), true);
+    // the client-config boxes never split a JSON string across lines (a break inside
+    // "Bearer <access-token>" or the URL reads as part of the value): they keep every line
+    // whole and scroll sideways on a narrow window, each line of the text one rendered line
+    const configs = await evaluate("(function(){return [...document.querySelectorAll('pre')]" +
+      ".filter((p)=>p.textContent.includes('mcpServers')).map((p)=>{var r=document.createRange();" +
+      "r.selectNodeContents(p);var tops=new Set([...r.getClientRects()].map((x)=>Math.round(x.top)));" +
+      "return {ws:getComputedStyle(p).whiteSpace,lines:p.textContent.split('\\n').length,rendered:tops.size};});})()");
+    assert.equal(configs.length, 2, JSON.stringify(configs));
+    for (const c of configs) {
+      assert.equal(c.ws, 'pre', JSON.stringify(c));
+      assert.equal(c.rendered, c.lines, `a config line wrapped: ${JSON.stringify(c)}`);
+    }
+    // the endpoint URL stays visible without a scrollbar: in the facts above the configs
+    assert.equal(await evaluate("(function(){var e=document.getElementById('endpoint');" +
+      "return e.getBoundingClientRect().right<=document.documentElement.clientWidth+1;})()"), true);
     // the catalogue's own script runs under the shell's nonce (its copy buttons are wired)
     assert.equal(await evaluate("document.querySelectorAll('button').length > 0"), true);
   } finally {

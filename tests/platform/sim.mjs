@@ -11,7 +11,7 @@ import http from 'node:http';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadDataset } from './lib/dataset.mjs';
-import { Recorder, Faults } from './lib/control.mjs';
+import { Recorder, ExecutionLog, Faults, traceIdOf } from './lib/control.mjs';
 import { json, platformError, parseBody, langOf, sendTruncated } from './lib/http.mjs';
 import { stringify } from './lib/json.mjs';
 import oauth from './services/oauth.mjs';
@@ -51,13 +51,15 @@ export function createSimulator() {
   const recorder = new Recorder();
   const faults = new Faults();
   const state = {};
-  const hung = new Set(); // responses held open by mode "hang"
+  const executions = new ExecutionLog();
+  const hung = new Map(); // responses held open by mode "hang" -> the fault's id
   const startedAt = Date.now();
 
   const reset = () => {
     recorder.clear();
+    executions.clear();
     faults.clear();
-    for (const res of hung) res.destroy();
+    for (const res of hung.keys()) res.destroy();
     hung.clear();
     for (const s of SERVICES) if (s.reset) s.reset(state);
   };
@@ -83,7 +85,20 @@ export function createSimulator() {
       reset();
       return json(200, { ok: true, last_seq: recorder.seq });
     }
+    if (path === '/_sim/executions' && method === 'GET') {
+      const since = query.has('since') ? Number(query.get('since')) : undefined;
+      const list = executions.list({ service: query.get('service') || undefined, since, trace_id: query.get('trace_id') || undefined });
+      return json(200, { executions: list, last_seq: executions.seq });
+    }
     if (path === '/_sim/faults' && method === 'GET') return json(200, { faults: faults.items });
+    const del = /^\/_sim\/faults\/(\d+)$/.exec(path);
+    if (del && method === 'DELETE') {
+      const id = Number(del[1]);
+      if (!faults.remove(id)) return json(404, { error: `no fault ${id}` });
+      // the requests this fault held ("hang") are let go: their connections close
+      for (const [res, fid] of hung) if (fid === id) res.destroy();
+      return json(200, { ok: true, id });
+    }
     if (path === '/_sim/faults' && method === 'POST') {
       const p = parseBody(bodyText, null);
       if (p.error) return json(400, { error: `invalid JSON: ${p.error}` });
@@ -136,7 +151,7 @@ export function createSimulator() {
         return undefined;
       }
       if (fault.mode === 'hang') {
-        hung.add(res);
+        hung.set(res, fault.id);
         res.on('close', () => hung.delete(res));
         return undefined;
       }
@@ -161,6 +176,14 @@ export function createSimulator() {
         : platformError(500, 'Public.InternalServerError', `simulator error: ${e.message}`, lang);
     }
     if (!r) r = platformError(404, 'Public.NotFound', `no route ${method} ${path}`, lang);
+    executions.add({
+      time: new Date().toISOString(), service, method, path, status: r.status,
+      trace_id: traceIdOf(req.headers.traceparent), account: String(req.headers['x-account-id'] || ''),
+      ...(fault?.mode === 'truncate' ? { answer: 'truncated' } : {}),
+    });
+    // answer_latency_ms: the service has done the work; only its answer is late (a
+    // caller that gives up meanwhile does not undo it)
+    if (fault?.answer_latency_ms) await new Promise((res2) => setTimeout(res2, fault.answer_latency_ms));
     return reply(res, r);
   };
 
@@ -188,12 +211,12 @@ export function createSimulator() {
 
   const close = () =>
     new Promise((resolve) => {
-      for (const res of hung) res.destroy();
+      for (const res of hung.keys()) res.destroy();
       server.close(() => resolve());
       server.closeAllConnections();
     });
 
-  return { server, dataset, recorder, faults, reset, close };
+  return { server, dataset, recorder, executions, faults, reset, close };
 }
 
 async function main() {

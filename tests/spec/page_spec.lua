@@ -208,3 +208,17 @@ describe("page in the server's sandbox", function()
         end
     end)
 end)
+
+describe("config blocks", function()
+    it("never wrap: a break inside a JSON string would read as part of the value", function()
+        local assets = require "page_assets"
+        local pre = assets.catalogue_css:match("[};]pre{([^}]*)}")
+        assert.is_string(pre)
+        assert.truthy(pre:find("white-space:pre;", 1, true), pre)
+        assert.truthy(pre:find("overflow-x:auto", 1, true), pre)
+        assert.is_nil(pre:find("pre-wrap", 1, true))
+        assert.is_nil(pre:find("anywhere", 1, true))
+        -- and no later rule (the narrow-screen one included) turns wrapping back on
+        assert.is_nil(assets.catalogue_css:find("pre{[^}]*white-space:pre%-wrap"))
+    end)
+end)

@@ -375,12 +375,12 @@ static void test_reuse_chain(fetch_ctx *f)
 static void test_timeout(fetch_ctx *f)
 {
     result r = {0};
-    int64_t t0 = now_mono_ms();
     CHECK(start(f, "GET", "/slow?ms=1500", NULL, NULL, 0, 200, 0, collect_cb, &r));
-    CHECK(run_until(&r.done, 1, 3000));
+    CHECK(run_until(&r.done, 1, 30000));
+    /* The timer ended it (the answer would have come after 1.5 s, as FETCH_OK), not
+     * before its 200 ms. No upper bound: a loaded machine fires timers late. */
     CHECK(r.res == FETCH_TIMEOUT);
-    CHECK(now_mono_ms() - t0 < 1000);
-    CHECK(r.elapsed >= 150 && r.elapsed < 1000);
+    CHECK(r.elapsed >= 150);
     result_clear(&r);
 }
 
@@ -1081,9 +1081,9 @@ static void test_fake_timeout(fetch_ctx *f)
     result r = {0};
     fake_set(LIT("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial"));
     CHECK(fake_start(f, "GET", NULL, 0, 200, &r) != NULL);
-    CHECK(run_until(&r.done, 1, 3000));
-    CHECK(r.res == FETCH_TIMEOUT);
-    CHECK(r.elapsed >= 150 && r.elapsed < 1000);
+    CHECK(run_until(&r.done, 1, 30000));
+    CHECK(r.res == FETCH_TIMEOUT); /* the response never completes: only the timer ends it */
+    CHECK(r.elapsed >= 150);
     run_for(20);
     result_clear(&r);
 }
@@ -1102,8 +1102,8 @@ static void test_fake_pool_bound(void)
     result rs[N];
     memset(rs, 0, sizeof(rs));
     for (int i = 0; i < N; i++)
-        CHECK(fake_start(f, "GET", NULL, 0, 3000, &rs[i]) != NULL);
-    int64_t end = now_mono_ms() + 4000;
+        CHECK(fake_start(f, "GET", NULL, 0, 30000, &rs[i]) != NULL);
+    int64_t end = now_mono_ms() + 40000; /* liveness only */
     int done = 0;
     while (done < N && now_mono_ms() < end) {
         event_base_loop(base, EVLOOP_ONCE);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "accept.h"
 #include "check.h"
@@ -195,6 +196,22 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     return c;
 }
 
+static int g_later;                 /* background finalizations asked for */
+static char g_later_payload[512];   /* the latest one's payload */
+
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+                                const trace_attempt_in *in)
+{
+    buf b = BUF_INIT;
+    g_later++;
+    if (in->payload_json)
+        buf_append(&b, in->payload_json, in->payload_len);
+    else if (in->payload)
+        json_write(&b, in->payload, 0);
+    snprintf(g_later_payload, sizeof g_later_payload, "%s", b.data ? b.data : "null");
+    buf_free(&b);
+}
+
 void trace_synthetic_ids(const char *request_id, char trace_id[33], char span_id[17])
 {
     memset(trace_id, 'a', 32);
@@ -302,6 +319,23 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     return c;
 }
 
+static int g_gen_refs; /* references a detached flow holds */
+
+long idem_claim_ttl_ms(const idem_ctx *ic)
+{
+    return 60000;
+}
+
+void tools_gen_ref(tools_gen *g)
+{
+    g_gen_refs++;
+}
+
+void tools_gen_release(tools_gen *g)
+{
+    g_gen_refs--;
+}
+
 void call_cancel(call *c)
 {
     g_cancelled[OP_CALL]++;
@@ -339,6 +373,7 @@ static void on_done(const call_outcome *o, void *arg)
     r->o.is_error = o->is_error;
     r->o.toon = o->toon;
     r->o.unrecorded = o->unrecorded;
+    r->o.receipt_pending = o->receipt_pending;
     buf_append(&r->o.json, o->json.data ? o->json.data : "", o->json.len);
     snprintf(r->o.code, sizeof r->o.code, "%s", o->code);
     snprintf(r->o.receipt_id, sizeof r->o.receipt_id, "%s", o->receipt_id);
@@ -375,6 +410,7 @@ static flow *start(const char *args, int mcp, const char *invocation, result *r)
     in.env.surface = mcp ? (g_surface ? g_surface : "mcp") : "rest";
     in.mcp = mcp;
     in.ti = g_tool;
+    in.gen = (tools_gen *)&g_gen_refs; /* never dereferenced: the fake counts references */
     in.args = a;
     in.invocation_header = invocation;
     memset(r, 0, sizeof *r);
@@ -518,6 +554,19 @@ static void answer_attempt_refs(int *failed, char payload[512], char refs[512])
 static void answer_attempt(int *failed, char payload[512])
 {
     answer_attempt_refs(failed, payload, NULL);
+}
+
+/* The finalization fails: Trace Core unavailable. */
+static void answer_attempt_unavailable(char payload[512])
+{
+    fake_op *o = take(OP_ATTEMPT);
+    CHECK(o != NULL);
+    if (!o)
+        return;
+    snprintf(payload, 512, "%s", o->payload);
+    trace_reply r = {TRACE_UNAVAILABLE, 503, NULL, NULL, "down", 0};
+    o->receipt_cb(&r, NULL, o->arg);
+    free(o);
 }
 
 static void answer_idem(idem_decision d, const char *record)
@@ -722,6 +771,39 @@ static void test_receipt_reuse(void)
     CHECK_STR(r.o.code, "receipt_pending");
     CHECK_STR(r.o.receipt_id, "rc_1"); /* still named in the REST headers */
     result_free(&r);
+    /* with the claim of an invocation id: pending and younger than a claim lives,
+     * its owner may still finish it (retry); older, nobody will (outcome unknown) */
+    static const char *PENDING =
+        "{\"operation\":{\"operation_id\":\"op_1\",\"attempt\":1,\"created_at\":\"%s\"},"
+        "\"receipt\":{\"receipt_id\":\"rc_1\",\"receipt_status\":\"pending\"}}";
+    for (int old = 0; old <= 1; old++) {
+        char when[40], body[300];
+        time_t t = (time_t)(now_wall_ms() / 1000) - (old ? 120 : 5);
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S.250Z", &tm);
+        snprintf(body, sizeof body, PENDING, when);
+        reset_counts();
+        g_aborted = 0;
+        g_lease.set = 0;
+        start(CTX_ARGS, 0, "inv-pending", &r);
+        answer_idem(IDEM_RUN, NULL);
+        answer_policy(CAPTURE_ENABLED);
+        answer_get("conv_1", "active", "L");
+        answer_ensure_body("pending", 0, NULL, body);
+        CHECK(r.done == 1 && r.o.is_error && r.o.status == 409);
+        CHECK_STR(r.o.code, old ? "operation_outcome_unknown" : "receipt_pending");
+        json_value *e = error_of(&r.o);
+        CHECK(json_typeof(json_get(e, "retryable")) == (old ? JSON_FALSE : JSON_TRUE));
+        if (old) {
+            CHECK_STR(json_get_string(e, "required_action"), "use_new_idempotency_key");
+            CHECK_STR(json_get_string(json_get(e, "details"), "operation_id"), "op_1");
+            CHECK(strstr(json_get_string(e, "description"), "never recorded") != NULL);
+        }
+        CHECK(g_aborted == 1 && g_started[OP_CALL] == 0); /* nothing ran; the claim is given back */
+        json_free(e);
+        result_free(&r);
+    }
 }
 
 /* execute_action: the attempt records the run it started on the receipt
@@ -862,6 +944,77 @@ static void test_idempotent_replay(void)
     result_free(&again);
 }
 
+/* The tool ran and its finalization failed: the result stands, marked
+ * receipt_pending with the pending receipt's id, the same attempt is handed to the
+ * background finalization, and the stored record (a replay) keeps the mark. */
+static void test_finalize_fails(void)
+{
+    result first, again;
+    char payload[512];
+    reset_counts();
+    g_lease.set = 0;
+    g_finished = g_aborted = 0;
+    g_later = 0;
+    start(CTX_ARGS, 1, "inv-fin", &first);
+    answer_idem(IDEM_RUN, NULL);
+    answer_policy(CAPTURE_ENABLED);
+    answer_get("conv_1", "active", "L");
+    answer_ensure(NULL, 0, NULL);
+    answer_call("{\"n\":2}", 0, NULL);
+    answer_attempt_unavailable(payload);
+    CHECK(first.done == 1 && !first.o.is_error);
+    CHECK(first.o.receipt_pending == 1 && first.o.receipt_json.len == 0);
+    CHECK(first.o.receipt_id[0] != '\0');
+    CHECK(g_later == 1);
+    CHECK_STR(g_later_payload, payload);
+    CHECK(strstr(first.mcp.data, "\"openbkn.ai/trace-status\":\"receipt_pending\"") != NULL);
+    CHECK(g_finished == 1);
+    char *record = strdup(g_record.data);
+    start(CTX_ARGS, 1, "inv-fin", &again);
+    answer_idem(IDEM_REPLAY, record);
+    CHECK(again.done == 1 && again.o.receipt_pending == 1);
+    CHECK_STR(again.mcp.data, first.mcp.data);
+    CHECK(g_later == 1 && n_pending() == 0);
+    free(record);
+    result_free(&first);
+    result_free(&again);
+}
+
+/* A stored retryable error replayed: not retryable under that id any more, with
+ * the next step; a stored error that was not retryable replays unchanged. */
+static void test_replayed_error(void)
+{
+    result first, again;
+    reset_counts();
+    g_lease.set = 0;
+    g_finished = g_aborted = 0;
+    start(CTX_ARGS, 1, "inv-err", &first);
+    answer_idem(IDEM_RUN, NULL);
+    answer_policy(CAPTURE_ENABLED);
+    answer_get("conv_1", "active", "L");
+    answer_ensure(NULL, 0, NULL);
+    answer_call("{\"code\":\"X.Unavailable\",\"description\":\"d\",\"solution\":\"s\","
+                "\"retryable\":true,\"retry_after_ms\":1000,\"required_action\":\"retry_later\"}",
+                1, NULL);
+    answer_attempt(NULL, NULL);
+    CHECK(first.done == 1 && first.o.is_error && g_finished == 1);
+    CHECK(strstr(first.o.json.data, "\"retryable\":true") != NULL);
+    char *record = strdup(g_record.data);
+    start(CTX_ARGS, 1, "inv-err", &again);
+    answer_idem(IDEM_REPLAY, record);
+    CHECK(again.done == 1 && again.o.is_error);
+    json_value *e = parse(again.o.json.data);
+    CHECK_STR(json_get_string(e, "code"), "X.Unavailable");
+    CHECK(json_typeof(json_get(e, "retryable")) == JSON_FALSE);
+    CHECK(json_get(e, "retry_after_ms") == NULL);
+    CHECK_STR(json_get_string(e, "required_action"), "use_new_idempotency_key"); /* a read */
+    CHECK(strcmp(json_get_string(e, "solution"), "s") != 0);
+    json_free(e);
+    free(record);
+    result_free(&first);
+    result_free(&again);
+}
+
 /* A recorded MCP call answered in JSON: no tree is built; the attempt output, the
  * reply and the idempotency record are written from the result's text, which stays
  * byte for byte (a 64-bit id, an integer past int64, [] and {}, key order); the
@@ -985,11 +1138,38 @@ static void test_cancel_each_stage(void)
             at = OP_ATTEMPT;
         }
         CHECK(n_pending() == 1);
+        g_finished = 0;
         flow_cancel(f);
-        CHECK(g_cancelled[at] == 1);
-        CHECK(n_pending() == 0);
         CHECK(r.done == 0);
-        CHECK(g_aborted == (stage >= 1)); /* an owned claim is given back */
+        if (stage == 0) {
+            /* no claim yet: stopped where it was */
+            CHECK(g_cancelled[at] == 1);
+            CHECK(n_pending() == 0);
+            CHECK(g_aborted == 0);
+            continue;
+        }
+        /* it holds the claim: detached, it runs to its end without a callback, stores
+         * its record and never gives the claim back (a retry must not run it again) */
+        CHECK(g_cancelled[at] == 0);
+        CHECK(n_pending() == 1);
+        CHECK(g_gen_refs == 1);
+        if (stage == 1)
+            answer_policy(CAPTURE_ENABLED);
+        if (stage == 2)
+            answer_probe(PROBE_DOWN); /* verified outage: runs unrecorded */
+        if (stage == 1 || stage == 3)
+            answer_get("conv_1", "active", "L");
+        if (stage != 2 && stage <= 4)
+            answer_ensure(NULL, 0, NULL);
+        if (stage <= 5)
+            answer_call("{\"n\":1}", 0, NULL);
+        if (stage != 2)
+            answer_attempt(NULL, NULL);
+        CHECK(r.done == 0);
+        CHECK(g_finished == 1);
+        CHECK(g_aborted == 0);
+        CHECK(n_pending() == 0);
+        CHECK(g_gen_refs == 0);
     }
 }
 
@@ -1058,6 +1238,8 @@ int main(void)
     test_action_run_on_receipt();
     test_scope();
     test_idempotent_replay();
+    test_finalize_fails();
+    test_replayed_error();
     test_recorded_json_from_text();
     test_idempotency_refusals();
     test_cancel_each_stage();

@@ -114,7 +114,8 @@ int main(void)
     /* the error reply: the id when known, never null; data when given */
     buf b = BUF_INIT;
     mcp_era_write_error(&b, "", -32700, "Parse error", NULL);
-    CHECK_STR(b.data, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,\"message\":\"Parse error\"}}");
+    CHECK_STR(b.data,
+              "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,\"message\":\"Parse error\"}}");
     buf_reset(&b);
     mcp_era_write_error(&b, "\"x\"", -32022, "no", "{\"a\":1}");
     CHECK_STR(b.data,

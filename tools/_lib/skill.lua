@@ -100,10 +100,10 @@ local NO_URL = text({ "技能文件的下载地址不可用", "请稍后重试�
 
 local DOWNLOAD = text("无法下载技能文件", "Unable to download the skill file")
 
--- read(ctx, args, tool, step) -> tool.trim_response(meta, content, args, ctx.lang)
--- for the factory's answer (meta) to tool.shape_request(args, ctx) and the file its
--- url names (content) | nil, err (step: what an upstream failure's description names).
-function M.read(ctx, args, tool, step)
+-- read(ctx, args, tool, step, result) -> result(meta, content, args, ctx.lang) for the
+-- factory's answer (meta) to tool.shape_request(args, ctx) and the file its url names
+-- (content) | nil, err (step: what an upstream failure's description names).
+function M.read(ctx, args, tool, step, result)
     local req, err = tool.shape_request(args, ctx)
     if req == nil then
         return nil, err
@@ -118,7 +118,7 @@ function M.read(ctx, args, tool, step)
     if content == nil then
         return nil, err
     end
-    return tool.trim_response(meta, content, args, ctx.lang)
+    return result(meta, content, args, ctx.lang)
 end
 
 -- put_content(out, content, message) -> out with content cut to MAX_RUNES characters;

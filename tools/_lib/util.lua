@@ -3,6 +3,7 @@
 -- texts. The errors a tool returns are _lib.errors'.
 local cljson = require "cljson"
 local errors = require "_lib.errors"
+local memo = require "_lib.memo"
 
 local M = {}
 
@@ -12,36 +13,26 @@ local function pct(c)
     return string.format("%%%02X", c:byte())
 end
 
--- The escaped form of ids seen before, those that needed no escaping included (kept
--- as themselves): the same ids come back call after call, and one table read costs
--- less than the pattern scan. A module lives for one generation, so does this; at
--- most ESCAPED_MAX ids of at most ESCAPED_LEN bytes, emptied when full. Only string
--- keys are stored, so a number or boolean never hits.
-local ESCAPED_MAX, ESCAPED_LEN = 256, 256
-local escaped, n_escaped = {}, 0
-
-function M.escape(s)
-    local e = escaped[s]
-    if e ~= nil then
-        return e
-    end
+-- percent(s) -> s with every byte but the unreserved ones percent-encoded (s
+-- through tostring first).
+function M.percent(s)
     if type(s) ~= "string" then
         s = tostring(s)
     end
     if s:find("^[%w%-%._~]*$") then
-        e = s -- nothing to escape (ids usually): no copy
-    else
-        e = (s:gsub("[^%w%-%._~]", pct))
+        return s -- nothing to escape (ids usually): no copy
     end
-    if #s <= ESCAPED_LEN then
-        if n_escaped >= ESCAPED_MAX then
-            escaped, n_escaped = {}, 0
-        end
-        escaped[s] = e
-        n_escaped = n_escaped + 1
-    end
-    return e
+    return (s:gsub("[^%w%-%._~]", pct))
 end
+
+-- escape(s): percent(s), remembered for ids seen before (those that needed no
+-- escaping included): the same ids come back call after call, and one table read
+-- costs less than the pattern scan. At most 256 ids of at most 256 bytes (_lib.memo);
+-- only strings are kept, so a number or boolean is escaped each time.
+local function short_string(s)
+    return type(s) == "string" and #s <= 256
+end
+M.escape = memo.one(M.percent, 256, short_string)
 
 function M.is_null(v)
     return v == nil or v == cljson.null

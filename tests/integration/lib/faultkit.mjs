@@ -5,6 +5,7 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import net from 'node:net';
+import { execFileSync } from 'node:child_process';
 import { PREFIX } from './stack.mjs';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -96,6 +97,16 @@ export async function waitLog(server, pred, timeoutMs = 5000) {
 }
 
 // Resident set size (KiB) and open descriptors of a process.
+// The process's CPU time so far (user + system, all threads), in ms: what the server
+// spent, whatever the machine's load.
+let tickMs;
+export function cpuMs(pid) {
+  if (!tickMs) tickMs = 1000 / Number(execFileSync('getconf', ['CLK_TCK']).toString().trim());
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * tickMs; // fields 14 and 15
+}
+
 export function procStats(pid) {
   const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const rss = Number(/VmRSS:\s+(\d+)/.exec(status)[1]);

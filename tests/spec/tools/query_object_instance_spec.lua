@@ -170,34 +170,29 @@ describe("query_object_instance", function()
                 .. '"row_filter_applied":true}', helper.encode(res))
         end)
 
-        it("takes the effective condition from the caller when given, else makes it from the args", function()
+        it("makes the effective condition from the args (shape_request and trim_response)", function()
             local args = args_of('{"kn_id":"k","ot_id":"o","filters":[{"field":"name","op":"match","value":"a"}]}')
-            local ranked = helper.decode('{"operation":"knn","field":"v","value":"x"}')
             -- made from the filters: an AND of the leaves
             assert.equal("and", tool.shape_request(args).json.condition.operation)
-            -- given: sent as it is
-            assert.equal(ranked, tool.shape_request(args, ranked).json.condition)
             local rows = '{"datas":[{"a":1,"_score":2}]}'
             -- the filters rank (match): _score stays
             assert.equal('{"datas":[{"a":1,"_score":2}],"total_count":0}',
-                helper.encode(tool.trim_response(helper.decode(rows), args, false)))
-            -- a given condition that does not rank wins over the args: _score goes
-            local plain = helper.decode('{"operation":"==","field":"a","value":1}')
+                helper.encode(tool.trim_response(helper.decode(rows), args)))
+            -- a condition that does not rank: _score goes
+            local plain = args_of('{"kn_id":"k","ot_id":"o","condition":{"operation":"==","field":"a","value":1}}')
             assert.equal('{"datas":[{"a":1}],"total_count":0}',
-                helper.encode(tool.trim_response(helper.decode(rows), args, false, plain)))
-            -- a given ranking condition keeps it although the args have none
+                helper.encode(tool.trim_response(helper.decode(rows), plain)))
+            -- a ranking condition keeps it
+            local ranked = args_of('{"kn_id":"k","ot_id":"o","condition":{"operation":"knn","field":"v","value":"x"}}')
             assert.equal('{"datas":[{"a":1,"_score":2}],"total_count":0}',
-                helper.encode(tool.trim_response(helper.decode(rows), args_of('{"kn_id":"k","ot_id":"o"}'),
-                    false, ranked)))
+                helper.encode(tool.trim_response(helper.decode(rows), ranked)))
         end)
 
-        it("trusts a body decoded with its own options: no second trim of members or _score", function()
+        it("trims a body decoded without its options: members not kept and _score", function()
             local args = args_of('{"kn_id":"k","ot_id":"o"}')
             local text = '{"datas":[{"a":1,"_score":2}],"overall_ms":1,"total_count":null,"search_after":null}'
-            assert.equal('{"datas":[{"a":1,"_score":2}],"overall_ms":1,"total_count":0}',
-                helper.encode(tool.trim_response(helper.decode(text), args, true)))
             assert.equal('{"datas":[{"a":1}],"total_count":0}',
-                helper.encode(tool.trim_response(helper.decode(text), args, false)))
+                helper.encode(tool.trim_response(helper.decode(text), args)))
         end)
 
         it("addresses the object type by its escaped ids, the same path for ids seen before", function()

@@ -310,3 +310,33 @@ describe("find_skills", function()
         assert.truthy(err.details:find("X-Kn-ID", 1, true))
     end)
 end)
+
+describe("the four entries", function()
+    local contract = require "contract"
+    local schema = require "schema"
+    local TITLES = {
+        search_instance = { 205, "实例语义检索", "Instance Semantic Search", "query" },
+        explore_subgraph = { 225, "子图探索", "Explore Subgraph", "query" },
+        query_metric = { 250, "指标查询", "Query Metrics", "query" },
+        find_skills = { 510, "技能召回", "Find Skills", "skill" },
+    }
+    for name, want in pairs(TITLES) do
+        it(name .. ": listed entry in both languages, the TOON view stated, a gateway tool", function()
+            local tool = helper.load_tool(name)
+            assert.same({ "rest", "gateway" }, tool.surfaces)
+            assert.equal("read", tool.kind)
+            assert.is_true(tool.toon_view)
+            assert.is_true(schema.check_schema(tool.input_schema))
+            local zh, en = contract.list_entry(tool, "zh-CN"), contract.list_entry(tool, "en-US")
+            assert.equal(want[1], en._meta["openbkn.ai/order"])
+            assert.equal(want[4], en._meta["openbkn.ai/group"])
+            assert.equal(want[2], zh.title)
+            assert.equal(want[3], en.title)
+            assert.truthy(en.description:find(contract.TOON_VIEW_DESCRIPTION["en-US"], 1, true))
+            assert.truthy(zh.description:find(contract.TOON_VIEW_DESCRIPTION["zh-CN"], 1, true))
+            assert.is_true(en.annotations.readOnlyHint)
+            local compact = contract.list_entry(tool, "en-US", true)
+            assert.truthy(#compact.description < #en.description)
+        end)
+    end
+end)
