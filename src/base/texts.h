@@ -629,7 +629,7 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(e, "admin token is invalid", "管理令牌无效") \
     X(e, "the admin listener needs a bearer token", "管理端口需要 Bearer 令牌") \
     X(e, "token introspection is unavailable", "令牌校验服务暂不可用") \
-    X(d, "introspection endpoint unreachable: ", "令牌校验服务无法连接") \
+    X(p, "introspection endpoint unreachable: ", "令牌校验服务无法连接：") \
     X(p, "introspection endpoint returned HTTP ", "令牌校验服务返回 HTTP ") \
     X(e, "introspection endpoint is not configured", "未配置令牌校验服务") \
     X(e, "introspection request could not be started", "无法发起令牌校验请求") \

@@ -44,6 +44,7 @@ const NOT_HERE = {
   tool_error: 'needs a tool returning a bare message',
   in_progress: 'needs a duplicate still running after idempotency.wait_ms',
   operation_already_executed: 'needs a lost idempotency record (idempotency-gone.test.mjs)',
+  operation_outcome_unknown: 'needs an instance stopped mid-call',
   receipt_pending: 'needs a concurrent claimant of the Operation',
   state_store_unavailable: 'needs Redis stopped (scaleout.test.mjs)',
   permission_denied: 'needs a principal without tenant',
