@@ -114,7 +114,7 @@ test('start-up: one line says what started; unknown CL_* variables are warned ab
   try {
     const parse = () => stack.server.logs.join('').split('\n').flatMap((l) => { try { return [JSON.parse(l)]; } catch { return []; } });
     // the line follows the "listening" lines the stack waits for
-    for (let i = 0; i < 100 && !parse().some((j) => j.msg === 'started'); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 400 && !parse().some((j) => j.msg === 'started'); i++) await new Promise((r) => setTimeout(r, 50)); // liveness only
     const lines = parse();
     const started = lines.filter((j) => j.msg === 'started');
     assert.equal(started.length, 1, 'one start-up line');

@@ -231,6 +231,7 @@ test('L2 start: idempotency, interaction_in_progress, agent_name rules, owner is
   const body = { idempotency_key: 'start-1', request_hash: 'h1', agent_name: 'agent-a' };
   const t0 = Date.now();
   const r1 = await core('POST', path, body);
+  const t1 = Date.now();
   assert.equal(r1.status, 201, r1.text);
   const it = r1.json;
   assert.match(it.interaction_id, /^int_[0-9a-f]{32}$/);
@@ -240,8 +241,10 @@ test('L2 start: idempotency, interaction_in_progress, agent_name rules, owner is
   assert.equal(it.execution_status, 'active');
   assert.equal(it.evidence_status, 'not_applicable');
   assert.equal(it.lease_epoch, 1);
-  const leaseMs = Date.parse(it.lease_expires_at) - t0;
-  assert.ok(leaseMs > 299000 && leaseMs < 302000, `default lease is 5 min, got ${leaseMs}`);
+  // 5 min from when it was made, between our two readings (bracketed: no bound on the
+  // round trip's speed; 1 s for the timestamp's rounding)
+  const expires = Date.parse(it.lease_expires_at);
+  assert.ok(expires >= t0 + 299000 && expires <= t1 + 301000, `default lease is 5 min: ${it.lease_expires_at} for a request made in [${t0}, ${t1}]`);
 
   // Same key + same hash: the original Interaction, 201.
   const r2 = await core('POST', path, body);
