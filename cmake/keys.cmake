@@ -15,3 +15,9 @@ add_executable(test_tokproxy ${CMAKE_SOURCE_DIR}/tests/unit/test_tokproxy.c)
 target_link_libraries(test_tokproxy PRIVATE clcore)
 add_test(NAME unit_tokproxy COMMAND test_tokproxy)
 set_tests_properties(unit_tokproxy PROPERTIES TIMEOUT 60)
+# Confirmation by a person (confirm.c): which calls confirm.tools names, and the
+# signed state bound to principal, tool, arguments, interaction and secret.
+add_executable(test_confirm ${CMAKE_SOURCE_DIR}/tests/unit/test_confirm.c)
+target_link_libraries(test_confirm PRIVATE clcore)
+add_test(NAME unit_confirm COMMAND test_confirm)
+set_tests_properties(unit_confirm PROPERTIES TIMEOUT 60)

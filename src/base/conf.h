@@ -213,6 +213,11 @@
       "keep-alive comment this often; 0 disables")                                                 \
     X(mcp_listen_max_per_principal, "mcp.listen_max_per_principal", NULL, INT, "8",               \
       "open subscriptions/listen streams one caller may hold; one more is refused with 429")       \
+    X(confirm_tools, "confirm.tools", NULL, STR, "",                                               \
+      "comma-separated tools a person must confirm before they run (tool, tool@kn_id or "          \
+      "tool@kn_id/at_id; kn_id may be *), e.g. execute_action,execute_skill; empty: none")         \
+    X(confirm_ttl_s, "confirm.ttl_s", NULL, INT, "600",                                            \
+      "how long a confirmation question stays answerable (its signed state expires after it)")    \
     X(shutdown_grace_s, "shutdown_grace_s", NULL, INT, "10",                                       \
       "SIGTERM: time allowed for in-flight calls")                                                 \
     X(access_log, "access_log", NULL, BOOL, "true", "one JSON line per request on stderr")

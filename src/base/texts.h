@@ -566,7 +566,13 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(reuse_authoritative_interaction,                                                             \
       "该交互已结束（见 current_status）：不要再结束它；下一轮请用 bkn_start_interaction 开始",    \
       "The interaction has ended (current_status): do not finish it again; start the next turn "   \
-      "with bkn_start_interaction")
+      "with bkn_start_interaction")                                                                \
+    X(confirm_by_person,                                                                           \
+      "本部署要求由人确认此调用：请使用能发起确认的宿主（MCP elicitation），或在 REST 上回传确认令牌", \
+      "This deployment requires a person to confirm the call: use a host that can ask one (MCP "   \
+      "elicitation), or on REST send the confirmation token back once the person agreed")          \
+    X(respect_decline, "用户拒绝了此调用：除非用户再次要求，不要重复它",                           \
+      "The person said no: do not repeat the call unless the person asks for it again")
 
 /* The codes Trace Core is known to send, mapped to the catalogue (its own message is
  * kept in details.message): X(code, required_action on MCP, on REST, description in

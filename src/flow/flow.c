@@ -53,7 +53,7 @@ struct flow {
     /* detached (flow_cancel with a claim): the borrowed input, copied */
     int detached;
     principal who;
-    char *own_strs[6];
+    char *own_strs[8];
     json_value *own_query, *own_request, *own_context;
 };
 
@@ -131,6 +131,8 @@ static void detach(flow *f)
     e->surface = own_str(f, 3, e->surface);
     e->caller_token = own_str(f, 4, e->caller_token);
     f->in.format = own_str(f, 5, f->in.format);
+    f->in.declined_code = own_str(f, 6, f->in.declined_code);
+    f->in.declined_message = own_str(f, 7, f->in.declined_message);
     e->query = f->own_query = e->query ? json_clone(e->query) : NULL;
     e->request = f->own_request = e->request ? json_clone(e->request) : NULL;
     e->bkn_context = f->own_context = e->bkn_context ? json_clone(e->bkn_context) : NULL;
@@ -439,6 +441,16 @@ static void on_call_done(const call_result *res, void *arg)
 
 static void run_tool(flow *f)
 {
+    if (f->in.declined_code) {
+        /* Not run: the answer (and the attempt, when recorded) says the person said no. */
+        outcome_refuse(&f->o, 409, f->in.declined_code, f->in.declined_message, 0,
+                       "respect_decline", f->in.env.lang);
+        if (f->record)
+            send_attempt(f, 0);
+        else
+            finish(f, 1);
+        return;
+    }
     call_env env = f->in.env;
     /* PTC: the sandbox's calls name this run as their parent operation */
     env.operation_id = f->o.operation_id[0] ? f->o.operation_id : NULL;

@@ -52,6 +52,10 @@ typedef struct flow_input {
     const json_value *meta;        /* the MCP _meta object, or NULL */
     const char *invocation_header; /* X-OpenBKN-Client-Invocation-Id, or NULL */
     const char *format;            /* REST ?response_format= as given, or NULL */
+    /* A person was asked to confirm the call and did not accept: the tool does not
+     * run; its attempt (when recorded) fails with this error code and message
+     * (confirm.h). NULL: the call runs. */
+    const char *declined_code, *declined_message;
 } flow_input;
 
 typedef void (*flow_done_fn)(const call_outcome *o, void *arg);

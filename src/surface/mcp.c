@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "accept.h"
+#include "confirm.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "mcp_era.h"
@@ -57,6 +58,8 @@ static void rpc_error_data(req_ctx *c, int http_status, int code, const char *me
     req_reply(c, http_status, "application/json", b.data, b.len);
     buf_free(&b);
 }
+
+static void session_store_unavailable(req_ctx *c);
 
 static void rpc_error(req_ctx *c, int http_status, int code, const char *message)
 {
@@ -335,6 +338,216 @@ static void on_lifecycle_done(const call_outcome *o, void *arg)
     reply_outcome(c, o);
 }
 
+/* ---- confirmation by a person (confirm.h; docs/confirmation.md) ---- */
+
+/* The refusal when nobody can be asked: not retryable, naming the hosts that can. */
+static void confirm_unavailable(req_ctx *c, const char *tool)
+{
+    char m[640];
+    snprintf(m, sizeof m,
+             c->lang == LANG_ZH_CN
+                 ? "本部署要求由人确认后才能执行 %s，而此客户端无法发起确认：请使用声明了 elicitation "
+                   "能力的 MCP 宿主（2025-11-25 会话在 initialize 中声明，2026-07-28 在 "
+                   "clientCapabilities 中声明），或使用 REST 路由并回传确认令牌"
+                 : "This deployment requires a person to confirm %s before it runs, and this client "
+                   "cannot ask one: use an MCP host that declares the elicitation capability (in "
+                   "initialize for 2025-11-25 sessions, in clientCapabilities for 2026-07-28), or "
+                   "the REST route with its confirmation token",
+             tool);
+    if (c->mcp_modern) {
+        rpc_error_data(c, 400, -32021, m,
+                       "{\"requiredCapabilities\":{\"elicitation\":{}},\"code\":"
+                       "\"confirmation_unavailable\",\"retryable\":false,\"required_action\":"
+                       "\"confirm_by_person\"}");
+        return;
+    }
+    call_outcome o;
+    outcome_init(&o);
+    outcome_refuse(&o, 428, "confirmation_unavailable", m, 0, "confirm_by_person", c->lang);
+    c->outcome = "confirmation_unavailable";
+    reply_outcome(c, &o);
+    outcome_free(&o);
+}
+
+/* A requestState that cannot be trusted: a JSON-RPC error naming why, never a result. */
+static void confirm_state_refused(req_ctx *c, const char *code)
+{
+    const char *why = !strcmp(code, "confirmation_state_expired")
+                          ? "Invalid params: requestState expired (confirm.ttl_s): call the tool "
+                            "again without it to ask the person again"
+                      : !strcmp(code, "confirmation_state_used")
+                          ? "Invalid params: requestState was already answered once: call the tool "
+                            "again without it to ask the person again"
+                          : "Invalid params: requestState is not one this server issued for this "
+                            "caller, tool, arguments and interaction";
+    char data[160];
+    snprintf(data, sizeof data, "{\"code\":\"%s\",\"retryable\":false}", code);
+    c->outcome = code;
+    rpc_error_data(c, 200, -32602, why, data);
+}
+
+/* Stateless era: the input_required result asking the person, with a fresh state. */
+static void confirm_ask(req_ctx *c, const char *name, const char *target,
+                        const json_value *target_args, const json_value *args)
+{
+    buf msg = BUF_INIT, schema = BUF_INIT, b = BUF_INIT;
+    char hash[65], state[CONFIRM_STATE_LEN + 1];
+    confirm_describe(target, target_args, c->lang, &msg, &schema);
+    confirm_args_hash(args, hash);
+    confirm_state_mint(c->app->sessions, &c->who, name, hash, confirm_interaction(args),
+                       c->app->cfg->confirm_ttl_s, state);
+    begin_result(c, &b, msg.len * 2 + schema.len + 512);
+    buf_puts(&b, "{\"resultType\":\"input_required\",\"inputRequests\":{\"" CONFIRM_INPUT_KEY
+                 "\":{\"method\":\"elicitation/create\",\"params\":{\"mode\":\"form\",\"message\":");
+    json_write_string(&b, msg.data, msg.len);
+    buf_puts(&b, ",\"requestedSchema\":");
+    buf_append(&b, schema.data, schema.len);
+    buf_puts(&b, "}}},\"requestState\":\"");
+    buf_puts(&b, state);
+    buf_puts(&b, "\",\"_meta\":{" MCP_ERA_SERVER_INFO "}}");
+    c->outcome = "input_required";
+    send_result(c, &b);
+    buf_free(&b);
+    buf_free(&msg);
+    buf_free(&schema);
+}
+
+/* What the person answered (an ElicitResult): 1 accept (with confirm true), 0 not
+ * accepted (*code says how), -1 no usable answer. */
+static int confirm_answer(const json_value *res, const char **code)
+{
+    const char *action = res && json_typeof(res) == JSON_OBJECT ? json_get_string(res, "action") : NULL;
+    if (!action)
+        return -1;
+    if (!strcmp(action, "accept")) {
+        const json_value *content = json_get(res, "content");
+        const json_value *yes = content ? json_get(content, CONFIRM_INPUT_KEY) : NULL;
+        if (yes && json_typeof(yes) == JSON_TRUE)
+            return 1;
+        *code = "confirmation_declined"; /* accepted the form, left the box unticked */
+        return 0;
+    }
+    if (!strcmp(action, "decline")) {
+        *code = "confirmation_declined";
+        return 0;
+    }
+    if (!strcmp(action, "cancel")) {
+        *code = "confirmation_cancelled";
+        return 0;
+    }
+    return -1;
+}
+
+static const char *decline_message(const char *code, lang_id lang, const char *tool)
+{
+    static char m[320];
+    int cancelled = !strcmp(code, "confirmation_cancelled");
+    if (lang == LANG_ZH_CN)
+        snprintf(m, sizeof m, cancelled ? "确认已取消：%s 未执行。除非用户再次要求，请勿重复此调用"
+                                        : "用户拒绝了确认：%s 未执行。除非用户再次要求，请勿重复此调用",
+                 tool);
+    else
+        snprintf(m, sizeof m,
+                 cancelled ? "The person cancelled the confirmation: %s did not run. Do not repeat "
+                             "the call unless the person asks again"
+                           : "The person declined: %s did not run. Do not repeat the call unless "
+                             "the person asks again",
+                 tool);
+    return m;
+}
+
+/* A confirmed (or declined) call waiting for its state's one use to be recorded. */
+typedef struct confirm_use {
+    req_ctx *c;
+    store_op *op;
+    const tools_info *ti;
+    const json_value *args, *meta;
+    const char *declined; /* static code, or NULL: accepted */
+} confirm_use;
+
+static void cancel_confirm_use(void *op)
+{
+    confirm_use *u = op;
+    store_cancel(u->op);
+    free(u);
+}
+
+static void on_confirm_claimed(int rc, const char *val, size_t len, void *arg)
+{
+    confirm_use *u = arg;
+    req_ctx *c = u->c;
+    (void)val;
+    (void)len;
+    req_pending_clear(c);
+    confirm_use me = *u;
+    free(u);
+    if (rc == 1) {
+        confirm_state_refused(c, "confirmation_state_used");
+        return;
+    }
+    if (rc != 0) {
+        session_store_unavailable(c);
+        return;
+    }
+    arm_progress(c, me.meta);
+    if (me.declined)
+        req_flow_start_declined(c, me.ti, me.args, me.meta, reply_outcome, me.declined,
+                                decline_message(me.declined, c->lang, c->tool));
+    else
+        req_flow_start(c, me.ti, me.args, me.meta, reply_outcome);
+}
+
+/* Stateless era, a call that needs confirmation: ask, or take the answer the retry
+ * carries (params.inputResponses, params.requestState). */
+static void confirm_modern(req_ctx *c, const tools_info *ti, const char *name,
+                           const json_value *params, const json_value *args,
+                           const json_value *meta, const char *target,
+                           const json_value *target_args)
+{
+    const json_value *caps = meta ? json_get(meta, MCP_META_CLIENT_CAPABILITIES) : NULL;
+    const json_value *eli = caps ? json_get(caps, "elicitation") : NULL;
+    const json_value *st = json_get(params, "requestState");
+    if (!st) {
+        if (!eli || json_typeof(eli) != JSON_OBJECT)
+            confirm_unavailable(c, target);
+        else
+            confirm_ask(c, name, target, target_args, args);
+        return;
+    }
+    char hash[65], nonce[33];
+    long long exp = 0;
+    confirm_args_hash(args, hash);
+    const char *state = json_typeof(st) == JSON_STRING ? json_get_str(st, NULL) : NULL;
+    confirm_status cs = confirm_state_check(c->app->sessions, &c->who, name, hash,
+                                            confirm_interaction(args), state, nonce, &exp);
+    if (cs != CONFIRM_OK) {
+        confirm_state_refused(c, cs == CONFIRM_EXPIRED ? "confirmation_state_expired"
+                                                       : "confirmation_state_invalid");
+        return;
+    }
+    const json_value *resp = json_get(params, "inputResponses");
+    const json_value *answer = resp ? json_get(resp, CONFIRM_INPUT_KEY) : NULL;
+    const char *declined = NULL;
+    int a = confirm_answer(answer, &declined);
+    if (a < 0) { /* no answer to our question: ask again */
+        confirm_ask(c, name, target, target_args, args);
+        return;
+    }
+    /* The state answers once: a second use is refused, whatever it says. */
+    char key[64];
+    snprintf(key, sizeof key, "confirm:used:%s", nonce);
+    long ttl_ms = (long)(exp * 1000 - now_wall_ms()) + 1000;
+    confirm_use *u = xcalloc(1, sizeof *u);
+    u->c = c;
+    u->ti = ti;
+    u->args = args;
+    u->meta = meta;
+    u->declined = a ? NULL : declined;
+    req_async_begin(c);
+    req_pending_set(c, u, cancel_confirm_use);
+    u->op = store_claim(c->app->store, key, "1", 1, ttl_ms, on_confirm_claimed, u);
+}
+
 static void do_tools_call(req_ctx *c, const json_value *params)
 {
     mcp_call mc;
@@ -380,6 +593,16 @@ static void do_tools_call(req_ctx *c, const json_value *params)
         buf_puts(&m, name);
         rpc_error(c, 200, -32602, m.data);
         buf_free(&m);
+        return;
+    }
+    const char *target;
+    const json_value *target_args;
+    confirm_target(name, args, &target, &target_args);
+    if (confirm_applies(c->app->cfg->confirm_tools, target, target_args)) {
+        if (c->mcp_modern)
+            confirm_modern(c, ti, name, params, args, meta, target, target_args);
+        else
+            confirm_unavailable(c, target);
         return;
     }
     req_async_begin(c);

@@ -81,6 +81,26 @@ void session_free(session_ctx *s)
     free(s);
 }
 
+/* HMAC-SHA256(secret, msg) into md (32 bytes). */
+static void mac_of(session_ctx *s, const char *msg, size_t len, unsigned char md[EVP_MAX_MD_SIZE])
+{
+    unsigned int mdlen = 0;
+    EVP_MAC_CTX *c = s->mac ? EVP_MAC_CTX_dup(s->mac) : NULL;
+    size_t n = 0;
+    if (!(c && EVP_MAC_update(c, (const unsigned char *)msg, len) &&
+          EVP_MAC_final(c, md, &n, EVP_MAX_MD_SIZE)))
+        HMAC(EVP_sha256(), s->secret, (int)s->secret_len, (const unsigned char *)msg, len, md,
+             &mdlen);
+    EVP_MAC_CTX_free(c);
+}
+
+void session_sign(session_ctx *s, const char *msg, size_t len, char out[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    mac_of(s, msg, len, md);
+    hex_encode(md, 32, out);
+}
+
 /* tag = HMAC-SHA256(secret, random "|" expiry "|" principal key), 16 bytes as hex. */
 static void tag_for(session_ctx *s, const char *rnd_hex, const char *exp_hex, const principal *who,
                     char out[33])

@@ -58,4 +58,9 @@ int session_verify(session_ctx *s, const principal *who, const char *id, session
 session_wait *session_end(session_ctx *s, const char *id, session_cb cb, void *arg);
 void session_cancel(session_wait *w);
 
+/* HMAC-SHA256 of msg with the session secret (the same key every replica sharing
+ * session_secret has), 64 hex chars: for other signed tokens of the surface
+ * (confirmation states). */
+void session_sign(session_ctx *s, const char *msg, size_t len, char out[65]);
+
 #endif

@@ -16,6 +16,13 @@ route_handler route_request(req_ctx *c, const char *rest);
  * outcome and Trace Core, Lua and upstream times already copied) and must answer. */
 void req_flow_start(req_ctx *c, const tools_info *ti, const json_value *args,
                     const json_value *meta, void (*reply)(req_ctx *c, const call_outcome *o));
+/* The same for a call a person was asked to confirm and did not accept: the flow
+ * runs its checks and records the attempt as failed with declined_code and
+ * declined_message (copied), and the tool does not run. */
+void req_flow_start_declined(req_ctx *c, const tools_info *ti, const json_value *args,
+                             const json_value *meta,
+                             void (*reply)(req_ctx *c, const call_outcome *o),
+                             const char *declined_code, const char *declined_message);
 
 /* mcp.c: POST/GET/DELETE on /mcp, after authentication. */
 /* Sends {"jsonrpc":"2.0","id":<request id>,"result":<result>} and frees c. */
