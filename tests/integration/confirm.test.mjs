@@ -217,3 +217,91 @@ test('legacy session without elicitation -> a non-retryable refusal; tools not n
   const list = await post(mcpUrl(), { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'list_knowledge_networks', arguments: {} } }, h);
   assert.notEqual(JSON.parse(list.json.result.content[0].text).code, 'confirmation_unavailable');
 });
+
+// ---- the session era with the elicitation capability ----
+
+async function legacyClient(handler) {
+  sdk ??= await import(pathToFileURL(SDK2).href);
+  const transport = new sdk.StreamableHTTPClientTransport(new URL(mcpUrl()), { requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } } });
+  const c = new sdk.Client({ name: 'confirm-legacy', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: 'legacy' } });
+  c.setRequestHandler('elicitation/create', handler);
+  await c.connect(transport);
+  assert.notEqual(c.getProtocolEra?.(), 'modern');
+  return c;
+}
+
+test('v2 SDK, session era with elicitation: accept runs once with its receipt; decline and cancel run nothing', { skip: NO_SDK2 }, async () => {
+  const asked = [];
+  let answer = { action: 'accept', content: { confirm: true } };
+  const c = await legacyClient(async (req) => { asked.push(req.params); return answer; });
+  try {
+    const ctx = await startTurn(c);
+    let seq = await lastSeq();
+    const r = await c.callTool({ name: 'execute_action', arguments: { ...ACTION, bkn_context: ctx } });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    assert.match(r.structuredContent.bkn_receipt.receipt_id, /^rcpt_/);
+    assert.equal((await executes(seq)).length, 1);
+    assert.equal(asked.length, 1);
+    for (const w of ['at_restart_pod', 'kn_ops', '192.168.1.2']) assert.ok(asked[0].message.includes(w), asked[0].message);
+    for (const [action, code] of [['decline', 'confirmation_declined'], ['cancel', 'confirmation_cancelled']]) {
+      answer = { action };
+      seq = await lastSeq();
+      const d = await c.callTool({ name: 'execute_action', arguments: { ...ACTION, bkn_context: ctx } });
+      const e = errorOf(d);
+      assert.equal(e.code, code);
+      assert.equal(e.retryable, false);
+      assert.deepEqual(await executes(seq), []);
+    }
+  } finally {
+    await c.close();
+  }
+});
+
+// The question read off the call's own stream, the answer POSTed by hand.
+async function legacyAsk(sessionId, id, args) {
+  const res = await fetch(mcpUrl(), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}`, 'mcp-session-id': sessionId },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'execute_action', arguments: args } }),
+  });
+  assert.equal(res.headers.get('content-type')?.split(';')[0], 'text/event-stream');
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let text = '';
+  const events = async (want) => {
+    for (;;) {
+      const msgs = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+      if (msgs.length >= want) return msgs;
+      const { value, done } = await reader.read();
+      if (done) return msgs;
+      text += dec.decode(value, { stream: true });
+    }
+  };
+  const [q] = await events(1);
+  assert.equal(q.method, 'elicitation/create', JSON.stringify(q));
+  assert.match(q.id, /^confirm-[0-9a-f]{32}$/);
+  return { q, final: async () => (await events(2))[1] };
+}
+
+test('session era with elicitation: forged answers (another id, another caller) are ignored; the answer is taken once', async () => {
+  const init = await post(mcpUrl(), { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: 'confirm-raw', version: '1' } } });
+  const sid = init.headers.get('mcp-session-id');
+  const start = await post(mcpUrl(), { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'bkn_start_interaction', arguments: { question: 'Restart', agent_name: 'confirm-raw', conversation_mode: 'new' } } }, { 'mcp-session-id': sid });
+  const s = start.json.result.structuredContent;
+  const seq = await lastSeq();
+  const { q, final } = await legacyAsk(sid, 7, { ...ACTION, bkn_context: { conversation_id: s.conversation_id, interaction_id: s.interaction_id } });
+  const reply = (id, result, token = TOKEN) => post(mcpUrl(), { jsonrpc: '2.0', id, result }, { 'mcp-session-id': sid, authorization: `Bearer ${token}` });
+  const yes = { action: 'accept', content: { confirm: true } };
+  assert.equal((await reply(`confirm-${'0'.repeat(32)}`, yes)).status, 202);
+  assert.equal((await reply(q.id, yes, 'demo-app-token')).status, 202);
+  await new Promise((r) => setTimeout(r, 600));
+  assert.deepEqual(await executes(seq), []);
+  assert.equal((await reply(q.id, { action: 'decline' })).status, 202);
+  const f = await final();
+  assert.equal(f.id, 7);
+  assert.equal(JSON.parse(f.result.content[0].text).code, 'confirmation_declined');
+  // too late: the question is closed, a later accept runs nothing
+  assert.equal((await reply(q.id, yes)).status, 202);
+  await new Promise((r) => setTimeout(r, 600));
+  assert.deepEqual(await executes(seq), []);
+});

@@ -128,8 +128,31 @@ static void test_describe(void)
     json_free(args);
 }
 
+/* The session era's elicitation capability rides in the session id, under its tag. */
+static void test_session_flag(void)
+{
+    session_ctx *s = session_new("secret-one", 3600, NULL);
+    principal a = who("aaaa");
+    char yes[SESSION_ID_LEN + 1], no[SESSION_ID_LEN + 1];
+    for (int i = 0; i < 16; i++) {
+        session_mint_flags(s, &a, SESSION_FLAG_ELICITATION, yes);
+        session_mint(s, &a, no);
+        CHECK(session_check_id(s, &a, yes) == SESSION_OK);
+        CHECK(session_check_id(s, &a, no) == SESSION_OK);
+        CHECK(session_id_flags(yes) == SESSION_FLAG_ELICITATION);
+        CHECK(session_id_flags(no) == 0);
+        /* setting the flag by hand breaks the id */
+        char forged[SESSION_ID_LEN + 1];
+        memcpy(forged, no, sizeof forged);
+        forged[31] = "0123456789abcdef"[(strchr("0123456789abcdef", no[31]) - "0123456789abcdef") | 1];
+        CHECK(session_check_id(s, &a, forged) == SESSION_INVALID);
+    }
+    session_free(s);
+}
+
 int main(void)
 {
+    test_session_flag();
     test_rules();
     test_state();
     test_describe();
