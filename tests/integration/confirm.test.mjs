@@ -305,3 +305,18 @@ test('session era with elicitation: forged answers (another id, another caller) 
   await new Promise((r) => setTimeout(r, 600));
   assert.deepEqual(await executes(seq), []);
 });
+
+// ---- what the deployment shows ----
+
+test('/mcp/info and the catalogue page say which tools a person confirms', async () => {
+  const info = `${server.base}${PREFIX}/mcp/info`;
+  const doc = await (await fetch(info, { headers: { authorization: `Bearer ${TOKEN}`, 'accept-language': 'en-US' } })).json();
+  assert.deepEqual(doc.confirmation.tools, ['execute_action']);
+  assert.deepEqual(doc.confirmation.rules, ['execute_action']);
+  assert.match(doc.confirmation.description, /elicitation/);
+  const html = await (await fetch(info, { headers: { authorization: `Bearer ${TOKEN}`, accept: 'text/html', 'accept-language': 'en-US' } })).text();
+  const article = html.slice(html.indexOf('id="tool-execute_action"'));
+  assert.match(article.slice(0, article.indexOf('</article>')), /class="confirm"><strong>A person confirms/);
+  const other = html.slice(html.indexOf('id="tool-query_object_instance"'));
+  assert.doesNotMatch(other.slice(0, other.indexOf('</article>')), /class="confirm"/);
+});
