@@ -7,7 +7,7 @@ set(CL_LUAHOST_TEST_SOURCES
     ${CMAKE_SOURCE_DIR}/src/upstream/upstream_req.c
     ${CMAKE_SOURCE_DIR}/src/host/call.c ${CMAKE_SOURCE_DIR}/src/host/identity.c ${CMAKE_SOURCE_DIR}/src/upstream/uphealth.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c
     ${CMAKE_SOURCE_DIR}/src/codec/toon.c ${CMAKE_SOURCE_DIR}/src/codec/toon_lua.c
-    ${CMAKE_SOURCE_DIR}/src/codec/toonview.c
+    ${CMAKE_SOURCE_DIR}/src/codec/toonview.c ${CMAKE_SOURCE_DIR}/src/codec/tokproxy.c
     ${CMAKE_SOURCE_DIR}/src/base/json.c ${CL_JSON_LUA_SOURCES}
     ${CMAKE_SOURCE_DIR}/src/upstream/fetch.c ${CMAKE_SOURCE_DIR}/src/upstream/hclient.c ${CMAKE_SOURCE_DIR}/src/base/conf.c ${CMAKE_SOURCE_DIR}/src/base/log.c
     ${CMAKE_SOURCE_DIR}/src/base/util.c ${CMAKE_SOURCE_DIR}/src/base/texts.c
