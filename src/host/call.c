@@ -14,6 +14,7 @@
 #include "log.h"
 #include "lvm.h"
 #include "toon.h"
+#include "tokproxy.h"
 #include "toon_lua.h"
 #include "toonview.h"
 #include "uphealth.h"
@@ -843,6 +844,13 @@ static int collect_p(lua_State *L)
         } else {
             c->toon_set = 1;
         }
+    }
+    if (c->toon_set && !(c->surface && strcmp(c->surface, "rest") == 0) &&
+        !tokproxy_prefer(c->toon.data ? c->toon.data : "", c->toon.len,
+                         c->body.data ? c->body.data : "", c->body.len)) {
+        /* MCP: the text is the cheaper of the TOON text and the compact JSON */
+        buf_free(&c->toon);
+        c->toon_set = 0;
     }
     if (c->cfg->max_output_bytes &&
         (c->body.len > c->cfg->max_output_bytes || c->toon.len > c->cfg->max_output_bytes))
