@@ -358,6 +358,15 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "The same address answers Accept: application/json with the machine-readable "               \
       "JSON (for agents to bootstrap).")                                                           \
     X(PAGE_YES, "是", "yes")                                                                       \
+    X(PAGE_CONFIRM, "需由人确认", "A person confirms")                                             \
+    X(INFO_CONFIRM,                                                                                \
+      "本部署中，这些工具在执行前需要由人确认：MCP 客户端需声明 elicitation 能力"                  \
+      "（2026-07-28 收到 input_required 后带着回答重试；2025-11-25 会话在调用的 SSE 流上收到 "     \
+      "elicitation/create）；REST 返回 428 与确认令牌，确认后放在 X-OpenBKN-Confirmation 中重发。", \
+      "In this deployment a person confirms these tools before they run: MCP clients must "        \
+      "declare the elicitation capability (2026-07-28: answer the input_required result and "     \
+      "retry; 2025-11-25 sessions: elicitation/create on the call's SSE stream); REST answers 428 " \
+      "with a confirmation token to send back in X-OpenBKN-Confirmation once the person agreed.")  \
     X(PAGE_CONTENTS, "目录", "Contents")                                                           \
     X(PAGE_GATEWAY, "REST 与按需网关工具", "REST and gateway tools")                               \
     X(PAGE_GATEWAY_NOTE,                                                                           \

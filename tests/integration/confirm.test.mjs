@@ -305,3 +305,63 @@ test('session era with elicitation: forged answers (another id, another caller) 
   await new Promise((r) => setTimeout(r, 600));
   assert.deepEqual(await executes(seq), []);
 });
+
+// ---- what the deployment shows ----
+
+test('/mcp/info and the catalogue page say which tools a person confirms', async () => {
+  const info = `${server.base}${PREFIX}/mcp/info`;
+  const doc = await (await fetch(info, { headers: { authorization: `Bearer ${TOKEN}`, 'accept-language': 'en-US' } })).json();
+  assert.deepEqual(doc.confirmation.tools, ['execute_action']);
+  assert.deepEqual(doc.confirmation.rules, ['execute_action']);
+  assert.match(doc.confirmation.description, /elicitation/);
+  const html = await (await fetch(info, { headers: { authorization: `Bearer ${TOKEN}`, accept: 'text/html', 'accept-language': 'en-US' } })).text();
+  const article = html.slice(html.indexOf('id="tool-execute_action"'));
+  assert.match(article.slice(0, article.indexOf('</article>')), /class="confirm"><strong>A person confirms/);
+  const other = html.slice(html.indexOf('id="tool-query_object_instance"'));
+  assert.doesNotMatch(other.slice(0, other.indexOf('</article>')), /class="confirm"/);
+});
+
+// ---- REST: 428 with a token to send back ----
+
+test('REST: 428 with the question and a token; the token runs it once; decline runs nothing; a changed call or a reused token is refused', async () => {
+  const c = await client(null);
+  let ctx;
+  try { ctx = await startTurn(c); } finally { await c.close(); }
+  const rest = (body, headers = {}) => post(`${server.base}${PREFIX}/kn/execute_action`, body, headers);
+  const args = { ...ACTION, bkn_context: ctx };
+  const seq = await lastSeq();
+  const q = await rest(args, { 'accept-language': 'en-US' });
+  assert.equal(q.status, 428, q.text);
+  assert.equal(q.json.code, 'confirmation_required');
+  assert.equal(q.json.retryable, false);
+  assert.equal(q.json.required_action, 'confirm_by_person');
+  assert.match(q.json.details.question, /at_restart_pod.*kn_ops/);
+  assert.equal(q.json.details.header, 'X-OpenBKN-Confirmation');
+  const token = q.json.details.confirmation_token;
+  // bound to the arguments: the same token on another call is refused
+  const changed = await rest({ ...args, dynamic_params: { grace_period_seconds: 0 } }, { 'x-openbkn-confirmation': token });
+  assert.equal(changed.status, 400, changed.text);
+  assert.equal(changed.json.code, 'confirmation_state_invalid');
+  // a query parameter cannot move the call elsewhere either
+  const moved = await post(`${server.base}${PREFIX}/kn/execute_action?at_id=at_other`, (({ at_id, ...rest }) => rest)(args), { 'x-openbkn-confirmation': token });
+  assert.equal(moved.status, 400, moved.text);
+  assert.deepEqual(await executes(seq), []);
+  const ok = await rest(args, { 'x-openbkn-confirmation': token });
+  assert.equal(ok.status, 200, ok.text);
+  assert.match(ok.headers.get('bkn-receipt-id') || '', /^rcpt_/);
+  const again = await rest(args, { 'x-openbkn-confirmation': token });
+  assert.equal(again.status, 409, again.text);
+  assert.equal(again.json.code, 'confirmation_state_used');
+  assert.equal((await executes(seq)).length, 1);
+  // decline
+  const t2 = (await rest(args)).json.details.confirmation_token;
+  const seq2 = await lastSeq();
+  const d = await rest(args, { 'x-openbkn-confirmation': t2, 'x-openbkn-confirmation-answer': 'decline' });
+  assert.equal(d.status, 409, d.text);
+  assert.equal(d.json.code, 'confirmation_declined');
+  assert.deepEqual(await executes(seq2), []);
+  const t3 = (await rest(args)).json.details.confirmation_token;
+  const bad = await rest(args, { 'x-openbkn-confirmation': t3, 'x-openbkn-confirmation-answer': 'maybe' });
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.json.code, 'confirmation_answer_invalid');
+});
