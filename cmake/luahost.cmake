@@ -2,7 +2,7 @@
 # (call). The test compiles its sources directly (not clcore) so that half-written
 # modules elsewhere in src/ cannot break it.
 set(CL_LUAHOST_TEST_SOURCES
-    ${CMAKE_SOURCE_DIR}/src/host/lvm.c ${CMAKE_SOURCE_DIR}/src/host/lpattern.c ${CMAKE_SOURCE_DIR}/src/host/lbounded.c ${CMAKE_SOURCE_DIR}/src/host/tools.c
+    ${CMAKE_SOURCE_DIR}/src/host/lvm.c ${CMAKE_SOURCE_DIR}/src/host/lvm_alloc.c ${CMAKE_SOURCE_DIR}/src/host/lvm_budget.c ${CMAKE_SOURCE_DIR}/src/host/lvm_sandbox.c ${CMAKE_SOURCE_DIR}/src/host/lvm_gen.c ${CMAKE_SOURCE_DIR}/src/host/lpattern.c ${CMAKE_SOURCE_DIR}/src/host/lbounded.c ${CMAKE_SOURCE_DIR}/src/host/tools.c
     ${CMAKE_SOURCE_DIR}/src/host/reload.c
     ${CMAKE_SOURCE_DIR}/src/upstream/upstream_req.c
     ${CMAKE_SOURCE_DIR}/src/host/call.c ${CMAKE_SOURCE_DIR}/src/host/identity.c ${CMAKE_SOURCE_DIR}/src/upstream/uphealth.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c
