@@ -56,6 +56,7 @@ const NOT_HERE = {
   confirmation_state_invalid: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
   confirmation_state_expired: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
   confirmation_state_used: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
+  confirmation_answer_invalid: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
   conversation_not_found: 'the simulated Trace Core answers resource_not_disclosed',
   conversation_closed: 'the simulated Trace Core closes no conversation',
   conversation_expired: 'needs a conversation past its TTL',
