@@ -45,3 +45,8 @@ target_include_directories(test_mcp_era PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
 target_link_libraries(test_mcp_era PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_mcp_era COMMAND test_mcp_era)
 set_tests_properties(unit_mcp_era PROPERTIES TIMEOUT 60 LABELS "unit")
+
+# No function in src/ is longer than 150 lines (scripts/check-function-length).
+add_test(NAME function_length
+         COMMAND python3 ${CMAKE_SOURCE_DIR}/scripts/check-function-length ${CMAKE_SOURCE_DIR}/src)
+set_tests_properties(function_length PROPERTIES TIMEOUT 60 LABELS "arch")

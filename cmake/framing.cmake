@@ -4,12 +4,25 @@
 # behaviour is tested by tests/integration/{framing,guards,limits,http1}.test.mjs, and the
 # HTTP/1.1 server (hsrv.c) on a loopback socket by tests/unit/test_hsrv.c.
 add_executable(test_framing ${CMAKE_SOURCE_DIR}/tests/unit/test_framing.c
-                            ${CMAKE_SOURCE_DIR}/src/http/framing.c ${CMAKE_SOURCE_DIR}/src/http/hostguard.c
-                            ${CMAKE_SOURCE_DIR}/src/http/plimit.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
+                            ${CMAKE_SOURCE_DIR}/src/http/framing.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
 target_include_directories(test_framing PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
 target_link_libraries(test_framing PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_framing COMMAND test_framing)
 set_tests_properties(unit_framing PROPERTIES TIMEOUT 30 LABELS "unit;framing")
+
+add_executable(test_hostguard ${CMAKE_SOURCE_DIR}/tests/unit/test_hostguard.c
+                              ${CMAKE_SOURCE_DIR}/src/http/hostguard.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
+target_include_directories(test_hostguard PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
+target_link_libraries(test_hostguard PRIVATE PkgConfig::CRYPTO m)
+add_test(NAME unit_hostguard COMMAND test_hostguard)
+set_tests_properties(unit_hostguard PROPERTIES TIMEOUT 30 LABELS "unit;framing")
+
+add_executable(test_plimit ${CMAKE_SOURCE_DIR}/tests/unit/test_plimit.c
+                           ${CMAKE_SOURCE_DIR}/src/http/plimit.c ${CMAKE_SOURCE_DIR}/src/base/util.c)
+target_include_directories(test_plimit PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit)
+target_link_libraries(test_plimit PRIVATE PkgConfig::CRYPTO m)
+add_test(NAME unit_plimit COMMAND test_plimit)
+set_tests_properties(unit_plimit PROPERTIES TIMEOUT 30 LABELS "unit;framing")
 
 add_executable(test_hsrv ${CMAKE_SOURCE_DIR}/tests/unit/test_hsrv.c ${CMAKE_SOURCE_DIR}/src/http/hsrv.c
                          ${CMAKE_SOURCE_DIR}/src/http/hsrv_head.c

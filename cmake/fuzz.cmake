@@ -44,7 +44,7 @@ function(cl_fuzz_target name)
   target_link_libraries(fuzz_${name} PRIVATE PkgConfig::CRYPTO m)
 endfunction()
 
-cl_fuzz_target(toon toon.c toonview.c json.c util.c)
+cl_fuzz_target(toon toon.c toonview.c tokproxy.c json.c util.c)
 cl_fuzz_target(guard guard.c json.c util.c texts.c)
 cl_fuzz_target(mcp mcp_msg.c json.c util.c)
 cl_fuzz_target(rest callcheck.c guard.c json.c util.c texts.c)

@@ -2,12 +2,12 @@
 # (call). The test compiles its sources directly (not clcore) so that half-written
 # modules elsewhere in src/ cannot break it.
 set(CL_LUAHOST_TEST_SOURCES
-    ${CMAKE_SOURCE_DIR}/src/host/lvm.c ${CMAKE_SOURCE_DIR}/src/host/lpattern.c ${CMAKE_SOURCE_DIR}/src/host/lbounded.c ${CMAKE_SOURCE_DIR}/src/host/tools.c
+    ${CMAKE_SOURCE_DIR}/src/host/lvm.c ${CMAKE_SOURCE_DIR}/src/host/lvm_alloc.c ${CMAKE_SOURCE_DIR}/src/host/lvm_budget.c ${CMAKE_SOURCE_DIR}/src/host/lvm_sandbox.c ${CMAKE_SOURCE_DIR}/src/host/lvm_gen.c ${CMAKE_SOURCE_DIR}/src/host/lpattern.c ${CMAKE_SOURCE_DIR}/src/host/lbounded.c ${CMAKE_SOURCE_DIR}/src/host/tools.c
     ${CMAKE_SOURCE_DIR}/src/host/reload.c
     ${CMAKE_SOURCE_DIR}/src/upstream/upstream_req.c
-    ${CMAKE_SOURCE_DIR}/src/host/call.c ${CMAKE_SOURCE_DIR}/src/upstream/uphealth.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c
+    ${CMAKE_SOURCE_DIR}/src/host/call.c ${CMAKE_SOURCE_DIR}/src/host/identity.c ${CMAKE_SOURCE_DIR}/src/upstream/uphealth.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c
     ${CMAKE_SOURCE_DIR}/src/codec/toon.c ${CMAKE_SOURCE_DIR}/src/codec/toon_lua.c
-    ${CMAKE_SOURCE_DIR}/src/codec/toonview.c
+    ${CMAKE_SOURCE_DIR}/src/codec/toonview.c ${CMAKE_SOURCE_DIR}/src/codec/tokproxy.c
     ${CMAKE_SOURCE_DIR}/src/base/json.c ${CL_JSON_LUA_SOURCES}
     ${CMAKE_SOURCE_DIR}/src/upstream/fetch.c ${CMAKE_SOURCE_DIR}/src/upstream/hclient.c ${CMAKE_SOURCE_DIR}/src/base/conf.c ${CMAKE_SOURCE_DIR}/src/base/log.c
     ${CMAKE_SOURCE_DIR}/src/base/util.c ${CMAKE_SOURCE_DIR}/src/base/texts.c
@@ -35,3 +35,11 @@ target_compile_definitions(test_lpattern PRIVATE CL_SOURCE_DIR="${CMAKE_SOURCE_D
 target_link_libraries(test_lpattern PRIVATE PkgConfig::LUA m)
 add_test(NAME unit_lpattern COMMAND test_lpattern)
 set_tests_properties(unit_lpattern PROPERTIES TIMEOUT 300 LABELS "unit;luahost")
+
+# The identity policy of a tool's upstream request (src/host/identity.c, pure).
+add_executable(test_identity ${CMAKE_SOURCE_DIR}/tests/unit/test_identity.c
+                             ${CMAKE_SOURCE_DIR}/src/host/identity.c)
+target_include_directories(test_identity PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit ${CMAKE_SOURCE_DIR}/src/host
+                                                 ${CMAKE_SOURCE_DIR}/src/base)
+add_test(NAME unit_identity COMMAND test_identity)
+set_tests_properties(unit_identity PROPERTIES TIMEOUT 30 LABELS "unit")

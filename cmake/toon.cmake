@@ -25,7 +25,8 @@ target_link_libraries(toon-bench PRIVATE PkgConfig::CRYPTO m)
 
 # The Lua module as cltoon.so for busted (the server links luaopen_cltoon from clcore).
 add_library(cltoon MODULE ${CMAKE_SOURCE_DIR}/src/codec/toon_lua.c ${CL_JSON_LUA_SOURCES}
-                          ${CL_TOON_SOURCES} ${CMAKE_SOURCE_DIR}/src/codec/toonview.c)
+                          ${CL_TOON_SOURCES} ${CMAKE_SOURCE_DIR}/src/codec/toonview.c
+                          ${CMAKE_SOURCE_DIR}/src/codec/tokproxy.c)
 target_include_directories(cltoon PRIVATE )
 target_link_libraries(cltoon PRIVATE PkgConfig::LUA PkgConfig::CRYPTO m)
 set_target_properties(cltoon PROPERTIES PREFIX "" OUTPUT_NAME cltoon)

@@ -529,10 +529,10 @@ end
 -- (each language).
 M.TOON_VIEW_DESCRIPTION = {
     ["zh-CN"] = "TOON 视图：记录数组为表格，各行同键的嵌套记录为点号列（a.b），" ..
-        "其余嵌套字段按行序列在表格后的 <数组>_<字段>；不比 JSON 小一成时 MCP 文本为紧凑 JSON。",
+        "其余嵌套字段按行序列在表格后的 <数组>_<字段>；MCP 文本取 TOON 与紧凑 JSON 中 token 更少者。",
     ["en-US"] = "TOON view: record arrays are tables, nested records with the same keys in " ..
         "every row are dotted columns (a.b), other nested fields follow the table as " ..
-        "<array>_<field>, one entry per row; MCP sends compact JSON unless this is a tenth smaller.",
+        "<array>_<field>, one entry per row; MCP sends whichever of this and compact JSON costs fewer tokens.",
 }
 -- The omission's sentence, with {id}, {prefix} (each argument as <name>, then the
 -- separator) and {identity} from the tool's rule (omit_description).

@@ -105,6 +105,15 @@ end
 -- The solution of a 403: names the missing permission when the platform did.
 local function permission_solution(body, lang)
     local what = body and (nonempty(body.error_details) or nonempty(body.description))
+    if what and #what <= 300 and lang ~= "en-US" then
+        -- the platform's English sentence is not shown: the permission it names is
+        local op, res = what:match("([%w_]+) was not granted for (%S+)")
+        if op then
+            what = string.format(text("err_permission_on", lang), res, op)
+        elseif not what:find("[\128-\255]") then
+            what = nil
+        end
+    end
     if what and #what <= 300 then
         return string.format(text("err_permission_named", lang), what)
     end

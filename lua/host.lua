@@ -440,10 +440,15 @@ local MAX_INVOKE_DEPTH = 3
 
 local run -- forward: validates and runs one tool (defined below)
 
+-- The outermost tool a call ran through ctx.invoke, by the call's real ctx:
+-- {tool, args, res}. When the call answers with that result as it is (execute_tool of a
+-- Context Loader tool), its text is laid out by that tool's view or render.
+local invoked = setmetatable({}, { __mode = "k" })
+
 -- ctx.invoke(name, args) -> result | nil, err. Runs another tool of this generation
 -- with the same ctx: the same kn_id fallback, schema validation and defaults as a
 -- direct call. err is a tool error table (what `handle` would return).
-local function make_invoke(ctx)
+local function make_invoke(ctx, real)
     local depth = 0
     return function(name, args)
         local tool = tools[name]
@@ -459,6 +464,9 @@ local function make_invoke(ctx)
         depth = depth + 1
         local res, err, bad = run(tool, args, ctx, nil)
         depth = depth - 1
+        if depth == 0 and real ~= nil and res ~= nil then
+            invoked[real] = { tool = tool, args = args, res = res }
+        end
         if bad then
             local e = invalid_arguments(bad, ctx.lang)
             return nil, { status = 400, code = e.code, description = e.description,
@@ -521,8 +529,8 @@ end
 -- The fields the runtime adds to every call's ctx, made on the first read (most
 -- calls read none of them): name -> maker(real ctx, its read-only view).
 local LAZY = {
-    invoke = function(_, view)
-        return make_invoke(view)
+    invoke = function(real, view)
+        return make_invoke(view, real)
     end,
     list_tools = function(_, view)
         return make_list_tools(view)
@@ -603,6 +611,14 @@ function M.invoke(name, args, ctx, query)
     if not is_object(res) then
         error("tool '" .. name .. "' returned a " .. type(res) ..
             " that is not a JSON object (return a table, or nil, err)", 0)
+    end
+    local inner = invoked[real]
+    if inner ~= nil then
+        invoked[real] = nil
+        if inner.res == res then
+            -- the answer is another tool's result as it is: its own layout applies
+            tool, args = inner.tool, inner.args
+        end
     end
     -- A tool that declares toon_view gets the token-saving view, laid out by the core
     -- from the result (src/codec/toonview.c); the fifth value asks for it: true, or the

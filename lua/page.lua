@@ -103,7 +103,7 @@ local LABELS = {
     "claude", "claude_note", "stateless", "stateless_note", "eras", "era_session", "era_stateless",
     "copy", "copied", "parameters", "param", "type", "required", "description",
     "no_params", "output", "definitions", "other", "default", "values", "json_hint", "yes", "contents",
-    "gateway", "gateway_note",
+    "gateway", "gateway_note", "confirm",
 }
 
 -- The page's labels in lang, from the text catalogue (PAGE_* entries).
@@ -299,11 +299,24 @@ local function grouped(tools)
     return groups
 end
 
-local function tool_article(out, L, t)
+local function list_of(v)
+    return is_array(v) and v or {}
+end
+
+-- confirm: the doc's confirmation member (which tools a person confirms), or nil.
+local function tool_article(out, L, t, confirm)
     local name = get_string(t, "name")
     local title = get_string(t, "title") or name
     out[#out + 1] = '<article class="tool" id="tool-' .. esc(name) .. '"><h3>' .. esc(title)
-    out[#out + 1] = '<code class="name">' .. esc(name) .. '</code></h3>\n<div class="desc">'
+    out[#out + 1] = '<code class="name">' .. esc(name) .. '</code></h3>\n'
+    for _, n in ipairs(list_of(get(confirm, "tools"))) do
+        if n == name then
+            out[#out + 1] = '<p class="confirm"><strong>' .. esc(L.confirm) .. "</strong> "
+                .. esc(get_string(confirm, "description") or "") .. "</p>\n"
+            break
+        end
+    end
+    out[#out + 1] = '<div class="desc">'
     out[#out + 1] = esc(get_string(t, "description")) .. "</div>\n<h4>" .. L.parameters .. "</h4>\n"
     local input = get(t, "input_schema")
     if input ~= nil then
@@ -318,10 +331,6 @@ local function tool_article(out, L, t)
         out[#out + 1] = "</details>\n"
     end
     out[#out + 1] = "</article>\n"
-end
-
-local function list_of(v)
-    return is_array(v) and v or {}
 end
 
 -- page.catalogue(doc, path, nonce) -> html
@@ -405,7 +414,7 @@ function M.catalogue(doc, path, nonce)
         out[#out + 1] = '<section class="group" id="group-' .. esc(g.id) .. '"><h2>' .. esc(group_label(g.tools[1], L))
         out[#out + 1] = '<span class="gid">' .. esc(g.id) .. "</span></h2>\n"
         for _, t in ipairs(g.tools) do
-            tool_article(out, L, t)
+            tool_article(out, L, t, get(doc, "confirmation"))
         end
         out[#out + 1] = "</section>\n"
     end
@@ -415,7 +424,7 @@ function M.catalogue(doc, path, nonce)
         out[#out + 1] = '<section class="group" id="group-gateway"><h2>' .. L.gateway
         out[#out + 1] = '<span class="gid">gateway</span></h2>\n<p class="none">' .. esc(L.gateway_note) .. "</p>\n"
         for _, t in ipairs(gateway) do
-            tool_article(out, L, t)
+            tool_article(out, L, t, get(doc, "confirmation"))
         end
         out[#out + 1] = "</section>\n"
     end

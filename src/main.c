@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "accept.h"
+#include "flow.h"
 #include "hostguard.h"
 #include "httpd.h"
 #include "log.h"
@@ -98,9 +99,10 @@ static void drain_check(evutil_socket_t fd, short ev, void *arg)
     static int64_t deadline = 0;
     if (!deadline)
         deadline = now_mono_ms() + a->cfg->shutdown_grace_s * 1000;
-    if (a->inflight == 0 || now_mono_ms() >= deadline) {
+    /* requests, and calls that run on without their client (flow.h) */
+    if ((a->inflight == 0 && flow_detached() == 0) || now_mono_ms() >= deadline) {
         log_line *l = log_begin(LOG_INFO, "shutdown");
-        log_int(l, "abandoned", (long long)a->inflight);
+        log_int(l, "abandoned", (long long)(a->inflight + flow_detached()));
         log_end(l);
         event_base_loopexit(a->base, NULL);
         return;
@@ -245,6 +247,128 @@ static struct event_base *new_event_base(void)
     }
     return base ? base : event_base_new();
 }
+/* The introspection client and the Trace Core client, from the configuration. */
+static void open_auth_trace(app *a)
+{
+    auth_config ac;
+    memset(&ac, 0, sizeof ac);
+    ac.oauth_introspect_url = a->cfg->oauth_introspect_url;
+    ac.oauth_client_id = a->cfg->oauth_client_id;
+    ac.oauth_client_secret = a->cfg->oauth_client_secret;
+    ac.appkey_introspect_url = a->cfg->bkn_safe_introspect_url;
+    ac.timeout_ms = a->cfg->auth_timeout_ms;
+    ac.cache_ttl_s = (int)a->cfg->auth_cache_ttl_s;
+    ac.negative_ttl_s = (int)a->cfg->auth_negative_ttl_s;
+    ac.max_entries = (size_t)a->cfg->auth_cache_entries;
+    ac.default_tenant_id = a->cfg->default_tenant_id;
+    ac.default_business_domain = a->cfg->default_business_domain;
+    a->auth = auth_new(a->base, a->fetch, &ac);
+    trace_config tcfg;
+    memset(&tcfg, 0, sizeof tcfg);
+    tcfg.base_url = a->cfg->trace_core_url;
+    tcfg.timeout_ms = a->cfg->trace_core_timeout_ms;
+    tcfg.policy_ttl_s = (int)a->cfg->trace_core_capture_policy_ttl_s;
+    tcfg.probe_tries = (int)a->cfg->trace_core_probe_tries;
+    tcfg.probe_budget_ms = a->cfg->trace_core_probe_budget_ms;
+    tcfg.verdict_ttl_s = (int)a->cfg->trace_core_probe_verdict_ttl_s;
+    tcfg.default_tenant_id = a->cfg->default_tenant_id;
+    tcfg.default_business_domain = a->cfg->default_business_domain;
+    tcfg.lease_ttl_s = (int)a->cfg->trace_core_lease_cache_ttl_s;
+    a->trace = trace_new(a->base, a->fetch, &tcfg);
+}
+
+/* The state store the configuration names (memory or redis://...): 0, or -1 logged. */
+static int open_store(app *a, const worker_opts *w)
+{
+    char err[512];
+    const char *ss = a->cfg->state_store;
+    if (!strcmp(ss, "memory")) {
+        a->store = store_memory_new(a->base, (size_t)a->cfg->idempotency_max_records);
+    } else if (!strncmp(ss, "redis://", 8)) {
+        /* Several instances share idempotency records and ended sessions. */
+        store_redis_config rc;
+        memset(&rc, 0, sizeof rc);
+        rc.url = ss;
+        rc.connect_timeout_ms = a->cfg->state_store_connect_timeout_ms;
+        rc.command_timeout_ms = a->cfg->state_store_command_timeout_ms;
+        rc.reconnect_max_ms = a->cfg->state_store_reconnect_max_ms;
+        rc.key_prefix = a->cfg->state_store_key_prefix;
+        a->store = store_redis_new(a->base, &rc, err, sizeof err);
+        if (!a->store) {
+            log_fatal("config key state_store: %s", err);
+            return -1;
+        }
+        if (!w && !*a->cfg->session_secret)
+            log_end(log_begin(LOG_WARN, MASTER_SHARED_NO_SECRET));
+    } else {
+        log_fatal("config key state_store: expected memory or "
+                  "redis://[[user]:password@]host[:port][/db]");
+        return -1;
+    }
+    return 0;
+}
+
+/* The initialize instructions of each language and ctx.config (the deployment
+ * settings tools may read). */
+static void read_texts_and_config(app *a)
+{
+    for (int l = 0; l < LANG_COUNT; l++) {
+        char path[1024];
+        /* the initialize instructions describe the tool set: they come with it */
+        snprintf(path, sizeof path, "%s/_locales/instructions.%s.txt", a->cfg->tools_dir,
+                 lang_tag((lang_id)l));
+        a->instructions[l] = read_text(path);
+    }
+    /* ctx.config: the deployment settings tools may read. */
+    a->ctx_config = json_new_object();
+    json_value *pr = json_new_object();
+    const char *tpl = a->cfg->permission_request_path_template;
+    json_set(pr, "path_template", json_new_str(tpl, strlen(tpl)));
+    json_set(pr, "disabled", json_new_bool(a->cfg->permission_request_disabled));
+    json_set(a->ctx_config, "permission_request", pr);
+    json_value *gates = json_new_object();
+    json_set(gates, "EXECUTE_SKILL_ENABLED", json_new_bool(a->cfg->execute_skill_enabled));
+    json_set(a->ctx_config, "gates", gates);
+    const char *lang = a->cfg->language;
+    json_set(a->ctx_config, "language", json_new_str(lang, strlen(lang)));
+}
+
+/* The tools host, its reload settings and the first generation: 0, or -1 logged. */
+static int load_tools(app *a)
+{
+    char err[512];
+    tools_config tc;
+    fill_tools_config(a, &tc);
+    a->tools = tools_host_new(&tc);
+    tools_ops ops;
+    memset(&ops, 0, sizeof ops);
+    ops.dir = a->cfg->tools_dir;
+    ops.watch = a->cfg->tools_watch;
+    ops.debounce_ms = a->cfg->tools_watch_debounce_ms;
+    ops.max_live = (size_t)a->cfg->tools_max_live_generations;
+    ops.on_swap = on_swap;
+    ops.arg = a;
+    if (ops.max_live < 2) {
+        log_fatal("config key tools.max_live_generations: must be >= 2");
+        return -1;
+    }
+    if (tools_host_set_ops(a->tools, &ops, err, sizeof err) < 0) {
+        log_fatal("config key tools.watch: %s", err);
+        return -1;
+    }
+    char *report = NULL;
+    if (tools_host_reload(a->tools, a->cfg->tools_dir, &report) < 0) {
+        log_fatal("cannot load tools from %s:\n%s", a->cfg->tools_dir, report ? report : "");
+        free(report);
+        return -1;
+    }
+    log_line *l = log_begin(LOG_INFO, "tools loaded");
+    log_str(l, "report", report ? report : "");
+    log_end(l);
+    free(report);
+    return 0;
+}
+
 /* Runs the service in this process until it is stopped; takes cfg. w is NULL for
  * the single process, else this worker's place (signals arrive blocked). */
 static int run_worker(settings *cfg, const worker_opts *w)
@@ -275,55 +399,9 @@ static int run_worker(settings *cfg, const worker_opts *w)
         log_fatal("%s", ferr ? ferr : "fetch init failed");
         goto done;
     }
-    auth_config ac;
-    memset(&ac, 0, sizeof ac);
-    ac.oauth_introspect_url = a.cfg->oauth_introspect_url;
-    ac.oauth_client_id = a.cfg->oauth_client_id;
-    ac.oauth_client_secret = a.cfg->oauth_client_secret;
-    ac.appkey_introspect_url = a.cfg->bkn_safe_introspect_url;
-    ac.timeout_ms = a.cfg->auth_timeout_ms;
-    ac.cache_ttl_s = (int)a.cfg->auth_cache_ttl_s;
-    ac.negative_ttl_s = (int)a.cfg->auth_negative_ttl_s;
-    ac.max_entries = (size_t)a.cfg->auth_cache_entries;
-    ac.default_tenant_id = a.cfg->default_tenant_id;
-    ac.default_business_domain = a.cfg->default_business_domain;
-    a.auth = auth_new(a.base, a.fetch, &ac);
-    trace_config tcfg;
-    memset(&tcfg, 0, sizeof tcfg);
-    tcfg.base_url = a.cfg->trace_core_url;
-    tcfg.timeout_ms = a.cfg->trace_core_timeout_ms;
-    tcfg.policy_ttl_s = (int)a.cfg->trace_core_capture_policy_ttl_s;
-    tcfg.probe_tries = (int)a.cfg->trace_core_probe_tries;
-    tcfg.probe_budget_ms = a.cfg->trace_core_probe_budget_ms;
-    tcfg.verdict_ttl_s = (int)a.cfg->trace_core_probe_verdict_ttl_s;
-    tcfg.default_tenant_id = a.cfg->default_tenant_id;
-    tcfg.default_business_domain = a.cfg->default_business_domain;
-    tcfg.lease_ttl_s = (int)a.cfg->trace_core_lease_cache_ttl_s;
-    a.trace = trace_new(a.base, a.fetch, &tcfg);
-    const char *ss = a.cfg->state_store;
-    if (!strcmp(ss, "memory")) {
-        a.store = store_memory_new(a.base, (size_t)a.cfg->idempotency_max_records);
-    } else if (!strncmp(ss, "redis://", 8)) {
-        /* Several instances share idempotency records and ended sessions. */
-        store_redis_config rc;
-        memset(&rc, 0, sizeof rc);
-        rc.url = ss;
-        rc.connect_timeout_ms = a.cfg->state_store_connect_timeout_ms;
-        rc.command_timeout_ms = a.cfg->state_store_command_timeout_ms;
-        rc.reconnect_max_ms = a.cfg->state_store_reconnect_max_ms;
-        rc.key_prefix = a.cfg->state_store_key_prefix;
-        a.store = store_redis_new(a.base, &rc, err, sizeof err);
-        if (!a.store) {
-            log_fatal("config key state_store: %s", err);
-            goto done;
-        }
-        if (!w && !*a.cfg->session_secret)
-            log_end(log_begin(LOG_WARN, MASTER_SHARED_NO_SECRET));
-    } else {
-        log_fatal("config key state_store: expected memory or "
-                  "redis://[[user]:password@]host[:port][/db]");
+    open_auth_trace(&a);
+    if (open_store(&a, w) < 0)
         goto done;
-    }
     idem_config icfg;
     memset(&icfg, 0, sizeof icfg);
     icfg.ttl_ms = a.cfg->idempotency_ttl_s * 1000;
@@ -336,54 +414,9 @@ static int run_worker(settings *cfg, const worker_opts *w)
                                      : "",
                              a.cfg->session_max_age_s, a.store);
 
-    for (int l = 0; l < LANG_COUNT; l++) {
-        char path[1024];
-        /* the initialize instructions describe the tool set: they come with it */
-        snprintf(path, sizeof path, "%s/_locales/instructions.%s.txt", a.cfg->tools_dir,
-                 lang_tag((lang_id)l));
-        a.instructions[l] = read_text(path);
-    }
-    /* ctx.config: the deployment settings tools may read. */
-    a.ctx_config = json_new_object();
-    json_value *pr = json_new_object();
-    const char *tpl = a.cfg->permission_request_path_template;
-    json_set(pr, "path_template", json_new_str(tpl, strlen(tpl)));
-    json_set(pr, "disabled", json_new_bool(a.cfg->permission_request_disabled));
-    json_set(a.ctx_config, "permission_request", pr);
-    json_value *gates = json_new_object();
-    json_set(gates, "EXECUTE_SKILL_ENABLED", json_new_bool(a.cfg->execute_skill_enabled));
-    json_set(a.ctx_config, "gates", gates);
-    const char *lang = a.cfg->language;
-    json_set(a.ctx_config, "language", json_new_str(lang, strlen(lang)));
-    tools_config tc;
-    fill_tools_config(&a, &tc);
-    a.tools = tools_host_new(&tc);
-    tools_ops ops;
-    memset(&ops, 0, sizeof ops);
-    ops.dir = a.cfg->tools_dir;
-    ops.watch = a.cfg->tools_watch;
-    ops.debounce_ms = a.cfg->tools_watch_debounce_ms;
-    ops.max_live = (size_t)a.cfg->tools_max_live_generations;
-    ops.on_swap = on_swap;
-    ops.arg = &a;
-    if (ops.max_live < 2) {
-        log_fatal("config key tools.max_live_generations: must be >= 2");
+    read_texts_and_config(&a);
+    if (load_tools(&a) < 0)
         goto done;
-    }
-    if (tools_host_set_ops(a.tools, &ops, err, sizeof err) < 0) {
-        log_fatal("config key tools.watch: %s", err);
-        goto done;
-    }
-    char *report = NULL;
-    if (tools_host_reload(a.tools, a.cfg->tools_dir, &report) < 0) {
-        log_fatal("cannot load tools from %s:\n%s", a.cfg->tools_dir, report ? report : "");
-        free(report);
-        goto done;
-    }
-    log_line *l = log_begin(LOG_INFO, "tools loaded");
-    log_str(l, "report", report ? report : "");
-    log_end(l);
-    free(report);
     a.route = route_request; /* the route table: httpd calls up only through it */
     /* Handlers before the listeners: a stop that follows the "listening" line at once
      * must drain, not kill (evsignal queues it until the loop runs). */
@@ -427,6 +460,7 @@ done:
         event_free(sighup);
     mcp_close_streams(&a);
     httpd_free(&a);
+    flow_drop_detached(); /* what the requests left running, before its contexts go */
     ptc_free();
     if (a.idem)
         idem_free(a.idem);

@@ -2,6 +2,7 @@
 #include "texts.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const LANG_TAGS[LANG_COUNT] = {"zh-CN", "en-US"};
@@ -138,4 +139,56 @@ int text_trace_code(const char *code, lang_id lang, const char **desc, const cha
             return 1;
         }
     return 0;
+}
+
+typedef struct {
+    char kind; /* 'e' whole text, 'p' prefix (the rest follows), 'd' prefix (the rest dropped) */
+    const char *en, *zh;
+} detail_text;
+
+static const detail_text DETAILS[] = {
+#define CL_DETAIL_ROW(k, en, zh) {#k[0], en, zh},
+    CL_DETAILS(CL_DETAIL_ROW)
+#undef CL_DETAIL_ROW
+};
+
+static const char *const JSON_DETAILS[][2] = {
+#define CL_JSON_ROW(en, zh) {en, zh},
+    CL_JSON_DETAILS(CL_JSON_ROW)
+#undef CL_JSON_ROW
+};
+
+/* "<message> at byte N" of the JSON parser, translated into out (outlen bytes); 0
+ * when s is not one. */
+static int json_detail(const char *s, char *out, size_t outlen)
+{
+    const char *at = strstr(s, " at byte ");
+    if (!at)
+        return 0;
+    for (size_t i = 0; i < sizeof JSON_DETAILS / sizeof JSON_DETAILS[0]; i++) {
+        size_t n = strlen(JSON_DETAILS[i][0]);
+        if ((size_t)(at - s) == n && !strncmp(s, JSON_DETAILS[i][0], n)) {
+            snprintf(out, outlen, "第 %s 字节处%s", at + 9, JSON_DETAILS[i][1]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+const char *text_detail(const char *details, lang_id lang, char *out, size_t outlen)
+{
+    if (!details || clamp(lang) == LANG_EN_US || outlen == 0)
+        return details;
+    for (size_t i = 0; i < sizeof DETAILS / sizeof DETAILS[0]; i++) {
+        const detail_text *d = &DETAILS[i];
+        size_t n = strlen(d->en);
+        if (d->kind == 'e' ? strcmp(details, d->en) : strncmp(details, d->en, n))
+            continue;
+        int w = snprintf(out, outlen, "%s", d->zh);
+        if (d->kind == 'p' && w >= 0 && (size_t)w < outlen &&
+            !json_detail(details + n, out + w, outlen - (size_t)w))
+            snprintf(out + w, outlen - (size_t)w, "%s", details + n);
+        return out;
+    }
+    return details;
 }

@@ -12,6 +12,8 @@
 #ifndef CL_TEXTS_H
 #define CL_TEXTS_H
 
+#include <stddef.h>
+
 typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
 
 /* HTTP statuses the gateway answers with: status, name (the code's suffix in
@@ -356,6 +358,15 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
       "The same address answers Accept: application/json with the machine-readable "               \
       "JSON (for agents to bootstrap).")                                                           \
     X(PAGE_YES, "是", "yes")                                                                       \
+    X(PAGE_CONFIRM, "需由人确认", "A person confirms")                                             \
+    X(INFO_CONFIRM,                                                                                \
+      "本部署中，这些工具在执行前需要由人确认：MCP 客户端需声明 elicitation 能力"                  \
+      "（2026-07-28 收到 input_required 后带着回答重试；2025-11-25 会话在调用的 SSE 流上收到 "     \
+      "elicitation/create）；REST 返回 428 与确认令牌，确认后放在 X-OpenBKN-Confirmation 中重发。", \
+      "In this deployment a person confirms these tools before they run: MCP clients must "        \
+      "declare the elicitation capability (2026-07-28: answer the input_required result and "     \
+      "retry; 2025-11-25 sessions: elicitation/create on the call's SSE stream); REST answers 428 " \
+      "with a confirmation token to send back in X-OpenBKN-Confirmation once the person agreed.")  \
     X(PAGE_CONTENTS, "目录", "Contents")                                                           \
     X(PAGE_GATEWAY, "REST 与按需网关工具", "REST and gateway tools")                               \
     X(PAGE_GATEWAY_NOTE,                                                                           \
@@ -385,6 +396,7 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(ERR_PERMISSION_NAMED, "请向管理员申请所缺的权限（%s），获批后重试",                          \
       "Ask an administrator for the missing permission (%s), then call again "                     \
       "once it is granted")                                                                        \
+    X(ERR_PERMISSION_ON, "「%s」的 %s 权限", "%s: %s")                                           \
     X(ERR_CHECK_SCHEMA_ID,                                                                         \
       "请用 search_schema 或 get_object_types 确认 %s「%s」是否存在，"                 \
       "再用正确的 ID 重试",                                                                        \
@@ -619,6 +631,99 @@ typedef enum { LANG_ZH_CN = 0, LANG_EN_US = 1, LANG_COUNT = 2 } lang_id;
     X(internal_error, "contact_administrator", "contact_administrator", "BKN Trace Core 内部错误", \
       "BKN Trace Core failed internally")
 
+/* The gateway's own free-text error details (the HTTP layer, the connection guard,
+ * authentication, routing, REST bodies) in every language but en-US, keyed by the
+ * English text the code writes: X(kind, en-US, zh-CN); kind e = the whole text, p = a
+ * prefix whose rest follows (a JSON parser message in the rest is translated too:
+ * CL_JSON_DETAILS), d = a prefix whose rest is dropped. errenv.c translates every details text it writes. */
+#define CL_DETAILS(X)                                                                      \
+    X(e, "no such route", "没有这个路由") \
+    X(e, "missing bearer token", "缺少 Bearer 访问令牌") \
+    X(e, "token is invalid", "访问令牌无效") \
+    X(e, "api key is invalid", "API Key 无效") \
+    X(e, "admin token is invalid", "管理令牌无效") \
+    X(e, "the admin listener needs a bearer token", "管理端口需要 Bearer 令牌") \
+    X(e, "token introspection is unavailable", "令牌校验服务暂不可用") \
+    X(p, "introspection endpoint unreachable: ", "令牌校验服务无法连接：") \
+    X(p, "introspection endpoint returned HTTP ", "令牌校验服务返回 HTTP ") \
+    X(e, "introspection endpoint is not configured", "未配置令牌校验服务") \
+    X(e, "introspection request could not be started", "无法发起令牌校验请求") \
+    X(e, "undecodable introspection response", "令牌校验服务的应答无法解析") \
+    X(e, "introspection response field too long", "令牌校验服务的应答字段过长") \
+    X(e, "Origin or Host header not allowed (DNS rebinding protection)", "不允许的 Origin 或 Host 请求头（DNS 重绑定防护）") \
+    X(e, "Origin or Host header not allowed on the admin listener", "管理端口不允许该 Origin 或 Host 请求头") \
+    X(e, "use POST on /admin/reload", "/admin/reload 只接受 POST") \
+    X(e, "use GET on the resource metadata", "资源元数据只接受 GET") \
+    X(e, "use POST on /kn routes", "/kn 路由只接受 POST") \
+    X(e, "use POST on this route", "此路由只接受 POST") \
+    X(e, "use POST, GET or DELETE on the MCP endpoint", "MCP 端点只接受 POST、GET 或 DELETE") \
+    X(e, "malformed query string", "查询字符串格式错误") \
+    X(e, "Content-Type must be application/json", "Content-Type 必须是 application/json") \
+    X(p, "invalid JSON body: ", "请求体不是合法的 JSON：") \
+    X(e, "the body must be a JSON object of tool arguments", "请求体必须是工具参数组成的 JSON 对象") \
+    X(p, "invalid response_format: ", "response_format 无效：") \
+    X(e, "connection limit reached (limits.max_connections)", "连接数已达上限（limits.max_connections）") \
+    X(d, "this principal already has ", "该调用方进行中的调用已达上限（limits.max_calls_per_principal）") \
+    X(e, "a HEAD request cannot carry a body", "HEAD 请求不能带请求体") \
+    X(e, "an HTTP/1.1 request needs a Host header", "HTTP/1.1 请求必须带 Host 请求头") \
+    X(e, "bare CR after chunk data", "分块数据后出现单独的 CR") \
+    X(e, "bare CR in a chunk size line", "分块大小行中出现单独的 CR") \
+    X(e, "bare CR in the header block", "请求头中出现单独的 CR") \
+    X(e, "both Transfer-Encoding and Content-Length", "同时带有 Transfer-Encoding 与 Content-Length") \
+    X(e, "chunk data not followed by CRLF", "分块数据后缺少 CRLF") \
+    X(e, "chunk extensions are not accepted", "不接受分块扩展") \
+    X(e, "expectation not supported (only 100-continue)", "不支持该 Expect（只支持 100-continue）") \
+    X(e, "invalid character in a header value", "请求头的值中有非法字符") \
+    X(e, "invalid character in the request target", "请求目标中有非法字符") \
+    X(e, "malformed Content-Length", "Content-Length 格式错误") \
+    X(e, "malformed HTTP version", "HTTP 版本格式错误") \
+    X(e, "malformed authority in the request target", "请求目标中的主机部分格式错误") \
+    X(e, "malformed chunk size", "分块大小格式错误") \
+    X(e, "malformed header block", "请求头格式错误") \
+    X(e, "malformed header field name", "请求头名称格式错误") \
+    X(e, "malformed percent-encoding in the request target", "请求目标中的百分号编码格式错误") \
+    X(e, "malformed request line (one space between method, target and version)", "请求行格式错误（方法、目标与版本之间各一个空格）") \
+    X(e, "malformed request line", "请求行格式错误") \
+    X(e, "malformed request method", "请求方法格式错误") \
+    X(e, "malformed request target", "请求目标格式错误") \
+    X(p, "more than one ", "请求头重复：") \
+    X(e, "obsolete line folding is not accepted", "不接受已废弃的请求头折行") \
+    X(e, "request body exceeds limits.max_body_bytes", "请求体超过 limits.max_body_bytes") \
+    X(e, "chunked body framing exceeds limits.max_body_bytes", "分块请求体的分帧开销超过 limits.max_body_bytes") \
+    X(e, "request header block exceeds limits.max_header_bytes", "请求头超过 limits.max_header_bytes") \
+    X(e, "request line exceeds limits.max_header_bytes", "请求行超过 limits.max_header_bytes") \
+    X(e, "request method not implemented", "不支持该请求方法") \
+    X(e, "trailer fields are not accepted", "不接受尾部字段") \
+    X(e, "transfer coding not implemented (only chunked)", "不支持该传输编码（只支持 chunked）") \
+    X(e, "whitespace between a header name and the colon", "请求头名称与冒号之间有空白") \
+    X(e, "HTTP version not supported (HTTP/1.1 or HTTP/1.0)", "不支持该 HTTP 版本（支持 HTTP/1.1 或 HTTP/1.0）") \
+    X(e, "HTTP/0.9 request lines are not supported: give the HTTP version", "不支持 HTTP/0.9 请求行：请写明 HTTP 版本") \
+
+/* The JSON parser's messages ("<message> at byte N"): X(en-US, zh-CN). */
+#define CL_JSON_DETAILS(X) \
+    X("byte order mark not allowed", "不允许字节序标记（BOM）") \
+    X("control character in string", "字符串中有控制字符") \
+    X("expected ',' or ']'", "应为「,」或「]」") \
+    X("expected ',' or '}'", "应为「,」或「}」") \
+    X("expected ':'", "应为「:」") \
+    X("expected digit after decimal point", "小数点后应为数字") \
+    X("expected digit in exponent", "指数中应为数字") \
+    X("invalid UTF-8 in string", "字符串中有非法的 UTF-8") \
+    X("invalid \\u escape", "非法的 \\u 转义") \
+    X("invalid escape in string", "字符串中有非法的转义") \
+    X("invalid literal", "非法的字面量") \
+    X("invalid number", "非法的数字") \
+    X("leading zero in number", "数字有前导零") \
+    X("lone high surrogate \\u escape", "孤立的高位代理 \\u 转义") \
+    X("lone low surrogate \\u escape", "孤立的低位代理 \\u 转义") \
+    X("nesting too deep", "嵌套过深") \
+    X("unexpected character", "意外的字符") \
+    X("unexpected end of input", "输入意外结束") \
+    X("unterminated array", "数组未结束") \
+    X("unterminated object", "对象未结束") \
+    X("unterminated string", "字符串未结束") \
+    X("trailing characters after JSON value", "JSON 值之后还有多余字符") \
+
 typedef enum {
 #define CL_TEXT_ENUM(id, zh, en) TEXT_##id,
     CL_TEXTS(CL_TEXT_ENUM)
@@ -643,6 +748,11 @@ void text_status_next(int status, int *retryable, int *retry_after_ms, const cha
 /* The solution text of a required_action token (CL_ACTIONS) in lang, or NULL for a
  * token outside the vocabulary. */
 const char *text_action(const char *token, lang_id lang);
+
+/* details: a details text the gateway wrote (in English). Returns the text in lang:
+ * itself for en-US or when the catalogue has none (CL_DETAILS), else the translation
+ * written into out (outlen bytes, cut to fit; out is then returned). */
+const char *text_detail(const char *details, lang_id lang, char *out, size_t outlen);
 
 /* A code Trace Core sends (CL_TRACE_CODES): 1 with its description in lang and its
  * required_action on MCP and on REST, else 0. */

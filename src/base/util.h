@@ -25,6 +25,20 @@ typedef struct buf {
         NULL, 0, 0                                                                                 \
     }
 
+/* Freed blocks of 2 to 16 kB are kept for the next buffer that grows to that size
+ * (util.c), except under AddressSanitizer: there every block goes back to malloc, so
+ * a use after free of a buffer is seen. BUF_REUSE says which. */
+#if defined(__SANITIZE_ADDRESS__)
+#define BUF_REUSE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BUF_REUSE 0
+#endif
+#endif
+#ifndef BUF_REUSE
+#define BUF_REUSE 1
+#endif
+
 void buf_reserve(buf *b, size_t extra);
 void buf_append(buf *b, const void *data, size_t len);
 void buf_puts(buf *b, const char *s);

@@ -51,7 +51,8 @@ void err_write(buf *out, int status, lang_id lang, const char *code, const char 
     json_write_string(out, code, strlen(code));
     put_member(out, "description", desc ? desc : sdesc);
     put_member(out, "solution", sol ? sol : ssol);
-    put_member(out, "details", details ? details : "");
+    char tr[512]; /* the gateway's own details text, in lang */
+    put_member(out, "details", details ? text_detail(details, lang, tr, sizeof tr) : "");
     buf_printf(out, ",\"retryable\":%s", next->retryable ? "true" : "false");
     if (next->retryable)
         buf_printf(out, ",\"retry_after_ms\":%d",

@@ -169,8 +169,8 @@ int cltoon_omit_rule(lua_State *L, int idx, const char *prefix, size_t prefix_le
 }
 
 /* view(v [, omit [, mcp]]) -> the compact JSON of the token-saving view of v and
- * the TOON text a call sends for it (mcp: compact JSON unless the view is a tenth
- * smaller), or nil, err. omit: a toon_view omit_id rule with the call's prefix
+ * the TOON text a call sends for it (mcp: compact JSON unless the view is the cheaper
+ * text in tokens, tokproxy.h), or nil, err. omit: a toon_view omit_id rule with the call's prefix
  * (omit.prefix; without it the id column is left out whatever the rows hold). The
  * server applies the same code (toonview.h) to results. */
 static int l_view(lua_State *L)

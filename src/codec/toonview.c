@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tokproxy.h"
 #include "toon.h"
 
 typedef struct seg {
@@ -376,7 +377,7 @@ int toonview_render(buf *out, const json_value *result, const char *json, size_t
     int rc = toon_encode(&text, v, NULL, err, errlen);
     if (rc >= 0) {
         rc = 0;
-        if (rest || text.len * 10 <= json_len * 9)
+        if (rest || tokproxy_prefer(text.data ? text.data : "", text.len, json, json_len))
             buf_append(out, text.data ? text.data : "", text.len);
         else
             buf_append(out, json, json_len);

@@ -39,8 +39,8 @@ typedef struct {
 json_value *toonview_build(const json_value *v, const toonview_omit *omit);
 
 /* Appends to out the TOON text of the view of result. rest != 0: always the view;
- * otherwise the view only when its text is at least a tenth smaller than json (the
- * result's compact JSON text, json_len bytes), else json itself. Returns 0, or -1
+ * otherwise the view only when it is the cheaper text in tokens (tokproxy_prefer over
+ * json, the result's compact JSON text, json_len bytes), else json itself. Returns 0, or -1
  * with err set when the view cannot be encoded (out unchanged). */
 int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
                     const toonview_omit *omit, char *err, size_t errlen);

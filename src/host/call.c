@@ -9,10 +9,12 @@
 #include <lauxlib.h>
 
 #include "errenv.h"
+#include "identity.h"
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
 #include "toon.h"
+#include "tokproxy.h"
 #include "toon_lua.h"
 #include "toonview.h"
 #include "uphealth.h"
@@ -358,179 +360,156 @@ static void hdr_add(lua_State *L, hdrs *H, const char *name, const char *value)
     H->n++;
 }
 
-/* ctx.http{upstream=, method=, path=, query=, headers=, json= | body=, timeout_ms=}
- * -> response table | nil, err table. Yields until the fetch completes. */
-static int ctx_http(lua_State *L)
+/* ctx.http's upstream, method and path (stack slots 2, 3, 4 of the request table at
+ * 1) and query (5): the upstream in *up, the URL's path and query in c->req_url.
+ * Raises on a tool's mistake. */
+static void http_target(lua_State *L, call *c, const tools_upstream **up, const char **method,
+                        const char **path)
 {
-    call *c = ctx_call(L);
-    const tools_upstream *up = NULL;
-    const char *upname, *method, *path, *perr, *ferr = NULL;
-    char traceparent[56];
-    char jerr[256];
-    hdrs H;
-    fetch_request req;
-    buf *url, *body;
-    size_t i;
-    long timeout;
-    int has_json, has_body;
-
-    luaL_checktype(L, 1, LUA_TTABLE);
-    if (L != c->co)
-        return luaL_error(L, "ctx.http must be called from the tool's own coroutine (not from "
-                             "a coroutine the tool created)");
-    if (!c->cfg->fetch)
-        return luaL_error(L, "ctx.http: no upstream client (offline check)");
-    lua_settop(L, 1);
+    const char *upname, *perr;
+    *up = NULL;
     lua_getfield(L, 1, "upstream"); /* 2 */
     upname = lua_tostring(L, 2);
     if (!upname)
-        return luaL_error(L, "ctx.http: upstream (a configured upstream name) is required");
-    for (i = 0; i < c->cfg->n_upstreams; i++)
+        luaL_error(L, "ctx.http: upstream (a configured upstream name) is required");
+    for (size_t i = 0; i < c->cfg->n_upstreams; i++)
         if (strcmp(c->cfg->upstreams[i].name, upname) == 0)
-            up = &c->cfg->upstreams[i];
-    if (!up)
-        return luaL_error(L, "ctx.http: unknown upstream '%s'", upname);
+            *up = &c->cfg->upstreams[i];
+    if (!*up)
+        luaL_error(L, "ctx.http: unknown upstream '%s'", upname);
     lua_getfield(L, 1, "method"); /* 3 */
-    method = lua_isnil(L, 3) ? "GET" : lua_tostring(L, 3);
-    if (!upstream_method_valid(method))
-        return luaL_error(L, "ctx.http: method must be GET, POST, PUT, PATCH, DELETE or HEAD");
+    *method = lua_isnil(L, 3) ? "GET" : lua_tostring(L, 3);
+    if (!upstream_method_valid(*method))
+        luaL_error(L, "ctx.http: method must be GET, POST, PUT, PATCH, DELETE or HEAD");
     lua_getfield(L, 1, "path"); /* 4 */
-    path = lua_tostring(L, 4);
-    if (!path)
-        return luaL_error(L, "ctx.http: path is required");
-    if ((perr = upstream_check_path(path)) != NULL)
-        return luaL_error(L, "ctx.http: %s", perr);
-    url = &c->req_url; /* the call's own: raising leaks nothing, the next request reuses them */
-    body = &c->req_body;
+    *path = lua_tostring(L, 4);
+    if (!*path)
+        luaL_error(L, "ctx.http: path is required");
+    if ((perr = upstream_check_path(*path)) != NULL)
+        luaL_error(L, "ctx.http: %s", perr);
+    buf *url = &c->req_url; /* the call's own: raising leaks nothing, the next request reuses it */
     buf_reset(url);
-    buf_reset(body);
-    if (!up->parsed) /* a config not copied by a tool host */
-        buf_puts(url, up->base_url);
-    buf_puts(url, path);         /* after the base URL, parsed once (up->parsed) */
+    if (!(*up)->parsed) /* a config not copied by a tool host */
+        buf_puts(url, (*up)->base_url);
+    buf_puts(url, *path);         /* after the base URL, parsed once (up->parsed) */
     lua_getfield(L, 1, "query"); /* 5 */
     if (lua_istable(L, 5))
         build_query(L, 5, url);
     else if (!lua_isnil(L, 5))
-        return luaL_error(L, "ctx.http: query must be a table");
+        luaL_error(L, "ctx.http: query must be a table");
+}
 
-    H.n = 0;
-    lua_getfield(L, 1, "headers"); /* 6: kept on the stack, so its strings stay alive */
+/* The tool's own headers (stack slot 6, kept so its strings stay alive) into H. */
+static void http_tool_headers(lua_State *L, hdrs *H)
+{
+    lua_getfield(L, 1, "headers"); /* 6 */
     if (lua_istable(L, 6)) {
         lua_pushnil(L);
         while (lua_next(L, 6)) {
             size_t vlen;
             const char *name, *value;
             if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-                return luaL_error(L, "ctx.http: header names and values must be strings");
+                luaL_error(L, "ctx.http: header names and values must be strings");
             name = lua_tostring(L, -2);
             value = lua_tolstring(L, -1, &vlen);
             if (!upstream_header_name_valid(name) || !upstream_header_value_valid(value, vlen))
-                return luaL_error(L, "ctx.http: invalid header '%s'", name);
+                luaL_error(L, "ctx.http: invalid header '%s'", name);
             if (upstream_header_reserved(name))
-                return luaL_error(L,
-                                  "ctx.http: header '%s' is set by the core and cannot be "
-                                  "given by a tool",
-                                  name);
-            hdr_add(L, &H, name, value);
+                luaL_error(L, "ctx.http: header '%s' is set by the core and cannot be given by a tool",
+                           name);
+            hdr_add(L, H, name, value);
             lua_pop(L, 1);
         }
     } else if (!lua_isnil(L, 6)) {
-        return luaL_error(L, "ctx.http: headers must be a table");
+        luaL_error(L, "ctx.http: headers must be a table");
     }
-    /* managed_proxy = <kn_id>: a read of a bound tool's published definition as the
-     * network's managed proxy account (get_action_info), which may read only
-     * name, description and schemas. Only GETs, on an upstream configured with
-     * upstream.<name>.managed_proxy (by default the execution factory only). */
-    char proxy_id[300];
-    const char *proxy_kn = NULL;
-    lua_getfield(L, 1, "managed_proxy");
-    if (!lua_isnil(L, -1)) {
-        const char *kn = lua_tostring(L, -1);
-        if (!up->managed_proxy)
-            return luaL_error(L,
-                              "ctx.http: managed_proxy is not allowed for upstream '%s' "
-                              "(upstream.%s.managed_proxy is false)",
-                              upname, upname);
-        if (!kn || strcmp(method, "GET") || !*kn || strlen(kn) > 200)
-            return luaL_error(L, "ctx.http: managed_proxy is only for GETs, with a kn_id");
-        snprintf(proxy_id, sizeof proxy_id, "kn-proxy-%s", kn);
-        proxy_kn = proxy_id;
-    }
-    lua_pop(L, 1); /* keep the stack slots of the later fields where they are */
-    /* caller_token = true: the caller's own bearer token as Authorization, only for an
-     * upstream configured with upstream.<name>.caller_token (by default the execution
-     * factory's public face: PTC runs with the caller's own token). The token never
-     * enters Lua. */
-    char authz[4200];
-    lua_getfield(L, 1, "caller_token");
-    if (!lua_isnil(L, -1)) {
-        if (!up->caller_token)
-            return luaL_error(L,
-                              "ctx.http: caller_token is not allowed for upstream '%s' "
-                              "(upstream.%s.caller_token is false)",
-                              upname, upname);
-        if (!lua_isboolean(L, -1) || proxy_kn)
-            return luaL_error(L, "ctx.http: caller_token must be a boolean, without "
-                                 "managed_proxy");
-        if (lua_toboolean(L, -1)) {
-            if (!c->caller_token || strlen(c->caller_token) > sizeof authz - 8) {
-                lua_pop(L, 1);
-                lua_settop(L, 0);
-                lua_pushnil(L);
-                lua_createtable(L, 0, 2);
-                lua_pushliteral(L, "caller_token_missing");
-                lua_setfield(L, -2, "code");
-                lua_pushliteral(L, "the request carries no bearer token to forward");
-                lua_setfield(L, -2, "message");
-                return 2;
-            }
-            snprintf(authz, sizeof authz, "Bearer %s", c->caller_token);
-            hdr_add(L, &H, "authorization", authz);
-        }
-    }
-    lua_pop(L, 1);
-    if (c->has_who) {
-        hdr_add(L, &H, "x-account-id", proxy_kn ? proxy_kn : c->who.account_id);
-        hdr_add(L, &H, "x-account-type", proxy_kn ? "app" : c->who.account_type);
-        if (c->who.tenant_id[0])
-            hdr_add(L, &H, "x-tenant-id", c->who.tenant_id);
-        if (c->who.business_domain[0])
-            hdr_add(L, &H, "x-business-domain", c->who.business_domain);
-    }
-    hdr_add(L, &H, "bkn-request-id", c->request_id);
-    hdr_add(L, &H, "x-request-id", c->request_id);
-    make_traceparent(c->traceparent, traceparent);
-    hdr_add(L, &H, "traceparent", traceparent);
-    if (c->tracestate)
-        hdr_add(L, &H, "tracestate", c->tracestate);
-    if (c->baggage)
-        hdr_add(L, &H, "baggage", c->baggage);
-    hdr_add(L, &H, "accept-language", lang_tag(c->lang));
+}
 
+/* The request's identity (identity.h) from its managed_proxy and caller_token
+ * arguments: IDENTITY_OK or IDENTITY_NO_TOKEN; raises on a refusal. The token never
+ * enters Lua. */
+static int http_identity(lua_State *L, call *c, const tools_upstream *up, const char *upname,
+                         const char *method, identity *id)
+{
+    char err[300];
+    identity_args a = {upname, up->managed_proxy, up->caller_token, method, 0, NULL, 0, 0, 0,
+                       c->has_who ? &c->who : NULL, c->caller_token};
+    lua_getfield(L, 1, "managed_proxy");
+    a.proxy_given = !lua_isnil(L, -1);
+    a.proxy_kn = a.proxy_given ? lua_tostring(L, -1) : NULL;
+    lua_getfield(L, 1, "caller_token");
+    a.token_given = !lua_isnil(L, -1);
+    a.token_is_boolean = lua_isboolean(L, -1);
+    a.token_wanted = lua_toboolean(L, -1);
+    int rc = identity_decide(&a, id, err, sizeof err);
+    lua_pop(L, 2); /* keep the stack slots of the later fields where they are */
+    if (rc == IDENTITY_REFUSED)
+        luaL_error(L, "%s", err);
+    return rc;
+}
+
+/* The headers the core sets: identity, request id, trace context, language. */
+static void http_core_headers(lua_State *L, call *c, hdrs *H, const identity *id,
+                              char traceparent[56])
+{
+    if (id->authorization)
+        hdr_add(L, H, "authorization", id->authorization);
+    if (id->account_id)
+        hdr_add(L, H, "x-account-id", id->account_id);
+    if (id->account_type)
+        hdr_add(L, H, "x-account-type", id->account_type);
+    if (id->tenant_id)
+        hdr_add(L, H, "x-tenant-id", id->tenant_id);
+    if (id->business_domain)
+        hdr_add(L, H, "x-business-domain", id->business_domain);
+    hdr_add(L, H, "bkn-request-id", c->request_id);
+    hdr_add(L, H, "x-request-id", c->request_id);
+    make_traceparent(c->traceparent, traceparent);
+    hdr_add(L, H, "traceparent", traceparent);
+    if (c->tracestate)
+        hdr_add(L, H, "tracestate", c->tracestate);
+    if (c->baggage)
+        hdr_add(L, H, "baggage", c->baggage);
+    hdr_add(L, H, "accept-language", lang_tag(c->lang));
+}
+
+/* The body (json= at stack slot 7 or body= at 8) into c->req_body: 1 when the request
+ * has one, else 0. */
+static int http_body(lua_State *L, call *c, hdrs *H)
+{
+    char jerr[256];
+    buf *body = &c->req_body;
+    buf_reset(body);
     lua_getfield(L, 1, "json"); /* 7 */
     lua_getfield(L, 1, "body"); /* 8 */
-    has_json = !lua_isnil(L, 7);
-    has_body = !lua_isnil(L, 8);
+    int has_json = !lua_isnil(L, 7), has_body = !lua_isnil(L, 8);
     if (has_json && has_body)
-        return luaL_error(L, "ctx.http: give json= or body=, not both");
+        luaL_error(L, "ctx.http: give json= or body=, not both");
     if (has_json) {
         if (cljson_encode(L, 7, body, 0, jerr, sizeof jerr) != 0)
-            return luaL_error(L, "ctx.http: json: %s", jerr);
-        hdr_add(L, &H, "content-type", "application/json");
+            luaL_error(L, "ctx.http: json: %s", jerr);
+        hdr_add(L, H, "content-type", "application/json");
     } else if (has_body) {
         size_t blen;
         const char *b;
         if (lua_type(L, 8) != LUA_TSTRING)
-            return luaL_error(L, "ctx.http: body must be a string");
+            luaL_error(L, "ctx.http: body must be a string");
         b = lua_tolstring(L, 8, &blen);
         buf_append(body, b, blen);
     }
+    return has_json || has_body;
+}
+
+/* The request's timeout (timeout_ms= at stack slot 9): the upstream's, or less when
+ * the tool asks for less, never past the call's deadline. */
+static long http_timeout(lua_State *L, call *c, const tools_upstream *up)
+{
     lua_getfield(L, 1, "timeout_ms"); /* 9 */
-    timeout = up->timeout_ms;
+    long timeout = up->timeout_ms;
     if (!lua_isnil(L, 9)) {
         lua_Integer t = lua_isinteger(L, 9) ? lua_tointeger(L, 9) : 0;
         if (t <= 0)
-            return luaL_error(L, "ctx.http: timeout_ms must be a positive integer");
+            luaL_error(L, "ctx.http: timeout_ms must be a positive integer");
         if (timeout <= 0 || t < timeout)
             timeout = (long)t;
     }
@@ -541,19 +520,60 @@ static int ctx_http(lua_State *L)
         if (timeout <= 0 || left < timeout)
             timeout = (long)left;
     }
-    if (!lua_checkstack(L, 4)) /* room for the values the completion pushes */
+    return timeout;
+}
+
+/* ctx.http{upstream=, method=, path=, query=, headers=, json= | body=, timeout_ms=,
+ * managed_proxy=, caller_token=} -> response table | nil, err table. Reads the
+ * arguments, settles the identity, starts the fetch and yields until it completes. */
+static int ctx_http(lua_State *L)
+{
+    call *c = ctx_call(L);
+    const tools_upstream *up;
+    const char *method, *path, *ferr = NULL;
+    char traceparent[56];
+    identity id;
+    hdrs H;
+    fetch_request req;
+
+    luaL_checktype(L, 1, LUA_TTABLE);
+    if (L != c->co)
+        return luaL_error(L, "ctx.http must be called from the tool's own coroutine (not from "
+                             "a coroutine the tool created)");
+    if (!c->cfg->fetch)
+        return luaL_error(L, "ctx.http: no upstream client (offline check)");
+    lua_settop(L, 1);
+    http_target(L, c, &up, &method, &path);
+    H.n = 0;
+    http_tool_headers(L, &H);
+    if (http_identity(L, c, up, lua_tostring(L, 2), method, &id) == IDENTITY_NO_TOKEN) {
+        lua_settop(L, 0);
+        lua_pushnil(L);
+        lua_createtable(L, 0, 2);
+        lua_pushliteral(L, "caller_token_missing");
+        lua_setfield(L, -2, "code");
+        lua_pushliteral(L, "the request carries no bearer token to forward");
+        lua_setfield(L, -2, "message");
+        return 2;
+    }
+    http_core_headers(L, c, &H, &id, traceparent);
+    int has_body = http_body(L, c, &H);
+    long timeout = http_timeout(L, c, up);
+    if (!lua_checkstack(L, 4)) { /* room for the values the completion pushes */
+        identity_wipe(&id);
         return luaL_error(L, "ctx.http: stack overflow");
+    }
 
     memset(&req, 0, sizeof req);
     req.method = method;
-    req.url = up->parsed ? NULL : url->data;
+    req.url = up->parsed ? NULL : c->req_url.data;
     req.base = up->parsed;
-    req.path = url->data;
-    req.path_len = url->len;
+    req.path = c->req_url.data;
+    req.path_len = c->req_url.len;
     req.headers = H.h;
     req.n_headers = H.n;
-    req.body = (has_json || has_body) ? (body->data ? body->data : "") : NULL;
-    req.body_len = body->len;
+    req.body = has_body ? (c->req_body.data ? c->req_body.data : "") : NULL;
+    req.body_len = c->req_body.len;
     req.timeout_ms = timeout;
     req.max_response = c->cfg->max_response_bytes;
     c->fetch_t0 = now_mono_ms();
@@ -561,7 +581,7 @@ static int ctx_http(lua_State *L)
     str_copy(c->fetch_method, sizeof c->fetch_method, method);
     str_copy(c->fetch_path, sizeof c->fetch_path, path);
     c->freq = fetch_start(c->cfg->fetch, &req, on_fetch, c, &ferr);
-    memset(authz, 0, sizeof authz); /* curl holds its own copy of the headers */
+    identity_wipe(&id); /* the client holds its own copy of the headers */
     if (!c->freq)
         return luaL_error(L, "ctx.http: %s", ferr ? ferr : "cannot start the request");
     c->upstream_calls++;
@@ -824,6 +844,13 @@ static int collect_p(lua_State *L)
         } else {
             c->toon_set = 1;
         }
+    }
+    if (c->toon_set && !(c->surface && strcmp(c->surface, "rest") == 0) &&
+        !tokproxy_prefer(c->toon.data ? c->toon.data : "", c->toon.len,
+                         c->body.data ? c->body.data : "", c->body.len)) {
+        /* MCP: the text is the cheaper of the TOON text and the compact JSON */
+        buf_free(&c->toon);
+        c->toon_set = 0;
     }
     if (c->cfg->max_output_bytes &&
         (c->body.len > c->cfg->max_output_bytes || c->toon.len > c->cfg->max_output_bytes))

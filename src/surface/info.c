@@ -192,6 +192,44 @@ static json_value *eras_of(void)
     return eras;
 }
 
+/* Which tools a person confirms in this deployment (confirm.tools): the tool names
+ * its rules name, in order and once each, the rules as written, and what a client
+ * needs for it. */
+static json_value *confirmation_of(const req_ctx *c)
+{
+    const char *spec = c->app->cfg->confirm_tools;
+    json_value *o = json_new_object(), *tools = json_new_array(), *rules = json_new_array();
+    for (const char *p = spec ? spec : ""; *p;) {
+        const char *comma = strchr(p, ',');
+        const char *end = comma ? comma : p + strlen(p);
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *e = end;
+        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if (e > p) {
+            json_push(rules, json_new_str(p, (size_t)(e - p)));
+            const char *at = memchr(p, '@', (size_t)(e - p));
+            size_t n = (size_t)((at ? at : e) - p);
+            int seen = 0;
+            for (size_t i = 0; i < json_count(tools) && !seen; i++) {
+                size_t l = 0;
+                const char *t = json_get_str(json_at(tools, i), &l);
+                seen = l == n && !memcmp(t, p, n);
+            }
+            if (!seen)
+                json_push(tools, json_new_str(p, n));
+        }
+        p = comma ? comma + 1 : end;
+    }
+    int any = json_count(tools) > 0;
+    json_set(o, "tools", tools);
+    json_set(o, "rules", rules);
+    if (any)
+        json_set(o, "description", str_v(text_get(TEXT_INFO_CONFIRM, c->lang)));
+    return o;
+}
+
 /* Builds the document; NULL with err filled when the listing cannot be read. */
 static json_value *build_doc(req_ctx *c, char *err, size_t errlen)
 {
@@ -236,6 +274,7 @@ static json_value *build_doc(req_ctx *c, char *err, size_t errlen)
     json_value *tools = json_new_array();
     for (size_t i = 0; i < json_count(entries); i++)
         json_push(tools, flat_tool(json_at(entries, i)));
+    json_set(doc, "confirmation", confirmation_of(c));
     json_set(doc, "tool_count", json_new_int((int64_t)json_count(entries)));
     json_set(doc, "tools", tools);
     if (strcmp(c->surface, "ptc")) {

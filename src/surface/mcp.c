@@ -249,7 +249,10 @@ static void do_initialize(req_ctx *c, const json_value *params)
     const char *want = params ? json_get_string(params, "protocolVersion") : NULL;
     const char *ver = want && version_supported(want) ? want : VERSIONS[0];
     char sid[SESSION_ID_LEN + 1];
-    session_mint(c->app->sessions, &c->who, sid);
+    const json_value *caps = params ? json_get(params, "capabilities") : NULL;
+    const json_value *eli = caps ? json_get(caps, "elicitation") : NULL;
+    session_mint_flags(c->app->sessions, &c->who,
+                       eli && json_typeof(eli) == JSON_OBJECT ? SESSION_FLAG_ELICITATION : 0, sid);
     req_add_header(c, "Mcp-Session-Id", sid);
     const char *instr = c->app->instructions[c->lang];
     buf b = BUF_INIT;
@@ -548,6 +551,163 @@ static void confirm_modern(req_ctx *c, const tools_info *ti, const char *name,
     u->op = store_claim(c->app->store, key, "1", 1, ttl_ms, on_confirm_claimed, u);
 }
 
+/* Session era, a client that declared elicitation: the response turns into an SSE
+ * stream carrying elicitation/create (id "confirm-<nonce>"); the client POSTs its
+ * answer to the endpoint as a JSON-RPC response (mcp_confirm_answer). The answer
+ * reaches the waiting call directly in this process, or through the state store
+ * (key "confirm:answer:<nonce>:<principal key>", polled) from another. Unanswered
+ * for confirm.ttl_s: cancelled. */
+typedef struct confirm_wait {
+    req_ctx *c;
+    const tools_info *ti;
+    const json_value *args, *meta;
+    char nonce[33];
+    char store_key[160];
+    struct event *tick;
+    store_op *op;
+    int64_t deadline_ms, next_ping_ms;
+    LIST_ENTRY(confirm_wait) link;
+} confirm_wait;
+
+static LIST_HEAD(, confirm_wait) g_confirm_waits = LIST_HEAD_INITIALIZER(g_confirm_waits);
+
+#define CONFIRM_POLL_MS 250
+#define CONFIRM_PING_MS 10000
+
+static void confirm_wait_free(confirm_wait *w)
+{
+    LIST_REMOVE(w, link);
+    if (w->tick)
+        event_free(w->tick);
+    if (w->op)
+        store_cancel(w->op);
+    free(w);
+}
+
+static void cancel_confirm_wait(void *op)
+{
+    confirm_wait_free(op);
+}
+
+static void noop_store_cb(int rc, const char *val, size_t len, void *arg)
+{
+    (void)rc;
+    (void)val;
+    (void)len;
+    (void)arg;
+}
+
+/* The answer arrived (msg: the client's JSON-RPC response; NULL: the time ran
+ * out): run the call, or go through the flow declined. Frees w. */
+static void confirm_wait_done(confirm_wait *w, const json_value *msg)
+{
+    req_ctx *c = w->c;
+    const tools_info *ti = w->ti;
+    const json_value *args = w->args, *meta = w->meta;
+    req_pending_clear(c);
+    store_del(c->app->store, w->store_key, noop_store_cb, NULL);
+    confirm_wait_free(w);
+    const json_value *res = msg ? json_get(msg, "result") : NULL;
+    const char *declined = "confirmation_cancelled";
+    int a = confirm_answer(res, &declined);
+    if (a > 0)
+        req_flow_start(c, ti, args, meta, reply_outcome);
+    else
+        req_flow_start_declined(c, ti, args, meta, reply_outcome, declined,
+                                decline_message(declined, c->lang, c->tool));
+}
+
+static void on_confirm_poll(int rc, const char *val, size_t len, void *arg)
+{
+    confirm_wait *w = arg;
+    w->op = NULL;
+    if (rc != 0)
+        return; /* not yet (or the store failed: the next tick asks again) */
+    json_value *msg = json_parse(val, len, NULL, NULL, 0);
+    confirm_wait_done(w, msg);
+    json_free(msg);
+}
+
+static void on_confirm_tick(evutil_socket_t fd, short ev, void *arg)
+{
+    confirm_wait *w = arg;
+    (void)fd;
+    (void)ev;
+    int64_t now = now_mono_ms();
+    if (now >= w->deadline_ms) {
+        confirm_wait_done(w, NULL);
+        return;
+    }
+    if (now >= w->next_ping_ms) { /* keeps the stream (and its proxies) from idling out */
+        req_stream_write(w->c, ": waiting for confirmation\n\n", 28);
+        w->next_ping_ms = now + CONFIRM_PING_MS;
+    }
+    if (!w->op)
+        w->op = store_get(w->c->app->store, w->store_key, on_confirm_poll, w);
+}
+
+static void confirm_legacy(req_ctx *c, const tools_info *ti, const json_value *args,
+                           const json_value *meta, const char *target,
+                           const json_value *target_args)
+{
+    confirm_wait *w = xcalloc(1, sizeof *w);
+    unsigned char rnd[16];
+    random_bytes(rnd, sizeof rnd);
+    hex_encode(rnd, sizeof rnd, w->nonce);
+    w->c = c;
+    w->ti = ti;
+    w->args = args;
+    w->meta = meta;
+    snprintf(w->store_key, sizeof w->store_key, "confirm:answer:%s:%s", w->nonce, c->who.key);
+    long ttl_s = c->app->cfg->confirm_ttl_s > 0 ? c->app->cfg->confirm_ttl_s : 600;
+    w->deadline_ms = now_mono_ms() + ttl_s * 1000;
+    w->next_ping_ms = now_mono_ms() + CONFIRM_PING_MS;
+    LIST_INSERT_HEAD(&g_confirm_waits, w, link);
+    req_async_begin(c);
+    req_pending_set(c, w, cancel_confirm_wait);
+    buf msg = BUF_INIT, schema = BUF_INIT, b = BUF_INIT;
+    confirm_describe(target, target_args, c->lang, &msg, &schema);
+    buf_printf(&b, "{\"jsonrpc\":\"2.0\",\"id\":\"confirm-%s\",\"method\":\"elicitation/create\","
+                   "\"params\":{\"message\":",
+               w->nonce);
+    json_write_string(&b, msg.data, msg.len);
+    buf_puts(&b, ",\"requestedSchema\":");
+    buf_append(&b, schema.data, schema.len);
+    buf_puts(&b, "}}");
+    req_stream_begin(c);
+    sse_send(c, b.data, b.len);
+    buf_free(&b);
+    buf_free(&msg);
+    buf_free(&schema);
+    w->tick = event_new(c->app->base, -1, EV_PERSIST, on_confirm_tick, w);
+    struct timeval tv = {0, CONFIRM_POLL_MS * 1000};
+    event_add(w->tick, &tv);
+}
+
+/* A JSON-RPC response POSTed by a client: 1 when it answers one of our
+ * confirmation questions (delivered here, or left in the store for the instance
+ * that asked), else 0. */
+static int confirm_response(req_ctx *c, const json_value *msg)
+{
+    const char *id = json_get_string(msg, "id");
+    if (!id || strncmp(id, "confirm-", 8) != 0 || strlen(id) != 8 + 32)
+        return 0;
+    const char *nonce = id + 8;
+    confirm_wait *w;
+    LIST_FOREACH(w, &g_confirm_waits, link)
+    if (!strcmp(w->nonce, nonce) && !strcmp(w->c->who.key, c->who.key)) {
+        confirm_wait_done(w, msg);
+        return 1;
+    }
+    char key[160];
+    snprintf(key, sizeof key, "confirm:answer:%s:%s", nonce, c->who.key);
+    size_t len;
+    const char *body = req_body(c, &len);
+    long ttl_s = c->app->cfg->confirm_ttl_s > 0 ? c->app->cfg->confirm_ttl_s : 600;
+    store_set(c->app->store, key, body, len, ttl_s * 1000, noop_store_cb, NULL);
+    return 1;
+}
+
 static void do_tools_call(req_ctx *c, const json_value *params)
 {
     mcp_call mc;
@@ -601,6 +761,8 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     if (confirm_applies(c->app->cfg->confirm_tools, target, target_args)) {
         if (c->mcp_modern)
             confirm_modern(c, ti, name, params, args, meta, target, target_args);
+        else if (session_id_flags(req_header(c, "Mcp-Session-Id")) & SESSION_FLAG_ELICITATION)
+            confirm_legacy(c, ti, args, meta, target, target_args);
         else
             confirm_unavailable(c, target);
         return;
@@ -992,7 +1154,13 @@ static void handle_post(req_ctx *c)
         return;
     }
     if (m.kind == MCP_MSG_RESPONSE) {
-        /* A response from the client: accepted, nothing to do. */
+        /* A response from the client: accepted; an answer to a confirmation question
+         * goes to the call that waits for it. */
+        if (confirm_response(c, m.msg)) {
+            c->outcome = "confirm_answer";
+            req_reply(c, 202, NULL, NULL, 0);
+            return;
+        }
         c->outcome = "client_response";
         req_reply(c, 202, NULL, NULL, 0);
         return;

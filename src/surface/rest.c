@@ -4,12 +4,190 @@
 #include <sys/queue.h>
 #include <event2/keyvalq_struct.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "accept.h"
 #include "callcheck.h"
+#include "confirm.h"
+#include "guard.h"
+#include "outcome.h"
 #include "server.h"
 #include "surfaces.h"
+
+/* ---- confirmation by a person (docs/confirmation.md): 428 with a token ---- */
+
+#define CONFIRM_HEADER "X-OpenBKN-Confirmation"
+#define CONFIRM_ANSWER_HEADER "X-OpenBKN-Confirmation-Answer"
+
+/* The call as the rule and the token see it: the body's arguments, with the query
+ * parameters and X-Kn-ID filling what the body leaves out (as the tool gets them). */
+static json_value *confirm_view(req_ctx *c)
+{
+    json_value *v = json_typeof(c->msg) == JSON_OBJECT ? json_clone(c->msg) : json_new_object();
+    for (size_t i = 0; c->query && i < json_count(c->query); i++) {
+        const char *k = json_key_at(c->query, i, NULL);
+        if (!json_get(v, k))
+            json_set(v, k, json_clone(json_val_at(c->query, i)));
+    }
+    const char *kn = req_header(c, "X-Kn-ID");
+    if (kn && !json_get(v, "kn_id"))
+        json_set(v, "kn_id", json_new_str(kn, strlen(kn)));
+    return v;
+}
+
+static void confirm_refuse(req_ctx *c, int status, const char *code, const char *message,
+                           const char *action)
+{
+    call_outcome o;
+    outcome_init(&o);
+    outcome_refuse(&o, status, code, message, 0, action, c->lang);
+    c->outcome = code;
+    rest_reply_outcome(c, &o);
+    outcome_free(&o);
+}
+
+/* 428: the question and a token to send back in X-OpenBKN-Confirmation. */
+static void confirm_required(req_ctx *c, const json_value *view)
+{
+    buf msg = BUF_INIT, schema = BUF_INIT, b = BUF_INIT;
+    char hash[65], token[CONFIRM_STATE_LEN + 1];
+    confirm_describe(c->tool, view, c->lang, &msg, &schema);
+    confirm_args_hash(view, hash);
+    confirm_state_mint(c->app->sessions, &c->who, c->tool, hash, confirm_interaction(view),
+                       c->app->cfg->confirm_ttl_s, token);
+    json_value *details = json_new_object();
+    json_set(details, "confirmation_token", json_new_str(token, strlen(token)));
+    json_set(details, "header", json_new_str(CONFIRM_HEADER, strlen(CONFIRM_HEADER)));
+    json_set(details, "question", json_new_str(msg.data, msg.len));
+    json_set(details, "expires_in_s", json_new_int(c->app->cfg->confirm_ttl_s > 0
+                                                        ? c->app->cfg->confirm_ttl_s
+                                                        : 600));
+    guard_error e = {.lang = c->lang,
+                     .code = "confirmation_required",
+                     .description = msg.data,
+                     .details = details,
+                     .retryable = 0,
+                     .required_action = "confirm_by_person"};
+    guard_write_object(&b, &e);
+    req_add_header(c, "Content-Language", lang_tag(c->lang));
+    c->outcome = "confirmation_required";
+    req_reply(c, 428, "application/json; charset=utf-8", b.data, b.len);
+    json_free(details);
+    buf_free(&b);
+    buf_free(&msg);
+    buf_free(&schema);
+}
+
+typedef struct rest_confirm {
+    req_ctx *c;
+    store_op *op;
+    const char *declined; /* static code, or NULL */
+} rest_confirm;
+
+static void cancel_rest_confirm(void *op)
+{
+    rest_confirm *u = op;
+    store_cancel(u->op);
+    free(u);
+}
+
+static void on_rest_confirm_claimed(int rc, const char *val, size_t len, void *arg)
+{
+    rest_confirm *u = arg;
+    req_ctx *c = u->c;
+    const char *declined = u->declined;
+    (void)val;
+    (void)len;
+    free(u);
+    req_pending_clear(c);
+    if (rc == 1) {
+        confirm_refuse(c, 409, "confirmation_state_used",
+                       c->lang == LANG_ZH_CN ? "该确认令牌已使用过：请不带令牌重新调用以再次请求确认"
+                                             : "This confirmation token was used already: call again "
+                                               "without it to ask the person again",
+                       "confirm_by_person");
+        return;
+    }
+    if (rc != 0) {
+        call_outcome o;
+        outcome_init(&o);
+        outcome_refuse(&o, 503, "state_store_unavailable",
+                       "Service Unavailable: the state store (state_store) cannot be reached; "
+                       "retry the request",
+                       1, "retry_later", c->lang);
+        rest_reply_outcome(c, &o);
+        outcome_free(&o);
+        return;
+    }
+    if (declined) {
+        char m[256];
+        snprintf(m, sizeof m,
+                 c->lang == LANG_ZH_CN ? "用户拒绝了确认：%s 未执行" : "The person declined: %s did not run",
+                 c->tool);
+        req_flow_start_declined(c, c->ti, c->msg, NULL, rest_reply_outcome, declined, m);
+    } else {
+        req_flow_start(c, c->ti, c->msg, NULL, rest_reply_outcome);
+    }
+}
+
+/* 1 when the call needs confirmation and this function answered or went on with it. */
+static int rest_confirm_gate(req_ctx *c)
+{
+    json_value *view = confirm_view(c);
+    if (!confirm_applies(c->app->cfg->confirm_tools, c->tool, view)) {
+        json_free(view);
+        return 0;
+    }
+    const char *token = req_header(c, CONFIRM_HEADER);
+    if (!token || !*token) {
+        confirm_required(c, view);
+        json_free(view);
+        return 1;
+    }
+    char hash[65], nonce[33];
+    long long exp = 0;
+    confirm_args_hash(view, hash);
+    confirm_status cs = confirm_state_check(c->app->sessions, &c->who, c->tool, hash,
+                                            confirm_interaction(view), token, nonce, &exp);
+    json_free(view);
+    if (cs != CONFIRM_OK) {
+        int zh = c->lang == LANG_ZH_CN;
+        if (cs == CONFIRM_EXPIRED)
+            confirm_refuse(c, 400, "confirmation_state_expired",
+                           zh ? "确认令牌已过期：请不带令牌重新调用以再次请求确认"
+                              : "The confirmation token expired: call again without it to ask again",
+                           "confirm_by_person");
+        else
+            confirm_refuse(c, 400, "confirmation_state_invalid",
+                           zh ? "确认令牌不是本部署为此调用方、工具、参数与交互签发的"
+                              : "The confirmation token was not issued by this deployment for this "
+                                "caller, tool, arguments and interaction",
+                           "confirm_by_person");
+        return 1;
+    }
+    const char *answer = req_header(c, CONFIRM_ANSWER_HEADER);
+    rest_confirm *u = xcalloc(1, sizeof *u);
+    u->c = c;
+    if (answer && !strcmp(answer, "decline"))
+        u->declined = "confirmation_declined";
+    else if (answer && !strcmp(answer, "cancel"))
+        u->declined = "confirmation_cancelled";
+    else if (answer && strcmp(answer, "accept")) {
+        free(u);
+        confirm_refuse(c, 400, "confirmation_answer_invalid",
+                       "X-OpenBKN-Confirmation-Answer must be accept, decline or cancel",
+                       "fix_request");
+        return 1;
+    }
+    char key[64];
+    snprintf(key, sizeof key, "confirm:used:%s", nonce);
+    req_async_begin(c);
+    req_pending_set(c, u, cancel_rest_confirm);
+    u->op = store_claim(c->app->store, key, "1", 1, (long)(exp * 1000 - now_wall_ms()) + 1000,
+                        on_rest_confirm_claimed, u);
+    return 1;
+}
 
 void rest_handle(req_ctx *c)
 {
@@ -67,6 +245,8 @@ void rest_handle(req_ctx *c)
         c->msg = args;
     }
     str_copy(c->tool, sizeof c->tool, ti->name);
+    if (rest_confirm_gate(c))
+        return;
     req_async_begin(c);
     req_flow_start(c, ti, c->msg, NULL, rest_reply_outcome);
 }

@@ -128,9 +128,17 @@ static void tag_for(session_ctx *s, const char *rnd_hex, const char *exp_hex, co
 
 void session_mint(session_ctx *s, const principal *who, char out[SESSION_ID_LEN + 1])
 {
+    session_mint_flags(s, who, 0, out);
+}
+
+void session_mint_flags(session_ctx *s, const principal *who, unsigned flags,
+                        char out[SESSION_ID_LEN + 1])
+{
     unsigned char rnd[16];
     char rnd_hex[33], exp_hex[9], tag[33];
     random_bytes(rnd, sizeof rnd);
+    /* the flags live in the low bit of the random part's last byte, under the tag */
+    rnd[15] = (unsigned char)((rnd[15] & ~1u) | (flags & SESSION_FLAG_ELICITATION));
     hex_encode(rnd, sizeof rnd, rnd_hex);
     snprintf(exp_hex, sizeof exp_hex, "%08x",
              (unsigned)((uint64_t)(now_wall_ms() / 1000 + s->max_age_s) & 0xffffffffu));
@@ -141,6 +149,15 @@ void session_mint(session_ctx *s, const principal *who, char out[SESSION_ID_LEN 
     out[41] = '.';
     memcpy(out + 42, tag, 32);
     out[74] = '\0';
+}
+
+unsigned session_id_flags(const char *id)
+{
+    if (!id || strlen(id) != SESSION_ID_LEN)
+        return 0;
+    char c = id[31];
+    unsigned v = c >= 'a' ? (unsigned)(c - 'a' + 10) : (unsigned)(c - '0');
+    return v & SESSION_FLAG_ELICITATION;
 }
 
 static int is_hex(const char *p, int n)

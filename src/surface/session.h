@@ -46,6 +46,13 @@ session_ctx *session_new(const char *secret, long max_age_s, store *st);
 void session_free(session_ctx *s);
 
 void session_mint(session_ctx *s, const principal *who, char out[SESSION_ID_LEN + 1]);
+/* The same with flags carried in the id (signed with it, so a client cannot set
+ * them): what the client declared at initialize that later requests need. */
+#define SESSION_FLAG_ELICITATION 1u /* the client can answer elicitation/create */
+void session_mint_flags(session_ctx *s, const principal *who, unsigned flags,
+                        char out[SESSION_ID_LEN + 1]);
+/* The flags of an id (check it first: an unchecked id's flags mean nothing). */
+unsigned session_id_flags(const char *id);
 /* The HMAC and expiry check alone: SESSION_OK, SESSION_INVALID or SESSION_EXPIRED. */
 session_status session_check_id(session_ctx *s, const principal *who, const char *id);
 /* Returns SESSION_INVALID or SESSION_EXPIRED at once (no callback) when the check fails;

@@ -2,17 +2,19 @@
 // tool's MCP reply on the demo data, and for tools/list of /mcp and /mcp-compact in both
 // languages. Run by tokens.sh.
 //
-// For every business tool's typical call (at 10 and 100 rows where it pages; the gateway
+// For every business tool's typical call (at 10 and 100 rows where it pages; the two
+// action tools execute_action and get_action_execution on a run it starts; the gateway
 // tools search_instance, explore_subgraph, query_metric and find_skills through
-// execute_tool) it counts:
+// execute_tool), on /mcp and again on /mcp-compact through execute_tool, it counts:
 //   json  the compact JSON result (the text block of response_format "json");
 //   ours  the MCP default text block, exactly as the server sends it (TOON);
 //   ref   the reference encoder's TOON of the same JSON result (@toon-format/toon 2.3.1).
 // The 100-row case needs more ot_drug rows than the demo's 22: the script starts the
 // simulator on a copy of tests/platform/data whose ot_drug holds 120 generated rows
 // shaped like the demo's (SIM_DATA_DIR). The table goes to stdout and to
-// build/bench/tokens-results.txt. It fails when a call fails, or when a gateway tool's
-// MCP text costs more tokens than its compact JSON.
+// build/bench/tokens-results.txt. It fails when a call fails, when any MCP text costs
+// more tokens than its compact JSON (the token rule, on both surfaces, execute_tool
+// included), or when query_object_instance's text costs more than 0.70 of its JSON.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -79,6 +81,8 @@ const CASES = [
   ['query_instance_subgraph', { kn_id: 'kn_medical', relation_type_paths: SUBGRAPH(100) }, 'limit 100'],
   ['get_logic_properties_values', { kn_id: 'kn_medical', ot_id: 'ot_company', query: 'approved drug count', _instance_identities: [{ company_id: 'company_000001' }], properties: ['approved_drug_count'] }],
   ['get_action_info', { kn_id: 'kn_medical', at_id: 'at_generate_treatment_plan' }],
+  ['execute_action', { kn_id: 'kn_ops', at_id: 'at_restart_pod', _instance_identities: [], dynamic_params: { grace_period_seconds: 1 } }],
+  ['get_action_execution', { kn_id: 'kn_ops', execution_id: '<the run execute_action started>' }],
   ['list_action_executions', { kn_id: 'kn_ops', limit: 10 }],
   ['search_capabilities', { kn_id: 'kn_medical', limit: 10 }],
   ['list_skills', {}],
@@ -109,34 +113,51 @@ try {
     return { ...headers, 'mcp-session-id': r.headers.get('mcp-session-id') };
   };
   const mcp = await session(server.mcpUrl);
-  for (const [tool, args, label] of CASES) {
-    const gateway = label === 'gateway';
-    const call = async (a) => {
-      const { response_format: rf, ...inner } = a;
-      const params = gateway
-        ? { name: 'execute_tool', arguments: { tool_id: tool, arguments: inner, ...(rf ? { response_format: rf } : {}) } }
-        : { name: tool, arguments: a };
-      return (await rpc(server.mcpUrl, 'tools/call', params, mcp)).body.result;
-    };
-    const toon = await call(args);
-    const json = await call({ ...args, response_format: 'json' });
-    if (!toon || toon.isError || !json || json.isError) {
-      failures.push(`${tool} ${label || ''}: ${JSON.stringify(toon || json).slice(0, 200)}`);
-      continue;
+  const compactUrl = `${server.base}${PREFIX}/mcp-compact`;
+  const compact = await session(compactUrl);
+  let run; // the execution execute_action started
+  for (const surface of ['/mcp', '/mcp-compact']) {
+    for (const [tool, args0, label] of CASES) {
+      const gateway = label === 'gateway';
+      const args = tool === 'get_action_execution' ? { ...args0, execution_id: run } : args0;
+      // /mcp: the tool itself (gateway tools through execute_tool); /mcp-compact: every
+      // tool through execute_tool
+      const via = gateway || surface === '/mcp-compact';
+      const call = async (a) => {
+        const { response_format: rf, ...inner } = a;
+        const params = via
+          ? { name: 'execute_tool', arguments: { tool_id: tool, arguments: inner, ...(rf ? { response_format: rf } : {}) } }
+          : { name: tool, arguments: a };
+        return surface === '/mcp' ? (await rpc(server.mcpUrl, 'tools/call', params, mcp)).body.result
+          : (await rpc(compactUrl, 'tools/call', params, compact)).body.result;
+      };
+      const toon = await call(args);
+      const json = await call({ ...args, response_format: 'json' });
+      if (!toon || toon.isError || !json || json.isError) {
+        failures.push(`${surface} ${tool} ${label || ''}: ${JSON.stringify(toon || json).slice(0, 200)}`);
+        continue;
+      }
+      if (tool === 'execute_action' && !run) run = json.structuredContent?.execution_id;
+      // execute_action starts a new run each call (a new random id) and the run that
+      // get_action_execution reads moves on between two calls: their JSON is that of the
+      // same call's result, not of the second call
+      const moving = tool === 'execute_action' || tool === 'get_action_execution';
+      const jsonText = moving ? JSON.stringify(toon.structuredContent) : json.content[0].text;
+      const ours = toon.content[0].text;
+      const ref = encode(JSON.parse(jsonText));
+      const sc = json.structuredContent ?? {};
+      const n = Array.isArray(sc.datas) ? sc.datas.length
+        : Array.isArray(sc.nodes) ? sc.nodes.length
+        : Array.isArray(sc.relation_paths) ? sc.relation_paths.length
+        : tool === 'query_instance_subgraph' ? Object.keys(sc.entries?.[0]?.objects ?? {}).length
+          : Array.isArray(sc.entries) ? sc.entries.length : '';
+      const name = `${surface} ${via ? 'execute_tool: ' : ''}${tool}${label && !gateway ? ` (${label})` : ''}`;
+      const row = { name, n, json: count(jsonText), ours: count(ours), ref: count(ref), kind: ours === jsonText ? ' (JSON)' : '' };
+      rows.push(row);
+      // the token rule: the MCP text never costs more than the compact JSON
+      if (row.ours > row.json) failures.push(`${row.name}: MCP text ${row.ours} > compact JSON ${row.json} tokens`);
+      if (tool === 'query_object_instance' && row.ours > 0.70 * row.json) failures.push(`${row.name}: MCP text ${row.ours} > 0.70 x compact JSON ${row.json} tokens`);
     }
-    const jsonText = json.content[0].text;
-    const ours = toon.content[0].text;
-    const ref = encode(JSON.parse(jsonText));
-    const sc = json.structuredContent ?? {};
-    const n = Array.isArray(sc.datas) ? sc.datas.length
-      : Array.isArray(sc.nodes) ? sc.nodes.length
-      : Array.isArray(sc.relation_paths) ? sc.relation_paths.length
-      : tool === 'query_instance_subgraph' ? Object.keys(sc.entries?.[0]?.objects ?? {}).length
-        : Array.isArray(sc.entries) ? sc.entries.length : '';
-    const row = { name: label ? `${tool} (${label})` : tool, n, json: count(jsonText), ours: count(ours), ref: count(ref), kind: ours === jsonText ? ' (JSON)' : '' };
-    rows.push(row);
-    // the token rule: the MCP text never costs more than the compact JSON
-    if (gateway && row.ours > row.json) failures.push(`${row.name}: MCP text ${row.ours} > compact JSON ${row.json} tokens`);
   }
   // tools/list on both endpoints in both languages (the deployment's zh-CN, and en-US
   // by Accept-Language), the JSON-RPC result as the client receives it

@@ -133,6 +133,44 @@ test('v2 SDK, modern: decline -> nothing runs, a non-retryable result says so, T
   }
 });
 
+test('v2 SDK, modern: a retry of an accepted call (same invocation id) is asked again and replays; it runs once', { skip: NO_SDK2 }, async () => {
+  let asked = 0;
+  const c = await client(async () => { asked++; return { action: 'accept', content: { confirm: true } }; });
+  try {
+    const ctx = await startTurn(c);
+    const seq = await lastSeq();
+    const params = { name: 'execute_action', arguments: { ...ACTION, bkn_context: ctx }, _meta: { 'openbkn.ai/client-invocation-id': `confirm-inv-${process.pid}` } };
+    const a = await c.callTool(params);
+    assert.equal(a.isError, false, JSON.stringify(a));
+    const b = await c.callTool(params);
+    assert.deepEqual(b.structuredContent, a.structuredContent);
+    assert.equal(asked, 2);
+    assert.equal((await executes(seq)).length, 1);
+  } finally {
+    await c.close();
+  }
+});
+
+test('v2 SDK, modern: a call through execute_tool is judged as the call it makes', { skip: NO_SDK2 }, async () => {
+  const asked = [];
+  sdk ??= await import(pathToFileURL(SDK2).href);
+  const transport = new sdk.StreamableHTTPClientTransport(new URL(`${server.base}${PREFIX}/mcp-compact`), { requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } } });
+  const c = new sdk.Client({ name: 'confirm-test', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: V } } });
+  c.setRequestHandler('elicitation/create', async (req) => { asked.push(req.params.message); return { action: 'decline' }; });
+  await c.connect(transport);
+  try {
+    const ctx = await startTurn(c);
+    const seq = await lastSeq();
+    const r = await c.callTool({ name: 'execute_tool', arguments: { tool_id: 'execute_action', arguments: ACTION, bkn_context: ctx } });
+    assert.equal(errorOf(r).code, 'confirmation_declined');
+    assert.equal(asked.length, 1);
+    assert.match(asked[0], /at_restart_pod/);
+    assert.deepEqual(await executes(seq), []);
+  } finally {
+    await c.close();
+  }
+});
+
 // ---- raw stateless requests: the state ----
 
 async function ask(args) {
@@ -211,9 +249,154 @@ test('legacy session without elicitation -> a non-retryable refusal; tools not n
   assert.equal(e.required_action, 'confirm_by_person');
   assert.match(e.description + e.solution, /elicitation/);
   assert.deepEqual(await executes(seq), []);
-  // the same through execute_tool
-  const via = await post(mcpUrl(), { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'execute_tool', arguments: { tool_id: 'execute_action', arguments: ACTION } } }, h);
-  if (via.json.result) assert.equal(errorOf(via.json.result).code, 'confirmation_unavailable');
   const list = await post(mcpUrl(), { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'list_knowledge_networks', arguments: {} } }, h);
   assert.notEqual(JSON.parse(list.json.result.content[0].text).code, 'confirmation_unavailable');
+});
+
+// ---- the session era with the elicitation capability ----
+
+async function legacyClient(handler) {
+  sdk ??= await import(pathToFileURL(SDK2).href);
+  const transport = new sdk.StreamableHTTPClientTransport(new URL(mcpUrl()), { requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } } });
+  const c = new sdk.Client({ name: 'confirm-legacy', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: 'legacy' } });
+  c.setRequestHandler('elicitation/create', handler);
+  await c.connect(transport);
+  assert.notEqual(c.getProtocolEra?.(), 'modern');
+  return c;
+}
+
+test('v2 SDK, session era with elicitation: accept runs once with its receipt; decline and cancel run nothing', { skip: NO_SDK2 }, async () => {
+  const asked = [];
+  let answer = { action: 'accept', content: { confirm: true } };
+  const c = await legacyClient(async (req) => { asked.push(req.params); return answer; });
+  try {
+    const ctx = await startTurn(c);
+    let seq = await lastSeq();
+    const r = await c.callTool({ name: 'execute_action', arguments: { ...ACTION, bkn_context: ctx } });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    assert.match(r.structuredContent.bkn_receipt.receipt_id, /^rcpt_/);
+    assert.equal((await executes(seq)).length, 1);
+    assert.equal(asked.length, 1);
+    for (const w of ['at_restart_pod', 'kn_ops', '192.168.1.2']) assert.ok(asked[0].message.includes(w), asked[0].message);
+    for (const [action, code] of [['decline', 'confirmation_declined'], ['cancel', 'confirmation_cancelled']]) {
+      answer = { action };
+      seq = await lastSeq();
+      const d = await c.callTool({ name: 'execute_action', arguments: { ...ACTION, bkn_context: ctx } });
+      const e = errorOf(d);
+      assert.equal(e.code, code);
+      assert.equal(e.retryable, false);
+      assert.deepEqual(await executes(seq), []);
+    }
+  } finally {
+    await c.close();
+  }
+});
+
+// The question read off the call's own stream, the answer POSTed by hand.
+async function legacyAsk(sessionId, id, args) {
+  const res = await fetch(mcpUrl(), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}`, 'mcp-session-id': sessionId },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'execute_action', arguments: args } }),
+  });
+  assert.equal(res.headers.get('content-type')?.split(';')[0], 'text/event-stream');
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let text = '';
+  const events = async (want) => {
+    for (;;) {
+      const msgs = text.split('\n').filter((l) => l.startsWith('data: ')).map((l) => JSON.parse(l.slice(6)));
+      if (msgs.length >= want) return msgs;
+      const { value, done } = await reader.read();
+      if (done) return msgs;
+      text += dec.decode(value, { stream: true });
+    }
+  };
+  const [q] = await events(1);
+  assert.equal(q.method, 'elicitation/create', JSON.stringify(q));
+  assert.match(q.id, /^confirm-[0-9a-f]{32}$/);
+  return { q, final: async () => (await events(2))[1] };
+}
+
+test('session era with elicitation: forged answers (another id, another caller) are ignored; the answer is taken once', async () => {
+  const init = await post(mcpUrl(), { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: 'confirm-raw', version: '1' } } });
+  const sid = init.headers.get('mcp-session-id');
+  const start = await post(mcpUrl(), { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'bkn_start_interaction', arguments: { question: 'Restart', agent_name: 'confirm-raw', conversation_mode: 'new' } } }, { 'mcp-session-id': sid });
+  const s = start.json.result.structuredContent;
+  const seq = await lastSeq();
+  const { q, final } = await legacyAsk(sid, 7, { ...ACTION, bkn_context: { conversation_id: s.conversation_id, interaction_id: s.interaction_id } });
+  const reply = (id, result, token = TOKEN) => post(mcpUrl(), { jsonrpc: '2.0', id, result }, { 'mcp-session-id': sid, authorization: `Bearer ${token}` });
+  const yes = { action: 'accept', content: { confirm: true } };
+  assert.equal((await reply(`confirm-${'0'.repeat(32)}`, yes)).status, 202);
+  assert.equal((await reply(q.id, yes, 'demo-app-token')).status, 202);
+  await new Promise((r) => setTimeout(r, 600));
+  assert.deepEqual(await executes(seq), []);
+  assert.equal((await reply(q.id, { action: 'decline' })).status, 202);
+  const f = await final();
+  assert.equal(f.id, 7);
+  assert.equal(JSON.parse(f.result.content[0].text).code, 'confirmation_declined');
+  // too late: the question is closed, a later accept runs nothing
+  assert.equal((await reply(q.id, yes)).status, 202);
+  await new Promise((r) => setTimeout(r, 600));
+  assert.deepEqual(await executes(seq), []);
+});
+
+// ---- what the deployment shows ----
+
+test('/mcp/info and the catalogue page say which tools a person confirms', async () => {
+  const info = `${server.base}${PREFIX}/mcp/info`;
+  const doc = await (await fetch(info, { headers: { authorization: `Bearer ${TOKEN}`, 'accept-language': 'en-US' } })).json();
+  assert.deepEqual(doc.confirmation.tools, ['execute_action']);
+  assert.deepEqual(doc.confirmation.rules, ['execute_action']);
+  assert.match(doc.confirmation.description, /elicitation/);
+  const html = await (await fetch(info, { headers: { authorization: `Bearer ${TOKEN}`, accept: 'text/html', 'accept-language': 'en-US' } })).text();
+  const article = html.slice(html.indexOf('id="tool-execute_action"'));
+  assert.match(article.slice(0, article.indexOf('</article>')), /class="confirm"><strong>A person confirms/);
+  const other = html.slice(html.indexOf('id="tool-query_object_instance"'));
+  assert.doesNotMatch(other.slice(0, other.indexOf('</article>')), /class="confirm"/);
+});
+
+// ---- REST: 428 with a token to send back ----
+
+test('REST: 428 with the question and a token; the token runs it once; decline runs nothing; a changed call or a reused token is refused', async () => {
+  const c = await client(null);
+  let ctx;
+  try { ctx = await startTurn(c); } finally { await c.close(); }
+  const rest = (body, headers = {}) => post(`${server.base}${PREFIX}/kn/execute_action`, body, headers);
+  const args = { ...ACTION, bkn_context: ctx };
+  const seq = await lastSeq();
+  const q = await rest(args, { 'accept-language': 'en-US' });
+  assert.equal(q.status, 428, q.text);
+  assert.equal(q.json.code, 'confirmation_required');
+  assert.equal(q.json.retryable, false);
+  assert.equal(q.json.required_action, 'confirm_by_person');
+  assert.match(q.json.details.question, /at_restart_pod.*kn_ops/);
+  assert.equal(q.json.details.header, 'X-OpenBKN-Confirmation');
+  const token = q.json.details.confirmation_token;
+  // bound to the arguments: the same token on another call is refused
+  const changed = await rest({ ...args, dynamic_params: { grace_period_seconds: 0 } }, { 'x-openbkn-confirmation': token });
+  assert.equal(changed.status, 400, changed.text);
+  assert.equal(changed.json.code, 'confirmation_state_invalid');
+  // a query parameter cannot move the call elsewhere either
+  const moved = await post(`${server.base}${PREFIX}/kn/execute_action?at_id=at_other`, (({ at_id, ...rest }) => rest)(args), { 'x-openbkn-confirmation': token });
+  assert.equal(moved.status, 400, moved.text);
+  assert.deepEqual(await executes(seq), []);
+  const ok = await rest(args, { 'x-openbkn-confirmation': token });
+  assert.equal(ok.status, 200, ok.text);
+  assert.match(ok.headers.get('bkn-receipt-id') || '', /^rcpt_/);
+  const again = await rest(args, { 'x-openbkn-confirmation': token });
+  assert.equal(again.status, 409, again.text);
+  assert.equal(again.json.code, 'confirmation_state_used');
+  assert.equal((await executes(seq)).length, 1);
+  // decline
+  const t2 = (await rest(args)).json.details.confirmation_token;
+  const seq2 = await lastSeq();
+  const d = await rest(args, { 'x-openbkn-confirmation': t2, 'x-openbkn-confirmation-answer': 'decline' });
+  assert.equal(d.status, 409, d.text);
+  assert.equal(d.json.code, 'confirmation_declined');
+  assert.deepEqual(await executes(seq2), []);
+  const t3 = (await rest(args)).json.details.confirmation_token;
+  const bad = await rest(args, { 'x-openbkn-confirmation': t3, 'x-openbkn-confirmation-answer': 'maybe' });
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.json.code, 'confirmation_answer_invalid');
 });

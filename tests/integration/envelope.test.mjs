@@ -136,7 +136,7 @@ test('the MCP proxy route keeps a 4xx: a missing execute right is 403, an unknow
     const r = await post(url('mcp_k8s_ops', 'get_pod_logs'));
     assert.equal(r.status, 403, r.text);
     assertEnvelope(r.json, { retryable: false, action: 'request_permission' });
-    assert.match(r.json.solution, /execute was not granted for mcp:mcp_k8s_ops/);
+    assert.match(r.json.solution, /「mcp:mcp_k8s_ops」的 execute 权限/); // the permission the platform named, in zh-CN
     assert.equal('link' in r.json, false, 'error_link "None" is no link');
   } finally {
     await A.reset();

@@ -273,13 +273,13 @@ test('authentication: missing 401 with WWW-Authenticate, invalid tokens and keys
   assert.equal(inv.json.retryable, false);
   assert.equal(inv.json.required_action, 'refresh_token');
   assert.equal(inv.json.code, 'Public.Unauthorized');
-  assert.equal(inv.json.details, 'token is invalid');
+  assert.equal(inv.json.details, '访问令牌无效'); // the deployment's language, zh-CN
   assert.ok(!inv.text.includes('not-a-real-token'), 'the token is echoed');
 
   const bak = await rest('list_knowledge_networks', '{}', stack, { authorization: 'Bearer bak_not_a_key' });
   assert.equal(bak.status, 401);
   assert.equal(bak.json.code, 'Public.Unauthorized');
-  assert.equal(bak.json.details, 'api key is invalid');
+  assert.equal(bak.json.details, 'API Key 无效');
 
   const mcpNoAuth = await post(stack.server.mcpUrl, { jsonrpc: '2.0', id: 1, method: 'ping' }, { authorization: '' });
   assert.equal(mcpNoAuth.status, 401);

@@ -6,7 +6,10 @@
 // names its Operation to the toolbox (bkn-parent-operation-id).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startStack, PREFIX } from './lib/stack.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { startStack, ROOT, PREFIX } from './lib/stack.mjs';
 import { session } from './lib/mcp-session.mjs';
 
 let stack;
@@ -94,4 +97,36 @@ test('a managed execute_tool of a toolbox function sends bkn-parent-operation-id
   const calls = (await simGet(`/_sim/requests?since=${seq}`)).requests.filter((q) => /\/tool-box\/box_finance\/proxy\/tool_fx_convert$/.test(q.path));
   assert.equal(calls.length, 1);
   assert.equal(calls[0].headers['bkn-parent-operation-id'], r.bkn_receipt.operation_id);
+});
+
+// The token rule where the text is made: through execute_tool a Context Loader tool's
+// text is laid out by that tool's own view, the same text as the direct call; and no
+// MCP text costs more o200k tokens than the compact JSON of its result.
+const TOK = path.join(ROOT, 'build/ext/node_modules/gpt-tokenizer/esm/encoding/o200k_base.js');
+test('execute_tool: the inner tool\'s view, the same text as the direct call, never more tokens than the JSON', async () => {
+  const tk = fs.existsSync(TOK) ? await import(pathToFileURL(TOK).href) : null;
+  const tokens = (s) => (tk ? tk.encode(s).length : 0);
+  // a finished run of the demo data (a running one changes between two reads)
+  const runs = ok(await full.call('list_action_executions', { kn_id: 'kn_ops', limit: 10, response_format: 'json', bkn_context: T }));
+  const done = (runs.entries ?? runs.datas ?? []).find((e) => e.status === 'completed' || e.status === 'success') ?? (runs.entries ?? runs.datas)[0];
+  const a = { execution_id: done.id ?? done.execution_id };
+  const cases = [
+    ['query_object_instance', { kn_id: 'kn_medical', ot_id: 'ot_drug', limit: 10 }],
+    ['get_action_execution', { kn_id: 'kn_ops', execution_id: a.execution_id }],
+    ['list_action_executions', { kn_id: 'kn_ops', limit: 10 }],
+    ['search_schema', { kn_id: 'kn_medical', query: 'drug manufacturer' }],
+  ];
+  for (const [name, args] of cases) {
+    const direct = (await full.call(name, { ...args, bkn_context: T })).result;
+    const via = (await compact.call('execute_tool', { tool_id: name, arguments: args, bkn_context: T })).result;
+    const json = (await full.call(name, { ...args, response_format: 'json', bkn_context: T })).result;
+    assert.equal(direct.isError, false, JSON.stringify(direct));
+    assert.equal(via.content[0].text, direct.content[0].text, `${name}: execute_tool lays the result out as the tool does`);
+    if (tk) {
+      const t = tokens(direct.content[0].text);
+      const j = tokens(json.content[0].text);
+      assert.ok(t <= j, `${name}: MCP text ${t} tokens > compact JSON ${j}`);
+      if (name === 'query_object_instance') assert.ok(t <= 0.7 * j, `${name}: ${t} > 0.70 x ${j}`);
+    }
+  }
 });

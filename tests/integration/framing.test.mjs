@@ -63,7 +63,7 @@ test('two different Content-Length headers: 400 and close; the bytes behind are 
 });
 
 test('Transfer-Encoding with a space before the colon: 400 and close', async () => {
-  await refused(post('Transfer-Encoding : chunked\r\n', `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\n\r\n`), 400, /colon/);
+  await refused(post('Transfer-Encoding : chunked\r\n', `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\n\r\n`), 400, /冒号/); // the deployment's language, zh-CN
   await stillServing();
 });
 
@@ -72,7 +72,7 @@ test('Content-Length: +51 is malformed: 400', async () => {
 });
 
 test('obsolete line folding: 400', async () => {
-  await refused(post(`X-Note: first\r\n  folded\r\nContent-Length: ${BODY.length}\r\n`, BODY), 400, /folding/);
+  await refused(post(`X-Note: first\r\n  folded\r\nContent-Length: ${BODY.length}\r\n`, BODY), 400, /折行/);
 });
 
 test('two Authorization headers: 400 (never "the first wins")', async () => {
@@ -82,27 +82,27 @@ test('two Authorization headers: 400 (never "the first wins")', async () => {
 
 test('Transfer-Encoding together with Content-Length, and codings other than chunked', async () => {
   await refused(post(`Transfer-Encoding: chunked\r\nContent-Length: ${BODY.length}\r\n`, BODY), 400, /Transfer-Encoding/);
-  await refused(post('Transfer-Encoding: gzip, chunked\r\n', '0\r\n\r\n'), 501, /transfer coding/);
+  await refused(post('Transfer-Encoding: gzip, chunked\r\n', '0\r\n\r\n'), 501, /传输编码/);
 });
 
 test('request line errors libevent answered with HTML: JSON 501, 505, 400 (HTTP/0.9), 414', async () => {
-  const m = await refused('BREW /pot HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 501, /method/);
+  const m = await refused('BREW /pot HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 501, /请求方法/);
   assert.equal(m.json.code, 'Public.NotImplemented');
-  await refused('GET /health/alive HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n', 505, /version/);
+  await refused('GET /health/alive HTTP/2.0\r\nHost: 127.0.0.1\r\n\r\n', 505, /HTTP 版本/);
   await refused('GET /health/alive\r\n\r\n', 400, /HTTP\/0\.9/);
-  await refused('GET http://a:b/health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 400, /authority/);
-  const long = await refused(`GET /health/alive?${'q'.repeat(20000)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, 414, /request line/);
+  await refused('GET http://a:b/health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', 400, /主机部分/);
+  const long = await refused(`GET /health/alive?${'q'.repeat(20000)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`, 414, /请求行/);
   assert.equal(long.json.code, 'Public.URITooLong');
   await stillServing();
 });
 
 test('oversized header block: JSON 413 that names the header block, not the body', async () => {
   for (const pad of [5000, 40000]) { // over the limit, and far over libevent's own cap
-    const zh = await refused(`GET /health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ${'p'.repeat(pad)}\r\n\r\n`, 413, /header block/);
+    const zh = await refused(`GET /health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ${'p'.repeat(pad)}\r\n\r\n`, 413, /请求头超过/);
     assert.equal(zh.json.code, 'Public.RequestEntityTooLarge');
     assert.doesNotMatch(zh.json.description, /请求体/);
   }
-  const en = await refused(`GET /health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Language: en\r\nX-Pad: ${'p'.repeat(5000)}\r\n\r\n`, 413, /header block/);
+  const en = await refused(`GET /health/alive HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Language: en\r\nX-Pad: ${'p'.repeat(5000)}\r\n\r\n`, 413, /请求头超过/); // never read: the deployment's language
   assert.doesNotMatch(en.json.description, /body/i);
 });
 
@@ -112,14 +112,14 @@ test('body larger than libevent\'s own cap: JSON 413 naming limits.max_body_byte
   const chunks = `${(3000).toString(16)}\r\n${'y'.repeat(3000)}\r\n0\r\n\r\n`;
   await refused(post('Transfer-Encoding: chunked\r\n', chunks), 413, /limits\.max_body_bytes/);
   // within the limit in data, but with five bytes of framing per byte held back
-  await refused(post('Transfer-Encoding: chunked\r\n', `${'1\r\nz\r\n'.repeat(1500)}0\r\n\r\n`), 413, /framing exceeds/);
+  await refused(post('Transfer-Encoding: chunked\r\n', `${'1\r\nz\r\n'.repeat(1500)}0\r\n\r\n`), 413, /分帧开销/);
   await stillServing();
 });
 
 test('bad chunk size, chunk extensions, trailer fields: JSON 400', async () => {
-  await refused(post('Transfer-Encoding: chunked\r\n', 'zz\r\nhello\r\n0\r\n\r\n'), 400, /chunk size/);
-  await refused(post('Transfer-Encoding: chunked\r\n', `${BODY.length.toString(16)};x=1\r\n${BODY}\r\n0\r\n\r\n`), 400, /extension/);
-  await refused(post('Transfer-Encoding: chunked\r\n', `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\nAuthorization: Bearer x\r\n\r\n`), 400, /trailer/);
+  await refused(post('Transfer-Encoding: chunked\r\n', 'zz\r\nhello\r\n0\r\n\r\n'), 400, /分块大小/);
+  await refused(post('Transfer-Encoding: chunked\r\n', `${BODY.length.toString(16)};x=1\r\n${BODY}\r\n0\r\n\r\n`), 400, /分块扩展/);
+  await refused(post('Transfer-Encoding: chunked\r\n', `${BODY.length.toString(16)}\r\n${BODY}\r\n0\r\nAuthorization: Bearer x\r\n\r\n`), 400, /尾部字段/);
   // after 100-continue the head has gone on: a bad chunk then closes the connection
   let sent = false;
   const r = await exchange(port, post('Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n', ''), {
@@ -131,7 +131,7 @@ test('bad chunk size, chunk extensions, trailer fields: JSON 400', async () => {
 });
 
 test('Expect other than 100-continue: 417', async () => {
-  await refused(post(`Expect: teapot\r\nContent-Length: ${BODY.length}\r\n`, BODY), 417, /expectation/);
+  await refused(post(`Expect: teapot\r\nContent-Length: ${BODY.length}\r\n`, BODY), 417, /100-continue/);
 });
 
 test('well-framed requests still work: chunked, pipelined, 100-continue, leading empty line', async () => {

@@ -87,8 +87,9 @@ describe("list_knowledge_networks", function()
             assert.equal(403, err.status)
             assert.equal("BknBackend.KnowledgeNetwork.Forbidden", err.code)
             assert.equal("没有查看该知识网络的权限", err.description)
-            -- the next step names the missing permission; an empty error_link is no link
-            assert.equal("请向管理员申请所缺的权限（view_detail was not granted for knowledge_network:kn_secret），获批后重试",
+            -- the next step names the missing permission (in zh-CN, not the platform's
+            -- English sentence); an empty error_link is no link
+            assert.equal("请向管理员申请所缺的权限（「knowledge_network:kn_secret」的 view_detail 权限），获批后重试",
                 err.solution)
             assert.is_nil(err.link)
             assert.equal("view_detail was not granted for knowledge_network:kn_secret", err.details.error_details)

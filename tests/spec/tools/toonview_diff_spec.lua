@@ -2,7 +2,7 @@
 -- (tests/spec/oracle/toonview.lua, the implementation tools used before): the same
 -- view and the same text, byte for byte, over the spec fixtures and random row sets
 -- from a fixed seed, on REST (always the view) and MCP (compact JSON unless the view
--- is a tenth smaller), with and without query_object_instance's _instance_id rule.
+-- is the cheaper text in tokens), with and without query_object_instance's _instance_id rule.
 local cpath = os.getenv("CLTOON_CPATH") or os.getenv("CLJSON_CPATH")
 package.cpath = cpath and (cpath .. ";" .. package.cpath) or (package.cpath .. ";build/?.so")
 local cljson = require "cljson"
