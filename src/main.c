@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "accept.h"
+#include "flow.h"
 #include "hostguard.h"
 #include "httpd.h"
 #include "log.h"
@@ -98,9 +99,10 @@ static void drain_check(evutil_socket_t fd, short ev, void *arg)
     static int64_t deadline = 0;
     if (!deadline)
         deadline = now_mono_ms() + a->cfg->shutdown_grace_s * 1000;
-    if (a->inflight == 0 || now_mono_ms() >= deadline) {
+    /* requests, and calls that run on without their client (flow.h) */
+    if ((a->inflight == 0 && flow_detached() == 0) || now_mono_ms() >= deadline) {
         log_line *l = log_begin(LOG_INFO, "shutdown");
-        log_int(l, "abandoned", (long long)a->inflight);
+        log_int(l, "abandoned", (long long)(a->inflight + flow_detached()));
         log_end(l);
         event_base_loopexit(a->base, NULL);
         return;
@@ -458,6 +460,7 @@ done:
         event_free(sighup);
     mcp_close_streams(&a);
     httpd_free(&a);
+    flow_drop_detached(); /* what the requests left running, before its contexts go */
     ptc_free();
     if (a.idem)
         idem_free(a.idem);

@@ -52,6 +52,7 @@ struct flow {
     call_outcome o;
     /* detached (flow_cancel with a claim): the borrowed input, copied */
     int detached;
+    flow *dnext, **dprev; /* in g_detached */
     principal who;
     char *own_strs[8];
     json_value *own_query, *own_request, *own_context;
@@ -80,9 +81,17 @@ static void run_tool(flow *f);
 
 /* ---- ending ---- */
 
+/* The detached flows of this process (flow.h). */
+static flow *g_detached;
+static size_t g_n_detached;
+
 static void flow_free(flow *f)
 {
     if (f->detached) {
+        *f->dprev = f->dnext;
+        if (f->dnext)
+            f->dnext->dprev = f->dprev;
+        g_n_detached--;
         for (size_t i = 0; i < sizeof f->own_strs / sizeof *f->own_strs; i++)
             free(f->own_strs[i]);
         json_free(f->own_query);
@@ -122,6 +131,12 @@ static void detach(flow *f)
 {
     call_env *e = &f->in.env;
     f->detached = 1;
+    f->dnext = g_detached;
+    if (g_detached)
+        g_detached->dprev = &f->dnext;
+    f->dprev = &g_detached;
+    g_detached = f;
+    g_n_detached++;
     f->done = NULL;
     f->who = *e->who;
     e->who = &f->who;
@@ -142,6 +157,20 @@ static void detach(flow *f)
     f->in.invocation_header = NULL;
     if (f->in.gen)
         tools_gen_ref(f->in.gen);
+}
+
+size_t flow_detached(void)
+{
+    return g_n_detached;
+}
+
+void flow_drop_detached(void)
+{
+    while (g_detached) {
+        flow *f = g_detached;
+        f->idem_owned = 0; /* the claim stays: it expires on its own */
+        flow_free(f);
+    }
 }
 
 void flow_cancel(flow *f)

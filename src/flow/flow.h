@@ -64,6 +64,15 @@ flow *flow_new(const flow_input *in, flow_done_fn done, void *arg);
 void flow_run(flow *f);
 void flow_cancel(flow *f);
 
+/* Detached flows (flow_cancel of a flow holding a claim) still running in this
+ * process: a stopping instance waits for them as for requests. */
+size_t flow_detached(void);
+/* Frees every detached flow without finishing it (the loop no longer runs): for the
+ * end of the process only, before the trace, idempotency and tool contexts are freed.
+ * Their claims are left in the store to expire, not given back, so a retry cannot run
+ * such a call again while its claim lives. */
+void flow_drop_detached(void);
+
 /* Operation key (canonical, exported for tests): "op_" + 32 hex of sha256 over the
  * canonical JSON {conversation_id, identity, interaction_id, surface, tool}; surface is
  * the scope the idempotency record uses too ("mcp" for every MCP surface, "rest");

@@ -58,7 +58,10 @@ export function check({ history, executions, trace, faultLog, samples, inflight,
         // campaign it must be there, unless the instance that owed it was killed
         const r = receipts.get(a.receiptId);
         if (r && r.receipt_status !== 'pending') { seen.add(a.receiptId); continue; }
-        const killed = faultLog.some((f) => f.kind === 'kill_instance' && f.start >= a.t0 && f.start <= a.t1 + 300000);
+        // the instance that answered (directly, or behind the load balancer) was killed
+        // after the answer, before its background finalization could get through
+        const who = a.target !== 'LB' ? a.target : history.instances?.[String(a.via || '').split(':').pop()];
+        const killed = faultLog.some((f) => f.kind === 'kill_instance' && f.target === who && f.start >= a.t0 && f.start <= a.t1 + 60000);
         if (killed) outside.push(`${call.inv}: receipt ${a.receiptId} announced pending, its instance may have been killed before finalizing it`);
         else v('no_receipt', `${call.inv}: receipt ${a.receiptId} announced pending was never finalized`);
         seen.add(a.receiptId);

@@ -63,7 +63,7 @@ export async function startCluster({ bin, dir, redisBin, nginxBin, simTtlS, env 
   c.restart = async (inst) => {
     if (inst.server) return;
     // the port may still be held for a moment by the dead process's sockets
-    await waitFor(async () => { await c.startInstance(inst); return true; }, 10000, `instance ${inst.name} restart`);
+    await waitFor(async () => { await c.startInstance(inst); return true; }, 30000, `instance ${inst.name} restart`);
   };
   c.hup = (inst) => { if (inst.server) inst.server.proc.kill('SIGHUP'); };
   // durable: the AOF (fsync always) survives; otherwise the data directory is

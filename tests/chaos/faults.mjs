@@ -53,7 +53,8 @@ export function scheduleDigest(schedule) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-// Applies the schedule from t0; log gets {kind, start, end, ...} per fault applied.
+// Applies the schedule from t0, every fault of it unless the run's hard stop comes
+// first; log gets {kind, start, end, ...} per fault applied.
 export async function runSchedule({ schedule, cluster: c, shared, t0, log, until }) {
   const inst = (name) => c.instances.find((i) => i.name === name);
   const simFault = (spec) => simJson(c, 'POST', '/_sim/faults', spec);

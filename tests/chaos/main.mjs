@@ -4,8 +4,10 @@
 // findings (checker.mjs), ending with one line:
 //   violations: N (seed S, C calls, F faults)
 // Options: --seed S (default 1), --seconds N (default 120), --max-calls N (default
-// 20000), --clients N per principal (default 2), --min-calls N and --min-faults N
-// (fail, exit 1, when fewer were made), --keep (keep the work directory), --bin PATH
+// 20000), --clients N per principal (default 2), --min-calls N (the clients go on past
+// --seconds until that many calls were made, up to three times --seconds) and
+// --min-faults N (fail, exit 1, when fewer were made or applied; every scheduled fault
+// is applied, later on a slow machine), --keep (keep the work directory), --bin PATH
 // (default $CL_BIN or build/context-loader), --eras legacy,modern (the MCP protocol
 // eras the clients use, per try; default both), --schedule (print the schedule only).
 // Exit status: 0 when there is no violation (and the minimums are met), 1 otherwise,
@@ -71,11 +73,21 @@ async function main() {
   fs.chmodSync(dir, 0o755); // nginx workers may run as another user
   console.log(`chaos: seed ${o.seed}, ${o.seconds} s, schedule ${scheduleDigest(schedule)} (${schedule.length} faults), work dir ${dir}`);
   const c = await startCluster({ bin: o.bin, dir, redisBin, nginxBin, simTtlS: o.seconds + 600 });
-  const history = { calls: [], turns: [] };
+  // instance name by port, for answers that came through the load balancer (X-Upstream)
+  const history = { calls: [], turns: [], instances: Object.fromEntries(c.instances.map((i) => [String(i.port), i.name])) };
   const faultLog = [];
   const t0 = Date.now();
   const stopAt = t0 + o.seconds * 1000;
-  const shared = { calls: 0, attempts: 0, disconnects: 0, stopping: () => Date.now() >= stopAt || shared.calls >= o.maxCalls };
+  // The run ends when its time is up, every scheduled fault has been applied and at
+  // least --min-calls calls were made (so a slow machine gets the same faults and
+  // enough calls, only later), or at three times its length, or at --max-calls.
+  const hardStop = t0 + o.seconds * 3000;
+  const sched = { done: false };
+  const shared = {
+    calls: 0, attempts: 0, disconnects: 0,
+    stopping: () => shared.calls >= o.maxCalls || Date.now() >= hardStop
+      || (Date.now() >= stopAt && sched.done && shared.calls >= o.minCalls),
+  };
   const principals = [['u_demo', 'demo-user-token'], ['u_other', 'demo-user2-token']];
   const agents = [];
   for (const [principal, token] of principals) {
@@ -91,7 +103,8 @@ async function main() {
   try {
     const sampler = setInterval(() => c.sample('run'), 2000);
     c.sample('run');
-    const faults = runSchedule({ schedule, cluster: c, shared, t0, log: faultLog, until: () => stopAt });
+    const faults = runSchedule({ schedule, cluster: c, shared, t0, log: faultLog, until: () => hardStop })
+      .finally(() => { sched.done = true; });
     await Promise.all(agents.map((a) => a.run()));
     await faults;
     await heal(c, shared);

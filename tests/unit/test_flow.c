@@ -1170,7 +1170,25 @@ static void test_cancel_each_stage(void)
         CHECK(g_aborted == 0);
         CHECK(n_pending() == 0);
         CHECK(g_gen_refs == 0);
+        CHECK(flow_detached() == 0);
     }
+    /* a process that ends with a detached flow still running frees it without giving
+     * its claim back (the claim expires on its own) */
+    result r;
+    reset_counts();
+    g_lease.set = 0;
+    g_aborted = 0;
+    flow *f = start(CTX_ARGS, 1, "inv-3", &r);
+    answer_idem(IDEM_RUN, NULL);
+    answer_policy(CAPTURE_ENABLED);
+    answer_get("conv_1", "active", "L");
+    answer_ensure(NULL, 0, NULL);
+    flow_cancel(f);
+    CHECK(flow_detached() == 1 && n_pending() == 1 && g_gen_refs == 1);
+    flow_drop_detached();
+    CHECK(flow_detached() == 0);
+    CHECK(g_cancelled[OP_CALL] == 1 && n_pending() == 0);
+    CHECK(g_aborted == 0 && g_gen_refs == 0 && r.done == 0);
 }
 
 static void test_refusals_before_downstream(void)

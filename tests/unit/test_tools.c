@@ -430,22 +430,26 @@ static void check_pool_calls(void)
     lvm_free(vm);
 }
 
-int main(void)
-{
-    struct evhttp *http;
-    struct evhttp_bound_socket *sock;
-    fetch_ctx *fetch;
-    const char *ferr = NULL;
-    char base_url[64];
-    tools_upstream ups[4];
-    tools_config cfg;
-    tools_host *h;
-    tools_gen *g;
-    char *report = NULL;
-    outcome o, o2;
-    int port, n;
-    call *c;
+/* The fixture the cases share: the upstream server, the fetch client, the host and
+ * its generation, the outcomes (set up by setup(), in order: a case may leave the
+ * host or generation for the next). */
+static struct evhttp *http;
+static struct evhttp_bound_socket *sock;
+static fetch_ctx *fetch;
+static const char *ferr = NULL;
+static char base_url[64];
+static tools_upstream ups[4];
+static tools_config cfg;
+static tools_host *h;
+static tools_gen *g;
+static char *report = NULL;
+static outcome o, o2;
+static int port, n;
+static call *c;
 
+/* The upstream server, the fetch client, the configuration and the call's env. */
+static int setup(void)
+{
     /* Started with the run-time slice's signal blocked (an inherited mask): the
      * hostile tools must still be stopped. */
     {
@@ -495,6 +499,11 @@ int main(void)
     env.lang = LANG_EN_US;
     env.surface = "rest";
 
+    return 0;
+}
+
+static void case_check_tools_on_both_dirs(void)
+{
     /* --check-tools on both dirs */
     n = tools_check_dir(&cfg, GOOD, &report);
     if (n)
@@ -514,6 +523,10 @@ int main(void)
     CHECK(contains(report, "handle"));
     free(report);
 
+}
+
+static void case_first_generation(void)
+{
     /* first generation */
     h = tools_host_new(&cfg);
     CHECK(tools_host_acquire(h) == NULL);
@@ -533,6 +546,10 @@ int main(void)
     CHECK(tools_gen_find_rest(g, "boom") != NULL);
     CHECK(tools_gen_find(g, "nope") == NULL);
 
+}
+
+static void case_result_passthrough_request_shaping_identity_headers(void)
+{
     /* result passthrough, request shaping, identity headers */
     run(g, "fetch_json", "{\"kn_id\":\"kn_a\",\"q\":\"a b&c\",\"tags\":[\"x\",\"y\"]}", &o);
     CHECK(o.status == 200 && !o.is_error);
@@ -548,6 +565,10 @@ int main(void)
     CHECK(strcmp(seen.traceparent, env.traceparent) != 0);
     outcome_free(&o);
 
+}
+
+static void case_more_query_pairs_than_the_c(void)
+{
     /* more query pairs than the C stack holds: the same sorted, encoded query */
     run(g, "fetch_json",
         "{\"kn_id\":\"kn_a\",\"tags\":[\"t01\",\"t02\",\"t03\",\"t04\",\"t05\",\"t06\","
@@ -560,6 +581,10 @@ int main(void)
                         "&tags=t13&tags=t14&tags=t15&tags=t16&tags=t17&tags=t%2F18");
     outcome_free(&o);
 
+}
+
+static void case_a_query_value_s_tostring_that(void)
+{
     /* a query value's __tostring that removes the keys read so far and makes garbage:
      * the keys already read stay alive until the URL is written */
     run(g, "fetch_json", "{\"kn_id\":\"kn_a\",\"churn\":12}", &o);
@@ -567,6 +592,10 @@ int main(void)
     CHECK(contains(seen.uri, "zz=last"));
     outcome_free(&o);
 
+}
+
+static void case_kn_id_from_the_x_kn(void)
+{
     /* kn_id from the X-Kn-ID header when the argument is absent */
     env.kn_id_header = "kn_h";
     run(g, "fetch_json", "{}", &o);
@@ -575,6 +604,10 @@ int main(void)
     outcome_free(&o);
     env.kn_id_header = NULL;
 
+}
+
+static void case_argument_validation(void)
+{
     /* argument validation */
     n = seen.hits;
     run(g, "fetch_json", "{}", &o);
@@ -588,6 +621,10 @@ int main(void)
     outcome_free(&o);
     CHECK(seen.hits == n); /* refused before any downstream call */
 
+}
+
+static void case_nil_err_with_status_and_raw(void)
+{
     /* nil, err with status and raw: mapped into the envelope, the status kept, the
      * body (numbers exact) as details, the next step naming the id to check */
     run(g, "fetch_json", "{\"kn_id\":\"kn_404\"}", &o);
@@ -606,11 +643,19 @@ int main(void)
     CHECK(!contains(o.body, "\"solution\":\"\""));
     outcome_free(&o);
 
+}
+
+static void case_json_body_and_a_transport_failure(void)
+{
     /* json= body and a transport failure */
     run(g, "post_json", "{}", &o);
     CHECK(o.status == 200);
     CHECK(contains(o.body, "\"echoed\":{\"b\":2,\"a\":[],\"n\":9007199254740993}"));
     CHECK(contains(o.body, "\"ctype\":\"application/json\""));
+}
+
+static void case_res_headers_made_on_its_first(void)
+{
     /* res.headers: made on its first read, listed by pairs, repeats joined */
     CHECK(contains(o.body, "\"dup\":\"a, b\""));
     CHECK(contains(o.body, "\"keys\":\"body,headers,json,status\""));
@@ -621,6 +666,10 @@ int main(void)
     CHECK_STR(o.code, "upstream_unreachable");
     outcome_free(&o);
 
+}
+
+static void case_a_raising_tool_incident_id_no(void)
+{
     /* a raising tool: incident id, no traceback or message in the body */
     run(g, "boom", NULL, &o);
     CHECK(o.status == 500 && o.is_error);
@@ -632,14 +681,26 @@ int main(void)
     CHECK(!contains(o.body, "traceback"));
     outcome_free(&o);
 
+}
+
+static void case_calls_that_finish_quickly_never_install(void)
+{
     /* calls that finish quickly never install the count hook (lazy counting) */
     CHECK(lua_gethook(lvm_state(g->vm)) == NULL);
 
+}
+
+static void case_budgets_instructions_and_memory_also_when(void)
+{
     /* budgets: instructions and memory, also when the tool tries to swallow them */
     run(g, "spin", NULL, &o);
     CHECK_STR(o.code, "instruction_budget_exceeded");
     CHECK(o.status == 500 && o.incident != NULL);
     outcome_free(&o);
+}
+
+static void case_a_counted_call_leaves_no_hook(void)
+{
     /* a counted call leaves no hook on the state's main thread for the next call */
     CHECK(lua_gethook(lvm_state(g->vm)) == NULL);
     run(g, "spin", "{\"mode\":\"pcall\"}", &o);
@@ -656,6 +717,10 @@ int main(void)
     CHECK_STR(o.body, BIG_BODY);
     outcome_free(&o);
 
+}
+
+static void case_sandbox_escapes(void)
+{
     /* sandbox escapes */
     check_escape(g, "os_execute", "execute");
     check_escape(g, "io", "unknown global 'io'");
@@ -672,6 +737,10 @@ int main(void)
     check_escape(g, "setmetatable_lib", "read-only");
     check_escape(g, "rawset_lib", "read-only");
     check_escape(g, "gc_mt", "__gc");
+}
+
+static void case_the_trust_boundary_runtime_modules_private(void)
+{
     /* the trust boundary: runtime modules private, public ones and ctx read-only */
     check_escape(g, "require_host", "module 'host' is private to the runtime");
     check_escape(g, "require_contract", "module 'contract' is private to the runtime");
@@ -694,6 +763,10 @@ int main(void)
     check_escape(g, "write_ctx_principal",
                  "read-only table (field 'account_id'): ctx and its tables");
     check_escape(g, "setmetatable_ctx", "read-only table");
+}
+
+static void case_ctx_principal_is_the_call_s(void)
+{
     /* ctx.principal is the call's own, caller after caller (its table is shared
      * only while the caller repeats) */
     check_escape(g, "who", "who u1/user");
@@ -713,6 +786,10 @@ int main(void)
     check_escape(g, "auth_header", "cannot be given by a tool");
     check_escape(g, "unknown_upstream", "unknown upstream 'nope'");
     check_escape(g, "dotdot", "'..'");
+}
+
+static void case_caller_token_and_managed_proxy_per(void)
+{
     /* caller_token and managed_proxy: per upstream (upstream.<name>.caller_token,
      * .managed_proxy), refused on an upstream that does not allow them */
     check_escape(g, "caller_token_closed", "caller_token is not allowed for upstream 'up'");
@@ -722,6 +799,10 @@ int main(void)
     CHECK_STR(seen.account, "kn-proxy-kn_a");
 
     check_co_reuse(g);
+}
+
+static void case_ctx_log_and_ctx_now_ms(void)
+{
     /* ctx.log and ctx.now_ms, made on first read, are listed and work */
     check_escape(g, "ctx_fields", ",log,");
     check_escape(g, "ctx_fields", ",now_ms,");
@@ -758,6 +839,10 @@ int main(void)
         json_free(req);
     }
 
+}
+
+static void case_ctx_after_the_call_ended(void)
+{
     /* ctx after the call ended */
     run(g, "keep_ctx", "{\"mode\":\"save\"}", &o);
     CHECK(o.status == 200);
@@ -768,6 +853,10 @@ int main(void)
     CHECK(contains(o.body, "\"account_id\":\"u1\""));
     outcome_free(&o);
 
+}
+
+static void case_cancel_mid_fetch_done_never_runs(void)
+{
     /* cancel mid-fetch: done never runs, the fetch is gone, the server keeps serving */
     c = start(g, "slow", NULL, &o);
     run_for(60);
@@ -782,6 +871,10 @@ int main(void)
     CHECK(o.status == 200);
     outcome_free(&o);
 
+}
+
+static void case_a_bad_reload_changes_nothing(void)
+{
     /* a bad reload changes nothing */
     CHECK(tools_host_reload(h, BAD, &report) == -1);
     CHECK(contains(report, "syntax.lua:4:") && contains(report, "nohandle.lua:3:"));
@@ -791,6 +884,10 @@ int main(void)
     CHECK(tools_gen_id(g) == 1);
     CHECK(tools_gen_live() == 1);
 
+}
+
+static void case_generation_refcount_a_call_started_on(void)
+{
     /* generation refcount: a call started on 1 finishes on 1 after the swap to 2 */
     start(g, "slow", NULL, &o);
     run_for(30);
@@ -816,6 +913,10 @@ int main(void)
     tools_host_free(h);
     CHECK(tools_gen_live() == 0);
 
+}
+
+static void case_the_base_url_is_parsed_once(void)
+{
     /* The base URL is parsed once per configuration: a host made with a changed
      * URL sends to the new one. */
     {
@@ -835,6 +936,47 @@ int main(void)
         tools_host_free(h);
     }
 
+}
+
+static const struct {
+    const char *name;
+    void (*run)(void);
+} CASES[] = {
+    {"check_tools_on_both_dirs", case_check_tools_on_both_dirs},
+    {"first_generation", case_first_generation},
+    {"result_passthrough_request_shaping_identity_headers", case_result_passthrough_request_shaping_identity_headers},
+    {"more_query_pairs_than_the_c", case_more_query_pairs_than_the_c},
+    {"a_query_value_s_tostring_that", case_a_query_value_s_tostring_that},
+    {"kn_id_from_the_x_kn", case_kn_id_from_the_x_kn},
+    {"argument_validation", case_argument_validation},
+    {"nil_err_with_status_and_raw", case_nil_err_with_status_and_raw},
+    {"json_body_and_a_transport_failure", case_json_body_and_a_transport_failure},
+    {"res_headers_made_on_its_first", case_res_headers_made_on_its_first},
+    {"a_raising_tool_incident_id_no", case_a_raising_tool_incident_id_no},
+    {"calls_that_finish_quickly_never_install", case_calls_that_finish_quickly_never_install},
+    {"budgets_instructions_and_memory_also_when", case_budgets_instructions_and_memory_also_when},
+    {"a_counted_call_leaves_no_hook", case_a_counted_call_leaves_no_hook},
+    {"sandbox_escapes", case_sandbox_escapes},
+    {"the_trust_boundary_runtime_modules_private", case_the_trust_boundary_runtime_modules_private},
+    {"ctx_principal_is_the_call_s", case_ctx_principal_is_the_call_s},
+    {"caller_token_and_managed_proxy_per", case_caller_token_and_managed_proxy_per},
+    {"ctx_log_and_ctx_now_ms", case_ctx_log_and_ctx_now_ms},
+    {"ctx_after_the_call_ended", case_ctx_after_the_call_ended},
+    {"cancel_mid_fetch_done_never_runs", case_cancel_mid_fetch_done_never_runs},
+    {"a_bad_reload_changes_nothing", case_a_bad_reload_changes_nothing},
+    {"generation_refcount_a_call_started_on", case_generation_refcount_a_call_started_on},
+    {"the_base_url_is_parsed_once", case_the_base_url_is_parsed_once},
+};
+
+int main(void)
+{
+    if (setup() != 0)
+        return 2;
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        check_case = CASES[i].name;
+        CASES[i].run();
+    }
+    check_case = NULL;
     check_hostile(&cfg);
     check_pool();
     check_pool_calls();
