@@ -48,6 +48,7 @@ const NOT_HERE = {
   receipt_pending: 'needs a concurrent claimant of the Operation',
   state_store_unavailable: 'needs Redis stopped (scaleout.test.mjs)',
   permission_denied: 'needs a principal without tenant',
+  confirmation_answer_invalid: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
   confirmation_required: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
   confirmation_unavailable: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
   confirmation_declined: 'the confirmation flow: confirm.tools and a person answering (confirm.test.mjs)',
