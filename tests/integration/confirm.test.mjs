@@ -399,4 +399,9 @@ test('REST: 428 with the question and a token; the token runs it once; decline r
   const bad = await rest(args, { 'x-openbkn-confirmation': t3, 'x-openbkn-confirmation-answer': 'maybe' });
   assert.equal(bad.status, 400, bad.text);
   assert.equal(bad.json.code, 'confirmation_answer_invalid');
+  // execute_tool on REST is judged as the call it makes
+  const via = await post(`${server.base}${PREFIX}/kn/execute_tool`, { tool_id: 'execute_action', arguments: ACTION, bkn_context: ctx });
+  assert.equal(via.status, 428, via.text);
+  assert.match(via.json.details.question, /at_restart_pod/);
+  assert.deepEqual(await executes(seq2), []);
 });
