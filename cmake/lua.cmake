@@ -17,7 +17,7 @@ if(CL_LUA54 AND CL_BUSTED)
   # suite shares two cores with the integration test.
   # CLJSON_CPATH too: a spec that sets its own search path must still load this build
   # directory's modules (a stale build/cljson.so next to a sanitized build mixed in).
-  set_tests_properties(lua_busted PROPERTIES TIMEOUT 300 LABELS lua
+  set_tests_properties(lua_busted PROPERTIES TIMEOUT 900 LABELS lua
                        ENVIRONMENT "CLJSON_CPATH=$<TARGET_FILE_DIR:cljson>/?.so;${CL_LUA_SANITIZER_ENV}")
 else()
   message(WARNING "lua5.4 or busted not found: the busted specs are not registered")

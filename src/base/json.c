@@ -18,8 +18,13 @@ typedef struct json_member {
     json_value *val;
 } json_member;
 
+/* A parsed string's bytes follow its node in the node's own block; a parsed object's
+ * members and then their keys follow its node the same way (packed: the bytes after
+ * the node, 0 for none), so a string is one allocation and an object one, not one per
+ * key. The members move out to their own array when the object grows; the keys stay. */
 struct json_value {
     json_type type;
+    uint32_t packed;
     union {
         int64_t i;
         double d;
@@ -47,6 +52,37 @@ static json_value *new_value(json_type t)
     return v;
 }
 
+/* A string value with its bytes in the node's own block. */
+static json_value *new_str_packed(const char *s, size_t len)
+{
+    json_value *v = xmalloc(sizeof *v + len + 1);
+    memset(v, 0, sizeof *v);
+    v->type = JSON_STRING;
+    v->u.str.s = (char *)(v + 1);
+    if (len)
+        memcpy(v->u.str.s, s, len);
+    v->u.str.s[len] = '\0';
+    v->u.str.len = len;
+    return v;
+}
+
+static int str_packed(const json_value *v)
+{
+    return v->u.str.s == (const char *)(v + 1);
+}
+
+static int members_packed(const json_value *o)
+{
+    return o->packed && o->u.obj.m == (const json_member *)(o + 1);
+}
+
+/* Whether key lies in the object's own block (freed with the node). */
+static int key_packed(const json_value *o, const char *key)
+{
+    uintptr_t lo = (uintptr_t)(o + 1), k = (uintptr_t)key;
+    return o->packed && k >= lo && k < lo + o->packed;
+}
+
 void json_free(json_value *v)
 {
     if (!v)
@@ -54,7 +90,8 @@ void json_free(json_value *v)
     switch (v->type) {
     case JSON_STRING:
     case JSON_NUMTEXT:
-        free(v->u.str.s);
+        if (!str_packed(v))
+            free(v->u.str.s);
         break;
     case JSON_ARRAY:
         for (size_t i = 0; i < v->u.arr.n; i++)
@@ -63,10 +100,12 @@ void json_free(json_value *v)
         break;
     case JSON_OBJECT:
         for (size_t i = 0; i < v->u.obj.n; i++) {
-            free(v->u.obj.m[i].key);
+            if (!key_packed(v, v->u.obj.m[i].key))
+                free(v->u.obj.m[i].key);
             json_free(v->u.obj.m[i].val);
         }
-        free(v->u.obj.m);
+        if (!members_packed(v))
+            free(v->u.obj.m);
         break;
     default:
         break;
@@ -290,7 +329,13 @@ void json_obj_append(json_value *obj, const char *key, size_t klen, json_value *
     }
     if (obj->u.obj.n == obj->u.obj.cap) {
         obj->u.obj.cap = obj->u.obj.cap ? obj->u.obj.cap * 2 : 4;
-        obj->u.obj.m = xrealloc(obj->u.obj.m, obj->u.obj.cap * sizeof(json_member));
+        if (members_packed(obj)) { /* out of the node's block (its keys stay there) */
+            json_member *m = xmalloc(obj->u.obj.cap * sizeof(json_member));
+            memcpy(m, obj->u.obj.m, obj->u.obj.n * sizeof(json_member));
+            obj->u.obj.m = m;
+        } else {
+            obj->u.obj.m = xrealloc(obj->u.obj.m, obj->u.obj.cap * sizeof(json_member));
+        }
     }
     json_member *m = &obj->u.obj.m[obj->u.obj.n++];
     m->key = xstrndup(key, klen);
@@ -323,7 +368,8 @@ int json_remove(json_value *obj, const char *key)
     ptrdiff_t i;
     /* Removes every duplicate, so the key is really gone afterwards. */
     while ((i = find_member(obj, key, klen)) >= 0) {
-        free(obj->u.obj.m[i].key);
+        if (!key_packed(obj, obj->u.obj.m[i].key))
+            free(obj->u.obj.m[i].key);
         json_free(obj->u.obj.m[i].val);
         memmove(&obj->u.obj.m[i], &obj->u.obj.m[i + 1],
                 (obj->u.obj.n - (size_t)i - 1) * sizeof(json_member));
@@ -508,8 +554,9 @@ typedef struct {
      * closes, so arrays/objects are allocated exactly once. */
     json_value **vs;
     size_t vn, vcap;
-    json_member *ms;
+    json_member *ms; /* a member's key: its offset in keys, until its object closes */
     size_t mn, mcap;
+    buf keys; /* the keys of the objects being parsed, each NUL-terminated */
     /* The stacks' first room, in the parser itself: a request's document fits, with
      * no allocation (a heap stack of 64 members is over 1 kB, glibc's slow path). */
     json_value *vs_small[32];
@@ -546,8 +593,9 @@ static inline void skip_ws(parser *ps)
     ps->p = p;
 }
 
-/* Parses the string at ps->p (on '"'); returns a malloc'd NUL-terminated copy. */
-static char *parse_string(parser *ps, size_t *outlen)
+/* Parses the string at ps->p (on '"'): 0 with *out at its bytes (the input's, or
+ * ps->scratch's when it had escapes: good until the next string), -1 on error. */
+static int parse_span(parser *ps, const char **out, size_t *outlen)
 {
     const unsigned char *p = ps->p + 1, *end = ps->end;
     const unsigned char *run = p;
@@ -570,20 +618,20 @@ static char *parse_string(parser *ps, size_t *outlen)
             p++;
         if (p >= end) {
             fail(ps, p, "unterminated string");
-            return NULL;
+            return -1;
         }
         unsigned c = *p;
         if (c == '"')
             break;
         if (c < 0x20) {
             fail(ps, p, "control character in string");
-            return NULL;
+            return -1;
         }
         if (c >= 0x80) {
             int n = json_utf8_seq_fast(p, end);
             if (n < 0) {
                 fail(ps, p + (-n - 1), "invalid UTF-8 in string");
-                return NULL;
+                return -1;
             }
             p += n;
             continue;
@@ -597,7 +645,7 @@ static char *parse_string(parser *ps, size_t *outlen)
         const unsigned char *bs = p;
         if (end - p < 2) {
             fail(ps, end, "unterminated string");
-            return NULL;
+            return -1;
         }
         char e = (char)p[1];
         p += 2;
@@ -630,19 +678,19 @@ static char *parse_string(parser *ps, size_t *outlen)
             unsigned cp;
             if (end - p < 4 || json_hex4(p, &cp) < 0) {
                 fail(ps, bs, "invalid \\u escape");
-                return NULL;
+                return -1;
             }
             p += 4;
             if (cp >= 0xDC00 && cp <= 0xDFFF) {
                 fail(ps, bs, "lone low surrogate \\u escape");
-                return NULL;
+                return -1;
             }
             if (cp >= 0xD800 && cp <= 0xDBFF) {
                 unsigned lo;
                 if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
                     lo < 0xDC00 || lo > 0xDFFF) {
                     fail(ps, bs, "lone high surrogate \\u escape");
-                    return NULL;
+                    return -1;
                 }
                 p += 6;
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
@@ -652,21 +700,48 @@ static char *parse_string(parser *ps, size_t *outlen)
         }
         default:
             fail(ps, bs, "invalid escape in string");
-            return NULL;
+            return -1;
         }
         run = p;
     }
-    char *s;
     if (!escaped) {
         *outlen = (size_t)(p - run);
-        s = xstrndup((const char *)run, *outlen);
+        *out = (const char *)run;
     } else {
         buf_append(&ps->scratch, run, (size_t)(p - run));
         *outlen = ps->scratch.len;
-        s = xstrndup(ps->scratch.data, ps->scratch.len);
+        *out = ps->scratch.data;
     }
     ps->p = p + 1;
-    return s;
+    return 0;
+}
+
+/* Parses the string at ps->p (on '"'); returns a malloc'd NUL-terminated copy. */
+static char *parse_string(parser *ps, size_t *outlen)
+{
+    const char *s;
+    return parse_span(ps, &s, outlen) < 0 ? NULL : xstrndup(s, *outlen);
+}
+
+/* Parses the key at ps->p into ps->keys: its offset there, or -1 on error. */
+static ptrdiff_t parse_key(parser *ps, size_t *klen)
+{
+    const char *s;
+    if (parse_span(ps, &s, klen) < 0)
+        return -1;
+    buf *b = &ps->keys;
+    if (!b->cap) { /* room for a request's keys at once */
+        size_t rest = (size_t)(ps->end - ps->p);
+        buf_reserve(b, rest < 512 ? rest : 512);
+    }
+    size_t off = b->len;
+    buf_reserve(b, *klen + 1);
+    if (*klen)
+        memcpy(b->data + off, s, *klen);
+    b->data[off + *klen] = '\0';
+    b->len = off + *klen + 1;
+    b->data[b->len] = '\0';
+    return (ptrdiff_t)off;
 }
 
 /* Checks the number at ps->p against the grammar and moves past it; -1 on error. */
@@ -1008,7 +1083,7 @@ static json_value *parse_array(parser *ps, size_t depth)
 /* keep: NULL, or the members to keep (json_parse_keep). */
 static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
 {
-    size_t base = ps->mn;
+    size_t base = ps->mn, kbase = ps->keys.len;
     ps->p++; /* '{' */
     skip_ws(ps);
     if (ps->p < ps->end && *ps->p == '}') {
@@ -1020,8 +1095,8 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
             fail(ps, ps->p, ps->p >= ps->end ? "unterminated object" : "expected string key");
             return NULL;
         }
-        size_t klen;
-        char *key = NULL;
+        size_t klen = 0;
+        ptrdiff_t key = -1;
         const json_keep *k = NULL;
         if (keep) {
             const unsigned char *kp = ps->p;
@@ -1031,17 +1106,16 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
                 return NULL;
             if (k) { /* kept: its key as parsing takes it */
                 ps->p = kp;
-                key = parse_string(ps, &klen);
+                key = parse_key(ps, &klen);
             }
         } else {
-            key = parse_string(ps, &klen);
-            if (!key)
+            key = parse_key(ps, &klen);
+            if (key < 0)
                 return NULL;
         }
         skip_ws(ps);
         if (ps->p >= ps->end || *ps->p != ':') {
             fail(ps, ps->p, "expected ':'");
-            free(key);
             return NULL;
         }
         ps->p++;
@@ -1065,13 +1139,11 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
         } else {
             v = parse_value(ps, depth);
         }
-        if (!v) {
-            free(key);
+        if (!v)
             return NULL;
-        }
         if (ps->mn == ps->mcap)
             ps->ms = grow_stack(ps->ms, ps->ms_small, &ps->mcap, sizeof(json_member));
-        ps->ms[ps->mn].key = key;
+        ps->ms[ps->mn].key = (char *)(uintptr_t)key; /* an offset until the object closes */
         ps->ms[ps->mn].klen = klen;
         ps->ms[ps->mn].val = v;
         ps->mn++;
@@ -1093,12 +1165,35 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
         fail(ps, ps->p, "expected ',' or '}'");
         return NULL;
     }
-    json_value *o = json_new_object();
-    size_t n = ps->mn - base;
-    o->u.obj.m = xmalloc(n * sizeof(json_member));
-    memcpy(o->u.obj.m, ps->ms + base, n * sizeof(json_member));
+    /* One block: the node, its members, their keys. */
+    size_t n = ps->mn - base, kbytes = ps->keys.len - kbase;
+    size_t tail = n * sizeof(json_member) + kbytes;
+    json_value *o;
+    if (tail <= UINT32_MAX) {
+        o = xmalloc(sizeof *o + tail);
+        memset(o, 0, sizeof *o);
+        o->type = JSON_OBJECT;
+        o->packed = (uint32_t)tail;
+        o->u.obj.m = n ? (json_member *)(o + 1) : NULL;
+        char *kp = (char *)(o + 1) + n * sizeof(json_member);
+        if (kbytes)
+            memcpy(kp, ps->keys.data + kbase, kbytes);
+        for (size_t i = 0; i < n; i++) {
+            o->u.obj.m[i] = ps->ms[base + i];
+            o->u.obj.m[i].key = kp + ((uintptr_t)ps->ms[base + i].key - kbase);
+        }
+    } else {
+        o = json_new_object();
+        o->u.obj.m = xmalloc(n * sizeof(json_member));
+        for (size_t i = 0; i < n; i++) {
+            o->u.obj.m[i] = ps->ms[base + i];
+            o->u.obj.m[i].key = xstrndup(ps->keys.data + (uintptr_t)ps->ms[base + i].key,
+                                         ps->ms[base + i].klen);
+        }
+    }
     o->u.obj.n = o->u.obj.cap = n;
     ps->mn = base;
+    ps->keys.len = kbase;
     return o;
 }
 
@@ -1119,13 +1214,10 @@ static json_value *parse_value(parser *ps, size_t depth)
         return *ps->p == '{' ? parse_object(ps, depth + 1, NULL) : parse_array(ps, depth + 1);
     case '"': {
         size_t len;
-        char *s = parse_string(ps, &len);
-        if (!s)
+        const char *s;
+        if (parse_span(ps, &s, &len) < 0)
             return NULL;
-        json_value *v = new_value(JSON_STRING);
-        v->u.str.s = s;
-        v->u.str.len = len;
-        return v;
+        return new_str_packed(s, len);
     }
     case 't':
         return match_lit(ps, "true", 4) ? NULL : json_new_bool(1);
@@ -1203,15 +1295,14 @@ done:
     /* On failure the stacks still hold finished children of unfinished containers. */
     for (size_t i = 0; i < ps.vn; i++)
         json_free(ps.vs[i]);
-    for (size_t i = 0; i < ps.mn; i++) {
-        free(ps.ms[i].key);
+    for (size_t i = 0; i < ps.mn; i++) /* their keys are offsets in ps.keys */
         json_free(ps.ms[i].val);
-    }
     if (ps.vs != ps.vs_small)
         free(ps.vs);
     if (ps.ms != ps.ms_small)
         free(ps.ms);
     buf_free(&ps.scratch);
+    buf_free(&ps.keys);
     return root;
 }
 

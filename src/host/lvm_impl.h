@@ -44,78 +44,10 @@
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define LVM_POOL 0
-int lvm_is_readonly(lua_State *L, int idx);
-int lvm_load_in(lua_State *L, int gen, const char *text, size_t len, const char *chunkname,
-                int runtime);
-void lvm_mark_readonly(lua_State *L, int idx);
-void lvm_pool_drain(lvm *vm);
-int lvm_rt_readonly(lua_State *L);
-void lvm_seal(lua_State *L, lua_CFunction newindex);
-int lvm_env_unknown(lua_State *L);
-int lvm_ro_newindex(lua_State *L);
-int lvm_rt_is_view(lua_State *L);
-int lvm_rt_metatable(lua_State *L);
-int lvm_rt_object_size(lua_State *L);
-int lvm_sb_cowrap_catch(lua_State *L);
-int lvm_sb_load(lua_State *L);
-int lvm_sb_pcall(lua_State *L);
-int lvm_sb_rawset(lua_State *L);
-int lvm_sb_require_private(lua_State *L);
-int lvm_sb_require_public(lua_State *L);
-int lvm_sb_running(lua_State *L);
-int lvm_sb_setmetatable(lua_State *L);
-int lvm_sb_type(lua_State *L);
-int lvm_sb_wrap(lua_State *L);
-int lvm_sb_xpcall(lua_State *L);
-int lvm_view_index(lua_State *L);
-int lvm_view_len(lua_State *L);
-int lvm_view_newindex(lua_State *L);
-int lvm_view_pairs(lua_State *L);
-
-void lvm_set_env_upvalue(lua_State *L, int fidx, int envidx);
-int lvm_env_newindex(lua_State *L);
-int lvm_must_rethrow(lua_State *L, int status);
-void lvm_restore_running(lua_State *L, lua_State *prev);
-lua_State *lvm_switch_running(lua_State *L, lua_State *co);
-
 #endif
 #endif
 #ifndef LVM_POOL
 #define LVM_POOL 1
-int lvm_is_readonly(lua_State *L, int idx);
-int lvm_load_in(lua_State *L, int gen, const char *text, size_t len, const char *chunkname,
-                int runtime);
-void lvm_mark_readonly(lua_State *L, int idx);
-void lvm_pool_drain(lvm *vm);
-int lvm_rt_readonly(lua_State *L);
-void lvm_seal(lua_State *L, lua_CFunction newindex);
-int lvm_env_unknown(lua_State *L);
-int lvm_ro_newindex(lua_State *L);
-int lvm_rt_is_view(lua_State *L);
-int lvm_rt_metatable(lua_State *L);
-int lvm_rt_object_size(lua_State *L);
-int lvm_sb_cowrap_catch(lua_State *L);
-int lvm_sb_load(lua_State *L);
-int lvm_sb_pcall(lua_State *L);
-int lvm_sb_rawset(lua_State *L);
-int lvm_sb_require_private(lua_State *L);
-int lvm_sb_require_public(lua_State *L);
-int lvm_sb_running(lua_State *L);
-int lvm_sb_setmetatable(lua_State *L);
-int lvm_sb_type(lua_State *L);
-int lvm_sb_wrap(lua_State *L);
-int lvm_sb_xpcall(lua_State *L);
-int lvm_view_index(lua_State *L);
-int lvm_view_len(lua_State *L);
-int lvm_view_newindex(lua_State *L);
-int lvm_view_pairs(lua_State *L);
-
-void lvm_set_env_upvalue(lua_State *L, int fidx, int envidx);
-int lvm_env_newindex(lua_State *L);
-int lvm_must_rethrow(lua_State *L, int status);
-void lvm_restore_running(lua_State *L, lua_State *prev);
-lua_State *lvm_switch_running(lua_State *L, lua_State *co);
-
 #endif
 
 typedef struct pool_block {

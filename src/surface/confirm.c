@@ -95,8 +95,8 @@ void confirm_args_hash(const json_value *args, char out[65])
 const char *confirm_interaction(const json_value *args)
 {
     const json_value *ctx = args ? json_get(args, "bkn_context") : NULL;
-    const char *id = ctx && json_typeof(ctx) == JSON_OBJECT ? json_get_string(ctx, "interaction_id")
-                                                            : NULL;
+    const char *id =
+        ctx && json_typeof(ctx) == JSON_OBJECT ? json_get_string(ctx, "interaction_id") : NULL;
     return id ? id : "";
 }
 
@@ -137,15 +137,17 @@ static void describe_action(const json_value *args, int zh, buf *m)
     const json_value *dyn = json_get(args, "dynamic_params");
     size_t n = ids && json_typeof(ids) == JSON_ARRAY ? json_count(ids) : 0;
     if (zh)
-        buf_printf(m, "执行前请确认：execute_action 将在知识网络「%s」上执行行动类「%s」，", kn ? kn : "?",
-                   at ? at : "?");
+        buf_printf(m, "执行前请确认：execute_action 将在知识网络「%s」上执行行动类「%s」，",
+                   kn ? kn : "?", at ? at : "?");
     else
-        buf_printf(m, "Confirm before it runs: execute_action will run action type \"%s\" on "
-                      "knowledge network \"%s\", ",
+        buf_printf(m,
+                   "Confirm before it runs: execute_action will run action type \"%s\" on "
+                   "knowledge network \"%s\", ",
                    at ? at : "?", kn ? kn : "?");
     if (n == 0) {
-        buf_puts(m, zh ? "目标实例未列出：由行动类自身的条件选出。"
-                       : "on the instances the action type's own conditions select (none listed). ");
+        buf_puts(m,
+                 zh ? "目标实例未列出：由行动类自身的条件选出。"
+                    : "on the instances the action type's own conditions select (none listed). ");
     } else {
         buf_printf(m, zh ? "作用于 %zu 个实例：" : "on %zu instance(s): ", n);
         size_t shown = n < 5 ? n : 5;
@@ -176,12 +178,14 @@ void confirm_describe(const char *tool, const json_value *args, lang_id lang, bu
         json_value *shown = shown_args(args);
         const char *skill = args ? json_get_string(args, "skill_id") : NULL;
         if (skill)
-            buf_printf(message, zh ? "执行前请确认：%s 将运行技能「%s」，参数："
-                                   : "Confirm before it runs: %s will run skill \"%s\" with: ",
+            buf_printf(message,
+                       zh ? "执行前请确认：%s 将运行技能「%s」，参数："
+                          : "Confirm before it runs: %s will run skill \"%s\" with: ",
                        tool, skill);
         else
             buf_printf(message,
-                       zh ? "执行前请确认：将调用 %s，参数：" : "Confirm before it runs: %s will be called with: ",
+                       zh ? "执行前请确认：将调用 %s，参数："
+                          : "Confirm before it runs: %s will be called with: ",
                        tool);
         put_json(message, shown);
         buf_puts(message, zh ? "。" : ". ");
@@ -219,8 +223,9 @@ void confirm_state_mint(session_ctx *s, const principal *who, const char *tool,
     char nonce[33], exp_hex[9], tag[65];
     random_bytes(rnd, sizeof rnd);
     hex_encode(rnd, sizeof rnd, nonce);
-    snprintf(exp_hex, sizeof exp_hex, "%08x",
-             (unsigned)((uint64_t)(now_wall_ms() / 1000 + (ttl_s > 0 ? ttl_s : 600)) & 0xffffffffu));
+    snprintf(
+        exp_hex, sizeof exp_hex, "%08x",
+        (unsigned)((uint64_t)(now_wall_ms() / 1000 + (ttl_s > 0 ? ttl_s : 600)) & 0xffffffffu));
     state_tag(s, nonce, exp_hex, who, tool, args_hash, interaction, tag);
     snprintf(out, CONFIRM_STATE_LEN + 1, "cs1.%s.%s.%s", nonce, exp_hex, tag);
 }

@@ -33,7 +33,8 @@
 
 typedef enum {
     CONFIRM_OK = 0,
-    CONFIRM_INVALID, /* malformed, or signed for another principal, tool, arguments or interaction */
+    CONFIRM_INVALID, /* malformed, or signed for another principal, tool, arguments or interaction
+                      */
     CONFIRM_EXPIRED  /* ours and intact, but past its expiry */
 } confirm_status;
 

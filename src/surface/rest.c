@@ -48,11 +48,12 @@ static void confirm_refuse(req_ctx *c, int status, const char *code, const char 
 }
 
 /* 428: the question and a token to send back in X-OpenBKN-Confirmation. */
-static void confirm_required(req_ctx *c, const json_value *view)
+static void confirm_required(req_ctx *c, const json_value *view, const char *target,
+                             const json_value *target_args)
 {
     buf msg = BUF_INIT, schema = BUF_INIT, b = BUF_INIT;
     char hash[65], token[CONFIRM_STATE_LEN + 1];
-    confirm_describe(c->tool, view, c->lang, &msg, &schema);
+    confirm_describe(target, target_args, c->lang, &msg, &schema);
     confirm_args_hash(view, hash);
     confirm_state_mint(c->app->sessions, &c->who, c->tool, hash, confirm_interaction(view),
                        c->app->cfg->confirm_ttl_s, token);
@@ -135,13 +136,16 @@ static void on_rest_confirm_claimed(int rc, const char *val, size_t len, void *a
 static int rest_confirm_gate(req_ctx *c)
 {
     json_value *view = confirm_view(c);
-    if (!confirm_applies(c->app->cfg->confirm_tools, c->tool, view)) {
+    const char *target;
+    const json_value *target_args;
+    confirm_target(c->tool, view, &target, &target_args); /* execute_tool: its inner call */
+    if (!confirm_applies(c->app->cfg->confirm_tools, target, target_args)) {
         json_free(view);
         return 0;
     }
     const char *token = req_header(c, CONFIRM_HEADER);
     if (!token || !*token) {
-        confirm_required(c, view);
+        confirm_required(c, view, target, target_args);
         json_free(view);
         return 1;
     }

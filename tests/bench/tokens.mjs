@@ -138,7 +138,11 @@ try {
         continue;
       }
       if (tool === 'execute_action' && !run) run = json.structuredContent?.execution_id;
-      const jsonText = json.content[0].text;
+      // execute_action starts a new run each call (a new random id) and the run that
+      // get_action_execution reads moves on between two calls: their JSON is that of the
+      // same call's result, not of the second call
+      const moving = tool === 'execute_action' || tool === 'get_action_execution';
+      const jsonText = moving ? JSON.stringify(toon.structuredContent) : json.content[0].text;
       const ours = toon.content[0].text;
       const ref = encode(JSON.parse(jsonText));
       const sc = json.structuredContent ?? {};

@@ -133,6 +133,44 @@ test('v2 SDK, modern: decline -> nothing runs, a non-retryable result says so, T
   }
 });
 
+test('v2 SDK, modern: a retry of an accepted call (same invocation id) is asked again and replays; it runs once', { skip: NO_SDK2 }, async () => {
+  let asked = 0;
+  const c = await client(async () => { asked++; return { action: 'accept', content: { confirm: true } }; });
+  try {
+    const ctx = await startTurn(c);
+    const seq = await lastSeq();
+    const params = { name: 'execute_action', arguments: { ...ACTION, bkn_context: ctx }, _meta: { 'openbkn.ai/client-invocation-id': `confirm-inv-${process.pid}` } };
+    const a = await c.callTool(params);
+    assert.equal(a.isError, false, JSON.stringify(a));
+    const b = await c.callTool(params);
+    assert.deepEqual(b.structuredContent, a.structuredContent);
+    assert.equal(asked, 2);
+    assert.equal((await executes(seq)).length, 1);
+  } finally {
+    await c.close();
+  }
+});
+
+test('v2 SDK, modern: a call through execute_tool is judged as the call it makes', { skip: NO_SDK2 }, async () => {
+  const asked = [];
+  sdk ??= await import(pathToFileURL(SDK2).href);
+  const transport = new sdk.StreamableHTTPClientTransport(new URL(`${server.base}${PREFIX}/mcp-compact`), { requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } } });
+  const c = new sdk.Client({ name: 'confirm-test', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } }, versionNegotiation: { mode: { pin: V } } });
+  c.setRequestHandler('elicitation/create', async (req) => { asked.push(req.params.message); return { action: 'decline' }; });
+  await c.connect(transport);
+  try {
+    const ctx = await startTurn(c);
+    const seq = await lastSeq();
+    const r = await c.callTool({ name: 'execute_tool', arguments: { tool_id: 'execute_action', arguments: ACTION, bkn_context: ctx } });
+    assert.equal(errorOf(r).code, 'confirmation_declined');
+    assert.equal(asked.length, 1);
+    assert.match(asked[0], /at_restart_pod/);
+    assert.deepEqual(await executes(seq), []);
+  } finally {
+    await c.close();
+  }
+});
+
 // ---- raw stateless requests: the state ----
 
 async function ask(args) {
@@ -211,9 +249,6 @@ test('legacy session without elicitation -> a non-retryable refusal; tools not n
   assert.equal(e.required_action, 'confirm_by_person');
   assert.match(e.description + e.solution, /elicitation/);
   assert.deepEqual(await executes(seq), []);
-  // the same through execute_tool
-  const via = await post(mcpUrl(), { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'execute_tool', arguments: { tool_id: 'execute_action', arguments: ACTION } } }, h);
-  if (via.json.result) assert.equal(errorOf(via.json.result).code, 'confirmation_unavailable');
   const list = await post(mcpUrl(), { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'list_knowledge_networks', arguments: {} } }, h);
   assert.notEqual(JSON.parse(list.json.result.content[0].text).code, 'confirmation_unavailable');
 });
@@ -364,4 +399,9 @@ test('REST: 428 with the question and a token; the token runs it once; decline r
   const bad = await rest(args, { 'x-openbkn-confirmation': t3, 'x-openbkn-confirmation-answer': 'maybe' });
   assert.equal(bad.status, 400, bad.text);
   assert.equal(bad.json.code, 'confirmation_answer_invalid');
+  // execute_tool on REST is judged as the call it makes
+  const via = await post(`${server.base}${PREFIX}/kn/execute_tool`, { tool_id: 'execute_action', arguments: ACTION, bkn_context: ctx });
+  assert.equal(via.status, 428, via.text);
+  assert.match(via.json.details.question, /at_restart_pod/);
+  assert.deepEqual(await executes(seq2), []);
 });

@@ -419,7 +419,7 @@ test('10,000 idle connections: requests cost no more server CPU, memory stays bo
     // connections (upstream keep-alive sockets) may close meanwhile.
     const SLACK = 5;
     // (the waits are liveness caps: a loaded machine accepts slowly)
-    const socks = await openIdle(port, N, 100, (k) => until(() => established(port) >= k, 5000, 5));
+    const socks = await openIdle(port, N, 100, (k) => until(() => established(port) >= k, 5000, 5), `127.0.0.${10 + round}`);
     // every connection is accepted: the server holds a descriptor for each
     const held = await until(() => established(port) >= N && procStats(pid).fds >= N, 30000);
     assert.ok(held, `server holds ${procStats(pid).fds - base.fds} extra descriptors (${established(port)} established), expected ${N}`);

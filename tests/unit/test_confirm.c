@@ -35,7 +35,8 @@ static void test_rules(void)
     CHECK(confirm_names_tool("execute_action@kn_ops/at_x", "execute_action"));
     CHECK(!confirm_names_tool("execute_action@kn_ops/at_x", "execute_skill"));
 
-    json_value *via = parse("{\"tool_id\":\"execute_action\",\"arguments\":{\"kn_id\":\"kn_ops\"}}");
+    json_value *via =
+        parse("{\"tool_id\":\"execute_action\",\"arguments\":{\"kn_id\":\"kn_ops\"}}");
     const char *t;
     const json_value *ta;
     confirm_target("execute_tool", via, &t, &ta);
@@ -81,20 +82,27 @@ static void test_state(void)
     CHECK(confirm_state_check(s, &a, "execute_action", h, "i1", st, nonce, &exp) == CONFIRM_OK);
     CHECK(strlen(nonce) == 32 && !memcmp(nonce, st + 4, 32));
     CHECK(exp > now_wall_ms() / 1000);
-    CHECK(confirm_state_check(s, &b, "execute_action", h, "i1", st, nonce, NULL) == CONFIRM_INVALID);
-    CHECK(confirm_state_check(other, &a, "execute_action", h, "i1", st, nonce, NULL) == CONFIRM_INVALID);
+    CHECK(confirm_state_check(s, &b, "execute_action", h, "i1", st, nonce, NULL) ==
+          CONFIRM_INVALID);
+    CHECK(confirm_state_check(other, &a, "execute_action", h, "i1", st, nonce, NULL) ==
+          CONFIRM_INVALID);
     CHECK(confirm_state_check(s, &a, "execute_skill", h, "i1", st, nonce, NULL) == CONFIRM_INVALID);
-    CHECK(confirm_state_check(s, &a, "execute_action", h, "i2", st, nonce, NULL) == CONFIRM_INVALID);
+    CHECK(confirm_state_check(s, &a, "execute_action", h, "i2", st, nonce, NULL) ==
+          CONFIRM_INVALID);
     char h3[65];
     confirm_args_hash(NULL, h3);
-    CHECK(confirm_state_check(s, &a, "execute_action", h3, "i1", st, nonce, NULL) == CONFIRM_INVALID);
-    CHECK(confirm_state_check(s, &a, "execute_action", h, "i1", NULL, nonce, NULL) == CONFIRM_INVALID);
-    CHECK(confirm_state_check(s, &a, "execute_action", h, "i1", "cs1.x", nonce, NULL) == CONFIRM_INVALID);
+    CHECK(confirm_state_check(s, &a, "execute_action", h3, "i1", st, nonce, NULL) ==
+          CONFIRM_INVALID);
+    CHECK(confirm_state_check(s, &a, "execute_action", h, "i1", NULL, nonce, NULL) ==
+          CONFIRM_INVALID);
+    CHECK(confirm_state_check(s, &a, "execute_action", h, "i1", "cs1.x", nonce, NULL) ==
+          CONFIRM_INVALID);
     for (size_t i = 0; i < CONFIRM_STATE_LEN; i++) {
         char bad[CONFIRM_STATE_LEN + 1];
         memcpy(bad, st, sizeof bad);
         bad[i] = bad[i] == 'a' ? 'b' : 'a';
-        CHECK(confirm_state_check(s, &a, "execute_action", h, "i1", bad, nonce, NULL) == CONFIRM_INVALID);
+        CHECK(confirm_state_check(s, &a, "execute_action", h, "i1", bad, nonce, NULL) ==
+              CONFIRM_INVALID);
     }
     /* a ttl <= 0 takes the default (ten minutes) */
     char old[CONFIRM_STATE_LEN + 1];
@@ -108,9 +116,10 @@ static void test_state(void)
 
 static void test_describe(void)
 {
-    json_value *args = parse("{\"kn_id\":\"kn_ops\",\"at_id\":\"at_restart\",\"_instance_identities\":"
-                             "[{\"id\":1},{\"id\":2},{\"id\":3},{\"id\":4},{\"id\":5},{\"id\":6}],"
-                             "\"dynamic_params\":{\"grace\":7}}");
+    json_value *args =
+        parse("{\"kn_id\":\"kn_ops\",\"at_id\":\"at_restart\",\"_instance_identities\":"
+              "[{\"id\":1},{\"id\":2},{\"id\":3},{\"id\":4},{\"id\":5},{\"id\":6}],"
+              "\"dynamic_params\":{\"grace\":7}}");
     buf m = BUF_INIT, sc = BUF_INIT;
     confirm_describe("execute_action", args, LANG_EN_US, &m, &sc);
     CHECK(strstr(m.data, "\"at_restart\"") && strstr(m.data, "\"kn_ops\""));
@@ -144,7 +153,8 @@ static void test_session_flag(void)
         /* setting the flag by hand breaks the id */
         char forged[SESSION_ID_LEN + 1];
         memcpy(forged, no, sizeof forged);
-        forged[31] = "0123456789abcdef"[(strchr("0123456789abcdef", no[31]) - "0123456789abcdef") | 1];
+        forged[31] =
+            "0123456789abcdef"[(strchr("0123456789abcdef", no[31]) - "0123456789abcdef") | 1];
         CHECK(session_check_id(s, &a, forged) == SESSION_INVALID);
     }
     session_free(s);

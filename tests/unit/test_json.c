@@ -253,6 +253,45 @@ static void test_errors(void)
 
 /* json_parse_keep: members not named are checked and skipped; a raw member is its
  * exact bytes; a refusal is json_parse's, message and offset. */
+/* A parsed tree is packed (a string's bytes and an object's members and keys in the
+ * node's own block): reading, growing, removing and freeing it still work. */
+static void test_packed_tree(void)
+{
+    const char *text = "{\"a\":\"x\",\"k\\u00e9\\\"y\":{\"n\":\"\",\"e\":{}},\"\":[\"s\\n\"],\"z\":1}";
+    char err[128];
+    json_value *v = json_parse(text, strlen(text), NULL, err, sizeof err);
+    CHECK(v != NULL);
+    CHECK_STR(json_get_string(v, "a"), "x");
+    const json_value *o = json_get(v, "k\xc3\xa9\"y");
+    CHECK(o && json_count(o) == 2 && json_get_string(o, "n") && !*json_get_string(o, "n"));
+    CHECK(json_count(json_get(o, "e")) == 0);
+    CHECK_STR(json_get_str(json_at(json_get(v, ""), 0), NULL), "s\n");
+    size_t klen;
+    CHECK_STR(json_key_at(v, 1, &klen), "k\xc3\xa9\"y");
+    CHECK(klen == 5);
+    /* grows past its block: its members move, its keys stay */
+    for (int i = 0; i < 9; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "g%d", i);
+        json_set(v, k, json_new_int(i));
+    }
+    json_set(v, "a", json_new_str("w", 1));
+    CHECK(json_remove(v, "z") && !json_get(v, "z"));
+    CHECK(json_remove(v, "g3") && json_count(v) == 11);
+    json_value *c = json_clone(v);
+    json_free(v);
+    buf b = BUF_INIT;
+    json_write(&b, c, 0);
+    CHECK_STR(b.data, "{\"a\":\"w\",\"k\u00e9\\\"y\":{\"n\":\"\",\"e\":{}},\"\":[\"s\\n\"],\"g0\":0,"
+                      "\"g1\":1,\"g2\":2,\"g4\":4,\"g5\":5,\"g6\":6,\"g7\":7,\"g8\":8}");
+    buf_free(&b);
+    json_free(c);
+    /* removing from a parsed object that never grew */
+    v = json_parse("{\"p\":\"q\",\"r\":{\"s\":1}}", 21, NULL, err, sizeof err);
+    CHECK(v && json_remove(v, "p") && json_count(v) == 1 && json_get(v, "r"));
+    json_free(v);
+}
+
 static void test_keep(void)
 {
     static const json_keep op[] = {{"operation_id", NULL, 0}, {"attempt", NULL, 0}, {NULL, NULL, 0}};
@@ -1329,6 +1368,7 @@ static int run_unit(void)
     test_numbers();
     test_errors();
     test_keep();
+    test_packed_tree();
     test_utf8();
     test_order_and_canonical();
     test_limits();

@@ -135,12 +135,15 @@ export function fdLimit() {
 // settle(opened), when given, is awaited after each batch: a batch larger than the
 // listen backlog can leave connections the client thinks are open but the server
 // never accepts (the final ACK of a full accept queue is dropped).
-export async function openIdle(port, n, batch = 250, settle = undefined) {
+// localAddress: the clients' source address (any 127.x.y.z): each has its own
+// ephemeral ports, so ten thousand connections do not depend on how many sockets
+// other processes on the machine hold in TIME_WAIT from 127.0.0.1.
+export async function openIdle(port, n, batch = 250, settle = undefined, localAddress = undefined) {
   const socks = [];
   for (let i = 0; i < n; i += batch) {
     const k = Math.min(batch, n - i);
     const part = await Promise.all(Array.from({ length: k }, () => new Promise((resolve, reject) => {
-      const s = net.connect({ host: '127.0.0.1', port });
+      const s = net.connect({ host: '127.0.0.1', port, ...(localAddress ? { localAddress } : {}) });
       s.once('connect', () => { s.removeListener('error', reject); s.on('error', () => {}); resolve(s); });
       s.once('error', reject);
     })));
