@@ -593,15 +593,15 @@ static inline void skip_ws(parser *ps)
     ps->p = p;
 }
 
-/* Parses the string at ps->p (on '"'): 0 with *out at its bytes (the input's, or
- * ps->scratch's when it had escapes: good until the next string), -1 on error. */
-static int parse_span(parser *ps, const char **out, size_t *outlen)
+/* The plain run of a string at *pp: advances over bytes that need no work (ASCII
+ * other than '"', '\\' and controls, valid UTF-8) and returns the byte it stops at,
+ * '"' or '\\', with *pp on it; -1 on an error (reported through ps). parse_span
+ * and skip_string share it, so that a kept and a skipped string accept the same
+ * bytes. */
+static int string_run(parser *ps, const unsigned char **pp)
 {
-    const unsigned char *p = ps->p + 1, *end = ps->end;
-    const unsigned char *run = p;
-    int escaped = 0;
+    const unsigned char *p = *pp, *end = ps->end;
     for (;;) {
-        /* Fast scan over bytes that need no work, eight at a time first. */
 #if JSON_TEXT_WORDS
         while (end - p >= 8) {
             uint64_t w;
@@ -621,8 +621,10 @@ static int parse_span(parser *ps, const char **out, size_t *outlen)
             return -1;
         }
         unsigned c = *p;
-        if (c == '"')
-            break;
+        if (c == '"' || c == '\\') {
+            *pp = p;
+            return (int)c;
+        }
         if (c < 0x20) {
             fail(ps, p, "control character in string");
             return -1;
@@ -636,6 +638,51 @@ static int parse_span(parser *ps, const char **out, size_t *outlen)
             p += n;
             continue;
         }
+    }
+}
+
+/* The four hex digits after "\\u" at *pp (and the low half of a surrogate pair):
+ * the code point in *cp, *pp past them; -1 on an error reported at bs (the
+ * escape's backslash). */
+static int u_escape(parser *ps, const unsigned char **pp, const unsigned char *bs, unsigned *cp)
+{
+    const unsigned char *p = *pp, *end = ps->end;
+    unsigned lo;
+    if (end - p < 4 || json_hex4(p, cp) < 0) {
+        fail(ps, bs, "invalid \\u escape");
+        return -1;
+    }
+    p += 4;
+    if (*cp >= 0xDC00 && *cp <= 0xDFFF) {
+        fail(ps, bs, "lone low surrogate \\u escape");
+        return -1;
+    }
+    if (*cp >= 0xD800 && *cp <= 0xDBFF) {
+        if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
+            lo < 0xDC00 || lo > 0xDFFF) {
+            fail(ps, bs, "lone high surrogate \\u escape");
+            return -1;
+        }
+        p += 6;
+        *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    *pp = p;
+    return 0;
+}
+
+/* Parses the string at ps->p (on '"'): 0 with *out at its bytes (the input's, or
+ * ps->scratch's when it had escapes: good until the next string), -1 on error. */
+static int parse_span(parser *ps, const char **out, size_t *outlen)
+{
+    const unsigned char *p = ps->p + 1, *end = ps->end;
+    const unsigned char *run = p;
+    int escaped = 0;
+    for (;;) {
+        int stop = string_run(ps, &p);
+        if (stop < 0)
+            return -1;
+        if (stop == '"')
+            break;
         /* backslash */
         if (!escaped) {
             escaped = 1;
@@ -676,25 +723,8 @@ static int parse_span(parser *ps, const char **out, size_t *outlen)
             break;
         case 'u': {
             unsigned cp;
-            if (end - p < 4 || json_hex4(p, &cp) < 0) {
-                fail(ps, bs, "invalid \\u escape");
+            if (u_escape(ps, &p, bs, &cp) < 0)
                 return -1;
-            }
-            p += 4;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                fail(ps, bs, "lone low surrogate \\u escape");
-                return -1;
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                unsigned lo;
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
-                    lo < 0xDC00 || lo > 0xDFFF) {
-                    fail(ps, bs, "lone high surrogate \\u escape");
-                    return -1;
-                }
-                p += 6;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
             json_put_utf8(&ps->scratch, cp);
             break;
         }
@@ -856,40 +886,11 @@ static int skip_string(parser *ps)
             p += 16;
         }
 #endif
-#if JSON_TEXT_WORDS
-        while (end - p >= 8) {
-            uint64_t w;
-            memcpy(&w, p, 8);
-            uint64_t m = json_special_mask(w, 1);
-            if (m) {
-                p += json_first_flagged(m);
-                break;
-            }
-            p += 8;
-        }
-#endif
-        while (p < end && *p >= 0x20 && *p != '"' && *p != '\\' && *p < 0x80)
-            p++;
-        if (p >= end) {
-            fail(ps, p, "unterminated string");
+        int stop = string_run(ps, &p);
+        if (stop < 0)
             return -1;
-        }
-        unsigned c = *p;
-        if (c == '"')
+        if (stop == '"')
             break;
-        if (c < 0x20) {
-            fail(ps, p, "control character in string");
-            return -1;
-        }
-        if (c >= 0x80) {
-            int n = json_utf8_seq_fast(p, end);
-            if (n < 0) {
-                fail(ps, p + (-n - 1), "invalid UTF-8 in string");
-                return -1;
-            }
-            p += n;
-            continue;
-        }
         const unsigned char *bs = p;
         if (end - p < 2) {
             fail(ps, end, "unterminated string");
@@ -898,24 +899,9 @@ static int skip_string(parser *ps)
         char e = (char)p[1];
         p += 2;
         if (e == 'u') {
-            unsigned cp, lo;
-            if (end - p < 4 || json_hex4(p, &cp) < 0) {
-                fail(ps, bs, "invalid \\u escape");
+            unsigned cp;
+            if (u_escape(ps, &p, bs, &cp) < 0)
                 return -1;
-            }
-            p += 4;
-            if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                fail(ps, bs, "lone low surrogate \\u escape");
-                return -1;
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || json_hex4(p + 2, &lo) < 0 ||
-                    lo < 0xDC00 || lo > 0xDFFF) {
-                    fail(ps, bs, "lone high surrogate \\u escape");
-                    return -1;
-                }
-                p += 6;
-            }
         } else if (!strchr("\"\\/bfnrt", e) || e == '\0') {
             fail(ps, bs, "invalid escape in string");
             return -1;
