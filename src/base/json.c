@@ -598,7 +598,7 @@ static inline void skip_ws(parser *ps)
  * '"' or '\\', with *pp on it; -1 on an error (reported through ps). parse_span
  * and skip_string share it, so that a kept and a skipped string accept the same
  * bytes. */
-static int string_run(parser *ps, const unsigned char **pp)
+static inline __attribute__((always_inline)) int string_run(parser *ps, const unsigned char **pp)
 {
     const unsigned char *p = *pp, *end = ps->end;
     for (;;) {
