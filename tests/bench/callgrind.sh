@@ -15,7 +15,9 @@
 # many bkn_finish_interaction (outcome completed with an answer), each with its
 # instructions and Trace Core round trips per call.
 # Before the managed phase, the same ad hoc MCP call N times on an open session and N
-# times in the stateless protocol era (no session), each counted apart.
+# times in the stateless protocol era (no session), each counted apart, each after a
+# reload of the tools and ERA_WARM (default 2) uncounted calls of its era, so both
+# start from the same Lua heap (the collector's steps fall alike).
 # CONC=256 counts the same mix under concurrency instead: CONC clients at once, each on
 # its own connection (gateway/conc.mjs), one uncounted warm-up round each, then ROUNDS
 # rounds (default 4) of one REST read and one MCP call each, counted; so the collector's
@@ -28,7 +30,7 @@
 #   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out files; MCP_FORMAT=toon
 #   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases;
 #   CONC=256 ROUNDS=4 the concurrent mix; MIX=rest the REST reads alone; LC_N=20 the
-#   lifecycle calls counted.
+#   lifecycle calls counted; ERA_WARM=2 the uncounted calls before each era's.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}
@@ -78,14 +80,26 @@ if [ "${MANAGED:-1}" != 0 ]; then
   mcp_total=$(phase_total $dumps)
   # The same call, N times each: on an open session (session era), then stateless
   # (2026-07-28: no session, the request's _meta and headers checked instead).
+  # Each era's calls start from the same Lua heap: a reload of the tools (a new
+  # generation, its state fully collected once built), then ERA_WARM calls of that
+  # era, not counted. The calls hand Lua the same values in both eras, so the
+  # collector's steps fall on the same calls of both phases; without this a phase
+  # gains or loses a minor collection by where the other left the heap (about
+  # +-3 k instructions per call at N=100).
   mcp_session
-  phase_dump # the session set-up: not counted
-  legacy_sent=$(MIX=legacy SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "$N")
-  phase_dump
-  legacy_total=$(phase_total $dumps)
-  modern_sent=$(MIX=modern node "$BENCH_DIR/mix.mjs" "$GW" "$N")
-  phase_dump
-  modern_total=$(phase_total $dumps)
+  ADMIN=http://127.0.0.1:$(grep '"listener":"admin"' "$WORK/gateway.log" | sed 's/.*"port":\([0-9]*\).*/\1/')
+  era_phase() { # mix: sets era_sent and era_total
+    curl -sf -o /dev/null -X POST "$ADMIN/admin/reload"
+    MIX=$1 SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "${ERA_WARM:-2}" >/dev/null
+    phase_dump # the reload and the warm-up: not counted
+    era_sent=$(MIX=$1 SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+    phase_dump
+    era_total=$(phase_total $dumps)
+  }
+  era_phase legacy
+  legacy_sent=$era_sent legacy_total=$era_total legacy_dump=$dumps
+  era_phase modern
+  modern_sent=$era_sent modern_total=$era_total modern_dump=$dumps
   # Capture on; the gateway re-reads the policy within trace_core.capture_policy_ttl_s
   # (30 s): until then an ad hoc MCP call still runs (this phase is not counted).
   curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
@@ -165,5 +179,5 @@ if [ "${MANAGED:-1}" != 0 ]; then
     printf "instructions per bkn_finish_interaction: %.0f (outcome completed, with an answer), Trace Core round trips: %.2f\n", f / fn, ft / fn }'
 fi
 if [ -n "${KEEP_WORK:-}" ]; then
-  echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.4, stateless: .5, starts: .7, managed calls: .8, finishes: .9)"
+  echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.$legacy_dump, stateless: .$modern_dump, starts: .$((modern_dump + 2)), managed calls: .$((modern_dump + 3)), finishes: .$((modern_dump + 4)))"
 fi
