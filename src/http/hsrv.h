@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util.h"
+
 typedef struct hsrv hsrv;
 typedef struct hconn hconn;
 
@@ -55,6 +57,9 @@ uint64_t hsrv_conns_refused(const hsrv *s);
 uint64_t hsrv_deadline_closed(const hsrv *s);
 uint64_t hsrv_open(const hsrv *s);
 uint64_t hsrv_trims(const hsrv *s);
+/* Those figures as /metrics series (cl_connections_*, cl_requests_framing_refused_total
+ * of both listeners, cl_heap_trims_total); admin may be NULL. */
+void hsrv_write_metrics(const hsrv *pub, const hsrv *admin, buf *out);
 
 /* ---- the request ---- */
 
