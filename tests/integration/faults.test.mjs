@@ -61,10 +61,6 @@ before(async () => {
     startStack({
       capture: 'enabled',
       env: {
-        // The 10,000-idle-connections case holds its first connections while it opens
-        // the last ones, which on a loaded machine takes minutes: the idle timeout
-        // (30 s by default) would close them first and leave none established.
-        CL_LIMITS_IDLE_TIMEOUT_S: '3600',
         CL_TRACE_CORE_TIMEOUT_MS: String(TC_TIMEOUT_MS),
         CL_TRACE_CORE_PROBE_TRIES: '2',
         CL_TRACE_CORE_PROBE_BUDGET_MS: '600',
