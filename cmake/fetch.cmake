@@ -10,7 +10,7 @@ target_link_libraries(test_fetch PRIVATE PkgConfig::LIBEVENT PkgConfig::CURL Pkg
 add_test(NAME unit_fetch COMMAND test_fetch)
 set_tests_properties(unit_fetch PROPERTIES TIMEOUT 60 LABELS "unit;fetch")
 
-add_executable(test_auth ${CMAKE_SOURCE_DIR}/tests/unit/test_auth.c ${CMAKE_SOURCE_DIR}/src/http/auth.c
+add_executable(test_auth ${CMAKE_SOURCE_DIR}/tests/unit/test_auth.c ${CMAKE_SOURCE_DIR}/src/http/auth.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c
                          ${CMAKE_SOURCE_DIR}/src/base/json.c ${CL_FETCH_TEST_SOURCES})
 target_include_directories(test_auth PRIVATE
                                              ${CMAKE_SOURCE_DIR}/tests/unit)

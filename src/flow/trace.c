@@ -7,6 +7,7 @@
  * a shared flight (an internal request, or the ctx's probe state); when the flight
  * ends each waiter gets its own activation. */
 #include "trace.h"
+#include "metrics.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -1503,4 +1504,52 @@ void trace_stats(const trace_ctx *t, trace_stats_t *out)
     out->breaker = t->breaker;
     if (t->breaker == TRACE_BREAKER_OPEN && now_mono_ms() >= t->open_until)
         out->breaker = TRACE_BREAKER_HALF_OPEN;
+}
+
+void trace_write_metrics(const trace_ctx *t, buf *out)
+{
+    trace_stats_t st;
+    if (!t)
+        return;
+    trace_stats(t, &st);
+    metrics_write_counter(out, "cl_trace_requests_total", "Trace Core requests.",
+                          (double)st.requests);
+    metrics_write_counter(out, "cl_trace_http_calls_total", "Trace Core HTTP tries.",
+                          (double)st.http_calls);
+    metrics_write_counter(out, "cl_trace_ok_total", "Trace Core requests that succeeded.",
+                          (double)st.ok);
+    metrics_write_counter(out, "cl_trace_api_errors_total",
+                          "Trace Core requests refused by the API.", (double)st.api_errors);
+    metrics_write_counter(out, "cl_trace_unavailable_total",
+                          "Trace Core requests that found it unavailable.",
+                          (double)st.unavailable);
+    metrics_write_counter(out, "cl_trace_retries_total", "Extra Trace Core tries.",
+                          (double)st.retries);
+    metrics_write_counter(out, "cl_trace_fast_fails_total",
+                          "Requests refused by the open breaker.", (double)st.fast_fails);
+    metrics_write_gauge(out, "cl_trace_breaker_state", "Breaker: 0 closed, 1 open, 2 half-open.",
+                        st.breaker == TRACE_BREAKER_OPEN        ? 1
+                        : st.breaker == TRACE_BREAKER_HALF_OPEN ? 2
+                                                                : 0);
+    metrics_write_counter(out, "cl_trace_breaker_opens_total", "Times the breaker opened.",
+                          (double)st.breaker_opens);
+    metrics_write_counter(out, "cl_trace_probes_total", "Availability probe runs.",
+                          (double)st.probes);
+    metrics_write_counter(out, "cl_trace_probe_tries_total", "Availability probe tries.",
+                          (double)st.probe_tries);
+    metrics_write_counter(out, "cl_trace_probe_down_total",
+                          "Probe runs that verified an outage.", (double)st.probe_down);
+    metrics_write_counter(out, "cl_trace_redeliveries_total",
+                          "Attempt finalizations sent again in the background after a failure.",
+                          (double)st.redeliveries);
+    metrics_write_counter(out, "cl_trace_redelivered_total",
+                          "Background finalizations that got their receipt.",
+                          (double)st.redelivered);
+    metrics_write_counter(out, "cl_trace_redelivery_failed_total",
+                          "Background finalizations that ended without a receipt.",
+                          (double)st.redelivery_failed);
+    metrics_write_counter(out, "cl_trace_policy_cache_hits_total",
+                          "Capture policy lookups from cache.", (double)st.policy_hits);
+    metrics_write_counter(out, "cl_trace_policy_cache_misses_total",
+                          "Capture policy lookups sent to Core.", (double)st.policy_misses);
 }

@@ -13,6 +13,7 @@
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
+#include "metrics.h"
 #include "toon.h"
 #include "tokproxy.h"
 #include "toon_lua.h"
@@ -109,6 +110,12 @@ static size_t g_inflight;
 size_t call_inflight(void)
 {
     return g_inflight;
+}
+
+void call_write_metrics(buf *out)
+{
+    metrics_write_gauge(out, "cl_tool_calls_inflight", "Lua tool calls in flight.",
+                        (double)g_inflight);
 }
 
 static void log_call(const call *c, log_level level, const char *msg, const char *k1,
