@@ -24,7 +24,7 @@ target_link_libraries(test_plimit PRIVATE PkgConfig::CRYPTO m)
 add_test(NAME unit_plimit COMMAND test_plimit)
 set_tests_properties(unit_plimit PROPERTIES TIMEOUT 30 LABELS "unit;framing")
 
-add_executable(test_hsrv ${CMAKE_SOURCE_DIR}/tests/unit/test_hsrv.c ${CMAKE_SOURCE_DIR}/src/http/hsrv.c
+add_executable(test_hsrv ${CMAKE_SOURCE_DIR}/tests/unit/test_hsrv.c ${CMAKE_SOURCE_DIR}/src/http/hsrv.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c
                          ${CMAKE_SOURCE_DIR}/src/http/hsrv_head.c
                          ${CMAKE_SOURCE_DIR}/src/http/framing.c ${CMAKE_SOURCE_DIR}/src/base/log.c
                          ${CMAKE_SOURCE_DIR}/src/base/json.c ${CMAKE_SOURCE_DIR}/src/base/util.c)

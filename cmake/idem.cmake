@@ -1,5 +1,5 @@
 # State store and idempotency records (area "store" / "idem"): C unit tests.
-set(CL_IDEM_SOURCES ${CMAKE_SOURCE_DIR}/src/store/store.c ${CMAKE_SOURCE_DIR}/src/store/store_memory.c
+set(CL_IDEM_SOURCES ${CMAKE_SOURCE_DIR}/src/store/store.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c ${CMAKE_SOURCE_DIR}/src/store/store_memory.c
                     ${CMAKE_SOURCE_DIR}/src/flow/idem.c ${CMAKE_SOURCE_DIR}/src/base/json.c
                     ${CMAKE_SOURCE_DIR}/src/base/util.c)
 

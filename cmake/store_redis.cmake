@@ -1,7 +1,7 @@
 # Redis backend of the state store (area "scale-out": replicas share one store): C unit test against
 # a real redis-server started by the test (skipped with 77 when it is missing).
 add_executable(test_store_redis ${CMAKE_SOURCE_DIR}/tests/unit/test_store_redis.c
-                                ${CMAKE_SOURCE_DIR}/src/store/store.c ${CMAKE_SOURCE_DIR}/src/store/store_redis.c
+                                ${CMAKE_SOURCE_DIR}/src/store/store.c ${CMAKE_SOURCE_DIR}/src/base/metrics.c ${CMAKE_SOURCE_DIR}/src/store/store_redis.c
                                 ${CMAKE_SOURCE_DIR}/src/base/log.c ${CMAKE_SOURCE_DIR}/src/base/json.c
                                 ${CMAKE_SOURCE_DIR}/src/base/util.c)
 target_include_directories(test_store_redis PRIVATE )

@@ -516,18 +516,20 @@ local function make_list_tools(ctx)
     end
 end
 
--- The maker of ctx.<name>, a C function bound to the call (its ctx.http's) or a
--- value of the call; M.ctx_fn is set by the C side (a ctx made elsewhere, without
--- ctx.http, has its values set and none of these).
-local function call_bound(name)
+-- The maker of field i of clruntime.ctx_fields, a C function bound to the call (its
+-- ctx.http's) or a value of the call; M.ctx_fn is set by the C side (a ctx made
+-- elsewhere, without ctx.http, has its values set and none of these).
+local function call_bound(i)
     return function(real)
         local http = rawget(real, "http")
-        return M.ctx_fn and http and M.ctx_fn(http, name) or nil
+        return M.ctx_fn and http and M.ctx_fn(http, i) or nil
     end
 end
 
 -- The fields the runtime adds to every call's ctx, made on the first read (most
--- calls read none of them): name -> maker(real ctx, its read-only view).
+-- calls read none of them): name -> maker(real ctx, its read-only view). Those the
+-- runtime makes itself are named here; those the C side makes, once in its list
+-- (clruntime.ctx_fields).
 local LAZY = {
     invoke = function(real, view)
         return make_invoke(view, real)
@@ -538,20 +540,25 @@ local LAZY = {
     authz = function(real)
         return authz.handle(real.principal, real.now_ms)
     end,
-    log = call_bound("log"),
-    now_ms = call_bound("now_ms"),
-    generation = call_bound("generation"),
-    deadline_ms = call_bound("deadline_ms"),
-    request_id = call_bound("request_id"),
-    principal = call_bound("principal"),
-    request = call_bound("request"),
-    surface = call_bound("surface"),
-    config = call_bound("config"),
 }
+for i, name in ipairs(clruntime.ctx_fields) do
+    assert(LAZY[name] == nil, "ctx field made on both sides: " .. name)
+    LAZY[name] = call_bound(i)
+end
+
+-- lazy_names() -> the names of LAZY, sorted
+local function lazy_names()
+    local names = {}
+    for name in pairs(LAZY) do
+        names[#names + 1] = name
+    end
+    table.sort(names)
+    return names
+end
 
 -- The metatable of a call's ctx (the C side sets it; invoke sets it on a ctx
 -- without one): a read of a missing field makes the LAZY one; the read-only view
--- makes the __lazy ones before pairs lists the fields.
+-- makes the __lazy ones (every LAZY field) before pairs lists the fields.
 M.ctx_mt = {
     __index = function(real, key)
         local make = LAZY[key]
@@ -562,8 +569,7 @@ M.ctx_mt = {
         rawset(real, key, v)
         return v
     end,
-    __lazy = { "invoke", "list_tools", "authz", "log", "now_ms", "generation", "deadline_ms",
-        "request_id", "principal", "request", "surface", "config" },
+    __lazy = lazy_names(),
 }
 
 -- id_prefix(rule, args) -> the text a toon_view omit_id rule's id column starts with

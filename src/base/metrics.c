@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,18 @@ void metrics_write_sample(buf *out, const char *name, const char *labels, double
     buf_putc(out, '\n');
 }
 
+void metrics_write_counter(buf *out, const char *name, const char *help, double value)
+{
+    metrics_write_header(out, name, "counter", help);
+    metrics_write_sample(out, name, "", value);
+}
+
+void metrics_write_gauge(buf *out, const char *name, const char *help, double value)
+{
+    metrics_write_header(out, name, "gauge", help);
+    metrics_write_sample(out, name, "", value);
+}
+
 static void write_hist(buf *out, const char *name, const char *tool, const hist *h)
 {
     uint64_t cum = 0;
@@ -219,6 +232,21 @@ static void write_hist(buf *out, const char *name, const char *tool, const hist 
     buf_free(&lbl);
 }
 
+/* The latency histograms of a tool call, each a family by tool. */
+typedef struct hist_family {
+    const char *name, *help;
+    size_t offset; /* of its hist in tool_hist */
+} hist_family;
+static const hist_family HIST_FAMILIES[] = {
+    {"cl_tool_call_duration_seconds", "Tool call latency, whole request.",
+     offsetof(tool_hist, total)},
+    {"cl_tool_lua_seconds", "Time spent running Lua per call.", offsetof(tool_hist, lua)},
+    {"cl_tool_upstream_seconds", "Time spent waiting on upstreams per call.",
+     offsetof(tool_hist, upstream)},
+    {"cl_tool_trace_core_seconds", "Time spent waiting on BKN Trace Core per call.",
+     offsetof(tool_hist, trace)},
+};
+
 void metrics_render(const metrics *m, buf *out)
 {
     size_t i;
@@ -242,22 +270,13 @@ void metrics_render(const metrics *m, buf *out)
         buf_putc(&lbl, '"');
         metrics_write_sample(out, "cl_tool_calls_total", lbl.data, (double)m->calls[i].n);
     }
-    metrics_write_header(out, "cl_tool_call_duration_seconds", "histogram",
-                         "Tool call latency, whole request.");
-    for (i = 0; i < m->n_hists; i++)
-        write_hist(out, "cl_tool_call_duration_seconds", m->hists[i].tool, &m->hists[i].total);
-    metrics_write_header(out, "cl_tool_lua_seconds", "histogram",
-                         "Time spent running Lua per call.");
-    for (i = 0; i < m->n_hists; i++)
-        write_hist(out, "cl_tool_lua_seconds", m->hists[i].tool, &m->hists[i].lua);
-    metrics_write_header(out, "cl_tool_upstream_seconds", "histogram",
-                         "Time spent waiting on upstreams per call.");
-    for (i = 0; i < m->n_hists; i++)
-        write_hist(out, "cl_tool_upstream_seconds", m->hists[i].tool, &m->hists[i].upstream);
-    metrics_write_header(out, "cl_tool_trace_core_seconds", "histogram",
-                         "Time spent waiting on BKN Trace Core per call.");
-    for (i = 0; i < m->n_hists; i++)
-        write_hist(out, "cl_tool_trace_core_seconds", m->hists[i].tool, &m->hists[i].trace);
+    for (size_t f = 0; f < sizeof HIST_FAMILIES / sizeof HIST_FAMILIES[0]; f++) {
+        const hist_family *hf = &HIST_FAMILIES[f];
+        metrics_write_header(out, hf->name, "histogram", hf->help);
+        for (i = 0; i < m->n_hists; i++)
+            write_hist(out, hf->name, m->hists[i].tool,
+                       (const hist *)((const char *)&m->hists[i] + hf->offset));
+    }
     metrics_write_header(out, "cl_upstream_errors_total", "counter",
                          "Tool calls that ended on an upstream failure.");
     for (i = 0; i < m->n_hists; i++) {

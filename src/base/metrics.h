@@ -1,7 +1,8 @@
 /* metrics: the counters and histograms the core records itself (requests, tool
  * calls) and a writer for the Prometheus text exposition format 0.0.4 (GET /metrics).
- * Gauges owned by other modules (auth, trace, idem, store, tools) are read at
- * scrape time and written with metrics_write_* by the caller (httpd.c).
+ * The figures other modules own (auth, trace, idem, store, tools, connections,
+ * upstream health) are written at scrape time by those modules themselves
+ * (<prefix>_write_metrics, with metrics_write_*); httpd.c calls them in order.
  *
  * Label values are bounded by the caller (route names, tool names of the current
  * catalogue, outcome codes), so the series count stays bounded.
@@ -35,6 +36,9 @@ void metrics_render(const metrics *m, buf *out);
 /* Helpers for scrape-time values. labels: "" or 'a="x",b="y"' (already escaped). */
 void metrics_write_header(buf *out, const char *name, const char *type, const char *help);
 void metrics_write_sample(buf *out, const char *name, const char *labels, double value);
+/* A series without labels: its HELP and TYPE lines and its one sample. */
+void metrics_write_counter(buf *out, const char *name, const char *help, double value);
+void metrics_write_gauge(buf *out, const char *name, const char *help, double value);
 /* Appends a label value escaped per the format (\\, \", \n). */
 void metrics_escape_label(buf *out, const char *value);
 

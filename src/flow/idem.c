@@ -1,6 +1,7 @@
 /* idem: idempotency records over the state store (see idem.h for the protocol and
  * the record encoding). */
 #include "idem.h"
+#include "metrics.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -498,6 +499,29 @@ void idem_input_hash(const json_value *args, char out[65])
 void idem_stats(const idem_ctx *ic, idem_stats_t *out)
 {
     *out = ic->st;
+}
+
+void idem_write_metrics(const idem_ctx *ic, buf *out)
+{
+    static const char *const names[] = {"run",         "replay", "conflict", "in_progress",
+                                        "unavailable", "wait",   "abort"};
+    idem_stats_t st;
+    if (!ic)
+        return;
+    idem_stats(ic, &st);
+    uint64_t vals[] = {st.runs,        st.replays, st.conflicts, st.in_progress,
+                       st.unavailable, st.waits,   st.aborts};
+    metrics_write_header(out, "cl_idempotency_decisions_total", "counter",
+                         "Idempotency decisions by kind.");
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        char lbl[64];
+        snprintf(lbl, sizeof lbl, "decision=\"%s\"", names[i]);
+        metrics_write_sample(out, "cl_idempotency_decisions_total", lbl, (double)vals[i]);
+    }
+    metrics_write_counter(out, "cl_idempotency_stored_total", "Responses stored.",
+                          (double)st.finished);
+    metrics_write_counter(out, "cl_idempotency_store_errors_total",
+                          "Stores and aborts the store failed.", (double)st.finish_errors);
 }
 
 const char *idem_decision_name(idem_decision d)

@@ -117,6 +117,8 @@ typedef struct idem_stats_t {
     uint64_t polls; /* poll timers of waiting duplicates that fired (a store read each) */
 } idem_stats_t;
 void idem_stats(const idem_ctx *ic, idem_stats_t *out);
+/* Those figures as /metrics series (cl_idempotency_*); nothing for a NULL ic. */
+void idem_write_metrics(const idem_ctx *ic, buf *out);
 
 const char *idem_decision_name(idem_decision d); /* "run", "replay", ... */
 /* The in-flight marker's lifetime in effect (claim_ttl_ms after defaults). */

@@ -7,6 +7,7 @@
  * a shared flight (an internal request, or the ctx's probe state); when the flight
  * ends each waiter gets its own activation. */
 #include "trace.h"
+#include "metrics.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -50,8 +51,8 @@ struct trace_call {
         trace_operation_cb operation;
         trace_receipt_cb receipt;
     } tcb;
-    char *method, *url, *body;
-    size_t body_len;
+    char *method, *url, *body; /* url: the path after the API base (t->api) */
+    size_t url_len, body_len;
     buf hstore;                      /* header names and values, each NUL-ended */
     size_t hoff[MAX_HEADERS * 2];    /* where each starts in hstore */
     fetch_header hdrs[MAX_HEADERS];
@@ -97,6 +98,7 @@ struct trace_ctx {
     fetch_ctx *fetch;
     trace_config cfg;
     char *base_url, *def_tenant, *def_domain;
+    fetch_base *api; /* base_url + API_PREFIX, parsed once: a request appends its path */
     call_list calls;
     policy_entry *policies;
     size_t n_policies;
@@ -144,19 +146,26 @@ static char *dup_or_empty(const char *s)
 const char *trace_path_escape(const char *id, buf *out)
 {
     static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)(id ? id : ""); *p; p++) {
+    const unsigned char *p = (const unsigned char *)(id ? id : "");
+    buf_reserve(out, strlen((const char *)p) + 1);
+    for (; *p; p++) {
         unsigned char ch = *p;
         if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
             ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            buf_putc(out, (char)ch);
+            /* the run of unreserved bytes from here, appended at once */
+            const unsigned char *q = p + 1;
+            while ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
+                   (*q >= '0' && *q <= '9') || *q == '-' || *q == '.' || *q == '_' || *q == '~')
+                q++;
+            buf_append(out, (const char *)p, (size_t)(q - p));
+            p = q - 1;
         } else {
             buf_putc(out, '%');
             buf_putc(out, hex[ch >> 4]);
             buf_putc(out, hex[ch & 15]);
         }
     }
-    if (!out->data)
-        buf_puts(out, ""); /* always a string */
+    buf_append(out, "", 0); /* always a string, even when id is empty */
     return out->data;
 }
 
@@ -221,6 +230,10 @@ trace_ctx *trace_new(struct event_base *base, fetch_ctx *fetch, const trace_conf
         t->base_url[n - 1] = '\0';
     t->def_tenant = dup_or_empty(c.default_tenant_id);
     t->def_domain = dup_or_empty(c.default_business_domain);
+    buf api = BUF_INIT;
+    put3(&api, t->base_url, API_PREFIX, NULL);
+    t->api = fetch_base_new(api.data);
+    buf_free(&api);
     c.timeout_ms = c.timeout_ms > 0 ? c.timeout_ms : 3000;
     c.policy_ttl_s = c.policy_ttl_s > 0 ? c.policy_ttl_s : 30;
     c.probe_tries = c.probe_tries > 0 ? c.probe_tries : 3;
@@ -281,6 +294,7 @@ static void ctx_destroy(trace_ctx *t)
     for (size_t i = 0; i < LEASE_SLOTS; i++)
         json_free(t->leases[i].lease_epoch);
     free(t->base_url);
+    fetch_base_free(t->api);
     free(t->def_tenant);
     free(t->def_domain);
     free(t);
@@ -643,7 +657,9 @@ static void try_send(trace_call *c)
     const char *err = NULL;
     fetch_request rq = {0};
     rq.method = c->method;
-    rq.url = c->url;
+    rq.base = t->api;
+    rq.path = c->url;
+    rq.path_len = c->url_len;
     rq.headers = c->hdrs;
     rq.n_headers = c->nh;
     rq.body = c->body;
@@ -761,8 +777,8 @@ static trace_call *request_text_ex(trace_ctx *t, const principal *who, const cha
     }
     c->counts = !persist_until;
     c->method = xstrdup(method);
-    put3(&u, t->base_url, API_PREFIX, path);
-    c->url = buf_steal(&u, NULL);
+    put3(&u, path, NULL, NULL);
+    c->url = buf_steal(&u, &c->url_len);
     owner_headers(c, who, tenant, domain, lang_tag);
     try_send(c);
 done:
@@ -1270,6 +1286,8 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
         p = it.data;
         n = it.len;
     }
+    /* room for the members around the input: grown once, not step by step */
+    buf_reserve(&b, n + 640);
     buf_putc(&b, '{');
     if (in->causation_event_ids) {
         buf_puts(&b, "\"causation_event_ids\":");
@@ -1323,6 +1341,8 @@ static char *attempt_text(const trace_attempt_in *in, size_t *len, buf *path)
         p = pl.data;
         n = pl.len;
     }
+    /* room for the members around the payload: grown once, not step by step */
+    buf_reserve(&b, n + 640);
     buf_puts(&b, "{\"artifact_refs\":null,\"business_refs\":");
     if (in->business_refs)
         json_write(&b, in->business_refs, 1);
@@ -1484,4 +1504,52 @@ void trace_stats(const trace_ctx *t, trace_stats_t *out)
     out->breaker = t->breaker;
     if (t->breaker == TRACE_BREAKER_OPEN && now_mono_ms() >= t->open_until)
         out->breaker = TRACE_BREAKER_HALF_OPEN;
+}
+
+void trace_write_metrics(const trace_ctx *t, buf *out)
+{
+    trace_stats_t st;
+    if (!t)
+        return;
+    trace_stats(t, &st);
+    metrics_write_counter(out, "cl_trace_requests_total", "Trace Core requests.",
+                          (double)st.requests);
+    metrics_write_counter(out, "cl_trace_http_calls_total", "Trace Core HTTP tries.",
+                          (double)st.http_calls);
+    metrics_write_counter(out, "cl_trace_ok_total", "Trace Core requests that succeeded.",
+                          (double)st.ok);
+    metrics_write_counter(out, "cl_trace_api_errors_total",
+                          "Trace Core requests refused by the API.", (double)st.api_errors);
+    metrics_write_counter(out, "cl_trace_unavailable_total",
+                          "Trace Core requests that found it unavailable.",
+                          (double)st.unavailable);
+    metrics_write_counter(out, "cl_trace_retries_total", "Extra Trace Core tries.",
+                          (double)st.retries);
+    metrics_write_counter(out, "cl_trace_fast_fails_total",
+                          "Requests refused by the open breaker.", (double)st.fast_fails);
+    metrics_write_gauge(out, "cl_trace_breaker_state", "Breaker: 0 closed, 1 open, 2 half-open.",
+                        st.breaker == TRACE_BREAKER_OPEN        ? 1
+                        : st.breaker == TRACE_BREAKER_HALF_OPEN ? 2
+                                                                : 0);
+    metrics_write_counter(out, "cl_trace_breaker_opens_total", "Times the breaker opened.",
+                          (double)st.breaker_opens);
+    metrics_write_counter(out, "cl_trace_probes_total", "Availability probe runs.",
+                          (double)st.probes);
+    metrics_write_counter(out, "cl_trace_probe_tries_total", "Availability probe tries.",
+                          (double)st.probe_tries);
+    metrics_write_counter(out, "cl_trace_probe_down_total",
+                          "Probe runs that verified an outage.", (double)st.probe_down);
+    metrics_write_counter(out, "cl_trace_redeliveries_total",
+                          "Attempt finalizations sent again in the background after a failure.",
+                          (double)st.redeliveries);
+    metrics_write_counter(out, "cl_trace_redelivered_total",
+                          "Background finalizations that got their receipt.",
+                          (double)st.redelivered);
+    metrics_write_counter(out, "cl_trace_redelivery_failed_total",
+                          "Background finalizations that ended without a receipt.",
+                          (double)st.redelivery_failed);
+    metrics_write_counter(out, "cl_trace_policy_cache_hits_total",
+                          "Capture policy lookups from cache.", (double)st.policy_hits);
+    metrics_write_counter(out, "cl_trace_policy_cache_misses_total",
+                          "Capture policy lookups sent to Core.", (double)st.policy_misses);
 }

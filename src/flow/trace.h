@@ -136,6 +136,8 @@ typedef struct trace_stats_t {
     uint64_t redelivery_failed;  /* ... that ended without one (API error or time up) */
 } trace_stats_t;
 void trace_stats(const trace_ctx *t, trace_stats_t *out);
+/* Those figures as /metrics series (cl_trace_*); nothing for a NULL t. */
+void trace_write_metrics(const trace_ctx *t, buf *out);
 
 /* Appends id percent-encoded for one path segment (everything but A-Z a-z 0-9
  * - . _ ~) to out; returns out->data. */

@@ -13,6 +13,7 @@
 #include "json_lua.h"
 #include "log.h"
 #include "lvm.h"
+#include "metrics.h"
 #include "toon.h"
 #include "tokproxy.h"
 #include "toon_lua.h"
@@ -34,9 +35,8 @@ enum { PHASE_STARTING, PHASE_RUNNING, PHASE_WAITING, PHASE_DONE };
 
 typedef struct ctx_ud {
     struct call *c; /* NULL once the call ended: ctx is dead */
-    /* ctx.generation, ctx.deadline_ms, ctx.request_id, ctx.principal, ctx.request
-     * (when has_request), ctx.surface and ctx.config: made on their first read
-     * (host.ctx_fn; most calls read none), from here, so also after the call ended */
+    /* what the fields of LVM_CTX_FIELDS are made of on their first read (host.ctx_fn;
+     * most calls read none), so also after the call ended */
     lua_Integer generation, deadline_ms;
     int has_request;
     const json_value *config; /* the deployment's, fixed for the server's life */
@@ -112,6 +112,12 @@ size_t call_inflight(void)
     return g_inflight;
 }
 
+void call_write_metrics(buf *out)
+{
+    metrics_write_gauge(out, "cl_tool_calls_inflight", "Lua tool calls in flight.",
+                        (double)g_inflight);
+}
+
 static void log_call(const call *c, log_level level, const char *msg, const char *k1,
                      const char *v1, const char *k2, const char *v2)
 {
@@ -161,39 +167,81 @@ static int ctx_http(lua_State *L);
  * is set, at its first call. */
 static char KEY_CTX_FN;
 
-/* host.ctx_fn(http, name) -> ctx.<name> of the call whose ctx.http is http ("log",
- * "now_ms", or a field kept in ctx_ud), made on the first read of the field instead
- * of in every call. */
+/* The makers of the fields of LVM_CTX_FIELDS, one per name: each pushes ctx.<name>
+ * of the call whose ctx_ud u is on top of the stack (and may use it as an upvalue). */
+static void ctx_make_log(lua_State *L, const ctx_ud *u)
+{
+    (void)u;
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, ctx_log, 1);
+}
+
+static void ctx_make_now_ms(lua_State *L, const ctx_ud *u)
+{
+    (void)u;
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, ctx_now_ms, 1);
+}
+
+static void ctx_make_generation(lua_State *L, const ctx_ud *u)
+{
+    lua_pushinteger(L, u->generation);
+}
+
+static void ctx_make_deadline_ms(lua_State *L, const ctx_ud *u)
+{
+    lua_pushinteger(L, u->deadline_ms);
+}
+
+static void ctx_make_request_id(lua_State *L, const ctx_ud *u)
+{
+    lua_pushlstring(L, u->text, u->request_id_len);
+}
+
+static void ctx_make_principal(lua_State *L, const ctx_ud *u)
+{
+    push_shared_principal(L, u->text + u->request_id_len, u->principal_len);
+}
+
+static void ctx_make_request(lua_State *L, const ctx_ud *u)
+{
+    if (u->has_request)
+        push_request_text(L, u->text + u->request_id_len + u->principal_len, u->request_len);
+    else
+        lua_pushnil(L);
+}
+
+static void ctx_make_surface(lua_State *L, const ctx_ud *u)
+{
+    lua_pushlstring(L, u->text + u->request_id_len + u->principal_len + u->request_len,
+                    u->surface_len);
+}
+
+static void ctx_make_config(lua_State *L, const ctx_ud *u)
+{
+    if (u->config)
+        push_shared_config(L, u->config);
+    else
+        lua_pushnil(L);
+}
+
+typedef void (*ctx_maker)(lua_State *L, const ctx_ud *u);
+#define CTX_MAKER(name) ctx_make_##name,
+static const ctx_maker CTX_MAKERS[] = {LVM_CTX_FIELDS(CTX_MAKER)};
+#undef CTX_MAKER
+
+/* host.ctx_fn(http, i) -> field i of LVM_CTX_FIELDS (clruntime.ctx_fields[i]) of the
+ * call whose ctx.http is http, made on the first read of the field instead of in
+ * every call. */
 static int ctx_fn(lua_State *L)
 {
-    const char *name = luaL_checkstring(L, 2);
+    lua_Integer i = luaL_checkinteger(L, 2);
     if (lua_tocfunction(L, 1) != ctx_http)
         return luaL_error(L, "ctx_fn: not a ctx.http");
-    lua_getupvalue(L, 1, 1);
-    const ctx_ud *u = lua_touserdata(L, -1);
-    if (strcmp(name, "log") == 0 || strcmp(name, "now_ms") == 0)
-        lua_pushcclosure(L, name[0] == 'l' ? ctx_log : ctx_now_ms, 1);
-    else if (strcmp(name, "generation") == 0)
-        lua_pushinteger(L, u->generation);
-    else if (strcmp(name, "deadline_ms") == 0)
-        lua_pushinteger(L, u->deadline_ms);
-    else if (strcmp(name, "request_id") == 0)
-        lua_pushlstring(L, u->text, u->request_id_len);
-    else if (strcmp(name, "principal") == 0)
-        push_shared_principal(L, u->text + u->request_id_len, u->principal_len);
-    else if (strcmp(name, "request") == 0 && u->has_request)
-        push_request_text(L, u->text + u->request_id_len + u->principal_len, u->request_len);
-    else if (strcmp(name, "request") == 0)
-        lua_pushnil(L);
-    else if (strcmp(name, "surface") == 0)
-        lua_pushlstring(L, u->text + u->request_id_len + u->principal_len + u->request_len,
-                        u->surface_len);
-    else if (strcmp(name, "config") == 0 && u->config)
-        push_shared_config(L, u->config);
-    else if (strcmp(name, "config") == 0)
-        lua_pushnil(L);
-    else
+    if (i < 1 || i > (lua_Integer)(sizeof CTX_MAKERS / sizeof CTX_MAKERS[0]))
         return luaL_error(L, "ctx_fn: unknown field");
+    lua_getupvalue(L, 1, 1);
+    CTX_MAKERS[i - 1](L, lua_touserdata(L, -1));
     return 1;
 }
 
@@ -1359,8 +1407,7 @@ static int setup_p(lua_State *L)
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &KEY_CTX_FN) != LUA_TTABLE) {
         lua_pop(L, 1);
         lua_rawgeti(L, LUA_REGISTRYINDEX, tools_gen_host_ref(c->gen));
-        /* ctx.log, ctx.now_ms and the fields of ctx_ud: made by the runtime on first
-         * read (host.ctx_fn) */
+        /* the fields of LVM_CTX_FIELDS: made by the runtime on first read (host.ctx_fn) */
         lua_pushcfunction(L, ctx_fn);
         lua_setfield(L, -2, "ctx_fn");
         lua_createtable(L, 2, 0);

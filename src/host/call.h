@@ -85,6 +85,8 @@ void call_cancel(call *c);
 
 /* Calls in flight (all generations). */
 size_t call_inflight(void);
+/* That figure as the /metrics series cl_tool_calls_inflight. */
+void call_write_metrics(buf *out);
 /* For tests: the finished coroutines gen's state keeps for later calls; *clean = 0
  * when one of them is not empty, not finished or has a hook. */
 size_t call_co_pooled(tools_gen *gen, int *clean);

@@ -310,6 +310,19 @@ static void preload(lua_State *L, int loaded, const char *name, lua_CFunction op
     lua_setfield(L, loaded, name);
 }
 
+/* Pushes clruntime.ctx_fields: the names of LVM_CTX_FIELDS in its order. */
+static void push_ctx_fields(lua_State *L)
+{
+#define CTX_FIELD_NAME(name) #name,
+    static const char *const names[] = {LVM_CTX_FIELDS(CTX_FIELD_NAME)};
+#undef CTX_FIELD_NAME
+    lua_createtable(L, (int)(sizeof names / sizeof names[0]), 0);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        lua_pushstring(L, names[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
 /* Pushes a new generation: empty sources, the C modules preloaded, both envs. */
 static void push_gen(lua_State *L)
 {
@@ -332,6 +345,8 @@ static void push_gen(lua_State *L)
     preload(L, loaded, "cltoon", luaopen_cltoon);
     preload(L, loaded, "cltexts", luaopen_cltexts);
     luaL_newlib(L, runtime);
+    push_ctx_fields(L);
+    lua_setfield(L, -2, "ctx_fields");
     lua_setfield(L, loaded, "clruntime");
     lua_rawseti(L, gen, GEN_LOADED);
     lua_newtable(L);

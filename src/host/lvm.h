@@ -59,6 +59,23 @@
 
 #include <lua.h>
 
+/* The fields of a tool call's ctx that the call module makes on their first read
+ * (most calls read none), listed once here: call.c has one maker per name
+ * (ctx_make_<name>, index i from 1 in this order for host.ctx_fn), and every
+ * generation's runtime finds the names, in this order, in clruntime.ctx_fields, from
+ * which lua/host.lua adds them to its own first-read fields (and to the list a
+ * read-only view's pairs makes first). */
+#define LVM_CTX_FIELDS(X) \
+    X(log)                \
+    X(now_ms)             \
+    X(generation)         \
+    X(deadline_ms)        \
+    X(request_id)         \
+    X(principal)          \
+    X(request)            \
+    X(surface)            \
+    X(config)
+
 enum { LVM_KILL_NONE = 0, LVM_KILL_INSTR = 1, LVM_KILL_MEM = 2, LVM_KILL_TIME = 3 };
 
 typedef struct lvm_budget {

@@ -14,6 +14,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 #include "tools_impl.h"
 #include "util.h"
 
@@ -385,6 +386,25 @@ void tools_host_stats_get(tools_host *h, tools_host_stats *out)
     *out = h->st;
     out->generation = h->current ? h->current->id : 0;
     out->live = tools_gen_live();
+}
+
+void tools_host_write_metrics(tools_host *h, buf *out)
+{
+    tools_host_stats ts;
+    tools_host_stats_get(h, &ts);
+    metrics_write_counter(out, "cl_reloads_total", "Tool reloads that swapped a generation in.",
+                          (double)ts.reloads);
+    metrics_write_counter(out, "cl_reload_failures_total",
+                          "Tool reloads rejected for file errors.", (double)ts.reload_failures);
+    metrics_write_counter(out, "cl_reload_deferred_total",
+                          "Tool reloads deferred by the generation cap.",
+                          (double)ts.reload_deferred);
+    metrics_write_counter(out, "cl_reload_errors_total",
+                          "file:line errors reported by rejected reloads.",
+                          (double)ts.reload_errors);
+    metrics_write_gauge(out, "cl_tools_generation", "Current tool generation.", ts.generation);
+    metrics_write_gauge(out, "cl_tools_live_generations", "Tool generations not yet closed.",
+                        (double)ts.live);
 }
 
 static const char *const SURFACE_NAMES[] = {"mcp", "compact", "rest", "ptc", "proxy", "gateway"};

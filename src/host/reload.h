@@ -59,6 +59,8 @@ int tools_host_reload_ops(tools_host *h, const char *trigger, char **json);
 /* Schedules a reload from the loop (coalesced with any pending one). */
 void tools_host_reload_async(tools_host *h, const char *trigger);
 void tools_host_stats_get(tools_host *h, tools_host_stats *out);
+/* Those figures as /metrics series (cl_reload*_total, cl_tools_*generation*). */
+void tools_host_write_metrics(tools_host *h, buf *out);
 /* GET /admin/tools body: {"generation", "tools":[{name, version, file, sha256, order,
  * surfaces, kind, gate}], "live_generations", "max_live_generations", "watch",
  * "last_reload":{...}, "deferred", "errors_by_file":{file: [lines]}}. Appends to

@@ -1,6 +1,7 @@
 /* auth: token introspection with a hashed-token cache and single-flight (auth.h). */
 #include "auth.h"
 #include "json.h"
+#include "metrics.h"
 #include "util.h"
 
 #include <event2/event.h>
@@ -649,4 +650,26 @@ void auth_stats(const auth_ctx *a, auth_stats_t *out)
         return;
     *out = a->stats;
     out->entries = a->n_entries;
+}
+
+void auth_write_metrics(const auth_ctx *a, buf *out)
+{
+    auth_stats_t st;
+    if (!a)
+        return;
+    auth_stats(a, &st);
+    metrics_write_counter(out, "cl_auth_cache_hits_total",
+                          "Token checks answered by the positive cache.", (double)st.hits);
+    metrics_write_counter(out, "cl_auth_cache_negative_hits_total",
+                          "Token checks answered by the negative cache.",
+                          (double)st.negative_hits);
+    metrics_write_counter(out, "cl_auth_cache_misses_total",
+                          "Token checks not answered from the cache.", (double)st.misses);
+    metrics_write_counter(out, "cl_auth_introspections_total", "Introspection calls started.",
+                          (double)st.introspections);
+    metrics_write_counter(out, "cl_auth_coalesced_total",
+                          "Checks that joined an introspection in flight.", (double)st.coalesced);
+    metrics_write_counter(out, "cl_auth_errors_total",
+                          "Introspections that failed (unavailable).", (double)st.errors);
+    metrics_write_gauge(out, "cl_auth_cache_entries", "Cached tokens.", (double)st.entries);
 }

@@ -25,6 +25,7 @@
 
 #include "fetch.h"
 #include "principal.h"
+#include "util.h"
 
 struct event_base;
 
@@ -95,5 +96,7 @@ void auth_memo_clear(auth_memo *m);
 void auth_cancel(auth_wait *w);
 
 void auth_stats(const auth_ctx *a, auth_stats_t *out);
+/* Those figures as /metrics series (cl_auth_*); nothing for a NULL a. */
+void auth_write_metrics(const auth_ctx *a, buf *out);
 
 #endif

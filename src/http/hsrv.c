@@ -37,6 +37,7 @@
 
 #include "framing.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* ---- the server ---- */
@@ -371,8 +372,9 @@ static void complete(hconn *c)
     c->head_method = !strcmp(h->method, "HEAD");
     const char *conn = c->conn_hdr = hsrv_head_find(h, "Connection");
     /* Connection holds a list of options ("close, x"): the tokens count, in any field */
-    c->conn_close = conn && hsrv_head_has_token(h, "Connection", "close");
-    c->conn_keep = conn && !c->conn_close && hsrv_head_has_token(h, "Connection", "keep-alive");
+    unsigned opts = conn ? hsrv_head_connection(h) : 0;
+    c->conn_close = (opts & HSRV_CONN_CLOSE) != 0;
+    c->conn_keep = !c->conn_close && (opts & HSRV_CONN_KEEP_ALIVE);
     if (h->absolute) /* as evhttp: a proxy request, closed unless Proxy-Connection */
         conn = hsrv_head_find(h, "Proxy-Connection"),
         c->close_after = !conn || strcasecmp(conn, "keep-alive") != 0;
@@ -1068,6 +1070,27 @@ uint64_t hsrv_open(const hsrv *s)
 uint64_t hsrv_trims(const hsrv *s)
 {
     return s ? s->trims : 0;
+}
+
+void hsrv_write_metrics(const hsrv *pub, const hsrv *admin, buf *out)
+{
+    metrics_write_gauge(out, "cl_connections_open",
+                        "Client connections of the public listener open now.",
+                        (double)hsrv_open(pub));
+    metrics_write_counter(out, "cl_connections_deadline_closed_total",
+                          "Connections shut down for reading a whole window without a request.",
+                          (double)hsrv_deadline_closed(pub));
+    metrics_write_counter(
+        out, "cl_requests_framing_refused_total",
+        "Requests refused by the framing check (answered with an error, connection closed).",
+        (double)(hsrv_framing_refused(pub) + hsrv_framing_refused(admin)));
+    metrics_write_counter(
+        out, "cl_connections_refused_total",
+        "Connections refused at limits.max_connections or for want of file descriptors.",
+        (double)hsrv_conns_refused(pub));
+    metrics_write_counter(out, "cl_heap_trims_total",
+                          "Times free heap went back to the kernel after many connections closed.",
+                          (double)hsrv_trims(pub));
 }
 
 /* ---- Date ---- */

@@ -855,146 +855,36 @@ static int is_loopback_bound(hsrv *s)
     return 0;
 }
 
-static void counter(buf *b, const char *name, const char *help, double v)
-{
-    metrics_write_header(b, name, "counter", help);
-    metrics_write_sample(b, name, "", v);
-}
-
-static void gauge(buf *b, const char *name, const char *help, double v)
-{
-    metrics_write_header(b, name, "gauge", help);
-    metrics_write_sample(b, name, "", v);
-}
-
-/* The /metrics body: recorded series, then values read from the modules now. */
+/* The /metrics body: recorded series, then the figures of each module that owns
+ * some (each writes its own series), then this layer's own. */
 static void httpd_metrics_text(app *a, buf *b)
 {
     if (g_metrics)
         metrics_render(g_metrics, b);
-    tools_host_stats ts;
-    tools_host_stats_get(a->tools, &ts);
-    counter(b, "cl_reloads_total", "Tool reloads that swapped a generation in.",
-            (double)ts.reloads);
-    counter(b, "cl_reload_failures_total", "Tool reloads rejected for file errors.",
-            (double)ts.reload_failures);
-    counter(b, "cl_reload_deferred_total", "Tool reloads deferred by the generation cap.",
-            (double)ts.reload_deferred);
-    counter(b, "cl_reload_errors_total", "file:line errors reported by rejected reloads.",
-            (double)ts.reload_errors);
-    gauge(b, "cl_tools_generation", "Current tool generation.", ts.generation);
-    gauge(b, "cl_tools_live_generations", "Tool generations not yet closed.", (double)ts.live);
-    gauge(b, "cl_tool_calls_inflight", "Lua tool calls in flight.", (double)call_inflight());
-    gauge(b, "cl_requests_inflight", "Requests waiting on asynchronous work.", (double)a->inflight);
-    gauge(b, "cl_sse_streams_open",
-          "Open MCP event streams (session GET streams and subscriptions/listen).",
-          (double)a->n_streams);
-    if (a->auth) {
-        auth_stats_t st;
-        auth_stats(a->auth, &st);
-        counter(b, "cl_auth_cache_hits_total", "Token checks answered by the positive cache.",
-                (double)st.hits);
-        counter(b, "cl_auth_cache_negative_hits_total",
-                "Token checks answered by the negative cache.", (double)st.negative_hits);
-        counter(b, "cl_auth_cache_misses_total", "Token checks not answered from the cache.",
-                (double)st.misses);
-        counter(b, "cl_auth_introspections_total", "Introspection calls started.",
-                (double)st.introspections);
-        counter(b, "cl_auth_coalesced_total", "Checks that joined an introspection in flight.",
-                (double)st.coalesced);
-        counter(b, "cl_auth_errors_total", "Introspections that failed (unavailable).",
-                (double)st.errors);
-        gauge(b, "cl_auth_cache_entries", "Cached tokens.", (double)st.entries);
-    }
-    if (a->trace) {
-        trace_stats_t st;
-        trace_stats(a->trace, &st);
-        counter(b, "cl_trace_requests_total", "Trace Core requests.", (double)st.requests);
-        counter(b, "cl_trace_http_calls_total", "Trace Core HTTP tries.", (double)st.http_calls);
-        counter(b, "cl_trace_ok_total", "Trace Core requests that succeeded.", (double)st.ok);
-        counter(b, "cl_trace_api_errors_total", "Trace Core requests refused by the API.",
-                (double)st.api_errors);
-        counter(b, "cl_trace_unavailable_total", "Trace Core requests that found it unavailable.",
-                (double)st.unavailable);
-        counter(b, "cl_trace_retries_total", "Extra Trace Core tries.", (double)st.retries);
-        counter(b, "cl_trace_fast_fails_total", "Requests refused by the open breaker.",
-                (double)st.fast_fails);
-        gauge(b, "cl_trace_breaker_state", "Breaker: 0 closed, 1 open, 2 half-open.",
-              st.breaker == TRACE_BREAKER_OPEN        ? 1
-              : st.breaker == TRACE_BREAKER_HALF_OPEN ? 2
-                                                      : 0);
-        counter(b, "cl_trace_breaker_opens_total", "Times the breaker opened.",
-                (double)st.breaker_opens);
-        counter(b, "cl_trace_probes_total", "Availability probe runs.", (double)st.probes);
-        counter(b, "cl_trace_probe_tries_total", "Availability probe tries.",
-                (double)st.probe_tries);
-        counter(b, "cl_trace_probe_down_total", "Probe runs that verified an outage.",
-                (double)st.probe_down);
-        counter(b, "cl_trace_redeliveries_total",
-                "Attempt finalizations sent again in the background after a failure.",
-                (double)st.redeliveries);
-        counter(b, "cl_trace_redelivered_total", "Background finalizations that got their receipt.",
-                (double)st.redelivered);
-        counter(b, "cl_trace_redelivery_failed_total",
-                "Background finalizations that ended without a receipt.",
-                (double)st.redelivery_failed);
-        counter(b, "cl_trace_policy_cache_hits_total", "Capture policy lookups from cache.",
-                (double)st.policy_hits);
-        counter(b, "cl_trace_policy_cache_misses_total", "Capture policy lookups sent to Core.",
-                (double)st.policy_misses);
-    }
-    if (a->idem) {
-        idem_stats_t st;
-        idem_stats(a->idem, &st);
-        const char *names[] = {"run",         "replay", "conflict", "in_progress",
-                               "unavailable", "wait",   "abort"};
-        uint64_t vals[] = {st.runs,        st.replays, st.conflicts, st.in_progress,
-                           st.unavailable, st.waits,   st.aborts};
-        metrics_write_header(b, "cl_idempotency_decisions_total", "counter",
-                             "Idempotency decisions by kind.");
-        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
-            char lbl[64];
-            snprintf(lbl, sizeof lbl, "decision=\"%s\"", names[i]);
-            metrics_write_sample(b, "cl_idempotency_decisions_total", lbl, (double)vals[i]);
-        }
-        counter(b, "cl_idempotency_stored_total", "Responses stored.", (double)st.finished);
-        counter(b, "cl_idempotency_store_errors_total", "Stores and aborts the store failed.",
-                (double)st.finish_errors);
-    }
-    if (a->store) {
-        store_stats_t st;
-        store_stats(a->store, &st);
-        counter(b, "cl_store_ops_total", "State store operations.", (double)st.ops);
-        counter(b, "cl_store_errors_total", "State store operations that failed.",
-                (double)st.errors);
-        gauge(b, "cl_store_entries", "State store entries.", (double)st.entries);
-        counter(b, "cl_store_evictions_total", "Entries evicted to respect the bound.",
-                (double)st.evictions);
-    }
-    gauge(b, "cl_connections_open", "Client connections of the public listener open now.",
-          (double)hsrv_open(g_srv));
-    counter(b, "cl_connections_deadline_closed_total",
-            "Connections shut down for reading a whole window without a request.",
-            (double)hsrv_deadline_closed(g_srv));
-    counter(b, "cl_requests_framing_refused_total",
-            "Requests refused by the framing check (answered with an error, connection closed).",
-            (double)(hsrv_framing_refused(g_srv) + hsrv_framing_refused(g_admin_srv)));
-    counter(b, "cl_connections_refused_total",
-            "Connections refused at limits.max_connections or for want of file descriptors.",
-            (double)hsrv_conns_refused(g_srv));
-    counter(b, "cl_heap_trims_total",
-            "Times free heap went back to the kernel after many connections closed.",
-            (double)hsrv_trims(g_srv));
+    tools_host_write_metrics(a->tools, b);
+    call_write_metrics(b);
+    metrics_write_gauge(b, "cl_requests_inflight", "Requests waiting on asynchronous work.",
+                        (double)a->inflight);
+    metrics_write_gauge(b, "cl_sse_streams_open",
+                        "Open MCP event streams (session GET streams and subscriptions/listen).",
+                        (double)a->n_streams);
+    auth_write_metrics(a->auth, b);
+    trace_write_metrics(a->trace, b);
+    idem_write_metrics(a->idem, b);
+    store_write_metrics(a->store, b);
+    hsrv_write_metrics(g_srv, g_admin_srv, b);
     uphealth_write_metrics(b);
-    gauge(b, "process_start_time_seconds", "Start time of the process (Unix seconds).",
-          (double)a->started_ms / 1000.0);
+    metrics_write_gauge(b, "process_start_time_seconds",
+                        "Start time of the process (Unix seconds).",
+                        (double)a->started_ms / 1000.0);
     metrics_write_process(b);
     metrics_write_header(b, "cl_build_info", "gauge", "Build of this binary (value 1).");
     metrics_write_sample(b, "cl_build_info", "version=\"" CL_VERSION "\"", 1);
-    gauge(b, "cl_workers", "Worker processes of this instance (config key workers).",
-          (double)g_workers);
-    gauge(b, "cl_worker_index", "Index of the worker answering /metrics (0 when single).",
-          (double)(g_worker < 0 ? 0 : g_worker));
+    metrics_write_gauge(b, "cl_workers", "Worker processes of this instance (config key workers).",
+                        (double)g_workers);
+    metrics_write_gauge(b, "cl_worker_index",
+                        "Index of the worker answering /metrics (0 when single).",
+                        (double)(g_worker < 0 ? 0 : g_worker));
 }
 
 /* workers > 1: this worker's text goes to its slot; the scrape merges every slot. */

@@ -1,5 +1,6 @@
 /* store: the backend-independent front of the state store (see store.h). */
 #include "store.h"
+#include "metrics.h"
 
 #include <string.h>
 
@@ -71,6 +72,20 @@ void store_stats(const store *s, store_stats_t *out)
     out->expired = s->expired;
     out->timeouts = s->timeouts;
     out->entries = s->vt->entries(s);
+}
+
+void store_write_metrics(const store *s, buf *out)
+{
+    store_stats_t st;
+    if (!s)
+        return;
+    store_stats(s, &st);
+    metrics_write_counter(out, "cl_store_ops_total", "State store operations.", (double)st.ops);
+    metrics_write_counter(out, "cl_store_errors_total", "State store operations that failed.",
+                          (double)st.errors);
+    metrics_write_gauge(out, "cl_store_entries", "State store entries.", (double)st.entries);
+    metrics_write_counter(out, "cl_store_evictions_total", "Entries evicted to respect the bound.",
+                          (double)st.evictions);
 }
 
 void store_free(store *s)

@@ -32,6 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util.h"
+
 struct event_base;
 
 typedef struct store store;
@@ -77,6 +79,8 @@ typedef struct store_stats_t {
     uint64_t timeouts;  /* connections dropped by the command timeout (redis) */
 } store_stats_t;
 void store_stats(const store *s, store_stats_t *out);
+/* Those figures as /metrics series (cl_store_*); nothing for a NULL s. */
+void store_write_metrics(const store *s, buf *out);
 
 void store_free(store *s);
 

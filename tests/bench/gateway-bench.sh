@@ -17,7 +17,9 @@
 # not the Node simulator, is what the (m) rows measure.
 # Prints requests/s, p50/p99, latency added over (u), the server's CPU time (user +
 # system, its processes and their children) per request, how busy the machine's cores
-# were during the cell, the ratios, and a diff showing
+# were during the cell, the canned upstream's (and, for (m), the canned Trace Core's)
+# CPU per call beside the gateway's, the ratios, the CPU per call of the managed and
+# the ad hoc MCP call with both stand-ins and wrk counted, and a diff showing
 # that (d) corrupts the 64-bit ids and empty arrays that (a) keeps exact.
 # Usage: tests/bench/gateway-bench.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
@@ -106,14 +108,27 @@ HZ=$(getconf CLK_TCK)
 # The whole machine's busy and total ticks (all cores): a cell whose machine was not
 # near 100% busy was not bounded by CPU (or something else ran beside it).
 machine_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t }' /proc/stat; }
+# The gateway's cells also count the canned upstream's CPU (it serves every one of
+# their calls) and the managed cells the canned Trace Core's: what a call costs the
+# machine beside the gateway.
 run_wrk() { # label conns url body headers
   t=1; [ "$2" -gt 1 ] && t=2
-  sp=$(server_pid "$1"); t0=$(cpu_ticks "$sp"); set -- "$@" $(machine_ticks)
-  line=$(WRK_BODY_FILE=$4 WRK_HEADERS=$5 wrk -t"$t" -c"$2" -d"${DURATION}s" --timeout 10s \
-    -s "$BENCH_DIR/wrk-post.lua" "$3" | grep '^WRK ' || true)
-  t1=$(cpu_ticks "$sp"); set -- "$@" $(machine_ticks)
+  sp=$(server_pid "$1"); t0=$(cpu_ticks "$sp")
+  u0=$(cpu_ticks "$UPSTREAM_PID"); c0=$(cpu_ticks "$TRACE_PID"); set -- "$@" $(machine_ticks)
+  # `times` after wrk, in the same subshell: its last line is wrk's CPU (user, system)
+  out=$(WRK_BODY_FILE=$4 WRK_HEADERS=$5 wrk -t"$t" -c"$2" -d"${DURATION}s" --timeout 10s \
+    -s "$BENCH_DIR/wrk-post.lua" "$3" || true; times)
+  line=$(printf '%s\n' "$out" | grep '^WRK ' || true)
+  wrk_us=$(printf '%s\n' "$out" | tail -1 | awk '{ s = 0
+    for (i = 1; i <= 2; i++) { split($i, a, "m"); sub(/s$/, "", a[2]); s += a[1] * 60 + a[2] }
+    printf "%d", s * 1e6 }')
+  t1=$(cpu_ticks "$sp"); u1=$(cpu_ticks "$UPSTREAM_PID"); c1=$(cpu_ticks "$TRACE_PID")
+  set -- "$@" $(machine_ticks)
   [ -n "$line" ] || line="WRK 0 0 0 0 1 0"
-  echo "$1 $2 ${line#WRK } $((t1 - t0)) $(( (${8} - ${6}) * 100 / (${9} - ${7} + 1) ))" >>"$RES"
+  up=-1; tc=-1
+  case $1 in a | b | m) up=$((u1 - u0)) ;; esac
+  [ "$1" != m ] || tc=$((c1 - c0))
+  echo "$1 $2 ${line#WRK } $((t1 - t0)) $(( (${8} - ${6}) * 100 / (${9} - ${7} + 1) )) $up $tc $wrk_us" >>"$RES"
 }
 warm() { WRK_BODY_FILE=$3 WRK_HEADERS=$4 wrk -t2 -c16 -d2s -s "$BENCH_DIR/wrk-post.lua" "$2" >/dev/null; }
 warm u "$U_URL" "$WORK/upstream.json" ""
@@ -152,22 +167,28 @@ done
 awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" -v hz="$HZ" '
   { rps[$1","$2] = $3; p50[$1","$2] = $4 / 1000; p99[$1","$2] = $5 / 1000; err[$1","$2] = $7 + $8
     cpu[$1","$2] = $6 > 0 ? $9 * 1e6 / hz / $6 : 0; busy[$1","$2] = NF >= 10 ? $10 "%" : "-"
+    if (NF >= 12 && $6 > 0) {
+      if ($11 >= 0) upc[$1","$2] = $11 * 1e6 / hz / $6
+      if ($12 >= 0) tcc[$1","$2] = $12 * 1e6 / hz / $6
+    }
+    if (NF >= 13 && $6 > 0) wrkc[$1","$2] = $13 / $6
     if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
   END {
     name["u"] = "(u) canned upstream (nginx)"; name["a"] = "(a) gateway REST ad hoc"
     name["b"] = "(b) gateway MCP ad hoc"; name["c"] = "(c) nginx proxy"
     name["d"] = "(d) nginx + Lua + cjson"; name["m"] = "(m) gateway MCP managed"
     printf "== wrk, %d s per cell, %d cores shared by wrk, nginx and the gateway (%s worker(s))\n", dur, nproc, workers
-    printf "%-5s %-30s %10s %9s %9s %10s %10s %7s %8s %6s\n", "conns", "target", "req/s", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "failed", "cpu us", "busy"
+    printf "%-5s %-30s %10s %9s %9s %10s %10s %7s %8s %6s %7s %7s\n", "conns", "target", "req/s", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms", "failed", "cpu us", "busy", "up us", "tc us"
     for (i = 1; i <= n; i++) {
       c = order[i]
       split("u a b c d m", ts, " ")
       for (j = 1; j <= 6; j++) {
         t = ts[j]; k = t "," c
         if (!(k in rps)) continue
-        printf "%-5s %-30s %10.0f %9.3f %9.3f %10s %10s %7d %8.1f %6s\n", c, name[t], rps[k], p50[k], p99[k],
+        printf "%-5s %-30s %10.0f %9.3f %9.3f %10s %10s %7d %8.1f %6s %7s %7s\n", c, name[t], rps[k], p50[k], p99[k],
           t == "u" ? "-" : sprintf("%.3f", p50[k] - p50["u," c]),
-          t == "u" ? "-" : sprintf("%.3f", p99[k] - p99["u," c]), err[k], cpu[k], busy[k]
+          t == "u" ? "-" : sprintf("%.3f", p99[k] - p99["u," c]), err[k], cpu[k], busy[k],
+          (k in upc) ? sprintf("%.1f", upc[k]) : "-", (k in tcc) ? sprintf("%.1f", tcc[k]) : "-"
       }
     }
     print ""
@@ -190,6 +211,16 @@ awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" -v hz="$HZ
       printf "%-5s managed %8.0f req/s p50 %.3f ms p99 %.3f ms | ad hoc %8.0f req/s p50 %.3f ms | +p50 %.3f ms%s\n",
         c, rps[k], p50[k], p99[k], rps["b," c], p50["b," c], p50[k] - p50["b," c],
         err[k] ? sprintf("  INVALID: %d calls failed", err[k]) : ""
+    }
+    print ""
+    print "== CPU per call, us (user + system): gateway + canned upstream + canned Trace Core + wrk; ad hoc/managed"
+    print "   is the requests/s ratio the cores allow when they are the bound (busy near 100%)"
+    for (i = 1; i <= n; i++) {
+      c = order[i]; k = "m," c
+      if (!(k in rps) || !(k in upc) || !(("b," c) in upc)) continue
+      tb = cpu["b," c] + upc["b," c] + wrkc["b," c]; tm = cpu[k] + upc[k] + tcc[k] + wrkc[k]
+      printf "%-5s managed %.1f (gateway %.1f, upstream %.1f, Trace Core %.1f, wrk %.1f) | ad hoc %.1f (gateway %.1f, upstream %.1f, wrk %.1f) | ad hoc/managed %.2fx\n",
+        c, tm, cpu[k], upc[k], tcc[k], wrkc[k], tb, cpu["b," c], upc["b," c], wrkc["b," c], tm ? tb / tm : 0
     }
   }' "$RES"
 if [ -n "${RESULTS_FILE:-}" ]; then cp "$RES" "$RESULTS_FILE"; fi

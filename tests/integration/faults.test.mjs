@@ -66,6 +66,10 @@ before(async () => {
         CL_TRACE_CORE_PROBE_BUDGET_MS: '600',
         CL_TRACE_CORE_PROBE_VERDICT_TTL_S: '1',
         CL_TRACE_CORE_CAPTURE_POLICY_TTL_S: '1',
+        // the idle-connection test holds 10,000 connections for as long as a loaded
+        // machine takes to open them: longer than the default 30 s idle timeout,
+        // which would close the first ones meanwhile
+        CL_LIMITS_IDLE_TIMEOUT_S: '900',
       },
     }),
   ]);

@@ -23,7 +23,9 @@ const NO_EXT = fs.existsSync(TOON_JS) ? false : `the reference TOON decoder is n
 // render it); such a case is reported as todo rather than hidden.
 function toonTodo(tool) {
   const src = fs.readFileSync(path.join(ROOT, 'tools', `${tool}.lua`), 'utf8');
-  const formats = /^    formats = \{([^}]*)\}/m.exec(src)?.[1] ?? '';
+  const declared = /^\s*formats\s*=\s*\{([^}]*)\}/m.exec(src);
+  if (!declared) return false; // no declaration means {"json", "toon"} (docs/writing-tools.md)
+  const formats = declared[1];
   return formats.includes('"toon"') ? false : `tools/${tool}.lua declares formats {${formats.trim()}} without "toon"`;
 }
 
@@ -54,7 +56,9 @@ const CASES = [
   { tool: 'get_logic_properties_values', args: { kn_id: 'kn_medical', ot_id: 'ot_company', query: 'approved drug count', _instance_identities: [{ company_id: 'company_000001' }], properties: ['approved_drug_count'] } },
   { tool: 'get_action_info', args: { kn_id: 'kn_medical', at_id: 'at_generate_treatment_plan' }, view: true },
   { tool: 'list_action_executions', args: { kn_id: 'kn_ops', limit: 10 }, view: true },
-  { tool: 'search_capabilities', args: { kn_id: 'kn_medical', limit: 10 }, view: true },
+  // the factory's capabilities only: kind tool lists the gateway tools the caller's
+  // surface does not show, which differ between MCP and REST
+  { tool: 'search_capabilities', args: { kn_id: 'kn_medical', types: ['function', 'mcp_tool', 'skill'], limit: 10 }, view: true },
   { tool: 'list_skills', args: {} },
   { tool: 'get_skill_content', args: { skill_id: 'skill_contract_review' } },
   { tool: 'read_skill_file', args: { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' } },

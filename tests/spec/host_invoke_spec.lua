@@ -191,3 +191,33 @@ describe("upstream error pages in 5xx envelopes", function()
         assert.equal("see http://x/y", body.details)
     end)
 end)
+
+describe("the first-read ctx fields", function()
+    it("are one list: the runtime's own and the C side's (clruntime.ctx_fields), each once", function()
+        local sb = helper.sandbox()
+        local host = sb.require("host")
+        local c_side = sb.require("clruntime").ctx_fields
+        assert.truthy(#c_side > 0)
+        local want = { invoke = true, list_tools = true, authz = true }
+        for _, name in ipairs(c_side) do
+            assert.is_nil(want[name], name .. " listed twice")
+            want[name] = true
+        end
+        local got = {}
+        for _, name in ipairs(host.ctx_mt.__lazy) do
+            assert.is_nil(got[name], name .. " listed twice")
+            got[name] = true
+        end
+        assert.same(want, got)
+    end)
+
+    it("made by the C side are nil on a ctx without ctx.http, never an error", function()
+        local host = helper.sandbox().require("host")
+        local real = setmetatable({}, host.ctx_mt)
+        for _, name in ipairs(host.ctx_mt.__lazy) do
+            if name ~= "invoke" and name ~= "list_tools" and name ~= "authz" then
+                assert.is_nil(real[name], name)
+            end
+        end
+    end)
+end)

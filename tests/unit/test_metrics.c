@@ -60,6 +60,11 @@ int main(void)
     metrics_write_sample(&b, "x_ratio", "a=\"b\"", 0.25);
     CHECK_STR(b.data, "# HELP x_total Things.\n# TYPE x_total counter\nx_total 7\n"
                       "x_ratio{a=\"b\"} 0.25\n");
+    buf_reset(&b);
+    metrics_write_counter(&b, "y_total", "Ys.", 3);
+    metrics_write_gauge(&b, "y_open", "Open Ys.", 2);
+    CHECK_STR(b.data, "# HELP y_total Ys.\n# TYPE y_total counter\ny_total 3\n"
+                      "# HELP y_open Open Ys.\n# TYPE y_open gauge\ny_open 2\n");
 
     /* several workers in one exposition: HELP/TYPE once, samples grouped by family
      * (histogram suffixes included), worker="k" first, other comments dropped */

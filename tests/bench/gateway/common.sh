@@ -100,14 +100,24 @@ start_upstream() {
 }
 # The canned Trace Core (gateway/trace-core.conf): the simulator's answers to one
 # managed call, captured once into $WORK/tc (gateway/trace-capture.mjs), served by
-# nginx; the capture policy starts disabled (trace_core_capture enabled|disabled).
+# nginx (the answers a managed call waits for written into its configuration); the
+# capture policy starts disabled (trace_core_capture enabled|disabled).
 start_trace_core() {
   mkdir -p "$WORK/tc"
   node "$BENCH_DIR/trace-capture.mjs" "$SIM" "$WORK/tc"
   trace_core_capture disabled
   chmod 755 "$WORK/tc"; chmod 644 "$WORK"/tc/*.json
   TRACE_PORT=$(free_port)
-  render_conf "$BENCH_DIR/trace-core.conf" "$WORK/trace-core.conf"
+  render_conf "$BENCH_DIR/trace-core.conf" "$WORK/trace-core.conf.in"
+  # @BODY:name@ -> the captured $WORK/tc/name.json as an nginx single-quoted string
+  # (backslash and quote escaped; a '$' would start a variable, so none may occur).
+  node -e '
+    const fs = require("fs"), [conf, dir] = process.argv.slice(1);
+    process.stdout.write(fs.readFileSync(conf, "utf8").replace(/@BODY:(\w+)@/g, (_, n) => {
+      const b = fs.readFileSync(`${dir}/${n}.json`, "utf8").trim();
+      if (b.includes("$")) throw new Error(`${n}.json has a $`);
+      return b.replace(/[\\\x27]/g, (c) => "\\" + c);
+    }));' "$WORK/trace-core.conf.in" "$WORK/tc" >"$WORK/trace-core.conf"
   nginx -p "$WORK" -c "$WORK/trace-core.conf" -e "$WORK/trace-core-error.log" &
   TRACE_PID=$!; BENCH_PIDS="$BENCH_PIDS $TRACE_PID"
   wait_port "$TRACE_PORT"
