@@ -1150,8 +1150,10 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
         if (k && k->raw) {
             skip_ws(ps);
             const unsigned char *from = ps->p;
-            v = skip_value(ps, depth) < 0 ? NULL
-                                          : json_new_str((const char *)from, (size_t)(ps->p - from));
+            /* one block, as a parsed string (valid JSON text holds no NUL) */
+            v = skip_value(ps, depth) < 0
+                    ? NULL
+                    : new_str_packed((const char *)from, (size_t)(ps->p - from));
         } else if (k && k->keep) {
             skip_ws(ps);
             if (ps->p < ps->end && *ps->p == '{' && depth + 1 <= ps->max_depth)
