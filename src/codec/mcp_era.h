@@ -50,7 +50,8 @@ typedef struct mcp_era_env {
 
 /* Reads the envelope of a parsed message: from the tree, or (m->meta_text) from the
  * kept _meta text. Returns 0, or -1 when the text has an escape (then parse it,
- * mcp_msg_meta_parse, and read again). Pointers borrow from m. */
+ * mcp_msg_meta_parse, and read again). Pointers borrow from m: after
+ * mcp_msg_meta_parse they point into freed text, so read again then too. */
 int mcp_era_read(const mcp_msg *m, mcp_era_env *env);
 
 /* Whether a protocol version names the stateless era (compared as text, as clients

@@ -1190,8 +1190,10 @@ static void handle_post(req_ctx *c)
     c->mcp_modern = era == MCP_ERA_MODERN;
     /* Only a tools/call with nothing but the envelope in _meta keeps the text: other
      * members (progress, trace context, hints) and other methods read the value. */
-    if (m.meta_text && (!c->mcp_modern || env.others || strcmp(m.method, "tools/call")))
+    if (m.meta_text && (!c->mcp_modern || env.others || strcmp(m.method, "tools/call"))) {
         mcp_msg_meta_parse(&m);
+        mcp_era_read(&m, &env); /* the envelope's strings were in the text */
+    }
     c->mcp_meta_text = m.meta_text;
     if (c->mcp_modern) {
         /* Stateless: no session to check, none minted; the request says everything. */
