@@ -8,4 +8,4 @@ set_tests_properties(docs_tool_example check_tools_shipped PROPERTIES LABELS "do
 # The README's quick start, run as written against scripts/demo (skipped without curl/jq).
 add_test(NAME readme_quickstart COMMAND sh ${CMAKE_SOURCE_DIR}/tests/readme-quickstart.sh
          $<TARGET_FILE:context-loader> ${CMAKE_SOURCE_DIR})
-set_tests_properties(readme_quickstart PROPERTIES LABELS "docs" TIMEOUT 120 SKIP_RETURN_CODE 77)
+set_tests_properties(readme_quickstart PROPERTIES LABELS "docs" TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -4,7 +4,7 @@
 # (tests/bench/reload-bench.sh) is not part of the test run.
 add_test(NAME ops_install
          COMMAND sh ${CMAKE_SOURCE_DIR}/tests/integration/install-check.sh ${CMAKE_BINARY_DIR})
-set_tests_properties(ops_install PROPERTIES TIMEOUT 120 LABELS "ops")
+set_tests_properties(ops_install PROPERTIES TIMEOUT 300 LABELS "ops")
 
 add_executable(test_metrics ${CMAKE_SOURCE_DIR}/tests/unit/test_metrics.c
                             ${CMAKE_SOURCE_DIR}/src/base/metrics.c ${CMAKE_SOURCE_DIR}/src/base/mshare.c

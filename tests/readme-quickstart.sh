@@ -36,7 +36,7 @@ pid=$!
 i=0
 until grep -qs '^MCP URL: ' "$d/demo.out"; do
   i=$((i + 1))
-  if [ $i -gt 300 ] || ! kill -0 "$pid" 2>/dev/null; then
+  if [ $i -gt 1200 ] || ! kill -0 "$pid" 2>/dev/null; then # 2 min at least: a liveness cap
     echo "the demo did not start:"; cat "$d/demo.out"; exit 1
   fi
   sleep 0.1

@@ -279,19 +279,13 @@ void sha256_hex(const void *data, size_t len, char out[65])
 {
     /* Fetched once: with OpenSSL 3, EVP_sha256() makes every digest look its
      * implementation up in the provider store again (a hash per request for the token
-     * cache and the idempotency keys). The digest context is kept too: EVP_Digest
-     * makes and frees one per call. Both kept for the life of the process. */
+     * cache and the idempotency keys). Kept for the life of the process. */
     static EVP_MD *sha256;
-    static EVP_MD_CTX *ctx;
     unsigned char md[32];
     unsigned int mdlen = 0;
     if (!sha256)
         sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    if (!ctx)
-        ctx = EVP_MD_CTX_new();
-    if (!sha256 || !ctx || !EVP_DigestInit_ex2(ctx, sha256, NULL) ||
-        !EVP_DigestUpdate(ctx, data, len) || !EVP_DigestFinal_ex(ctx, md, &mdlen))
-        EVP_Digest(data, len, md, &mdlen, sha256 ? sha256 : EVP_sha256(), NULL);
+    EVP_Digest(data, len, md, &mdlen, sha256 ? sha256 : EVP_sha256(), NULL);
     hex_encode(md, 32, out);
 }
 

@@ -367,36 +367,6 @@ static int put_str(buf *out, const char *s, size_t len)
 
 static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen);
 
-/* json_write_int's digits written in place (no call, no copy through a second
- * buffer); no NUL (convert writes it once at the end). */
-static inline void put_int(buf *w, lua_Integer v)
-{
-    if (w->len + 22 > w->cap)
-        buf_reserve(w, 21);
-    char *o = w->data + w->len;
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    if (v < 0)
-        *o++ = '-';
-    char t[20];
-    int n = 0;
-    do {
-        t[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    while (n)
-        *o++ = t[--n];
-    w->len = (size_t)(o - w->data);
-}
-
-/* A literal (null, true, false) without buf_append's call; no NUL. */
-static inline void put_lit(buf *w, const char *s, size_t n)
-{
-    if (w->len + n + 1 > w->cap)
-        buf_reserve(w, n);
-    memcpy(w->data + w->len, s, n);
-    w->len += n;
-}
-
 /* Writes one member: key ks (anchored by the caller), its value at stack slot
  * vidx (the caller pops it). *nout counts the members written so far. */
 static int conv_member(enc *e, const char *ks, size_t kl, int vidx, json_value *obj,
@@ -811,14 +781,14 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     switch (lua_type(L, idx)) {
     case LUA_TNIL:
         if (e->w)
-            put_lit(e->w, "null", 4);
+            buf_append(e->w, "null", 4);
         if (e->tree)
             attach(e, parent, k, klen, json_new_null());
         return 0;
     case LUA_TBOOLEAN: {
         int b = lua_toboolean(L, idx);
         if (e->w)
-            put_lit(e->w, b ? "true" : "false", b ? 4 : 5);
+            buf_append(e->w, b ? "true" : "false", b ? 4 : 5);
         if (e->tree)
             attach(e, parent, k, klen, json_new_bool(b));
         return 0;
@@ -826,7 +796,7 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx)) {
             if (e->w)
-                put_int(e->w, lua_tointeger(L, idx));
+                json_write_int(e->w, (int64_t)lua_tointeger(L, idx));
             if (e->tree)
                 attach(e, parent, k, klen, json_new_int((int64_t)lua_tointeger(L, idx)));
         } else {
@@ -857,7 +827,7 @@ static int conv(enc *e, int idx, json_value *parent, const char *k, size_t klen)
     case LUA_TLIGHTUSERDATA:
         if (lua_touserdata(L, idx) == CLJSON_NULL) {
             if (e->w)
-                put_lit(e->w, "null", 4);
+                buf_append(e->w, "null", 4);
             if (e->tree)
                 attach(e, parent, k, klen, json_new_null());
             return 0;

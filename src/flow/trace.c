@@ -51,8 +51,8 @@ struct trace_call {
         trace_operation_cb operation;
         trace_receipt_cb receipt;
     } tcb;
-    char *method, *url, *body;
-    size_t body_len;
+    char *method, *url, *body; /* url: the path after the API base (t->api) */
+    size_t url_len, body_len;
     buf hstore;                      /* header names and values, each NUL-ended */
     size_t hoff[MAX_HEADERS * 2];    /* where each starts in hstore */
     fetch_header hdrs[MAX_HEADERS];
@@ -98,6 +98,7 @@ struct trace_ctx {
     fetch_ctx *fetch;
     trace_config cfg;
     char *base_url, *def_tenant, *def_domain;
+    fetch_base *api; /* base_url + API_PREFIX, parsed once: a request appends its path */
     call_list calls;
     policy_entry *policies;
     size_t n_policies;
@@ -145,19 +146,26 @@ static char *dup_or_empty(const char *s)
 const char *trace_path_escape(const char *id, buf *out)
 {
     static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)(id ? id : ""); *p; p++) {
+    const unsigned char *p = (const unsigned char *)(id ? id : "");
+    buf_reserve(out, strlen((const char *)p) + 1);
+    for (; *p; p++) {
         unsigned char ch = *p;
         if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
             ch == '-' || ch == '.' || ch == '_' || ch == '~') {
-            buf_putc(out, (char)ch);
+            /* the run of unreserved bytes from here, appended at once */
+            const unsigned char *q = p + 1;
+            while ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
+                   (*q >= '0' && *q <= '9') || *q == '-' || *q == '.' || *q == '_' || *q == '~')
+                q++;
+            buf_append(out, (const char *)p, (size_t)(q - p));
+            p = q - 1;
         } else {
             buf_putc(out, '%');
             buf_putc(out, hex[ch >> 4]);
             buf_putc(out, hex[ch & 15]);
         }
     }
-    if (!out->data)
-        buf_puts(out, ""); /* always a string */
+    buf_append(out, "", 0); /* always a string, even when id is empty */
     return out->data;
 }
 
@@ -222,6 +230,10 @@ trace_ctx *trace_new(struct event_base *base, fetch_ctx *fetch, const trace_conf
         t->base_url[n - 1] = '\0';
     t->def_tenant = dup_or_empty(c.default_tenant_id);
     t->def_domain = dup_or_empty(c.default_business_domain);
+    buf api = BUF_INIT;
+    put3(&api, t->base_url, API_PREFIX, NULL);
+    t->api = fetch_base_new(api.data);
+    buf_free(&api);
     c.timeout_ms = c.timeout_ms > 0 ? c.timeout_ms : 3000;
     c.policy_ttl_s = c.policy_ttl_s > 0 ? c.policy_ttl_s : 30;
     c.probe_tries = c.probe_tries > 0 ? c.probe_tries : 3;
@@ -282,6 +294,7 @@ static void ctx_destroy(trace_ctx *t)
     for (size_t i = 0; i < LEASE_SLOTS; i++)
         json_free(t->leases[i].lease_epoch);
     free(t->base_url);
+    fetch_base_free(t->api);
     free(t->def_tenant);
     free(t->def_domain);
     free(t);
@@ -644,7 +657,9 @@ static void try_send(trace_call *c)
     const char *err = NULL;
     fetch_request rq = {0};
     rq.method = c->method;
-    rq.url = c->url;
+    rq.base = t->api;
+    rq.path = c->url;
+    rq.path_len = c->url_len;
     rq.headers = c->hdrs;
     rq.n_headers = c->nh;
     rq.body = c->body;
@@ -762,8 +777,8 @@ static trace_call *request_text_ex(trace_ctx *t, const principal *who, const cha
     }
     c->counts = !persist_until;
     c->method = xstrdup(method);
-    put3(&u, t->base_url, API_PREFIX, path);
-    c->url = buf_steal(&u, NULL);
+    put3(&u, path, NULL, NULL);
+    c->url = buf_steal(&u, &c->url_len);
     owner_headers(c, who, tenant, domain, lang_tag);
     try_send(c);
 done:
@@ -1271,6 +1286,8 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
         p = it.data;
         n = it.len;
     }
+    /* room for the members around the input: grown once, not step by step */
+    buf_reserve(&b, n + 640);
     buf_putc(&b, '{');
     if (in->causation_event_ids) {
         buf_puts(&b, "\"causation_event_ids\":");
@@ -1324,6 +1341,8 @@ static char *attempt_text(const trace_attempt_in *in, size_t *len, buf *path)
         p = pl.data;
         n = pl.len;
     }
+    /* room for the members around the payload: grown once, not step by step */
+    buf_reserve(&b, n + 640);
     buf_puts(&b, "{\"artifact_refs\":null,\"business_refs\":");
     if (in->business_refs)
         json_write(&b, in->business_refs, 1);

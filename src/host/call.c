@@ -828,6 +828,11 @@ static int traceback_p(lua_State *L)
     return 0;
 }
 
+static int same_text(const buf *a, const buf *b)
+{
+    return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
 /* host.invoke returned (status, body, error_code) on the coroutine: encode the body. */
 static int collect_p(lua_State *L)
 {
@@ -861,6 +866,7 @@ static int collect_p(lua_State *L)
     }
     buf_free(&c->toon);
     c->toon_set = 0;
+    int ruled = 0; /* the text chosen by the token rule already */
     if (n >= 4 && lua_type(L, 4) == LUA_TSTRING) {
         size_t len;
         const char *s = lua_tolstring(L, 4, &len);
@@ -882,7 +888,7 @@ static int collect_p(lua_State *L)
                             has_omit ? &omit : NULL, err, sizeof err) < 0)
             log_call(c, LOG_ERROR, "toon rendering failed", "error", err, NULL, NULL);
         else
-            c->toon_set = 1;
+            c->toon_set = 1, ruled = !rest;
     }
     if (!c->toon_set && c->toon_wanted && !c->is_error && c->value) {
         /* TOON from the result tree (big integers and key order intact). */
@@ -894,9 +900,12 @@ static int collect_p(lua_State *L)
         }
     }
     if (c->toon_set && !(c->surface && strcmp(c->surface, "rest") == 0) &&
-        !tokproxy_prefer(c->toon.data ? c->toon.data : "", c->toon.len,
-                         c->body.data ? c->body.data : "", c->body.len)) {
-        /* MCP: the text is the cheaper of the TOON text and the compact JSON */
+        !(ruled ? !same_text(&c->toon, &c->body)
+                : tokproxy_prefer(c->toon.data ? c->toon.data : "", c->toon.len,
+                                  c->body.data ? c->body.data : "", c->body.len))) {
+        /* MCP: the text is the cheaper of the TOON text and the compact JSON. The view
+         * applied that rule already (ruled): its text is the JSON's copy when the JSON
+         * won, and the estimate of both texts is not made twice. */
         buf_free(&c->toon);
         c->toon_set = 0;
     }

@@ -372,8 +372,9 @@ static void complete(hconn *c)
     c->head_method = !strcmp(h->method, "HEAD");
     const char *conn = c->conn_hdr = hsrv_head_find(h, "Connection");
     /* Connection holds a list of options ("close, x"): the tokens count, in any field */
-    c->conn_close = conn && hsrv_head_has_token(h, "Connection", "close");
-    c->conn_keep = conn && !c->conn_close && hsrv_head_has_token(h, "Connection", "keep-alive");
+    unsigned opts = conn ? hsrv_head_connection(h) : 0;
+    c->conn_close = (opts & HSRV_CONN_CLOSE) != 0;
+    c->conn_keep = !c->conn_close && (opts & HSRV_CONN_KEEP_ALIVE);
     if (h->absolute) /* as evhttp: a proxy request, closed unless Proxy-Connection */
         conn = hsrv_head_find(h, "Proxy-Connection"),
         c->close_after = !conn || strcasecmp(conn, "keep-alive") != 0;

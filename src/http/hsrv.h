@@ -126,9 +126,11 @@ typedef struct hsrv_head {
  * the path, query and values. 0, or -1 past HSRV_MAX_HEADERS fields. */
 int hsrv_parse_head(char *buf, size_t len, hsrv_head *h);
 const char *hsrv_head_find(const hsrv_head *h, const char *name);
-/* Does any field `name` hold token tok in its comma-separated list (Connection:
- * "close, x" holds close)? Case-insensitive. */
-int hsrv_head_has_token(const hsrv_head *h, const char *name, const char *tok);
+/* The options of the Connection fields (each a comma-separated list, "close, x"
+ * holds close; case-insensitive), all fields read in one walk: HSRV_CONN_* bits. */
+#define HSRV_CONN_CLOSE 1u
+#define HSRV_CONN_KEEP_ALIVE 2u
+unsigned hsrv_head_connection(const hsrv_head *h);
 /* Decodes a chunked body framing_chunks_feed accepted (p[0..n)) in place; returns
  * the data's length. */
 size_t hsrv_dechunk(char *p, size_t n);

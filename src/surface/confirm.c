@@ -81,6 +81,13 @@ int confirm_names_tool(const char *spec, const char *tool)
     return spec_match(spec, tool, NULL, 0);
 }
 
+int confirm_may_apply(const char *spec, const char *tool)
+{
+    if (!spec || !*spec || !tool)
+        return 0;
+    return !strcmp(tool, "execute_tool") || spec_match(spec, tool, NULL, 0);
+}
+
 void confirm_args_hash(const json_value *args, char out[65])
 {
     buf b = BUF_INIT;

@@ -51,6 +51,12 @@ void confirm_target(const char *tool, const json_value *args, const char **targe
 /* Whether spec names tool at all (narrowed or not): for the catalogue and /mcp/info. */
 int confirm_names_tool(const char *spec, const char *tool);
 
+/* Whether some call of tool may need confirmation under spec, told from the names
+ * alone (no arguments read): spec names tool, or tool is execute_tool (judged as the
+ * call it makes). 0 means confirm_applies is 0 for every call of tool, so a caller
+ * can skip building the call's arguments for the rule. */
+int confirm_may_apply(const char *spec, const char *tool);
+
 /* sha256 hex of the canonical JSON of args (NULL: {}). */
 void confirm_args_hash(const json_value *args, char out[65]);
 

@@ -136,6 +136,9 @@ static void on_rest_confirm_claimed(int rc, const char *val, size_t len, void *a
 /* 1 when the call needs confirmation and this function answered or went on with it. */
 static int rest_confirm_gate(req_ctx *c)
 {
+    /* most deployments confirm nothing, or not this tool: no view to build */
+    if (!confirm_may_apply(c->app->cfg->confirm_tools, c->tool))
+        return 0;
     json_value *view = confirm_view(c);
     const char *target;
     const json_value *target_args;

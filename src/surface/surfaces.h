@@ -32,6 +32,10 @@ typedef struct mcp_req {
     /* the request is of the stateless protocol era (no session; its framing and
      * validation, mcp_era.h) */
     int modern;
+    /* a stateless tools/call whose params._meta holds only the envelope is kept as
+     * its text (read by the edge, nothing else reads it): mcp_params_meta_parse
+     * before anything else reads _meta */
+    int meta_text;
 } mcp_req;
 
 /* The surfaces' state of one request, in req_ctx.surface_state: zeroed with the

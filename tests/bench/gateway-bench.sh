@@ -19,7 +19,7 @@
 # system, its processes and their children) per request, how busy the machine's cores
 # were during the cell, the canned upstream's (and, for (m), the canned Trace Core's)
 # CPU per call beside the gateway's, the ratios, the CPU per call of the managed and
-# the ad hoc MCP call with both stand-ins counted, and a diff showing
+# the ad hoc MCP call with both stand-ins and wrk counted, and a diff showing
 # that (d) corrupts the 64-bit ids and empty arrays that (a) keeps exact.
 # Usage: tests/bench/gateway-bench.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
@@ -115,15 +115,20 @@ run_wrk() { # label conns url body headers
   t=1; [ "$2" -gt 1 ] && t=2
   sp=$(server_pid "$1"); t0=$(cpu_ticks "$sp")
   u0=$(cpu_ticks "$UPSTREAM_PID"); c0=$(cpu_ticks "$TRACE_PID"); set -- "$@" $(machine_ticks)
-  line=$(WRK_BODY_FILE=$4 WRK_HEADERS=$5 wrk -t"$t" -c"$2" -d"${DURATION}s" --timeout 10s \
-    -s "$BENCH_DIR/wrk-post.lua" "$3" | grep '^WRK ' || true)
+  # `times` after wrk, in the same subshell: its last line is wrk's CPU (user, system)
+  out=$(WRK_BODY_FILE=$4 WRK_HEADERS=$5 wrk -t"$t" -c"$2" -d"${DURATION}s" --timeout 10s \
+    -s "$BENCH_DIR/wrk-post.lua" "$3" || true; times)
+  line=$(printf '%s\n' "$out" | grep '^WRK ' || true)
+  wrk_us=$(printf '%s\n' "$out" | tail -1 | awk '{ s = 0
+    for (i = 1; i <= 2; i++) { split($i, a, "m"); sub(/s$/, "", a[2]); s += a[1] * 60 + a[2] }
+    printf "%d", s * 1e6 }')
   t1=$(cpu_ticks "$sp"); u1=$(cpu_ticks "$UPSTREAM_PID"); c1=$(cpu_ticks "$TRACE_PID")
   set -- "$@" $(machine_ticks)
   [ -n "$line" ] || line="WRK 0 0 0 0 1 0"
   up=-1; tc=-1
   case $1 in a | b | m) up=$((u1 - u0)) ;; esac
   [ "$1" != m ] || tc=$((c1 - c0))
-  echo "$1 $2 ${line#WRK } $((t1 - t0)) $(( (${8} - ${6}) * 100 / (${9} - ${7} + 1) )) $up $tc" >>"$RES"
+  echo "$1 $2 ${line#WRK } $((t1 - t0)) $(( (${8} - ${6}) * 100 / (${9} - ${7} + 1) )) $up $tc $wrk_us" >>"$RES"
 }
 warm() { WRK_BODY_FILE=$3 WRK_HEADERS=$4 wrk -t2 -c16 -d2s -s "$BENCH_DIR/wrk-post.lua" "$2" >/dev/null; }
 warm u "$U_URL" "$WORK/upstream.json" ""
@@ -166,6 +171,7 @@ awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" -v hz="$HZ
       if ($11 >= 0) upc[$1","$2] = $11 * 1e6 / hz / $6
       if ($12 >= 0) tcc[$1","$2] = $12 * 1e6 / hz / $6
     }
+    if (NF >= 13 && $6 > 0) wrkc[$1","$2] = $13 / $6
     if (!($2 in seen)) { seen[$2] = 1; order[++n] = $2 } }
   END {
     name["u"] = "(u) canned upstream (nginx)"; name["a"] = "(a) gateway REST ad hoc"
@@ -207,13 +213,14 @@ awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" -v hz="$HZ
         err[k] ? sprintf("  INVALID: %d calls failed", err[k]) : ""
     }
     print ""
-    print "== CPU per call, us (user + system): gateway + canned upstream + canned Trace Core (wrk not counted)"
+    print "== CPU per call, us (user + system): gateway + canned upstream + canned Trace Core + wrk; ad hoc/managed"
+    print "   is the requests/s ratio the cores allow when they are the bound (busy near 100%)"
     for (i = 1; i <= n; i++) {
       c = order[i]; k = "m," c
       if (!(k in rps) || !(k in upc) || !(("b," c) in upc)) continue
-      tb = cpu["b," c] + upc["b," c]; tm = cpu[k] + upc[k] + tcc[k]
-      printf "%-5s managed %.1f (gateway %.1f, upstream %.1f, Trace Core %.1f) | ad hoc %.1f (gateway %.1f, upstream %.1f) | %.2fx\n",
-        c, tm, cpu[k], upc[k], tcc[k], tb, cpu["b," c], upc["b," c], tb ? tm / tb : 0
+      tb = cpu["b," c] + upc["b," c] + wrkc["b," c]; tm = cpu[k] + upc[k] + tcc[k] + wrkc[k]
+      printf "%-5s managed %.1f (gateway %.1f, upstream %.1f, Trace Core %.1f, wrk %.1f) | ad hoc %.1f (gateway %.1f, upstream %.1f, wrk %.1f) | ad hoc/managed %.2fx\n",
+        c, tm, cpu[k], upc[k], tcc[k], wrkc[k], tb, cpu["b," c], upc["b," c], wrkc["b," c], tm ? tb / tm : 0
     }
   }' "$RES"
 if [ -n "${RESULTS_FILE:-}" ]; then cp "$RES" "$RESULTS_FILE"; fi

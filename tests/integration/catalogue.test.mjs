@@ -84,10 +84,13 @@ const TOOLS = [
   ['get_logic_properties_values', { kn_id: 'kn_medical', ot_id: 'ot_company', query: 'approved drug count', _instance_identities: [{ company_id: 'company_000001' }], properties: ['approved_drug_count'] }, 'ontology_query',
     (j) => { assert.equal(j.datas.length, 1); assert.ok(Array.isArray(j.datas[0].approved_drug_count)); }],
   ['get_action_info', { kn_id: 'kn_ops', at_id: 'at_restart_pod' }, 'ontology_query', (j) => assert.equal(j._dynamic_tools[0].name, 'restart_pod')],
+  // before execute_action: the executions it starts move on by the simulator's clock
+  // (one step each 400 ms), so a loaded machine could see one step apart on REST and
+  // MCP; the recorded ones listed here do not move
+  ['list_action_executions', { kn_id: 'kn_ops', limit: 2 }, 'ontology_query', (j) => assert.equal(j.entries.length, 2)],
   ['execute_action', { kn_id: 'kn_ops', at_id: 'at_restart_pod', _instance_identities: [{ pod_ip: '192.168.1.3', id: 3 }], dynamic_params: { grace_period_seconds: 5 } }, 'ontology_query',
     (j) => assert.match(j.execution_id, /\S/), 'volatile'],
   ['get_action_execution', { kn_id: 'kn_ops', execution_id: 'cqq2g8h4d2fg00fvm8dg' }, 'ontology_query', (j) => { assert.equal(j.status, 'completed'); assert.equal(j.results.length, 2); }],
-  ['list_action_executions', { kn_id: 'kn_ops', limit: 2 }, 'ontology_query', (j) => assert.equal(j.entries.length, 2)],
   ['list_skills', {}, 'operator_integration', (j) => assert.ok(j.entries.some((s) => s.skill_id === 'skill_contract_review'))],
   ['get_skill_content', { skill_id: 'skill_contract_review' }, 'operator_integration', (j) => assert.match(j.content, /合同审查/)],
   ['read_skill_file', { skill_id: 'skill_contract_review', rel_path: 'refs/checklist.md' }, 'operator_integration', (j) => assert.match(j.content, /Checklist/)],

@@ -63,7 +63,7 @@ pid=$!
 i=0
 until grep -q '"listener":"admin"' "$log"; do
   i=$((i + 1))
-  [ $i -lt 100 ] || { cat "$log" >&2; fail "the installed binary did not start"; }
+  [ $i -lt 600 ] || { cat "$log" >&2; fail "the installed binary did not start"; } # 60 s at least: a liveness cap
   kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; fail "the installed binary exited"; }
   sleep 0.1
 done

@@ -34,6 +34,12 @@ static void test_rules(void)
     CHECK(confirm_applies("execute_action@kn_x,execute_action@kn_med", "execute_action", med));
     CHECK(confirm_names_tool("execute_action@kn_ops/at_x", "execute_action"));
     CHECK(!confirm_names_tool("execute_action@kn_ops/at_x", "execute_skill"));
+    CHECK(!confirm_may_apply("", "execute_tool"));
+    CHECK(!confirm_may_apply(NULL, "execute_action"));
+    CHECK(!confirm_may_apply("execute_action", "query_object_instance"));
+    CHECK(confirm_may_apply("execute_action@kn_ops/at_x", "execute_action"));
+    CHECK(confirm_may_apply("execute_action", "execute_tool")); /* judged as its inner call */
+    CHECK(!confirm_may_apply("execute_actions", "execute_action"));
 
     json_value *via =
         parse("{\"tool_id\":\"execute_action\",\"arguments\":{\"kn_id\":\"kn_ops\"}}");

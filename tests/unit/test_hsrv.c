@@ -32,7 +32,19 @@ static void test_parse(void)
     CHECK_STR(hsrv_head_find(&h, "HOST"), "h");
     CHECK_STR(hsrv_head_find(&h, "content-length"), "3");
     CHECK(hsrv_head_find(&h, "Hos") == NULL && hsrv_head_find(&h, "Origin") == NULL);
+    CHECK(hsrv_head_connection(&h) == 0);
     CHECK(h.headers[1].name_len == 6 && !memcmp(h.headers[1].name, "X-Trim", 6));
+    /* Connection: a list in any of its fields; close and keep-alive as tokens only */
+    char ck[] = "GET / HTTP/1.1\r\nUser-Agent: close\r\nconnection: Keep-Alive\r\n\r\n";
+    CHECK(hsrv_parse_head(ck, strlen(ck), &h) == 0);
+    CHECK(hsrv_head_connection(&h) == HSRV_CONN_KEEP_ALIVE);
+    char cl[] = "GET / HTTP/1.1\r\nConnection: x-keep-alive, upgrade\r\n"
+                "CONNECTION:  te ,\tCLOSE \r\nConnection: keep-alive,\r\n\r\n";
+    CHECK(hsrv_parse_head(cl, strlen(cl), &h) == 0);
+    CHECK(hsrv_head_connection(&h) == (HSRV_CONN_CLOSE | HSRV_CONN_KEEP_ALIVE));
+    char cm[] = "GET / HTTP/1.1\r\nConnection: closed, keep-alives,,\r\n\r\n";
+    CHECK(hsrv_parse_head(cm, strlen(cm), &h) == 0);
+    CHECK(hsrv_head_connection(&h) == 0);
     /* names of 8 and more bytes: case folded over each eight-byte word and the tail;
      * bytes 0x20 apart that are not letters stay different */
     char f[] = "GET / HTTP/1.1\r\nX-Forwarded-Proto: p\r\nBkn-Request-Id: r\r\n"

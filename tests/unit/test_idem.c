@@ -18,11 +18,14 @@ static void guard_cb(evutil_socket_t fd, short what, void *arg)
 
 static int run_until(struct event_base *b, const int *counter, int target, long max_ms)
 {
-    int timed_out = 0;
-    struct event *g = evtimer_new(b, guard_cb, &timed_out);
-    struct timeval tv = {max_ms / 1000, (max_ms % 1000) * 1000};
+    /* gives up after max_ms, longer on a loaded machine (check_wait in check.h): a
+     * 10 ms tick bounds a turn */
+    int ticked = 0;
+    struct event *g = event_new(b, -1, EV_PERSIST, guard_cb, &ticked);
+    struct timeval tv = {0, 10000};
+    check_wait w = check_wait_start(max_ms);
     evtimer_add(g, &tv);
-    while (*counter < target && !timed_out)
+    while (*counter < target && check_wait_on(&w))
         event_base_loop(b, EVLOOP_ONCE);
     event_free(g);
     return *counter >= target;

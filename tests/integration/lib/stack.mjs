@@ -37,7 +37,7 @@ export async function startSimulator({ ttl = 600, capture } = {}) {
   const proc = spawn(process.execPath, [path.join(ROOT, 'tests/platform/sim.mjs'), '--port', '0', '--host', '127.0.0.1', '--ttl', String(ttl)],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, SIM_TRACE_CAPTURE: capture || 'enabled' } });
   proc.stdout.proc = proc;
-  const info = await waitForLine(proc.stdout, (l) => { try { const j = JSON.parse(l); return j.port ? j : undefined; } catch { return undefined; } }, 10000, 'simulator');
+  const info = await waitForLine(proc.stdout, (l) => { try { const j = JSON.parse(l); return j.port ? j : undefined; } catch { return undefined; } }, 60000, 'simulator');
   return { proc, base: info.base, port: info.port, stop: () => stop(proc) };
 }
 
@@ -78,7 +78,7 @@ export async function startServer(simBase, { bin = process.env.CL_BIN || path.jo
       if (ports.public && ports.admin) return ports;
     } catch { /* not a log line */ }
     return undefined;
-  }, 15000, 'context-loader');
+  }, 60000, 'context-loader');
   const base = `http://127.0.0.1:${ports.public}`;
   return {
     proc, logs, base, admin: `http://127.0.0.1:${ports.admin}`,
@@ -87,7 +87,9 @@ export async function startServer(simBase, { bin = process.env.CL_BIN || path.jo
   };
 }
 
-export async function stop(proc, signal = 'SIGTERM', timeoutMs = 10000) {
+// (timeoutMs is a liveness cap: a sanitizer build's leak check at exit takes seconds
+// on a loaded machine, and a SIGKILL then would read as an unclean exit)
+export async function stop(proc, signal = 'SIGTERM', timeoutMs = 60000) {
   if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
   proc.kill(signal);
   const t = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
