@@ -46,7 +46,7 @@ endfunction()
 
 cl_fuzz_target(toon toon.c toonview.c tokproxy.c json.c util.c)
 cl_fuzz_target(guard guard.c json.c util.c texts.c)
-cl_fuzz_target(mcp mcp_msg.c json.c util.c)
+cl_fuzz_target(mcp mcp_msg.c mcp_era.c json.c util.c)
 cl_fuzz_target(rest callcheck.c guard.c json.c util.c texts.c)
 # The Lua JSON module: direct decoder vs the json_parse tree path (differential).
 cl_fuzz_target(json_lua json_lua.c json_lua_decode.c json_lua_encode.c json.c util.c)

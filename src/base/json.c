@@ -359,6 +359,16 @@ void json_set(json_value *obj, const char *key, json_value *val)
     json_obj_append(obj, key, klen, val);
 }
 
+void json_obj_replace_at(json_value *obj, size_t i, json_value *val)
+{
+    if (!obj || obj->type != JSON_OBJECT || i >= obj->u.obj.n) {
+        json_free(val);
+        return;
+    }
+    json_free(obj->u.obj.m[i].val);
+    obj->u.obj.m[i].val = val;
+}
+
 int json_remove(json_value *obj, const char *key)
 {
     if (!obj || obj->type != JSON_OBJECT || !key)
@@ -1025,6 +1035,25 @@ static const json_keep *keep_find(parser *ps, const json_keep *keep, int *failed
     return hit;
 }
 
+/* Whether a keep list keeps the members it does not name (ends with JSON_KEEP_REST). */
+static int keep_rest(const json_keep *keep)
+{
+    while (keep->key)
+        keep++;
+    return keep->raw == JSON_KEEP_REST;
+}
+
+/* The entry of a JSON_KEEP_REST list naming a key already parsed, or the entry
+ * keeping a member whole. */
+static const json_keep *keep_lookup(const json_keep *keep, const char *key, size_t klen)
+{
+    static const json_keep whole = {"", NULL, 0};
+    for (const json_keep *e = keep; e->key; e++)
+        if (strlen(e->key) == klen && !memcmp(e->key, key, klen))
+            return e;
+    return &whole;
+}
+
 static json_value *parse_array(parser *ps, size_t depth)
 {
     size_t base = ps->vn;
@@ -1076,6 +1105,8 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
         ps->p++;
         return json_new_object();
     }
+    /* A list that keeps the rest parses every key as parsing does, then looks it up. */
+    int rest = keep && keep_rest(keep);
     for (;;) {
         if (ps->p >= ps->end || *ps->p != '"') {
             fail(ps, ps->p, ps->p >= ps->end ? "unterminated object" : "expected string key");
@@ -1084,7 +1115,12 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
         size_t klen = 0;
         ptrdiff_t key = -1;
         const json_keep *k = NULL;
-        if (keep) {
+        if (rest) {
+            key = parse_key(ps, &klen);
+            if (key < 0)
+                return NULL;
+            k = keep_lookup(keep, ps->keys.data + key, klen);
+        } else if (keep) {
             const unsigned char *kp = ps->p;
             int bad;
             k = keep_find(ps, keep, &bad);

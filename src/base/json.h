@@ -50,7 +50,10 @@ json_value *json_parse(const char *text, size_t len, const json_limits *lim, cha
 /* Decode options of json_parse_keep: the members of an object to keep, a list ended
  * by a NULL key. keep: for an object value, the list of its own members to keep
  * (NULL: the whole value); raw: the value is kept as its text instead - a JSON_STRING
- * holding exactly the value's bytes of the input (valid JSON text). */
+ * holding exactly the value's bytes of the input (valid JSON text). A list ended by
+ * {NULL, NULL, JSON_KEEP_REST} keeps the members it does not name whole instead of
+ * skipping them (so a list can name only the members it treats otherwise). */
+#define JSON_KEEP_REST 1
 typedef struct json_keep {
     const char *key;
     const struct json_keep *keep;
@@ -91,6 +94,9 @@ void json_set(json_value *obj, const char *key, json_value *val); /* replaces or
 /* Appends a member without looking for an existing one (key may hold \0; it is
  * copied). Used by converters that know keys are unique. Takes ownership of val. */
 void json_obj_append(json_value *obj, const char *key, size_t klen, json_value *val);
+/* Replaces the value of the i-th member (freeing the old one); takes ownership of
+ * val (freed when there is no such member). */
+void json_obj_replace_at(json_value *obj, size_t i, json_value *val);
 /* Removes a member (every duplicate of it); returns 1 if it was present. */
 int json_remove(json_value *obj, const char *key);
 

@@ -34,6 +34,25 @@ typedef enum {
     MCP_ERA_MODERN  /* stateless: run mcp_era_check, no session */
 } mcp_era;
 
+/* What the stateless era reads of params._meta, found in one pass (mcp_era_read):
+ * each envelope member's JSON type (-1: absent; the last of duplicates, as lookups
+ * take it), the protocol version and log level strings as pointer and length (the
+ * C string's length, as strcmp would see it), whether clientInfo has the strings
+ * name and version, and whether other members are there. */
+typedef struct mcp_era_env {
+    int meta; /* params._meta is an object */
+    int others;
+    int pv_type, caps_type, ci_type, lv_type;
+    int ci_ok;
+    const char *pv, *lv;
+    size_t pv_len, lv_len;
+} mcp_era_env;
+
+/* Reads the envelope of a parsed message: from the tree, or (m->meta_text) from the
+ * kept _meta text. Returns 0, or -1 when the text has an escape (then parse it,
+ * mcp_msg_meta_parse, and read again). Pointers borrow from m. */
+int mcp_era_read(const mcp_msg *m, mcp_era_env *env);
+
 /* Whether a protocol version names the stateless era (compared as text, as clients
  * do: a later date, or any text sorting after it, is a stateless version). */
 int mcp_era_version_modern(const char *v);
@@ -43,16 +62,16 @@ int mcp_era_version_modern(const char *v);
  * names a stateless version; the session era otherwise. An initialize without the
  * claim but with a stateless header is refused: returns -32020 (HTTP 400) with the
  * message in err; 0 otherwise. */
-int mcp_era_classify(const mcp_msg *m, const mcp_era_headers *h, mcp_era *era, char *err,
-                     size_t errlen);
+int mcp_era_classify(const mcp_msg *m, const mcp_era_headers *h, const mcp_era_env *env,
+                     mcp_era *era, char *err, size_t errlen);
 
 /* The stateless era's checks of a request, in order: the _meta envelope (-32602),
  * the headers against the body (-32020), the protocol version (-32022, with data
  * {supported, requested} appended to data as JSON text), the headers that must be
  * present (-32020). Returns 0 when the request may be dispatched, else the code
  * with *http_status (always 400) and the message in err. */
-int mcp_era_check(const mcp_msg *m, const mcp_era_headers *h, int *http_status, buf *data,
-                  char *err, size_t errlen);
+int mcp_era_check(const mcp_msg *m, const mcp_era_headers *h, const mcp_era_env *env,
+                  int *http_status, buf *data, char *err, size_t errlen);
 
 /* Appends a stateless-era error reply: the id when it is known (id_json not empty;
  * never null), the code, the message, and data (JSON text) when not NULL/empty. */

@@ -12,13 +12,23 @@ static int fail(mcp_msg *m, int status, int code, char *err, size_t errlen, cons
     return code;
 }
 
-int mcp_parse_message(const char *body, size_t len, size_t max_depth, mcp_msg *out, char *err,
-                      size_t errlen)
+/* params._meta kept as its text, every other member whole. */
+static const json_keep KEEP_PARAMS[] = {{"_meta", NULL, 1}, {NULL, NULL, JSON_KEEP_REST}};
+static const json_keep KEEP_MESSAGE[] = {{"params", KEEP_PARAMS, 0}, {NULL, NULL, JSON_KEEP_REST}};
+
+static int parse_message(const char *body, size_t len, size_t max_depth, int meta_text,
+                         mcp_msg *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
+    out->max_depth = max_depth;
     char perr[256];
     json_limits lim = {max_depth, 0};
-    out->msg = json_parse(body ? body : "", len, &lim, perr, sizeof perr);
+    if (meta_text && body) {
+        out->msg = json_parse_keep(body, len, &lim, KEEP_MESSAGE, perr, sizeof perr);
+        out->meta_text = 1;
+    } else {
+        out->msg = json_parse(body ? body : "", len, &lim, perr, sizeof perr);
+    }
     if (!out->msg) {
         out->http_status = 400;
         snprintf(err, errlen, "Parse error: %s", perr);
@@ -62,10 +72,58 @@ int mcp_parse_message(const char *body, size_t len, size_t max_depth, mcp_msg *o
     return 0;
 }
 
+int mcp_parse_message(const char *body, size_t len, size_t max_depth, mcp_msg *out, char *err,
+                      size_t errlen)
+{
+    return parse_message(body, len, max_depth, 0, out, err, errlen);
+}
+
+int mcp_parse_message_meta_text(const char *body, size_t len, size_t max_depth, mcp_msg *out,
+                                char *err, size_t errlen)
+{
+    return parse_message(body, len, max_depth, 1, out, err, errlen);
+}
+
+void mcp_params_meta_parse(json_value *params, size_t max_depth)
+{
+    if (!params || json_typeof(params) != JSON_OBJECT)
+        return;
+    /* the last _meta is the one readers see; earlier ones are parsed too, so that
+     * no member keeps a text form */
+    for (size_t i = 0, n = json_count(params); i < n; i++) {
+        size_t klen, tlen;
+        const char *k = json_key_at(params, i, &klen);
+        if (klen != 5 || memcmp(k, "_meta", 5))
+            continue;
+        const json_value *t = json_val_at(params, i);
+        const char *text = json_get_str(t, &tlen);
+        json_limits lim = {max_depth, 0};
+        char err[128];
+        /* checked when the message was parsed: it parses */
+        json_value *v = text ? json_parse(text, tlen, &lim, err, sizeof err) : NULL;
+        json_obj_replace_at(params, i, v ? v : json_new_null());
+    }
+}
+
+void mcp_msg_meta_parse(mcp_msg *m)
+{
+    if (!m->meta_text)
+        return;
+    m->meta_text = 0;
+    if (m->msg && json_typeof(m->msg) == JSON_OBJECT)
+        for (size_t i = 0, n = json_count(m->msg); i < n; i++) {
+            size_t klen;
+            const char *k = json_key_at(m->msg, i, &klen);
+            if (klen == 6 && !memcmp(k, "params", 6))
+                mcp_params_meta_parse((json_value *)json_val_at(m->msg, i), m->max_depth);
+        }
+}
+
 void mcp_msg_free(mcp_msg *m)
 {
     json_free(m->msg);
     buf_free(&m->id);
+    m->meta_text = 0;
     m->msg = NULL;
     m->method = NULL;
     m->params = NULL;
@@ -245,8 +303,7 @@ void mcp_write_tool_result(buf *out, const call_outcome *o)
     mcp_write_tool_result_ex(out, o, NULL, NULL);
 }
 
-void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_members,
-                              const char *members)
+void mcp_write_tool_result_open(buf *out, const call_outcome *o)
 {
     buf_puts(out, "{\"content\":[{\"type\":\"text\",\"text\":");
     if (o->is_error) {
@@ -268,6 +325,12 @@ void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_
             put_raw(out, &o->json);
         buf_puts(out, ",\"isError\":false");
     }
+}
+
+void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_members,
+                              const char *members)
+{
+    mcp_write_tool_result_open(out, o);
     if (o->unrecorded || o->receipt_pending || meta_members) {
         int any = 1;
         buf_puts(out, ",\"_meta\":{");

@@ -30,6 +30,10 @@ typedef struct mcp_msg {
     const char *method;       /* NULL for MCP_MSG_RESPONSE */
     const json_value *params; /* an object, or NULL when absent */
     int http_status;          /* of the error reply when the result is not 0 */
+    /* mcp_parse_message_meta_text: params._meta is still its JSON text (a JSON_STRING
+     * holding the member's bytes) until mcp_msg_meta_parse */
+    int meta_text;
+    size_t max_depth;
 } mcp_msg;
 
 /* Parses and validates one POST body (max_depth 0 = the JSON default). Returns 0,
@@ -39,6 +43,18 @@ typedef struct mcp_msg {
 int mcp_parse_message(const char *body, size_t len, size_t max_depth, mcp_msg *out, char *err,
                       size_t errlen);
 void mcp_msg_free(mcp_msg *m);
+/* The same, but params._meta is kept as its text (checked as the parse checks it;
+ * the same bodies are accepted and refused with the same errors; out->meta_text
+ * set). A reader of the envelope scans the text (mcp_era); anything else needs
+ * mcp_msg_meta_parse first. */
+int mcp_parse_message_meta_text(const char *body, size_t len, size_t max_depth, mcp_msg *out,
+                                char *err, size_t errlen);
+/* Turns a kept _meta text back into its parsed value, in params (every _meta member
+ * of it); clears meta_text. The tree is then what mcp_parse_message gives. */
+void mcp_msg_meta_parse(mcp_msg *m);
+/* The same on a params object of such a message (the members of a message the
+ * request context owns): max_depth as given to the parse. */
+void mcp_params_meta_parse(json_value *params, size_t max_depth);
 
 typedef struct mcp_call {
     const char *name;       /* set as soon as it is known to be a string */
@@ -73,6 +89,10 @@ void mcp_write_error(buf *out, const char *id_json, int code, const char *messag
 void mcp_write_tool_result(buf *out, const call_outcome *o);
 /* The same with more members in _meta (meta_members: JSON members without braces,
  * or NULL) and more members of the result itself after it (members, or NULL). */
+/* The result without its _meta, other members and closing brace (content,
+ * structuredContent, isError): for a caller appending pre-encoded members when the
+ * outcome has no _meta of its own (neither unrecorded nor receipt_pending). */
+void mcp_write_tool_result_open(buf *out, const call_outcome *o);
 void mcp_write_tool_result_ex(buf *out, const call_outcome *o, const char *meta_members,
                               const char *members);
 

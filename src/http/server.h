@@ -125,6 +125,10 @@ struct req_ctx {
     /* MCP: the request is of the stateless protocol era (no session; its framing and
      * validation, mcp_era.h). */
     int mcp_modern;
+    /* a stateless tools/call whose params._meta holds only the envelope is kept as
+     * its text (read by the edge, nothing else reads it): mcp_params_meta_parse
+     * before anything else reads _meta */
+    int mcp_meta_text;
     int64_t trace_ms; /* time spent waiting for Trace Core */
     int plimit_held;  /* counted in limits.max_calls_per_principal until freed */
 };

@@ -140,7 +140,13 @@ static void reply_outcome(req_ctx *c, const call_outcome *o)
      * the receipt. */
     size_t text = o->toon && o->toon_text.data ? o->toon_text.len : o->json.len;
     begin_result(c, &b, 2 * text + o->json.len + 512);
-    if (c->mcp_modern) {
+    if (c->mcp_modern && !o->unrecorded && !o->receipt_pending) {
+        /* the stateless result's members, encoded once */
+        static const char TAIL[] =
+            ",\"_meta\":{" MCP_ERA_SERVER_INFO "},\"resultType\":\"complete\"}";
+        mcp_write_tool_result_open(&b, o);
+        buf_append(&b, TAIL, sizeof TAIL - 1);
+    } else if (c->mcp_modern) {
         mcp_write_tool_result_ex(&b, o, MCP_ERA_SERVER_INFO, "\"resultType\":\"complete\"");
     } else {
         mcp_write_tool_result(&b, o);
@@ -762,6 +768,11 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     const json_value *target_args;
     confirm_target(name, args, &target, &target_args);
     if (confirm_applies(c->app->cfg->confirm_tools, target, target_args)) {
+        if (c->mcp_meta_text) { /* confirmation reads the client's capabilities */
+            mcp_params_meta_parse((json_value *)params, (size_t)c->app->cfg->limits_json_max_depth);
+            c->mcp_meta_text = 0;
+            meta = mcp_parse_call(params, &mc, err, sizeof err) ? NULL : mc.meta;
+        }
         if (c->mcp_modern)
             confirm_modern(c, ti, name, params, args, meta, target, target_args);
         else if (session_id_flags(req_header(c, "Mcp-Session-Id")) & SESSION_FLAG_ELICITATION)
@@ -1145,8 +1156,9 @@ static void handle_post(req_ctx *c)
     const char *body = req_body(c, &len);
     char err[320];
     mcp_msg m;
-    int code = mcp_parse_message(body, len, (size_t)c->app->cfg->limits_json_max_depth, &m, err,
-                                 sizeof err);
+    /* Under a stateless version header, _meta stays text while only the edge reads it. */
+    int code = (c->mcp_modern ? mcp_parse_message_meta_text : mcp_parse_message)(
+        body, len, (size_t)c->app->cfg->limits_json_max_depth, &m, err, sizeof err);
     /* The request context takes the message and the id text (freed with it). */
     c->msg = m.msg;
     buf_free(&c->rpc_id);
@@ -1168,12 +1180,22 @@ static void handle_post(req_ctx *c)
         req_reply(c, 202, NULL, NULL, 0);
         return;
     }
+    mcp_era_env env;
+    if (mcp_era_read(&m, &env) != 0) { /* an escape in the text: read the parsed _meta */
+        mcp_msg_meta_parse(&m);
+        mcp_era_read(&m, &env);
+    }
     mcp_era era;
-    if ((code = mcp_era_classify(&m, &h, &era, err, sizeof err)) != 0) {
+    if ((code = mcp_era_classify(&m, &h, &env, &era, err, sizeof err)) != 0) {
         rpc_error(c, 400, code, err);
         return;
     }
     c->mcp_modern = era == MCP_ERA_MODERN;
+    /* Only a tools/call with nothing but the envelope in _meta keeps the text: other
+     * members (progress, trace context, hints) and other methods read the value. */
+    if (m.meta_text && (!c->mcp_modern || env.others || strcmp(m.method, "tools/call")))
+        mcp_msg_meta_parse(&m);
+    c->mcp_meta_text = m.meta_text;
     if (c->mcp_modern) {
         /* Stateless: no session to check, none minted; the request says everything. */
         if (m.kind == MCP_MSG_NOTIFICATION) {
@@ -1183,7 +1205,7 @@ static void handle_post(req_ctx *c)
         }
         int status;
         buf data = BUF_INIT;
-        code = mcp_era_check(&m, &h, &status, &data, err, sizeof err);
+        code = mcp_era_check(&m, &h, &env, &status, &data, err, sizeof err);
         if (code)
             rpc_error_data(c, status, code, err, data.data);
         else

@@ -15,7 +15,10 @@
 # many bkn_finish_interaction (outcome completed with an answer), each with its
 # instructions and Trace Core round trips per call.
 # Before the managed phase, the same ad hoc MCP call N times on an open session and N
-# times in the stateless protocol era (no session), each counted apart.
+# times in the stateless protocol era (no session), each counted apart, in
+# ERA_ROUNDS phases per era (default 4, alternating which goes first), each after a
+# reload of the tools and ERA_WARM (default 2) uncounted calls of its era, so both
+# start from the same Lua heap (the collector's steps fall alike).
 # CONC=256 counts the same mix under concurrency instead: CONC clients at once, each on
 # its own connection (gateway/conc.mjs), one uncounted warm-up round each, then ROUNDS
 # rounds (default 4) of one REST read and one MCP call each, counted; so the collector's
@@ -28,7 +31,8 @@
 #   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out files; MCP_FORMAT=toon
 #   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases;
 #   CONC=256 ROUNDS=4 the concurrent mix; MIX=rest the REST reads alone; LC_N=20 the
-#   lifecycle calls counted.
+#   lifecycle calls counted; ERA_ROUNDS=4 the phases of each era (N calls each),
+#   ERA_WARM=2 the uncounted calls before each.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}
@@ -78,14 +82,43 @@ if [ "${MANAGED:-1}" != 0 ]; then
   mcp_total=$(phase_total $dumps)
   # The same call, N times each: on an open session (session era), then stateless
   # (2026-07-28: no session, the request's _meta and headers checked instead).
+  # Each era's calls start from the same Lua heap: a reload of the tools (a new
+  # generation, its state fully collected once built), then ERA_WARM calls of that
+  # era, not counted. The calls hand Lua the same values in both eras, so the
+  # collector's steps fall on the same calls of both phases; without this a phase
+  # gains or loses a minor collection by where the other left the heap (about
+  # +-3 k instructions per call at N=100). A new state still has its own string
+  # hash seed (Lua picks it at random), which moves the Lua share of a phase by up
+  # to about +-1 k per call: so each era runs ERA_ROUNDS phases (default 4), in
+  # the order session, stateless, stateless, session, ... (each era as often first
+  # as last after a reload: what the order leaves, such as the allocator's state
+  # after a reload or the capture policy's re-read every 30 s, falls on both), and
+  # an era's figure is its phases together.
   mcp_session
-  phase_dump # the session set-up: not counted
-  legacy_sent=$(MIX=legacy SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "$N")
-  phase_dump
-  legacy_total=$(phase_total $dumps)
-  modern_sent=$(MIX=modern node "$BENCH_DIR/mix.mjs" "$GW" "$N")
-  phase_dump
-  modern_total=$(phase_total $dumps)
+  ADMIN=http://127.0.0.1:$(grep '"listener":"admin"' "$WORK/gateway.log" | sed 's/.*"port":\([0-9]*\).*/\1/')
+  era_phase() { # mix: adds the phase to that era's sums
+    curl -sf -o /dev/null -X POST "$ADMIN/admin/reload"
+    MIX=$1 SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "${ERA_WARM:-2}" >/dev/null
+    phase_dump # the reload and the warm-up: not counted
+    n=$(MIX=$1 SID=$SID node "$BENCH_DIR/mix.mjs" "$GW" "$N")
+    phase_dump
+    t=$(phase_total $dumps)
+    if [ "$1" = legacy ]; then
+      legacy_sent=$((legacy_sent + n)) legacy_total=$((legacy_total + t))
+      legacy_phases="${legacy_phases:+$legacy_phases, }$((t / n))" legacy_dumps="${legacy_dumps:+$legacy_dumps,}$dumps"
+    else
+      modern_sent=$((modern_sent + n)) modern_total=$((modern_total + t))
+      modern_phases="${modern_phases:+$modern_phases, }$((t / n))" modern_dumps="${modern_dumps:+$modern_dumps,}$dumps"
+    fi
+  }
+  legacy_sent=0 legacy_total=0 modern_sent=0 modern_total=0
+  legacy_phases="" modern_phases="" legacy_dumps="" modern_dumps=""
+  r=0
+  while [ $r -lt "${ERA_ROUNDS:-4}" ]; do
+    if [ $((r % 2)) = 0 ]; then era_phase legacy; else era_phase modern; fi
+    if [ $((r % 2)) = 0 ]; then era_phase modern; else era_phase legacy; fi
+    r=$((r + 1))
+  done
   # Capture on; the gateway re-reads the policy within trace_core.capture_policy_ttl_s
   # (30 s): until then an ad hoc MCP call still runs (this phase is not counted).
   curl -sf -o /dev/null -X POST "$SIM/_sim/trace" -H 'content-type: application/json' -d '{"capture":"enabled"}'
@@ -146,10 +179,11 @@ callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | self_line
        END { for (k in s) printf "%6.1f%%  %s\n", 100 * s[k] / t, k }' | sort -rn | head -6
 if [ "${MANAGED:-1}" != 0 ]; then
   echo
-  echo "== MCP tools/call by protocol era ($legacy_sent calls each, ad hoc)"
-  awk -v l="$legacy_total" -v ln="$legacy_sent" -v m="$modern_total" -v mn="$modern_sent" 'BEGIN {
-    printf "instructions per session-era call (2025-11-25, on an open session): %.0f\n", l / ln
-    printf "instructions per stateless call (2026-07-28, no session): %.0f\n", m / mn
+  echo "== MCP tools/call by protocol era ($legacy_sent calls each, ad hoc, in ${ERA_ROUNDS:-4} phases of $N)"
+  awk -v l="$legacy_total" -v ln="$legacy_sent" -v m="$modern_total" -v mn="$modern_sent" \
+    -v lp="$legacy_phases" -v mp="$modern_phases" 'BEGIN {
+    printf "instructions per session-era call (2025-11-25, on an open session): %.0f (phases %s)\n", l / ln, lp
+    printf "instructions per stateless call (2026-07-28, no session): %.0f (phases %s)\n", m / mn, mp
     printf "stateless minus session: %+.0f per call\n", m / mn - l / ln }'
   echo
   echo "== managed MCP call ($managed_sent calls, capture enabled, each bound to a started interaction)"
@@ -165,5 +199,5 @@ if [ "${MANAGED:-1}" != 0 ]; then
     printf "instructions per bkn_finish_interaction: %.0f (outcome completed, with an answer), Trace Core round trips: %.2f\n", f / fn, ft / fn }'
 fi
 if [ -n "${KEEP_WORK:-}" ]; then
-  echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.4, stateless: .5, starts: .7, managed calls: .8, finishes: .9)"
+  echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.{$legacy_dumps}, stateless: .{$modern_dumps}, starts: .$((dumps - 2)), managed calls: .$((dumps - 1)), finishes: .$dumps)"
 fi

@@ -9,11 +9,14 @@
  * initialize) or a client response (no method); params is an object or absent; the
  * tools/call and tools/list params checks and the unknown-method error give valid
  * replies; a result envelope around the id parses; the same body gives the same
- * answer twice. */
+ * answer with params._meta kept as text (mcp_parse_message_meta_text), the envelope
+ * read from that text is the one read from the tree, and the text parsed back gives
+ * the same tree. */
 #include <string.h>
 
 #include "fuzz_common.h"
 #include "json.h"
+#include "mcp_era.h"
 #include "mcp_msg.h"
 
 #define T "fuzz_mcp"
@@ -82,9 +85,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mcp_msg m, m2;
     char err[320], err2[320];
     int rc = mcp_parse_message((const char *)data, size, 128, &m, err, sizeof err);
-    int rc2 = mcp_parse_message((const char *)data, size, 128, &m2, err2, sizeof err2);
+    int rc2 = mcp_parse_message_meta_text((const char *)data, size, 128, &m2, err2, sizeof err2);
     fuzz_must(rc == rc2 && (rc == 0 || !strcmp(err, err2)) && m.kind == m2.kind, T,
-              "the same body gives the same answer");
+              "the same body gives the same answer, _meta kept as text or not");
+    if (rc == 0) {
+        /* the envelope read from the text is the one read from the tree */
+        mcp_era_env e1, e2;
+        fuzz_must(mcp_era_read(&m, &e1) == 0, T, "a tree's envelope reads");
+        if (mcp_era_read(&m2, &e2) == 0)
+            fuzz_must(e1.meta == e2.meta && e1.others == e2.others && e1.pv_type == e2.pv_type &&
+                          e1.caps_type == e2.caps_type && e1.ci_type == e2.ci_type &&
+                          e1.lv_type == e2.lv_type && e1.ci_ok == e2.ci_ok &&
+                          e1.pv_len == e2.pv_len && e1.lv_len == e2.lv_len &&
+                          (!e1.pv || !memcmp(e1.pv, e2.pv, e1.pv_len)) &&
+                          (!e1.lv || !memcmp(e1.lv, e2.lv, e1.lv_len)),
+                      T, "the text and the tree give the same envelope");
+        /* parsed back, the kept text is the whole parse's tree */
+        mcp_msg_meta_parse(&m2);
+        buf w1 = BUF_INIT, w2 = BUF_INIT;
+        json_write(&w1, m.msg, 0);
+        json_write(&w2, m2.msg, 0);
+        fuzz_must(w1.len == w2.len && !memcmp(w1.data, w2.data, w1.len), T,
+                  "the kept _meta parses to the same tree");
+        buf_free(&w1);
+        buf_free(&w2);
+    }
     mcp_msg_free(&m2);
     if (rc) {
         fuzz_must(rc == -32700 || rc == -32600 || rc == -32602, T, "a protocol error code");

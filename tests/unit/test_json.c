@@ -320,20 +320,37 @@ static void test_keep(void)
     v = json_parse_keep("[1,2]", 5, NULL, keep, err, sizeof err);
     CHECK(v && json_count(v) == 2);
     json_free(v);
+    /* a list ended by JSON_KEEP_REST keeps what it does not name whole: only the
+     * members it names are treated otherwise (here one kept as its text) */
+    static const json_keep inner[] = {{"_meta", NULL, 1}, {NULL, NULL, JSON_KEEP_REST}};
+    static const json_keep rest[] = {{"params", inner, 0}, {NULL, NULL, JSON_KEEP_REST}};
+    const char *t3 =
+        "{\"id\":1,\"params\":{\"name\":\"n\",\"_meta\":{\"a\":[1, {}]},\"x\":{\"y\":[]}},"
+        "\"z\":null}";
+    v = json_parse_keep(t3, strlen(t3), NULL, rest, err, sizeof err);
+    CHECK(v != NULL);
+    json_write(&b, v, 0);
+    CHECK_STR(b.data, "{\"id\":1,\"params\":{\"name\":\"n\",\"_meta\":\"{\\\"a\\\":[1, {}]}\","
+                      "\"x\":{\"y\":[]}},\"z\":null}");
+    buf_free(&b);
+    json_free(v);
     /* refusals inside skipped members: json_parse's words */
     static const char *const bad[] = {
         "{\"z\":[1,2,]}",        "{\"z\":\"a\x01\"}",      "{\"z\":\"\\ud800\"}",
         "{\"z\":01}",            "{\"z\":{\"a\" 1}}",      "{\"z\":tru}",
         "{\"z\":[1 2]}",         "{\"z\":\"\\x\"}",        "{\"receipt\":{\"a\":1,}}",
         "{\"z\":1} x",           "{\"z\":\"\xc3\x28\"}",   "{\"z\":[[[[1]]]]}",
-        "{\"operation\":{\"q\":-}}"};
+        "{\"operation\":{\"q\":-}}", "{\"params\":{\"_meta\":[[[1]]]}}",
+        "{\"params\":{\"_meta\":{\"a\":1,}}}", "{\"params\":{\"b\":[[[1]]]}}"};
     json_limits lim = {4, 0};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char e1[128], e2[128];
+        char e1[128], e2[128], e3[128];
         json_value *a = json_parse(bad[i], strlen(bad[i]), &lim, e1, sizeof e1);
         json_value *k = json_parse_keep(bad[i], strlen(bad[i]), &lim, keep, e2, sizeof e2);
-        CHECK(a == NULL && k == NULL);
+        json_value *r = json_parse_keep(bad[i], strlen(bad[i]), &lim, rest, e3, sizeof e3);
+        CHECK(a == NULL && k == NULL && r == NULL);
         CHECK_STR(e2, e1);
+        CHECK_STR(e3, e1);
     }
 }
 

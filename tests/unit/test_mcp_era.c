@@ -8,9 +8,10 @@
 #include "json.h"
 #include "mcp_era.h"
 
-#define ENV                                                                                        \
-    "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                       \
-    "\"io.modelcontextprotocol/clientCapabilities\":{}}"
+#define ENV_MEMBERS                                                                                \
+    "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                                  \
+    "\"io.modelcontextprotocol/clientCapabilities\":{}"
+#define ENV "\"_meta\":{" ENV_MEMBERS "}"
 
 typedef struct {
     int code, status;
@@ -19,19 +20,43 @@ typedef struct {
     buf data;
 } verdict;
 
-/* Parses body, classifies it and, in the stateless era, runs the ladder. */
-static verdict run(const char *body, const char *pv, const char *method, const char *name)
+/* Parses body (text: params._meta kept as its text, read by the scan; else the
+ * whole tree), classifies it and, in the stateless era, runs the ladder. */
+static verdict run_as(const char *body, const char *pv, const char *method, const char *name,
+                      int text)
 {
     verdict v;
     memset(&v, 0, sizeof v);
     mcp_msg m;
-    int rc = mcp_parse_message(body, strlen(body), 0, &m, v.err, sizeof v.err);
+    int rc = (text ? mcp_parse_message_meta_text : mcp_parse_message)(body, strlen(body), 0, &m,
+                                                                      v.err, sizeof v.err);
     CHECK(rc == 0);
+    mcp_era_env env;
+    if (mcp_era_read(&m, &env) != 0) {
+        CHECK(text);
+        mcp_msg_meta_parse(&m);
+        CHECK(mcp_era_read(&m, &env) == 0);
+    }
     mcp_era_headers h = {pv, method, name};
-    v.code = mcp_era_classify(&m, &h, &v.era, v.err, sizeof v.err);
+    v.code = mcp_era_classify(&m, &h, &env, &v.era, v.err, sizeof v.err);
     if (!v.code && v.era == MCP_ERA_MODERN)
-        v.code = mcp_era_check(&m, &h, &v.status, &v.data, v.err, sizeof v.err);
+        v.code = mcp_era_check(&m, &h, &env, &v.status, &v.data, v.err, sizeof v.err);
     mcp_msg_free(&m);
+    return v;
+}
+
+/* Both readings of the envelope give the same verdict, word for word. */
+static verdict run(const char *body, const char *pv, const char *method, const char *name)
+{
+    verdict v = run_as(body, pv, method, name, 0);
+    verdict t = run_as(body, pv, method, name, 1);
+    CHECK(t.code == v.code && t.era == v.era && t.status == v.status);
+    CHECK_STR(t.err, v.err);
+    CHECK_STR(t.data.data ? t.data.data : "", v.data.data ? v.data.data : "");
+    if (t.code != v.code || strcmp(t.err, v.err))
+        fprintf(stderr, "  body %s: tree %d (%s), text %d (%s)\n", body, v.code, v.err, t.code,
+                t.err);
+    buf_free(&t.data);
     return v;
 }
 
@@ -107,9 +132,112 @@ int main(void)
     expect(call, L, "tools/call", "=?base64?Z2V0X2tu?=", MCP_ERA_MODERN, 0);
     expect(call, L, "tools/call", "=?base64?Z2V0X2tx?=", MCP_ERA_MODERN, -32020);
     expect(call, L, "tools/call", "=?base64?!!!!?=", MCP_ERA_MODERN, -32020);
+    /* a header in the encoded form is decoded, even when the body holds the same text */
+    expect("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+           "\"name\":\"=?base64?Z2V0X2tu?=\"," ENV "}}",
+           L, "tools/call", "=?base64?Z2V0X2tu?=", MCP_ERA_MODERN, -32020);
+    expect(call, L, "tools/call", "get_kn\t", MCP_ERA_MODERN, 0);
+    expect(call, L, "tools/call", "get_k", MCP_ERA_MODERN, -32020);
+    expect(call, L, "tools/call", "get_knn", MCP_ERA_MODERN, -32020);
+    expect(call, " 2026-07-28", " tools/call ", "get_kn", MCP_ERA_MODERN, 0);
+    expect(call, "2026-07-28x", "tools/call", "get_kn", MCP_ERA_MODERN, -32020);
     /* a notification needs no Mcp-Method */
     expect("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{" ENV "}}", L,
            NULL, NULL, MCP_ERA_MODERN, 0);
+
+    /* the envelope as text and as a tree: the same verdicts (run compares them) on
+     * duplicates (the last counts), clientInfo, logLevel, whitespace, brackets and
+     * quotes inside strings, escapes (the text is parsed then), _meta not an object */
+    static const char *const metas[] = {
+        "{\"io.modelcontextprotocol/protocolVersion\":1,"
+        "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/clientCapabilities\":[]}",
+        "{ \"io.modelcontextprotocol/protocolVersion\" : \"2026-07-28\" ,\n"
+        "\"io.modelcontextprotocol/clientCapabilities\" :{\"a\":[\"}]\",{\"b\":\"{\"}]} ,"
+        "\"io.modelcontextprotocol/clientInfo\": {\"name\":\"n\",\"version\":\"1\"} }",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/clientInfo\":{\"name\":\"n\",\"version\":1}}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/clientInfo\":{\"name\":\"n\",\"version\":\"1\",\"name\":null}}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/clientInfo\":[\"name\",\"version\"]}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/logLevel\":\"warning\"}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/logLevel\":\"warn\"}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},"
+        "\"io.modelcontextprotocol/logLevel\":3}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\\u0000x\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}",
+        "{\"io.modelcontextprotocol\\/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-2\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{}}",
+        "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+        "\"io.modelcontextprotocol/clientCapabilities\":{},\"progressToken\":-1.5e3,"
+        "\"x\":[true,false,null,{}]}",
+        "\"io.modelcontextprotocol/protocolVersion\"",
+        "[]",
+        "7",
+        "{}"};
+    for (size_t i = 0; i < sizeof metas / sizeof metas[0]; i++) {
+        buf body = BUF_INIT;
+        buf_printf(&body,
+                   "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                   "\"name\":\"get_kn\",\"_meta\":%s}}",
+                   metas[i]);
+        verdict v = run(body.data, L, "tools/call", "get_kn");
+        buf_free(&v.data);
+        verdict w = run(body.data, NULL, NULL, NULL);
+        buf_free(&w.data);
+        buf_free(&body);
+    }
+    /* the kept text, parsed, is the tree the whole parse gives; others is told */
+    {
+        const char *body =
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+            "{\"_meta\":{\"a\":1},\"name\":\"n\",\"_meta\":{\"progressToken\":\"t\"," ENV_MEMBERS
+            "},\"arguments\":{\"_meta\":[1]}}}";
+        mcp_msg a, t;
+        char err[128];
+        CHECK(mcp_parse_message(body, strlen(body), 0, &a, err, sizeof err) == 0);
+        CHECK(mcp_parse_message_meta_text(body, strlen(body), 0, &t, err, sizeof err) == 0);
+        CHECK(t.meta_text && !a.meta_text);
+        CHECK(json_typeof(json_get(t.params, "_meta")) == JSON_STRING);
+        mcp_era_env e;
+        CHECK(mcp_era_read(&t, &e) == 0 && e.meta && e.others && e.pv_len == 10);
+        mcp_msg_meta_parse(&t);
+        CHECK(!t.meta_text);
+        buf x = BUF_INIT, y = BUF_INIT;
+        json_write(&x, a.msg, 0);
+        json_write(&y, t.msg, 0);
+        CHECK_STR(y.data, x.data);
+        CHECK(mcp_era_read(&t, &e) == 0 && e.meta && e.others);
+        buf_free(&x);
+        buf_free(&y);
+        mcp_msg_free(&a);
+        mcp_msg_free(&t);
+        /* the envelope alone: no others */
+        const char *only = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+                           "\"name\":\"n\"," ENV "}}";
+        CHECK(mcp_parse_message_meta_text(only, strlen(only), 0, &t, err, sizeof err) == 0);
+        CHECK(mcp_era_read(&t, &e) == 0 && e.meta && !e.others && e.caps_type == JSON_OBJECT);
+        mcp_msg_free(&t);
+        /* no _meta: no envelope */
+        const char *none = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{}}";
+        CHECK(mcp_parse_message_meta_text(none, strlen(none), 0, &t, err, sizeof err) == 0);
+        CHECK(mcp_era_read(&t, &e) == 0 && !e.meta && e.pv_type < 0);
+        mcp_msg_free(&t);
+    }
 
     /* the error reply: the id when known, never null; data when given */
     buf b = BUF_INIT;
@@ -131,6 +259,12 @@ int main(void)
     CHECK(d && json_get(d, "supportedVersions") && json_get(d, "capabilities"));
     json_free(d);
     buf_free(&b);
+    /* the header: its optional whitespace aside, compared as a version */
+    CHECK(mcp_era_header_modern("2026-07-28") && mcp_era_header_modern(" \t2026-07-28 \t"));
+    CHECK(mcp_era_header_modern("2026-07-28x") && mcp_era_header_modern("2027-01-01"));
+    CHECK(mcp_era_header_modern("v999.0.0") && !mcp_era_header_modern("2025-11-25"));
+    CHECK(!mcp_era_header_modern(NULL) && !mcp_era_header_modern("") &&
+          !mcp_era_header_modern("2026-07-2") && !mcp_era_header_modern("  "));
     CHECK(mcp_era_version_modern("2026-07-28") && mcp_era_version_modern("v999.0.0"));
     CHECK(!mcp_era_version_modern("2025-11-25") && !mcp_era_version_modern("1999-01-01"));
     return CHECK_DONE();

@@ -8,7 +8,8 @@
 // MIX=managed SID=<session> LINES=<file>: only N managed MCP calls on that session,
 // the bodies of LINES (interactions.mjs output) each used at most 100 times; every
 // answer must carry a receipt. Prints the number of calls.
-// MIX=legacy SID=<session>: only N MCP calls on that (already open) session.
+// MIX=legacy SID=<session>: only N MCP calls on that (already open) session, with the
+// MCP-Protocol-Version header a session-era client sends after initialize.
 // MIX=modern: only N MCP calls in the stateless era (no session at all).
 import { PREFIX, ARGS, headers, INITIALIZE, INITIALIZED, CALL as call, MODERN_CALL, MODERN_HEADERS } from './request.mjs';
 
@@ -40,8 +41,11 @@ if (mix === 'managed') {
   process.exit(0);
 }
 if (mix === 'legacy' || mix === 'modern') {
+  // A session-era client sends the negotiated version on every request after
+  // initialize, as the stateless one sends its own.
+  const LEGACY_HEADERS = { 'mcp-session-id': process.env.SID, 'mcp-protocol-version': '2025-06-18' };
   for (let i = 0; i < n; i++) {
-    const m = mix === 'modern' ? await post('/mcp', MODERN_CALL, MODERN_HEADERS) : await post('/mcp', call, { 'mcp-session-id': process.env.SID });
+    const m = mix === 'modern' ? await post('/mcp', MODERN_CALL, MODERN_HEADERS) : await post('/mcp', call, LEGACY_HEADERS);
     if (!m.text.includes('9007199254740993') || m.text.includes('"isError":true')) throw new Error(`${mix} call failed: ${m.text.slice(0, 300)}`);
     if (mix === 'modern' && !m.text.includes('"resultType":"complete"')) throw new Error('not a stateless answer');
   }
