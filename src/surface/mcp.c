@@ -749,6 +749,9 @@ static void do_tools_call(req_ctx *c, const json_value *params)
         in.meta = meta;
         in.invocation_header = req_header(c, "X-OpenBKN-Client-Invocation-Id");
         in.host_key_header = req_header(c, "X-OpenBKN-Host-Conversation-Key");
+        in.traceparent = c->traceparent;
+        in.tracestate = c->tracestate;
+        in.baggage = c->baggage;
         lifecycle *l = lifecycle_new(&in, on_lifecycle_done, c);
         req_pending_set(c, l, cancel_lifecycle);
         lifecycle_run(l);
