@@ -1197,8 +1197,10 @@ static void handle_post(req_ctx *c)
     req_mcp(c)->modern = era == MCP_ERA_MODERN;
     /* Only a tools/call with nothing but the envelope in _meta keeps the text: other
      * members (progress, trace context, hints) and other methods read the value. */
-    if (m.meta_text && (!req_mcp(c)->modern || env.others || strcmp(m.method, "tools/call")))
+    if (m.meta_text && (!req_mcp(c)->modern || env.others || strcmp(m.method, "tools/call"))) {
         mcp_msg_meta_parse(&m);
+        mcp_era_read(&m, &env); /* env pointed into the text the parse replaced */
+    }
     req_mcp(c)->meta_text = m.meta_text;
     if (req_mcp(c)->modern) {
         /* Stateless: no session to check, none minted; the request says everything. */
