@@ -63,4 +63,4 @@ endif()
 add_test(NAME json_lua_decode
          COMMAND test_json decode ${CL_JSON_CORPUS} ${CL_JSONTESTSUITE}/test_parsing
                  ${CL_JSONTESTSUITE}/test_transform)
-set_tests_properties(json_lua_decode PROPERTIES TIMEOUT 120)
+set_tests_properties(json_lua_decode PROPERTIES TIMEOUT 300)

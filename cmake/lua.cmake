@@ -28,7 +28,7 @@ if(CL_LUACHECK)
            COMMAND ${CL_LUACHECK} --config ${CMAKE_SOURCE_DIR}/.luacheckrc --no-color
                    lua tools tests/spec tests/kit
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
-  set_tests_properties(lua_luacheck PROPERTIES TIMEOUT 120 LABELS lua)
+  set_tests_properties(lua_luacheck PROPERTIES TIMEOUT 300 LABELS lua)
 else()
   message(WARNING "luacheck not found: the Lua lint test is not registered")
 endif()

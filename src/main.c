@@ -418,6 +418,7 @@ static int run_worker(settings *cfg, const worker_opts *w)
     if (load_tools(&a) < 0)
         goto done;
     a.route = route_request; /* the route table: httpd calls up only through it */
+    a.req_end = route_request_end;
     /* Handlers before the listeners: a stop that follows the "listening" line at once
      * must drain, not kill (evsignal queues it until the loop runs). */
     sigterm = evsignal_new(a.base, SIGTERM, on_term, &a);

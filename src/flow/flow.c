@@ -62,7 +62,7 @@ struct flow {
  * inside). */
 struct flow_own {
     principal who;
-    char *strs[8];
+    char *strs[10];
     json_value *query, *request, *context;
 };
 _Static_assert(sizeof(struct flow) <= 2048, "struct flow is calloc'd per call: keep it <= 2 kB");
@@ -70,6 +70,18 @@ _Static_assert(sizeof(struct flow) <= 2048, "struct flow is calloc'd per call: k
 static const char *lang(const flow *f)
 {
     return lang_tag(f->in.env.lang);
+}
+
+/* The request this flow serves, as its Trace Core calls carry it. */
+static const trace_origin *origin(const flow *f, trace_origin *o)
+{
+    const call_env *e = &f->in.env;
+    o->lang = lang(f);
+    o->request_id = e->request_id;
+    o->traceparent = e->traceparent;
+    o->tracestate = e->tracestate;
+    o->baggage = e->baggage;
+    return o;
 }
 
 /* Trace Core wait time, for the access log (durations split by upstream, Trace
@@ -158,6 +170,8 @@ static void detach(flow *f)
     f->in.format = own_str(f, 5, f->in.format);
     f->in.declined_code = own_str(f, 6, f->in.declined_code);
     f->in.declined_message = own_str(f, 7, f->in.declined_message);
+    e->tracestate = own_str(f, 8, e->tracestate);
+    e->baggage = own_str(f, 9, e->baggage);
     e->query = f->own->query = e->query ? json_clone(e->query) : NULL;
     e->request = f->own->request = e->request ? json_clone(e->request) : NULL;
     e->bkn_context = f->own->context = e->bkn_context ? json_clone(e->bkn_context) : NULL;
@@ -440,10 +454,11 @@ static void send_attempt(flow *f, int later)
     a.business_refs = refs ? refs : f->ctx.business_refs;
     a.payload = payload;
     if (later) {
-        trace_finish_attempt_later(f->in.trace, f->in.env.who, lang(f), &a);
+        trace_finish_attempt_later(f->in.trace, f->in.env.who, origin(f, &(trace_origin){0}), &a);
     } else {
         trace_time_begin(f);
-        f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, lang(f), &a, on_finalized, f);
+        f->tc = trace_finish_attempt(f->in.trace, f->in.env.who, origin(f, &(trace_origin){0}), &a,
+                                     on_finalized, f);
     }
     buf_free(&out);
     json_free(parsed);
@@ -541,8 +556,8 @@ static void on_interaction(const trace_reply *r, const trace_interaction *it, vo
 static void lookup_interaction(flow *f)
 {
     trace_time_begin(f);
-    f->tc = trace_get_interaction(f->in.trace, f->in.env.who, lang(f), f->ctx.interaction_id,
-                                  on_interaction, f);
+    f->tc = trace_get_interaction(f->in.trace, f->in.env.who, origin(f, &(trace_origin){0}),
+                                  f->ctx.interaction_id, on_interaction, f);
 }
 
 static int abandoned(const flow *f, const json_value *operation);
@@ -652,7 +667,8 @@ static void ensure_operation(flow *f)
     e.parent_operation_id = f->ctx.parent_operation_id;
     e.causation_event_ids = f->ctx.causation_event_ids;
     trace_time_begin(f);
-    f->tc = trace_ensure_operation(f->in.trace, f->in.env.who, lang(f), &e, on_ensure, f);
+    f->tc = trace_ensure_operation(f->in.trace, f->in.env.who, origin(f, &(trace_origin){0}), &e,
+                                   on_ensure, f);
 }
 
 static void on_interaction(const trace_reply *r, const trace_interaction *it, void *arg)

@@ -8,6 +8,7 @@
  * ends each waiter gets its own activation. */
 #include "trace.h"
 #include "metrics.h"
+#include "upstream_req.h"
 
 #include <event2/event.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@
 #define MAX_TRIES 3
 #define MAX_RESPONSE (1024 * 1024)
 #define POLICY_MAX_ENTRIES 1024
-#define MAX_HEADERS 16
+#define MAX_HEADERS 20
 
 typedef enum { K_REQUEST, K_POLICY, K_PROBE } call_kind;
 typedef enum { PH_IDLE, PH_BACKOFF, PH_DELIVER } call_phase;
@@ -711,15 +712,38 @@ static int resolve_owner(const trace_ctx *t, const principal *who, const char **
     return (*tenant)[0] && (*domain)[0];
 }
 
+/* The origin's headers (trace_origin): request id and W3C trace context. */
+static void origin_headers(trace_call *c, const trace_origin *o)
+{
+    if (o->lang && o->lang[0])
+        add_header(c, "Accept-Language", o->lang);
+    if (o->request_id && o->request_id[0]) {
+        add_header(c, "bkn-request-id", o->request_id);
+        add_header(c, "x-request-id", o->request_id);
+    }
+    char tp[56], span_hex[17];
+    unsigned char span[8];
+    if (o->traceparent) {
+        id_random_bytes(span, sizeof span);
+        hex_encode(span, sizeof span, span_hex);
+        if (upstream_traceparent_child(o->traceparent, span_hex, tp))
+            add_header(c, "traceparent", tp);
+    }
+    if (o->tracestate && o->tracestate[0])
+        add_header(c, "tracestate", o->tracestate);
+    if (o->baggage && o->baggage[0])
+        add_header(c, "baggage", o->baggage);
+}
+
 static void owner_headers(trace_call *c, const principal *who, const char *tenant,
-                          const char *domain, const char *lang)
+                          const char *domain, const trace_origin *o)
 {
     int app = strcmp(who->account_type, "app") == 0;
     buf_reserve(&c->hstore, 640);
     if (c->body)
         add_header(c, "Content-Type", "application/json");
-    if (lang && lang[0])
-        add_header(c, "Accept-Language", lang);
+    if (o)
+        origin_headers(c, o);
     add_header(c, "x-account-id", who->account_id);
     add_header(c, "X-BKN-Effective-Subject-ID", who->account_id);
     add_header(c, "x-account-type", who->account_type);
@@ -741,7 +765,7 @@ static void owner_headers(trace_call *c, const principal *who, const char *tenan
  * (NULL: none). */
 /* persist_until: 0, or a background request without a callback, retried until then
  * (request_fetched); it neither consults nor moves the breaker. */
-static trace_call *request_text_ex(trace_ctx *t, const principal *who, const char *lang_tag,
+static trace_call *request_text_ex(trace_ctx *t, const principal *who, const trace_origin *o,
                                    const char *method, const char *path, char *body,
                                    size_t body_len, int idempotent, trace_cb cb, void *arg,
                                    int64_t persist_until)
@@ -779,21 +803,21 @@ static trace_call *request_text_ex(trace_ctx *t, const principal *who, const cha
     c->method = xstrdup(method);
     put3(&u, path, NULL, NULL);
     c->url = buf_steal(&u, &c->url_len);
-    owner_headers(c, who, tenant, domain, lang_tag);
+    owner_headers(c, who, tenant, domain, o);
     try_send(c);
 done:
     buf_free(&u);
     return c;
 }
 
-static trace_call *request_text(trace_ctx *t, const principal *who, const char *lang_tag,
+static trace_call *request_text(trace_ctx *t, const principal *who, const trace_origin *o,
                                 const char *method, const char *path, char *body, size_t body_len,
                                 int idempotent, trace_cb cb, void *arg)
 {
-    return request_text_ex(t, who, lang_tag, method, path, body, body_len, idempotent, cb, arg, 0);
+    return request_text_ex(t, who, o, method, path, body, body_len, idempotent, cb, arg, 0);
 }
 
-trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
+trace_call *trace_request(trace_ctx *t, const principal *who, const trace_origin *o,
                           const char *method, const char *path, const json_value *body,
                           int idempotent, trace_cb cb, void *arg)
 {
@@ -804,7 +828,7 @@ trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_t
         json_write(&b, body, 1);
         text = buf_steal(&b, &len);
     }
-    return request_text(t, who, lang_tag, method, path, text, len, idempotent, cb, arg);
+    return request_text(t, who, o, method, path, text, len, idempotent, cb, arg);
 }
 
 /* ---- capture policy ---- */
@@ -1108,7 +1132,7 @@ static void fill_path(buf *out, const char *fmt, const char *a, const char *b)
 
 /* Sends a typed operation: path is fmt with up to two "%s" filled by id1 and id2
  * path-escaped; body (may be NULL) is written and freed here. */
-static trace_call *typed_request(trace_ctx *t, const principal *who, const char *lang,
+static trace_call *typed_request(trace_ctx *t, const principal *who, const trace_origin *o,
                                  const char *method, const char *fmt, const char *id1,
                                  const char *id2, json_value *body, int idempotent, view_kind view,
                                  void *arg)
@@ -1123,7 +1147,7 @@ static trace_call *typed_request(trace_ctx *t, const principal *who, const char 
     }
     buf path = BUF_INIT, e1 = BUF_INIT, e2 = BUF_INIT;
     fill_path(&path, fmt, trace_path_escape(id1, &e1), trace_path_escape(id2, &e2));
-    trace_call *c = request_text(t, who, lang, method, path.data, text, len, idempotent, NULL, arg);
+    trace_call *c = request_text(t, who, o, method, path.data, text, len, idempotent, NULL, arg);
     c->view = view;
     buf_free(&path);
     buf_free(&e1);
@@ -1136,17 +1160,17 @@ static void set_str(json_value *o, const char *key, const char *v)
     json_set(o, key, json_new_str(v, strlen(v)));
 }
 
-trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const trace_origin *o,
                                   const char *interaction_id, trace_interaction_cb cb, void *arg)
 {
-    trace_call *c = typed_request(t, who, lang, "GET", "/interactions/%s", interaction_id, NULL,
-                                  NULL, 1, V_INTERACTION, arg);
+    trace_call *c = typed_request(t, who, o, "GET", "/interactions/%s", interaction_id, NULL, NULL,
+                                  1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
     c->keep = KEEP_INTERACTION;
     return c;
 }
 
-trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const trace_origin *o,
                                      const char *conversation_id, const char *idempotency_key,
                                      const char *question, const char *agent_name,
                                      trace_interaction_cb cb, void *arg)
@@ -1157,14 +1181,14 @@ trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const c
     set_str(b, "idempotency_key", idempotency_key);
     set_str(b, "request_hash", qhash);
     set_str(b, "agent_name", agent_name);
-    trace_call *c = typed_request(t, who, lang, "POST", "/conversations/%s/interactions",
+    trace_call *c = typed_request(t, who, o, "POST", "/conversations/%s/interactions",
                                   conversation_id, NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
     c->keep = KEEP_INTERACTION;
     return c;
 }
 
-trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const trace_origin *o,
                                      const char *interaction_id, const char *outcome,
                                      const char *idempotency_key, const char *answer_ref,
                                      const char *reason, trace_interaction_cb cb, void *arg)
@@ -1176,14 +1200,14 @@ trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const c
         set_str(b, "answer_artifact_ref", answer_ref);
     if (reason)
         set_str(b, "reason", reason);
-    trace_call *c = typed_request(t, who, lang, "POST", "/interactions/%s/finish", interaction_id,
+    trace_call *c = typed_request(t, who, o, "POST", "/interactions/%s/finish", interaction_id,
                                   NULL, b, 1, V_INTERACTION, arg);
     c->tcb.interaction = cb;
     c->keep = KEEP_INTERACTION;
     return c;
 }
 
-trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const trace_origin *o,
                                       const char *external_key, trace_id_cb cb, void *arg)
 {
     char h[65], ikey[80];
@@ -1192,15 +1216,15 @@ trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const 
     json_value *b = json_new_object();
     set_str(b, "external_conversation_key", external_key);
     set_str(b, "idempotency_key", ikey);
-    trace_call *c = typed_request(t, who, lang, "POST", "/conversations:ensure-current", NULL, NULL,
-                                  b, 1, V_ID, arg);
+    trace_call *c = typed_request(t, who, o, "POST", "/conversations:ensure-current", NULL, NULL, b,
+                                  1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "conversation_id";
     c->keep = KEEP_CONVERSATION_ID;
     return c;
 }
 
-trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_store_answer(trace_ctx *t, const principal *who, const trace_origin *o,
                                const char *request_id, const char *interaction_id,
                                const char *answer, const char *observed_at, trace_id_cb cb,
                                void *arg)
@@ -1237,7 +1261,7 @@ trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *l
     set_str(b, "initiator", ini.data);
     set_str(b, "agent_or_app", app_id);
     trace_call *c =
-        typed_request(t, who, lang, "POST", "/evidence/artifacts", NULL, NULL, b, 1, V_ID, arg);
+        typed_request(t, who, o, "POST", "/evidence/artifacts", NULL, NULL, b, 1, V_ID, arg);
     c->tcb.id = cb;
     c->id_member = "artifact_id";
     c->keep = KEEP_ARTIFACT_ID;
@@ -1273,7 +1297,7 @@ static void put_member_str(buf *b, const char *key, const char *v, size_t n)
     json_write_string(b, v ? v : "", v ? n : 0);
 }
 
-trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const trace_origin *o,
                                    const trace_ensure_in *in, trace_operation_cb cb, void *arg)
 {
     /* The body written as text in canonical member order, the input's canonical
@@ -1318,7 +1342,7 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
     put3(&path, trace_path_escape(in->interaction_id, &e2), "/operations:ensure", NULL);
     size_t len;
     char *text = buf_steal(&b, &len);
-    trace_call *c = request_text(t, who, lang, "POST", path.data, text, len, 0, NULL, arg);
+    trace_call *c = request_text(t, who, o, "POST", path.data, text, len, 0, NULL, arg);
     c->view = V_OPERATION;
     c->tcb.operation = cb;
     c->keep = KEEP_OPERATION;
@@ -1384,13 +1408,13 @@ static char *attempt_text(const trace_attempt_in *in, size_t *len, buf *path)
     return buf_steal(&b, len);
 }
 
-trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const trace_origin *o,
                                  const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
 {
     buf path = BUF_INIT;
     size_t len;
     char *text = attempt_text(in, &len, &path);
-    trace_call *c = request_text(t, who, lang, "POST", path.data, text, len, 1, NULL, arg);
+    trace_call *c = request_text(t, who, o, "POST", path.data, text, len, 1, NULL, arg);
     c->view = V_RECEIPT;
     c->tcb.receipt = cb;
     c->keep = KEEP_RECEIPT;
@@ -1398,14 +1422,14 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
     return c;
 }
 
-void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const trace_origin *o,
                                 const trace_attempt_in *in)
 {
     buf path = BUF_INIT;
     size_t len;
     char *text = attempt_text(in, &len, &path);
     t->st.redeliveries++;
-    request_text_ex(t, who, lang, "POST", path.data, text, len, 1, NULL, NULL,
+    request_text_ex(t, who, o, "POST", path.data, text, len, 1, NULL, NULL,
                     now_mono_ms() + TRACE_REDELIVER_MS);
     buf_free(&path);
 }

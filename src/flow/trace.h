@@ -74,13 +74,26 @@ typedef struct trace_reply {
 /* r and everything it points to are valid only during the callback. */
 typedef void (*trace_cb)(const trace_reply *r, void *arg);
 
+/* Where a Trace Core call comes from: the request it serves. Every member may be NULL.
+ * Sent as headers: lang as Accept-Language; request_id as bkn-request-id and
+ * x-request-id (so Core's error envelopes name the request); a child of traceparent
+ * (the inbound trace id and flags, a fresh span id; nothing when the inbound one is
+ * missing or malformed: the recorded payloads carry their own trace ids), tracestate
+ * and baggage as they came. Borrowed for the starting call only (the headers are
+ * copied into the call). */
+typedef struct trace_origin {
+    const char *lang;
+    const char *request_id;
+    const char *traceparent, *tracestate, *baggage;
+} trace_origin;
+
 /* One Trace Core call: method + API base + path ("/interactions/int_x"; build
  * segments with trace_path_escape). body may be NULL; it is written canonically.
- * lang_tag (Accept-Language) may be NULL. idempotent != 0 allows 2 extra tries
+ * o (the origin's headers) may be NULL. idempotent != 0 allows 2 extra tries
  * (20 ms then 40 ms apart) after transport errors (not oversize bodies), 5xx and
  * 429. Each try has its own timeout_ms. who is copied. Never NULL (method, path and
  * cb must be non-NULL: misuse is reported as UNAVAILABLE). */
-trace_call *trace_request(trace_ctx *t, const principal *who, const char *lang_tag,
+trace_call *trace_request(trace_ctx *t, const principal *who, const trace_origin *o,
                           const char *method, const char *path, const json_value *body,
                           int idempotent, trace_cb cb, void *arg);
 
@@ -178,20 +191,20 @@ typedef struct trace_interaction {
 typedef void (*trace_interaction_cb)(const trace_reply *r, const trace_interaction *it, void *arg);
 
 /* GET /interactions/{interaction_id} */
-trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const trace_origin *o,
                                   const char *interaction_id, trace_interaction_cb cb, void *arg);
 
 /* POST /conversations/{conversation_id}/interactions {idempotency_key, request_hash,
  * agent_name}: request_hash = sha256 hex of the question. Retried (Core answers a
  * replay of the key with the same interaction). */
-trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_create_interaction(trace_ctx *t, const principal *who, const trace_origin *o,
                                      const char *conversation_id, const char *idempotency_key,
                                      const char *question, const char *agent_name,
                                      trace_interaction_cb cb, void *arg);
 
 /* POST /interactions/{interaction_id}/finish {outcome, idempotency_key,
  * answer_artifact_ref?, reason?} (answer_ref, reason: NULL or "" = absent). */
-trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_finish_interaction(trace_ctx *t, const principal *who, const trace_origin *o,
                                      const char *interaction_id, const char *outcome,
                                      const char *idempotency_key, const char *answer_ref,
                                      const char *reason, trace_interaction_cb cb, void *arg);
@@ -201,14 +214,14 @@ typedef void (*trace_id_cb)(const trace_reply *r, const char *id, void *arg);
 
 /* POST /conversations:ensure-current {external_conversation_key, idempotency_key}
  * where idempotency_key = "mcp-conversation:" + 32 hex of sha256(external key). */
-trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_ensure_conversation(trace_ctx *t, const principal *who, const trace_origin *o,
                                       const char *external_key, trace_id_cb cb, void *arg);
 
 /* POST /evidence/artifacts: the answer of an interaction as a result artifact
  * ({"answer": answer}, content-addressed id art_result_<32 hex>, synthetic trace id
  * of request_id, observed_at the interaction's updated_at when given). The id given
  * to the callback is the reply's artifact_id. */
-trace_call *trace_store_answer(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_store_answer(trace_ctx *t, const principal *who, const trace_origin *o,
                                const char *request_id, const char *interaction_id,
                                const char *answer, const char *observed_at, trace_id_cb cb,
                                void *arg);
@@ -240,7 +253,7 @@ typedef struct trace_operation {
 typedef void (*trace_operation_cb)(const trace_reply *r, const trace_operation *op, void *arg);
 
 /* POST /conversations/{cid}/interactions/{iid}/operations:ensure (not retried). */
-trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const trace_origin *o,
                                    const trace_ensure_in *in, trace_operation_cb cb, void *arg);
 
 /* The outcome of an attempt. */
@@ -269,7 +282,7 @@ typedef struct trace_receipt {
 typedef void (*trace_receipt_cb)(const trace_reply *r, const trace_receipt *rc, void *arg);
 
 /* POST /operations/{id}/attempts/{n}:complete | :fail (retried). */
-trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const trace_origin *o,
                                  const trace_attempt_in *in, trace_receipt_cb cb, void *arg);
 
 /* The same finalization, for an attempt whose finalization failed (the tool ran and
@@ -281,7 +294,7 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
  * dies leaves that receipt pending). Counted in trace_stats (redeliveries,
  * redelivered, redelivery_failed). in is copied. */
 #define TRACE_REDELIVER_MS 300000
-void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const trace_origin *o,
                                 const trace_attempt_in *in);
 
 /* ---- the interaction lease cache ----

@@ -262,14 +262,10 @@ static void ctx_free(req_ctx *c)
         c->pending.cancel(c->pending.op);
     if (c->gen)
         tools_gen_release(c->gen);
+    if (c->app->req_end)
+        c->app->req_end(c);
     json_free(c->msg);
-    json_free(c->query);
-    json_free(c->route_params);
     json_free(c->reqinfo);
-    buf_free(&c->rpc_id);
-    buf_free(&c->progress_token);
-    if (c->progress_timer)
-        event_free(c->progress_timer);
     ctx_release(c);
 }
 
@@ -1126,7 +1122,6 @@ void req_call_env(req_ctx *c, call_env *env)
     env->kn_id_header = req_header(c, "X-Kn-ID");
     env->surface = c->surface;
     env->deadline_ms = 0;
-    env->query = c->query;
     if (!c->reqinfo) {
         static const char *const names[][2] = {{"host", "Host"},
                                                {"forwarded_host", "X-Forwarded-Host"},

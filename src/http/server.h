@@ -67,7 +67,13 @@ typedef struct app {
     uint64_t requests_total;
     json_value *ctx_config; /* ctx.config for tools (permission_request, gates) */
     route_fn route;         /* the route table (set before httpd_start) */
+    /* Ends the surfaces' state of a request (req_ctx.surface_state) when its context
+     * is freed (set before httpd_start; NULL: nothing to end). */
+    void (*req_end)(req_ctx *c);
 } app;
+
+/* The bytes of req_ctx kept for the surfaces' own state of a request. */
+#define REQ_SURFACE_BYTES 160
 
 typedef enum { ROUTE_NONE, ROUTE_MCP, ROUTE_REST, ROUTE_INFO, ROUTE_TOOLKIT } route_kind;
 
@@ -108,29 +114,16 @@ struct req_ctx {
     int64_t lua_ms, upstream_ms;
     int on_close_set;      /* the connection's close callback is ours (while async) */
     int caller_request_id; /* the request id came from the caller (a retry hint) */
-    json_value *query;     /* REST query parameters (object of strings), or NULL */
-    char format[16];       /* REST ?response_format= as given */
-    /* A route the tool declares (tools_info.routes): its {parameter} segments, decoded
-     * (an object), and the parameter the body becomes (borrowed from ti, or NULL). */
-    json_value *route_params;
-    const char *route_body;
-    int format_given;
-    json_value *reqinfo; /* ctx.request, built on first use */
-    /* MCP progress: the client's progressToken (JSON text) and, once the
-     * call outlasts mcp.progress_interval_ms, the response switched to an SSE stream. */
-    buf progress_token;
-    struct event *progress_timer;
-    int progress_n;
-    int sse;
-    /* MCP: the request is of the stateless protocol era (no session; its framing and
-     * validation, mcp_era.h). */
-    int mcp_modern;
-    /* a stateless tools/call whose params._meta holds only the envelope is kept as
-     * its text (read by the edge, nothing else reads it): mcp_params_meta_parse
-     * before anything else reads _meta */
-    int mcp_meta_text;
-    int64_t trace_ms; /* time spent waiting for Trace Core */
-    int plimit_held;  /* counted in limits.max_calls_per_principal until freed */
+    json_value *reqinfo;   /* ctx.request, built on first use */
+    int sse;               /* the reply is a text/event-stream (req_stream_begin) */
+    int64_t trace_ms;      /* time spent waiting for Trace Core */
+    int plimit_held;       /* counted in limits.max_calls_per_principal until freed */
+    /* The surfaces' own state of this request (theirs to lay out: surfaces.h), opaque
+     * here: zeroed with the context, ended by app.req_end when the context is freed. */
+    union {
+        max_align_t align;
+        unsigned char bytes[REQ_SURFACE_BYTES];
+    } surface_state;
 };
 
 /* httpd.c */

@@ -31,6 +31,17 @@ static const char *lang(const lifecycle *l)
     return lang_tag(l->in.lang);
 }
 
+/* The request this lifecycle call serves, as its Trace Core calls carry it. */
+static const trace_origin *origin(const lifecycle *l, trace_origin *o)
+{
+    o->lang = lang(l);
+    o->request_id = l->in.request_id;
+    o->traceparent = l->in.traceparent;
+    o->tracestate = l->in.tracestate;
+    o->baggage = l->in.baggage;
+    return o;
+}
+
 /* Trace Core wait time, for the access log (durations split by upstream, Trace
  * Core and Lua). */
 static void trace_time_begin(lifecycle *l)
@@ -233,8 +244,9 @@ static void create_interaction(lifecycle *l)
         args_key(l->args, "bkn_start_interaction", l->in.request_id, key);
     }
     trace_time_begin(l);
-    l->tc = trace_create_interaction(l->in.trace, l->in.who, lang(l), l->conversation_id, key,
-                                     question, agent, on_interaction_created, l);
+    l->tc = trace_create_interaction(l->in.trace, l->in.who, origin(l, &(trace_origin){0}),
+                                     l->conversation_id, key, question, agent,
+                                     on_interaction_created, l);
 }
 
 static void on_conversation(const trace_reply *r, const char *cid, void *arg)
@@ -286,7 +298,8 @@ static void start(lifecycle *l)
         snprintf(ext, sizeof ext, "mcp:%s", h);
     }
     trace_time_begin(l);
-    l->tc = trace_ensure_conversation(l->in.trace, l->in.who, lang(l), ext, on_conversation, l);
+    l->tc = trace_ensure_conversation(l->in.trace, l->in.who, origin(l, &(trace_origin){0}), ext,
+                                      on_conversation, l);
 }
 
 /* ---- finish ---- */
@@ -310,8 +323,9 @@ static void post_finish(lifecycle *l)
     char key[48];
     args_key(l->args, "bkn_finish_interaction", "", key);
     trace_time_begin(l);
-    l->tc = trace_finish_interaction(l->in.trace, l->in.who, lang(l), l->interaction_id, outcome,
-                                     key, l->answer_ref, reason, on_finished, l);
+    l->tc = trace_finish_interaction(l->in.trace, l->in.who, origin(l, &(trace_origin){0}),
+                                     l->interaction_id, outcome, key, l->answer_ref, reason,
+                                     on_finished, l);
 }
 
 static void on_artifact(const trace_reply *r, const char *id, void *arg)
@@ -351,7 +365,8 @@ static void on_pre_read(const trace_reply *r, const trace_interaction *it, void 
     }
     /* Records the answer as a result artifact first. */
     trace_time_begin(l);
-    l->tc = trace_store_answer(l->in.trace, l->in.who, lang(l), l->in.request_id, l->interaction_id,
+    l->tc = trace_store_answer(l->in.trace, l->in.who, origin(l, &(trace_origin){0}),
+                               l->in.request_id, l->interaction_id,
                                json_get_string(l->args, "answer"), it->updated_at, on_artifact, l);
 }
 
@@ -370,7 +385,8 @@ static void finish(lifecycle *l)
         return;
     }
     trace_time_begin(l);
-    l->tc = trace_get_interaction(l->in.trace, l->in.who, lang(l), iid, on_pre_read, l);
+    l->tc = trace_get_interaction(l->in.trace, l->in.who, origin(l, &(trace_origin){0}), iid,
+                                  on_pre_read, l);
 }
 
 lifecycle *lifecycle_new(const lifecycle_input *in, lifecycle_done_fn done, void *arg)

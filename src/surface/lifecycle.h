@@ -40,6 +40,8 @@ typedef struct lifecycle_input {
     const json_value *meta;        /* params._meta, or NULL */
     const char *invocation_header; /* X-OpenBKN-Client-Invocation-Id, or NULL */
     const char *host_key_header;   /* X-OpenBKN-Host-Conversation-Key, or NULL */
+    const char *traceparent, *tracestate, *baggage; /* the request's W3C trace context
+                                                       (NULL: none), for Trace Core */
 } lifecycle_input;
 
 typedef void (*lifecycle_done_fn)(const call_outcome *o, void *arg);

@@ -50,10 +50,10 @@ static void rpc_error_data(req_ctx *c, int http_status, int code, const char *me
                            const char *data)
 {
     buf b = BUF_INIT;
-    if (c->mcp_modern)
-        mcp_era_write_error(&b, c->rpc_id.data, code, message, data);
+    if (req_mcp(c)->modern)
+        mcp_era_write_error(&b, req_mcp(c)->rpc_id.data, code, message, data);
     else
-        mcp_write_error(&b, c->rpc_id.data, code, message);
+        mcp_write_error(&b, req_mcp(c)->rpc_id.data, code, message);
     c->outcome = "rpc_error";
     req_reply(c, http_status, "application/json", b.data, b.len);
     buf_free(&b);
@@ -80,19 +80,21 @@ static void sse_send(req_ctx *c, const char *json, size_t len)
 /* Starts {"jsonrpc":"2.0","id":<request id>,"result": in b (room for extra more). */
 static void begin_result(req_ctx *c, buf *b, size_t extra)
 {
-    buf_reserve(b, c->rpc_id.len + extra + 64);
+    mcp_req *m = req_mcp(c);
+    buf_reserve(b, m->rpc_id.len + extra + 64);
     buf_puts(b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    buf_append(b, c->rpc_id.data, c->rpc_id.len);
+    buf_append(b, m->rpc_id.data, m->rpc_id.len);
     buf_puts(b, ",\"result\":");
 }
 
 /* Ends the response begun by begin_result and sends it; frees c. */
 static void send_result(req_ctx *c, buf *b)
 {
+    mcp_req *m = req_mcp(c);
     buf_putc(b, '}');
-    if (c->progress_timer) {
-        event_free(c->progress_timer);
-        c->progress_timer = NULL;
+    if (m->progress_timer) {
+        event_free(m->progress_timer);
+        m->progress_timer = NULL;
     }
     if (c->sse) {
         /* The stream began with progress notifications; the result ends it. */
@@ -109,7 +111,7 @@ static void send_result_ttl(req_ctx *c, const char *result, size_t len, long ttl
 {
     buf b = BUF_INIT;
     begin_result(c, &b, len + 192);
-    if (c->mcp_modern && len >= 2 && result[len - 1] == '}') {
+    if (req_mcp(c)->modern && len >= 2 && result[len - 1] == '}') {
         buf tail = BUF_INIT;
         mcp_era_result_tail(&tail, ttl_ms);
         buf_append(&b, result, len - 1);
@@ -140,13 +142,13 @@ static void reply_outcome(req_ctx *c, const call_outcome *o)
      * the receipt. */
     size_t text = o->toon && o->toon_text.data ? o->toon_text.len : o->json.len;
     begin_result(c, &b, 2 * text + o->json.len + 512);
-    if (c->mcp_modern && !o->unrecorded && !o->receipt_pending) {
+    if (req_mcp(c)->modern && !o->unrecorded && !o->receipt_pending) {
         /* the stateless result's members, encoded once */
         static const char TAIL[] =
             ",\"_meta\":{" MCP_ERA_SERVER_INFO "},\"resultType\":\"complete\"}";
         mcp_write_tool_result_open(&b, o);
         buf_append(&b, TAIL, sizeof TAIL - 1);
-    } else if (c->mcp_modern) {
+    } else if (req_mcp(c)->modern) {
         mcp_write_tool_result_ex(&b, o, MCP_ERA_SERVER_INFO, "\"resultType\":\"complete\"");
     } else {
         mcp_write_tool_result(&b, o);
@@ -163,13 +165,14 @@ static void on_progress(evutil_socket_t fd, short ev, void *arg)
     req_ctx *c = arg;
     (void)fd;
     (void)ev;
+    mcp_req *pm = req_mcp(c);
     req_stream_begin(c);
-    c->progress_n++;
+    pm->progress_n++;
     buf b = BUF_INIT;
     buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{"
                  "\"progressToken\":");
-    buf_append(&b, c->progress_token.data, c->progress_token.len);
-    buf_printf(&b, ",\"progress\":%d,\"message\":", c->progress_n);
+    buf_append(&b, pm->progress_token.data, pm->progress_token.len);
+    buf_printf(&b, ",\"progress\":%d,\"message\":", pm->progress_n);
     char m[200];
     snprintf(m, sizeof m, text_get(TEXT_PROGRESS_RUNNING, c->lang), c->tool,
              (long long)(now_mono_ms() - c->t0));
@@ -188,10 +191,11 @@ static void arm_progress(req_ctx *c, const json_value *meta)
     long ms = c->app->cfg->mcp_progress_interval_ms;
     if (ms <= 0)
         return;
-    json_write(&c->progress_token, tok, 0);
-    c->progress_timer = event_new(c->app->base, -1, EV_PERSIST, on_progress, c);
+    mcp_req *m = req_mcp(c);
+    json_write(&m->progress_token, tok, 0);
+    m->progress_timer = event_new(c->app->base, -1, EV_PERSIST, on_progress, c);
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    event_add(c->progress_timer, &tv);
+    event_add(m->progress_timer, &tv);
 }
 
 /* The listing surface of the request: /mcp, /mcp-compact or /mcp/ptc. */
@@ -363,7 +367,7 @@ static void confirm_unavailable(req_ctx *c, const char *tool)
                    "initialize for 2025-11-25 sessions, in clientCapabilities for 2026-07-28), or "
                    "the REST route with its confirmation token",
              tool);
-    if (c->mcp_modern) {
+    if (req_mcp(c)->modern) {
         rpc_error_data(c, 400, -32021, m,
                        "{\"requiredCapabilities\":{\"elicitation\":{}},\"code\":"
                        "\"confirmation_unavailable\",\"retryable\":false,\"required_action\":"
@@ -745,6 +749,9 @@ static void do_tools_call(req_ctx *c, const json_value *params)
         in.meta = meta;
         in.invocation_header = req_header(c, "X-OpenBKN-Client-Invocation-Id");
         in.host_key_header = req_header(c, "X-OpenBKN-Host-Conversation-Key");
+        in.traceparent = c->traceparent;
+        in.tracestate = c->tracestate;
+        in.baggage = c->baggage;
         lifecycle *l = lifecycle_new(&in, on_lifecycle_done, c);
         req_pending_set(c, l, cancel_lifecycle);
         lifecycle_run(l);
@@ -765,12 +772,12 @@ static void do_tools_call(req_ctx *c, const json_value *params)
     const json_value *target_args;
     confirm_target(name, args, &target, &target_args);
     if (confirm_applies(c->app->cfg->confirm_tools, target, target_args)) {
-        if (c->mcp_meta_text) { /* confirmation reads the client's capabilities */
+        if (req_mcp(c)->meta_text) { /* confirmation reads the client's capabilities */
             mcp_params_meta_parse((json_value *)params, (size_t)c->app->cfg->limits_json_max_depth);
-            c->mcp_meta_text = 0;
+            req_mcp(c)->meta_text = 0;
             meta = mcp_parse_call(params, &mc, err, sizeof err) ? NULL : mc.meta;
         }
-        if (c->mcp_modern)
+        if (req_mcp(c)->modern)
             confirm_modern(c, ti, name, params, args, meta, target, target_args);
         else if (session_id_flags(req_header(c, "Mcp-Session-Id")) & SESSION_FLAG_ELICITATION)
             confirm_legacy(c, ti, args, meta, target, target_args);
@@ -926,7 +933,7 @@ static void do_listen(req_ctx *c, const json_value *params)
     s = xcalloc(1, sizeof *s);
     s->app = a;
     s->tools_changed = t && json_typeof(t) == JSON_TRUE;
-    buf_append(&s->sub_id, c->rpc_id.data, c->rpc_id.len);
+    buf_append(&s->sub_id, req_mcp(c)->rpc_id.data, req_mcp(c)->rpc_id.len);
     str_copy(s->who, sizeof s->who, c->who.key);
     buf ack = BUF_INIT;
     buf_puts(&ack, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":"
@@ -1043,7 +1050,7 @@ static void session_store_unavailable(req_ctx *c)
     const char *msg = "Service Unavailable: the session store (state_store) cannot be reached; "
                       "retry the request";
     buf_puts(&b, "{\"jsonrpc\":\"2.0\",\"id\":");
-    buf_puts(&b, c->rpc_id.len ? c->rpc_id.data : "null");
+    buf_puts(&b, req_mcp(c)->rpc_id.len ? req_mcp(c)->rpc_id.data : "null");
     buf_puts(&b, ",\"error\":{\"code\":-32000,\"message\":");
     json_write_string(&b, msg, strlen(msg));
     buf_puts(&b, ",\"data\":{\"code\":\"state_store_unavailable\",\"retryable\":true,"
@@ -1137,7 +1144,7 @@ static void handle_post(req_ctx *c)
     mcp_era_headers h = {req_header(c, "MCP-Protocol-Version"), req_header(c, "Mcp-Method"),
                          req_header(c, "Mcp-Name")};
     /* Until the body says otherwise, a stateless version header frames the errors. */
-    c->mcp_modern = mcp_era_header_modern(h.protocol_version);
+    req_mcp(c)->modern = mcp_era_header_modern(h.protocol_version);
     const char *ct = req_header(c, "Content-Type");
     if (!ct || !str_istartswith(ct, "application/json")) {
         rpc_error(c, 415, -32600, "Unsupported Media Type: Content-Type must be application/json");
@@ -1154,15 +1161,15 @@ static void handle_post(req_ctx *c)
     char err[320];
     mcp_msg m;
     /* Under a stateless version header, _meta stays text while only the edge reads it. */
-    int code = (c->mcp_modern ? mcp_parse_message_meta_text : mcp_parse_message)(
+    int code = (req_mcp(c)->modern ? mcp_parse_message_meta_text : mcp_parse_message)(
         body, len, (size_t)c->app->cfg->limits_json_max_depth, &m, err, sizeof err);
     /* The request context takes the message and the id text (freed with it). */
     c->msg = m.msg;
-    buf_free(&c->rpc_id);
-    c->rpc_id = m.id;
+    buf_free(&req_mcp(c)->rpc_id);
+    req_mcp(c)->rpc_id = m.id;
     if (code) {
         /* params that are not an object hold no _meta: a stateless request's 400 */
-        rpc_error(c, c->mcp_modern && code == -32602 ? 400 : m.http_status, code, err);
+        rpc_error(c, req_mcp(c)->modern && code == -32602 ? 400 : m.http_status, code, err);
         return;
     }
     if (m.kind == MCP_MSG_RESPONSE) {
@@ -1187,15 +1194,15 @@ static void handle_post(req_ctx *c)
         rpc_error(c, 400, code, err);
         return;
     }
-    c->mcp_modern = era == MCP_ERA_MODERN;
+    req_mcp(c)->modern = era == MCP_ERA_MODERN;
     /* Only a tools/call with nothing but the envelope in _meta keeps the text: other
      * members (progress, trace context, hints) and other methods read the value. */
-    if (m.meta_text && (!c->mcp_modern || env.others || strcmp(m.method, "tools/call"))) {
+    if (m.meta_text && (!req_mcp(c)->modern || env.others || strcmp(m.method, "tools/call"))) {
         mcp_msg_meta_parse(&m);
-        mcp_era_read(&m, &env); /* the envelope's strings were in the text */
+        mcp_era_read(&m, &env); /* env pointed into the text the parse replaced */
     }
-    c->mcp_meta_text = m.meta_text;
-    if (c->mcp_modern) {
+    req_mcp(c)->meta_text = m.meta_text;
+    if (req_mcp(c)->modern) {
         /* Stateless: no session to check, none minted; the request says everything. */
         if (m.kind == MCP_MSG_NOTIFICATION) {
             c->outcome = "notification";
@@ -1252,7 +1259,7 @@ static void post_dispatch(req_ctx *c)
         req_reply(c, 202, NULL, NULL, 0);
         return;
     }
-    unsigned era = c->mcp_modern ? ERA_STATELESS : ERA_SESSION;
+    unsigned era = req_mcp(c)->modern ? ERA_STATELESS : ERA_SESSION;
     for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++)
         if ((METHODS[i].eras & era) && !strcmp(method, METHODS[i].name)) {
             METHODS[i].run(c, params);
@@ -1261,7 +1268,7 @@ static void post_dispatch(req_ctx *c)
     char err[320];
     snprintf(err, sizeof err, "Method not found: %.200s", method);
     /* the stateless era answers a method it does not have (or no longer has) 404 */
-    rpc_error(c, c->mcp_modern ? 404 : 200, -32601, err);
+    rpc_error(c, req_mcp(c)->modern ? 404 : 200, -32601, err);
 }
 
 void mcp_handle(req_ctx *c)
@@ -1282,4 +1289,12 @@ void mcp_handle(req_ctx *c)
         return;
     }
     check_session(c); /* DELETE: goes on in session_end */
+}
+
+void mcp_req_end(mcp_req *m)
+{
+    buf_free(&m->rpc_id);
+    buf_free(&m->progress_token);
+    if (m->progress_timer)
+        event_free(m->progress_timer);
 }

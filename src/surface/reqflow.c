@@ -60,15 +60,16 @@ void req_flow_start_declined(req_ctx *c, const tools_info *ti, const json_value 
     in.trace = c->app->trace;
     in.idem = c->app->idem;
     req_call_env(c, &in.env);
+    in.env.query = req_rest(c)->query;
     in.caller_request_id = c->caller_request_id;
     in.mcp = c->kind == ROUTE_MCP;
-    in.declared_route = c->route_params != NULL;
+    in.declared_route = req_rest(c)->route_params != NULL;
     in.gen = c->gen;
     in.ti = ti;
     in.args = args;
     in.meta = meta;
     in.invocation_header = req_header(c, "X-OpenBKN-Client-Invocation-Id");
-    in.format = c->format_given ? c->format : NULL;
+    in.format = req_rest(c)->format_given ? req_rest(c)->format : NULL;
     req_flow *rf = xcalloc(1, sizeof *rf);
     rf->c = c;
     rf->reply = reply;

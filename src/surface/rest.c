@@ -24,11 +24,12 @@
  * parameters and X-Kn-ID filling what the body leaves out (as the tool gets them). */
 static json_value *confirm_view(req_ctx *c)
 {
+    const rest_req *r = req_rest(c);
     json_value *v = json_typeof(c->msg) == JSON_OBJECT ? json_clone(c->msg) : json_new_object();
-    for (size_t i = 0; c->query && i < json_count(c->query); i++) {
-        const char *k = json_key_at(c->query, i, NULL);
+    for (size_t i = 0; r->query && i < json_count(r->query); i++) {
+        const char *k = json_key_at(r->query, i, NULL);
         if (!json_get(v, k))
-            json_set(v, k, json_clone(json_val_at(c->query, i)));
+            json_set(v, k, json_clone(json_val_at(r->query, i)));
     }
     const char *kn = req_header(c, "X-Kn-ID");
     if (kn && !json_get(v, "kn_id"))
@@ -126,9 +127,9 @@ static void on_rest_confirm_claimed(int rc, const char *val, size_t len, void *a
         snprintf(m, sizeof m,
                  c->lang == LANG_ZH_CN ? "用户拒绝了确认：%s 未执行" : "The person declined: %s did not run",
                  c->tool);
-        req_flow_start_declined(c, c->ti, c->msg, NULL, rest_reply_outcome, declined, m);
+        req_flow_start_declined(c, req_rest(c)->ti, c->msg, NULL, rest_reply_outcome, declined, m);
     } else {
-        req_flow_start(c, c->ti, c->msg, NULL, rest_reply_outcome);
+        req_flow_start(c, req_rest(c)->ti, c->msg, NULL, rest_reply_outcome);
     }
 }
 
@@ -198,6 +199,7 @@ static int rest_confirm_gate(req_ctx *c)
 
 void rest_handle(req_ctx *c)
 {
+    rest_req *r = req_rest(c);
     struct evkeyvalq q;
     const char *query = req_query(c);
     memset(&q, 0, sizeof q);
@@ -207,16 +209,16 @@ void rest_handle(req_ctx *c)
     }
     const char *fmt = evhttp_find_header(&q, "response_format");
     if (fmt) /* checked against the tool's formats by flow.c */
-        snprintf(c->format, sizeof c->format, "%.15s", fmt), c->format_given = 1;
+        snprintf(r->format, sizeof r->format, "%.15s", fmt), r->format_given = 1;
     /* The other query parameters fill arguments the body leaves out (kn_id, ot_id, ...). */
     struct evkeyval *kv;
     TAILQ_FOREACH(kv, &q, next)
     {
         if (!strcmp(kv->key, "response_format"))
             continue;
-        if (!c->query)
-            c->query = json_new_object();
-        json_set(c->query, kv->key, json_new_str(kv->value, strlen(kv->value)));
+        if (!r->query)
+            r->query = json_new_object();
+        json_set(r->query, kv->key, json_new_str(kv->value, strlen(kv->value)));
     }
     evhttp_clear_headers(&q);
     size_t len;
@@ -229,18 +231,18 @@ void rest_handle(req_ctx *c)
         req_reply_error(c, status, NULL, err);
         return;
     }
-    const tools_info *ti = c->ti; /* pinned at routing, in c->gen */
-    if (c->route_params) {
+    const tools_info *ti = r->ti; /* pinned at routing, in c->gen */
+    if (r->route_params) {
         /* A declared route: the path's parameters, and the body as the arguments or,
          * with route_body, as that one argument (its bkn_context stays the call's). */
-        json_value *args = json_clone(c->route_params);
-        if (c->route_body) {
+        json_value *args = json_clone(r->route_params);
+        if (r->route_body) {
             const json_value *ctx = json_get(c->msg, "bkn_context");
             if (ctx)
                 json_set(args, "bkn_context", json_clone(ctx));
             json_value *body = json_clone(c->msg);
             json_remove(body, "bkn_context");
-            json_set(args, c->route_body, body);
+            json_set(args, r->route_body, body);
         } else {
             for (size_t i = 0; i < json_count(c->msg); i++) {
                 const char *k = json_key_at(c->msg, i, NULL);
@@ -275,4 +277,10 @@ void rest_reply_outcome(req_ctx *c, const call_outcome *o)
     req_reply(c, o->status,
               toon ? "application/toon; charset=utf-8" : "application/json; charset=utf-8",
               body->data ? body->data : "", body->len);
+}
+
+void rest_req_end(rest_req *r)
+{
+    json_free(r->query);
+    json_free(r->route_params);
 }

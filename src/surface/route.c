@@ -41,7 +41,7 @@ static int route_tool(req_ctx *c, const char *tool, unsigned surface, const char
         req_reply_error(c, 405, NULL, post_only);
         return -1;
     }
-    c->ti = ti;
+    req_rest(c)->ti = ti;
     return 0;
 }
 
@@ -109,8 +109,8 @@ static json_value *template_params(req_ctx *c, const char *tpl, const char *path
 }
 
 /* A route a tool of the current generation declares (tools_info.routes): 0 when none
- * matches rest; 1 when one does (c->gen pinned, c->ti, c->route_params and
- * c->route_body set); -1 after a reply, which freed c (wrong method 405, a malformed
+ * matches rest; 1 when one does (c->gen pinned, its rest_req's ti, route_params and
+ * route_body set); -1 after a reply, which freed c (wrong method 405, a malformed
  * parameter 400, the tool gated off 404). */
 static int route_declared(req_ctx *c, const char *rest)
 {
@@ -138,10 +138,10 @@ static int route_declared(req_ctx *c, const char *rest)
         req_reply_error(c, 405, NULL, "use POST on this route");
     } else if ((params = template_params(c, r->path, rest)) != NULL) {
         /* The generation is pinned here, once: the call runs on what routing saw. */
-        c->route_params = params;
+        req_rest(c)->route_params = params;
         c->gen = g;
-        c->ti = ti;
-        c->route_body = r->body;
+        req_rest(c)->ti = ti;
+        req_rest(c)->route_body = r->body;
         str_copy(c->tool, sizeof c->tool, ti->name);
         rc = 1;
     }
@@ -208,4 +208,11 @@ route_handler route_request(req_ctx *c, const char *rest)
         return NULL;
     }
     return handler;
+}
+
+void route_request_end(req_ctx *c)
+{
+    surface_req *s = req_surface(c);
+    rest_req_end(&s->rest);
+    mcp_req_end(&s->mcp);
 }

@@ -8,8 +8,65 @@
 #include "outcome.h"
 #include "server.h"
 
-/* route.c: the route table main registers (app.route). */
+/* REST's own state of a request (rest.c; route.c fills the routing part). */
+typedef struct rest_req {
+    const tools_info *ti; /* the tool found at routing, in c->gen */
+    json_value *query;    /* query parameters (object of strings), or NULL */
+    char format[16];      /* ?response_format= as given */
+    int format_given;
+    /* A route the tool declares (tools_info.routes): its {parameter} segments, decoded
+     * (an object), and the parameter the body becomes (borrowed from ti, or NULL). */
+    json_value *route_params;
+    const char *route_body;
+} rest_req;
+
+/* MCP's own state of a request (mcp.c). */
+typedef struct mcp_req {
+    buf rpc_id; /* JSON text of the JSON-RPC id */
+    /* progress: the client's progressToken (JSON text) and, once the call outlasts
+     * mcp.progress_interval_ms, the timer of its notifications (the response then
+     * switched to an SSE stream) */
+    buf progress_token;
+    struct event *progress_timer;
+    int progress_n;
+    /* the request is of the stateless protocol era (no session; its framing and
+     * validation, mcp_era.h) */
+    int modern;
+    /* a stateless tools/call whose params._meta holds only the envelope is kept as
+     * its text (read by the edge, nothing else reads it): mcp_params_meta_parse
+     * before anything else reads _meta */
+    int meta_text;
+} mcp_req;
+
+/* The surfaces' state of one request, in req_ctx.surface_state: zeroed with the
+ * context; route_request_end ends it. A request is MCP or REST, and the business
+ * call (reqflow.c) reads the REST part of either (zero on MCP). */
+typedef struct surface_req {
+    rest_req rest;
+    mcp_req mcp;
+} surface_req;
+_Static_assert(sizeof(surface_req) <= REQ_SURFACE_BYTES, "raise REQ_SURFACE_BYTES");
+
+static inline surface_req *req_surface(req_ctx *c)
+{
+    return (surface_req *)(void *)c->surface_state.bytes;
+}
+static inline rest_req *req_rest(req_ctx *c)
+{
+    return &req_surface(c)->rest;
+}
+static inline mcp_req *req_mcp(req_ctx *c)
+{
+    return &req_surface(c)->mcp;
+}
+
+/* route.c: the route table main registers (app.route), and the end of a request's
+ * surface state main registers (app.req_end): each surface ends its own part. */
 route_handler route_request(req_ctx *c, const char *rest);
+void route_request_end(req_ctx *c);
+/* rest.c, mcp.c: free what their part of a request's state holds. */
+void rest_req_end(rest_req *r);
+void mcp_req_end(mcp_req *m);
 
 /* reqflow.c: the business call of a request: the flow with the request's call
  * environment as a pending operation; reply gets the outcome (the request's
@@ -70,7 +127,7 @@ const char *ptc_list_json(app *a, tools_gen *g, const tools_info *ti, lang_id la
 /* ptc.c: frees the cached renderings (shutdown). */
 void ptc_free(void);
 
-/* rest.c: POST /kn/<tool>, after authentication (c->gen and c->ti pinned at
+/* rest.c: POST /kn/<tool>, after authentication (c->gen and req_rest(c)->ti pinned at
  * routing). */
 void rest_handle(req_ctx *c);
 /* Answers a tool call's outcome: status, the receipt / operation / trace-status

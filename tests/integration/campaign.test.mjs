@@ -19,6 +19,10 @@
 //     retryable, forever. Once the Operation is older than a claim lives
 //     (idempotency.claim_ttl_ms), the retry gets operation_outcome_unknown: not
 //     retryable, the operation named, read_outcome.
+//  5. A call whose client hung up before the tool started (Trace Core slow to ensure
+//     its Operation) went on detached, but still read the request's tracestate and
+//     baggage from the freed request when the tool started (a use after free; the
+//     sanitizer build stops on it). The detached call now keeps its own copies.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startStack, startServer, stop, PREFIX } from './lib/stack.mjs';
@@ -146,6 +150,28 @@ test('a client that hangs up mid-call does not cancel a call holding its invocat
   assert.equal(q.status, 200, q.text);
   const reads = (await simCall('GET', `/_sim/executions?since=${since}&trace_id=${'c'.repeat(31)}1`)).executions;
   assert.equal(reads.length, 1, 'the read ran once');
+});
+
+test('a call detached before its tool started passes on the request\'s own trace context', async () => {
+  const hangUp = (url, body, headers) => hreq(url, { body, headers: { authorization: 'Bearer demo-user-token', accept: 'application/json, text/event-stream', ...headers }, onRequest: (req) => setTimeout(() => req.destroy(), 200) })
+    .then(() => assert.fail('answered'), () => {});
+  const before = (await simCall('GET', '/_sim/requests')).last_seq;
+  // Trace Core answers operations:ensure late: the client is gone before the tool starts
+  await simCall('POST', '/_sim/faults', { service: 'trace_core', path_prefix: '/api/agent-observability/v1/conversations/', answer_latency_ms: 800, count: 1 });
+  const id = uniq('detached');
+  const trace = { traceparent: `00-${'e'.repeat(31)}1-${'f'.repeat(16)}-01`, tracestate: 'vendor=detached-state', baggage: 'k=detached-baggage' };
+  const args = { ...action({ dynamic_params: { grace_period_seconds: 11 } }), response_format: 'json' };
+  await hangUp(mcpUrl(), { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'execute_action', arguments: args, _meta: { 'openbkn.ai/client-invocation-id': id } } }, { 'mcp-session-id': sid, ...trace });
+  const executed = async () => (await simCall('GET', `/_sim/requests?since=${before}`)).requests.filter((q) => q.path.endsWith('/execute'));
+  assert.ok(await until(async () => (await executed()).length === 1, 10000), 'the detached call ran its tool');
+  const [q] = await executed();
+  assert.match(q.headers.traceparent, new RegExp(`^00-${'e'.repeat(31)}1-[0-9a-f]{16}-01$`));
+  assert.equal(q.headers.tracestate, trace.tracestate);
+  assert.equal(q.headers.baggage, trace.baggage);
+  // the retry gets the detached call's result, and the server is still there
+  const r = await mcp('execute_action', args, id);
+  assert.equal(r.isError, false, JSON.stringify(r));
+  assert.match(r.structuredContent.bkn_receipt?.receipt_id || '', /^rcpt_/);
 });
 
 test('an Operation left pending by an instance that died mid-call: the retry is told the outcome is unknown, not to retry', async () => {

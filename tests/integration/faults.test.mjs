@@ -423,7 +423,12 @@ test('10,000 idle connections: requests cost no more server CPU, memory stays bo
     // connections (upstream keep-alive sockets) may close meanwhile.
     const SLACK = 5;
     // (the waits are liveness caps: a loaded machine accepts slowly)
-    const socks = await openIdle(port, N, 100, (k) => until(() => established(port) >= k, 5000, 5), `127.0.0.${10 + round}`);
+    // Each round's clients from a loopback address of their own, one per process too
+    // (127.a.b.10+round, a and b from the pid): every address has its own ephemeral ports, and copies of
+    // this test running side by side (two scripts/test runs, each round's 10,000
+    // sockets then 60 s in TIME_WAIT) would otherwise share the 28,000 ports of one.
+    const src = `127.${1 + (process.pid % 250)}.${(process.pid >> 8) % 256}.${10 + round}`;
+    const socks = await openIdle(port, N, 100, (k) => until(() => established(port) >= k, 5000, 5), src);
     // every connection is accepted: the server holds a descriptor for each
     const held = await until(() => established(port) >= N && procStats(pid).fds >= N, 30000);
     assert.ok(held, `server holds ${procStats(pid).fds - base.fds} extra descriptors (${established(port)} established), expected ${N}`);

@@ -376,6 +376,16 @@ test('traceparent, tracestate and baggage from _meta reach the upstream call and
     assert.equal(q.headers.tracestate, 'vendor=abc');
     assert.equal(q.headers.baggage, 'tenant=t1');
   }
+  // and so do the call's Trace Core requests (the Operation and its attempt), with the
+  // request id that names the request in Core's error envelopes
+  const core = reqs.filter((q) => q.service === 'trace_core' && /\/operations/.test(q.path));
+  assert.ok(core.length >= 2, JSON.stringify(reqs.map((q) => [q.service, q.path])));
+  for (const q of core) {
+    assert.match(q.headers.traceparent ?? '', new RegExp(`^00-${trace}-[0-9a-f]{16}-01$`), q.path);
+    assert.equal(q.headers.tracestate, 'vendor=abc', q.path);
+    assert.equal(q.headers.baggage, 'tenant=t1', q.path);
+    assert.match(q.headers['bkn-request-id'] ?? '', /^req_/, q.path);
+  }
   // Trace Core records the call's attempt under the caller's trace id
   const receiptId = r.json.result.structuredContent.bkn_receipt.receipt_id;
   const st = await (await fetch(`${sim.base}/_sim/trace/state`)).json();

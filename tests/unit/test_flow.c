@@ -156,7 +156,10 @@ void trace_stats(const trace_ctx *t, trace_stats_t *out)
     out->breaker = g_breaker;
 }
 
-trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char *lang,
+static char g_seen_call[256];    /* the latest call's trace context: state|baggage|parent */
+static char g_seen_attempt[256]; /* the latest finalization's origin: the same, |request id */
+
+trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const trace_origin *o,
                                   const char *interaction_id, trace_interaction_cb cb, void *arg)
 {
     trace_call *c = op_new(sizeof *c, OP_GET, arg);
@@ -166,7 +169,7 @@ trace_call *trace_get_interaction(trace_ctx *t, const principal *who, const char
 
 static char g_op_key[40]; /* the Operation key of the latest ensure */
 
-trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const trace_origin *o,
                                    const trace_ensure_in *in, trace_operation_cb cb, void *arg)
 {
     trace_call *c = op_new(sizeof *c, OP_ENSURE, arg);
@@ -176,9 +179,12 @@ trace_call *trace_ensure_operation(trace_ctx *t, const principal *who, const cha
     return c;
 }
 
-trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char *lang,
+trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const trace_origin *o,
                                  const trace_attempt_in *in, trace_receipt_cb cb, void *arg)
 {
+    snprintf(g_seen_attempt, sizeof g_seen_attempt, "%s|%s|%s|%s",
+             o && o->tracestate ? o->tracestate : "-", o && o->baggage ? o->baggage : "-",
+             o && o->traceparent ? o->traceparent : "-", o && o->request_id ? o->request_id : "-");
     trace_call *c = op_new(sizeof *c, OP_ATTEMPT, arg);
     buf b = BUF_INIT;
     c->op.receipt_cb = cb;
@@ -199,7 +205,7 @@ trace_call *trace_finish_attempt(trace_ctx *t, const principal *who, const char 
 static int g_later;                 /* background finalizations asked for */
 static char g_later_payload[512];   /* the latest one's payload */
 
-void trace_finish_attempt_later(trace_ctx *t, const principal *who, const char *lang,
+void trace_finish_attempt_later(trace_ctx *t, const principal *who, const trace_origin *o,
                                 const trace_attempt_in *in)
 {
     buf b = BUF_INIT;
@@ -312,6 +318,8 @@ void idem_cancel(idem_wait *w)
 call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
                  const call_env *env, call_done_fn done, void *arg)
 {
+    snprintf(g_seen_call, sizeof g_seen_call, "%s|%s|%s", env->tracestate ? env->tracestate : "-",
+             env->baggage ? env->baggage : "-", env->traceparent ? env->traceparent : "-");
     call *c = op_new(sizeof *c, OP_CALL, arg);
     c->op.call_cb = done;
     c->op.want_value = env->want_value;
@@ -397,6 +405,8 @@ static json_value *parse(const char *s)
 /* A flow for args (JSON text); mcp != 0: MCP tools/call. */
 static json_value *g_args; /* the arguments of the latest flow (borrowed by it) */
 
+static const char *g_env_traceparent, *g_env_tracestate, *g_env_baggage; /* the next start's */
+
 static flow *start(const char *args, int mcp, const char *invocation, result *r)
 {
     json_free(g_args);
@@ -407,6 +417,9 @@ static flow *start(const char *args, int mcp, const char *invocation, result *r)
     in.env.who = &g_who;
     in.env.request_id = "req_test_000001";
     in.env.lang = g_lang;
+    in.env.traceparent = g_env_traceparent;
+    in.env.tracestate = g_env_tracestate;
+    in.env.baggage = g_env_baggage;
     in.env.surface = mcp ? (g_surface ? g_surface : "mcp") : "rest";
     in.mcp = mcp;
     in.ti = g_tool;
@@ -1191,6 +1204,47 @@ static void test_cancel_each_stage(void)
     CHECK(g_aborted == 0 && g_gen_refs == 0 && r.done == 0);
 }
 
+/* A flow detached while Trace Core ensures its Operation starts its tool after the
+ * request is gone: the request's trace context must be its own copy by then (the
+ * request's strings are overwritten and freed here, as a closed connection's are). */
+static void test_detached_keeps_trace_context(void)
+{
+    result r;
+    reset_counts();
+    g_lease.set = 0;
+    g_aborted = 0;
+    char *tp = xstrdup("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    char *ts = xstrdup("vendor=abc");
+    char *bg = xstrdup("k=v");
+    g_env_traceparent = tp;
+    g_env_tracestate = ts;
+    g_env_baggage = bg;
+    flow *f = start(CTX_ARGS, 1, "inv-9", &r);
+    g_env_traceparent = g_env_tracestate = g_env_baggage = NULL;
+    answer_idem(IDEM_RUN, NULL);
+    answer_policy(CAPTURE_ENABLED);
+    answer_get("conv_1", "active", "L");
+    g_finished = 0;
+    flow_cancel(f); /* the client hung up: ensure is in flight */
+    CHECK(flow_detached() == 1);
+    memset(tp, 'X', strlen(tp));
+    memset(ts, 'X', strlen(ts));
+    memset(bg, 'X', strlen(bg));
+    free(tp);
+    free(ts);
+    free(bg);
+    g_seen_call[0] = g_seen_attempt[0] = '\0';
+    answer_ensure(NULL, 0, NULL);
+    CHECK_STR(g_seen_call,
+              "vendor=abc|k=v|00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    answer_call("{\"n\":1}", 0, NULL);
+    answer_attempt(NULL, NULL);
+    CHECK_STR(g_seen_attempt,
+              "vendor=abc|k=v|00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01|"
+              "req_test_000001");
+    CHECK(r.done == 0 && g_finished == 1 && flow_detached() == 0 && n_pending() == 0);
+}
+
 static void test_refusals_before_downstream(void)
 {
     result r;
@@ -1261,6 +1315,7 @@ int main(void)
     test_recorded_json_from_text();
     test_idempotency_refusals();
     test_cancel_each_stage();
+    test_detached_keeps_trace_context();
     test_refusals_before_downstream();
     test_accept();
     buf_free(&g_record);

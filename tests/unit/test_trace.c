@@ -38,6 +38,9 @@ static struct event_base *base;
 static struct evhttp *http;
 static int port;
 static char base_url[128];
+/* The origin do_request's calls carry (test_headers changes it for one call). */
+static const trace_origin EN_US = {.lang = "en-US"};
+static const trace_origin *g_origin = &EN_US;
 
 /* ---- fake Trace Core ---- */
 
@@ -355,7 +358,7 @@ static int do_request(trace_ctx *t, const principal *who, const char *method, co
 {
     int before = n_requests;
     result_clear(r);
-    trace_call *c = trace_request(t, who, "en-US", method, path, body, idem, collect, r);
+    trace_call *c = trace_request(t, who, g_origin, method, path, body, idem, collect, r);
     CHECK(c != NULL);
     CHECK(r->done == 0); /* never inside the starting call */
     CHECK(run_until(&r->done, 1, 5000));
@@ -397,6 +400,40 @@ static void test_headers(fetch_ctx *f)
     CHECK(rec_header("X-BKN-Effective-Subject-Name") == NULL);
     CHECK(rec_header("Authorization") == NULL);
     CHECK(rec_header("X-BKN-Trace-Query-Token") == NULL);
+    /* no request id or trace context in the origin: none sent */
+    CHECK(rec_header("bkn-request-id") == NULL);
+    CHECK(rec_header("traceparent") == NULL);
+    CHECK(rec_header("tracestate") == NULL);
+    CHECK(rec_header("baggage") == NULL);
+
+    /* The origin's request id and W3C trace context: the request id twice, a child
+     * traceparent (the inbound trace id and flags, a span id of its own), tracestate
+     * and baggage as they came. */
+    trace_origin o = {.lang = "zh-CN",
+                      .request_id = "req_9",
+                      .traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                      .tracestate = "vendor=abc",
+                      .baggage = "tenant=t1"};
+    g_origin = &o;
+    CHECK(do_request(t, &u, "POST", "/ok", body, 0, &r) == 1);
+    CHECK_STR(rec_header("Accept-Language"), "zh-CN");
+    CHECK_STR(rec_header("bkn-request-id"), "req_9");
+    CHECK_STR(rec_header("x-request-id"), "req_9");
+    const char *tp = rec_header("traceparent");
+    CHECK(tp && strlen(tp) == 55);
+    CHECK(tp && strncmp(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-", 36) == 0);
+    CHECK(tp && strcmp(tp + 52, "-01") == 0);
+    CHECK(tp && strncmp(tp + 36, "00f067aa0ba902b7", 16) != 0); /* a span of its own */
+    CHECK_STR(rec_header("tracestate"), "vendor=abc");
+    CHECK_STR(rec_header("baggage"), "tenant=t1");
+    CHECK_STR(rec_header("x-account-id"), "u_alice"); /* the owner headers still there */
+    CHECK_STR(rec_header("X-BKN-Auth-Method"), "oauth");
+    /* a malformed inbound traceparent is not passed on */
+    o.traceparent = "00-not-a-trace";
+    CHECK(do_request(t, &u, "POST", "/ok", body, 0, &r) == 1);
+    CHECK(rec_header("traceparent") == NULL);
+    CHECK_STR(rec_header("tracestate"), "vendor=abc");
+    g_origin = &EN_US;
     json_free(body);
 
     /* An app with a client id, its own tenant/domain and a name; a GET has no body. */
@@ -1094,7 +1131,7 @@ static void test_typed_ops(fetch_ctx *f)
     in.protocol = "mcp";
     in.input = args;
     in.lease_token = "L1";
-    trace_ensure_operation(t, &who, "en-US", &in, on_op, &r);
+    trace_ensure_operation(t, &who, &EN_US, &in, on_op, &r);
     CHECK(r.done == 0);
     CHECK(run_until(&r.done, 1, 5000));
     CHECK_STR(last.path, "/conversations/conv%201/interactions/int_1/operations:ensure");
@@ -1108,7 +1145,7 @@ static void test_typed_ops(fetch_ctx *f)
     /* a 2xx without an integer attempt: no typed operation */
     memset(&r, 0, sizeof r);
     in.conversation_id = "conv_bad";
-    trace_ensure_operation(t, &who, "en-US", &in, on_op, &r);
+    trace_ensure_operation(t, &who, &EN_US, &in, on_op, &r);
     CHECK(run_until(&r.done, 1, 5000));
     CHECK(r.status == TRACE_OK && !r.have_op);
     /* the attempt */
@@ -1122,7 +1159,7 @@ static void test_typed_ops(fetch_ctx *f)
     a.trace_id = "0123456789abcdef0123456789abcdef";
     a.span_id = "0123456789abcdef";
     a.payload = args;
-    trace_finish_attempt(t, &who, "en-US", &a, on_receipt, &r);
+    trace_finish_attempt(t, &who, &EN_US, &a, on_receipt, &r);
     CHECK(run_until(&r.done, 1, 5000));
     CHECK_STR(last.path, "/operations/op_1/attempts/2:complete");
     CHECK(strstr(last.body, "\"output\":{\"byte_length\":16,\"inline\":{\"kn_id\":\"kn_1\"}"));
@@ -1133,7 +1170,7 @@ static void test_typed_ops(fetch_ctx *f)
     a.payload = NULL;
     a.payload_json = "{\"a\":1}";
     a.payload_len = 7;
-    trace_finish_attempt(t, &who, "en-US", &a, on_receipt, &r);
+    trace_finish_attempt(t, &who, &EN_US, &a, on_receipt, &r);
     CHECK(run_until(&r.done, 1, 5000));
     CHECK_STR(last.path, "/operations/op_1/attempts/2:fail");
     CHECK(strstr(last.body, "\"error\":{\"byte_length\":102,\"inline\":{\"code\":\"tool_error\","
@@ -1143,7 +1180,7 @@ static void test_typed_ops(fetch_ctx *f)
     /* the receipt handed over is Core's bytes; its id the last member of that name */
     memset(&r, 0, sizeof r);
     a.operation_id = "op_odd";
-    trace_finish_attempt(t, &who, "en-US", &a, on_receipt, &r);
+    trace_finish_attempt(t, &who, &EN_US, &a, on_receipt, &r);
     CHECK(run_until(&r.done, 1, 5000));
     CHECK(r.status == TRACE_OK && r.have_receipt);
     CHECK_STR(r.receipt_id, "rc_\xc3\xa9" "2");
@@ -1199,7 +1236,7 @@ static void test_finish_later(fetch_ctx *f)
     late_left = 3;
     late_api_error = 0;
     int64_t t0 = now_mono_ms();
-    trace_finish_attempt_later(t, &who, "en-US", &a);
+    trace_finish_attempt_later(t, &who, &EN_US, &a);
     int want = 4;
     CHECK(run_until(&n_late, want, 10000));
     run_for(50);
@@ -1214,7 +1251,7 @@ static void test_finish_later(fetch_ctx *f)
     n_late = 0;
     late_left = 1;
     late_api_error = 1;
-    trace_finish_attempt_later(t, &who, "en-US", &a);
+    trace_finish_attempt_later(t, &who, &EN_US, &a);
     CHECK(run_until(&n_late, 2, 5000));
     run_for(400);
     CHECK(n_late == 2);
@@ -1222,7 +1259,7 @@ static void test_finish_later(fetch_ctx *f)
     CHECK(st.redeliveries == 2 && st.redelivered == 1 && st.redelivery_failed == 1);
     /* freeing the ctx drops one still waiting */
     late_left = 100;
-    trace_finish_attempt_later(t, &who, "en-US", &a);
+    trace_finish_attempt_later(t, &who, &EN_US, &a);
     run_for(100);
     result_clear(&r);
     json_free(out);
