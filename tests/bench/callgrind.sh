@@ -185,6 +185,17 @@ if [ "${MANAGED:-1}" != 0 ]; then
     printf "instructions per session-era call (2025-11-25, on an open session): %.0f (phases %s)\n", l / ln, lp
     printf "instructions per stateless call (2026-07-28, no session): %.0f (phases %s)\n", m / mn, mp
     printf "stateless minus session: %+.0f per call\n", m / mn - l / ln }'
+  # The same phases without the Lua VM's own functions (the static Lua's unnamed
+  # ones): the steadier share, since a new state's random string-hash seed moves the
+  # VM's count from one phase to the next.
+  vm_side() { # comma-separated dump numbers: the VM's own instructions, summed
+    for d in $(echo "$1" | tr , ' '); do
+      callgrind_annotate --threshold=100 "$WORK/callgrind.out.$d" 2>/dev/null | self_lines
+    done | awk '/\?\?\?:.*\[context-loader\]$/ { n = $1; gsub(",", "", n); t += n } END { print t + 0 }'
+  }
+  awk -v l="$((legacy_total - $(vm_side "$legacy_dumps")))" -v ln="$legacy_sent" \
+    -v m="$((modern_total - $(vm_side "$modern_dumps")))" -v mn="$modern_sent" 'BEGIN {
+    printf "outside the Lua VM: session-era %.0f, stateless %.0f, stateless minus session %+.0f per call\n", l / ln, m / mn, m / mn - l / ln }'
   echo
   echo "== managed MCP call ($managed_sent calls, capture enabled, each bound to a started interaction)"
   awk -v m="$managed_total" -v mn="$managed_sent" -v a="$mcp_total" -v an="$mcp_sent" -v t="$trace_calls" 'BEGIN {
