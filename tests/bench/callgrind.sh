@@ -16,7 +16,7 @@
 # instructions and Trace Core round trips per call.
 # Before the managed phase, the same ad hoc MCP call N times on an open session and N
 # times in the stateless protocol era (no session), each counted apart, in
-# ERA_ROUNDS phases per era (default 6, alternating which goes first), each after a
+# ERA_ROUNDS phases per era (default 16, alternating which goes first), each after a
 # reload of the tools and ERA_WARM (default 2) uncounted calls of its era, so both
 # start from the same Lua heap (the collector's steps fall alike).
 # CONC=256 counts the same mix under concurrency instead: CONC clients at once, each on
@@ -31,7 +31,7 @@
 #   N=200 TOP=10 NO_BUILD=1; KEEP_WORK=1 keeps the callgrind.out files; MCP_FORMAT=toon
 #   asks the MCP calls for TOON text instead of JSON; MANAGED=0 skips the managed phases;
 #   CONC=256 ROUNDS=4 the concurrent mix; MIX=rest the REST reads alone; LC_N=20 the
-#   lifecycle calls counted; ERA_ROUNDS=6 the phases of each era (N calls each),
+#   lifecycle calls counted; ERA_ROUNDS=16 the phases of each era (N calls each),
 #   ERA_WARM=2 the uncounted calls before each.
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
@@ -89,7 +89,7 @@ if [ "${MANAGED:-1}" != 0 ]; then
   # gains or loses a minor collection by where the other left the heap (about
   # +-3 k instructions per call at N=100). A new state still has its own string
   # hash seed (Lua picks it at random), which moves the Lua share of a phase by up
-  # to about +-1 k per call: so each era runs ERA_ROUNDS phases (default 6), in
+  # to about +-1 k per call: so each era runs ERA_ROUNDS phases (default 16), in
   # the order session, stateless, stateless, session, ... (each era as often first
   # as last after a reload: what the order leaves, such as the allocator's state
   # after a reload or the capture policy's re-read every 30 s, falls on both), and
@@ -114,7 +114,7 @@ if [ "${MANAGED:-1}" != 0 ]; then
   legacy_sent=0 legacy_total=0 modern_sent=0 modern_total=0
   legacy_phases="" modern_phases="" legacy_dumps="" modern_dumps=""
   r=0
-  while [ $r -lt "${ERA_ROUNDS:-6}" ]; do
+  while [ $r -lt "${ERA_ROUNDS:-16}" ]; do
     if [ $((r % 2)) = 0 ]; then era_phase legacy; else era_phase modern; fi
     if [ $((r % 2)) = 0 ]; then era_phase modern; else era_phase legacy; fi
     r=$((r + 1))
@@ -179,7 +179,7 @@ callgrind_annotate --threshold=100 "$WORK/callgrind.out" 2>/dev/null | self_line
        END { for (k in s) printf "%6.1f%%  %s\n", 100 * s[k] / t, k }' | sort -rn | head -6
 if [ "${MANAGED:-1}" != 0 ]; then
   echo
-  echo "== MCP tools/call by protocol era ($legacy_sent calls each, ad hoc, in ${ERA_ROUNDS:-6} phases of $N)"
+  echo "== MCP tools/call by protocol era ($legacy_sent calls each, ad hoc, in ${ERA_ROUNDS:-16} phases of $N)"
   awk -v l="$legacy_total" -v ln="$legacy_sent" -v m="$modern_total" -v mn="$modern_sent" \
     -v lp="$legacy_phases" -v mp="$modern_phases" 'BEGIN {
     printf "instructions per session-era call (2025-11-25, on an open session): %.0f (phases %s)\n", l / ln, lp
