@@ -721,14 +721,9 @@ static void origin_headers(trace_call *c, const trace_origin *o)
         add_header(c, "bkn-request-id", o->request_id);
         add_header(c, "x-request-id", o->request_id);
     }
-    char tp[56], span_hex[17];
-    unsigned char span[8];
-    if (o->traceparent) {
-        id_random_bytes(span, sizeof span);
-        hex_encode(span, sizeof span, span_hex);
-        if (upstream_traceparent_child(o->traceparent, span_hex, tp))
-            add_header(c, "traceparent", tp);
-    }
+    char tp[56];
+    if (o->traceparent && upstream_traceparent_outbound(o->traceparent, 0, tp))
+        add_header(c, "traceparent", tp);
     if (o->tracestate && o->tracestate[0])
         add_header(c, "tracestate", o->tracestate);
     if (o->baggage && o->baggage[0])

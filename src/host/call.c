@@ -377,21 +377,6 @@ static void build_query(lua_State *L, int idx, buf *url)
     lua_pop(L, 1);
 }
 
-/* Child traceparent: the inbound trace id and flags with a fresh span id (or a new
- * trace when the inbound one is missing or malformed). */
-static void make_traceparent(const char *in, char out[56])
-{
-    unsigned char span[8], trace[16];
-    char span_hex[17], trace_hex[33];
-    id_random_bytes(span, sizeof span);
-    hex_encode(span, sizeof span, span_hex);
-    if (upstream_traceparent_child(in, span_hex, out))
-        return;
-    id_random_bytes(trace, sizeof trace);
-    hex_encode(trace, sizeof trace, trace_hex);
-    upstream_traceparent_new(trace_hex, span_hex, out);
-}
-
 static void on_fetch(const fetch_response *r, void *arg);
 
 typedef struct hdrs {
@@ -512,7 +497,7 @@ static void http_core_headers(lua_State *L, call *c, hdrs *H, const identity *id
         hdr_add(L, H, "x-business-domain", id->business_domain);
     hdr_add(L, H, "bkn-request-id", c->request_id);
     hdr_add(L, H, "x-request-id", c->request_id);
-    make_traceparent(c->traceparent, traceparent);
+    upstream_traceparent_outbound(c->traceparent, 1, traceparent);
     hdr_add(L, H, "traceparent", traceparent);
     if (c->tracestate)
         hdr_add(L, H, "tracestate", c->tracestate);

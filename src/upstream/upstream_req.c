@@ -1,6 +1,7 @@
 /* upstream_req: checks and encodings of a tool's upstream request (upstream_req.h). */
 #define _GNU_SOURCE /* qsort_r */
 #include "upstream_req.h"
+#include "util.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -195,4 +196,20 @@ void upstream_traceparent_new(const char *trace_hex, const char *span_hex, char 
     out[35] = '-';
     memcpy(out + 36, span_hex, 16);
     memcpy(out + 52, "-01", 4);
+}
+
+int upstream_traceparent_outbound(const char *in, int new_trace, char out[56])
+{
+    unsigned char span[8], trace[16];
+    char span_hex[17], trace_hex[33];
+    id_random_bytes(span, sizeof span);
+    hex_encode(span, sizeof span, span_hex);
+    if (upstream_traceparent_child(in, span_hex, out))
+        return 1;
+    if (!new_trace)
+        return 0;
+    id_random_bytes(trace, sizeof trace);
+    hex_encode(trace, sizeof trace, trace_hex);
+    upstream_traceparent_new(trace_hex, span_hex, out);
+    return 1;
 }

@@ -54,5 +54,9 @@ void upstream_query_append(buf *url, const upstream_query_pair *pairs, size_t n)
 int upstream_traceparent_child(const char *in, const char *span_hex, char out[56]);
 /* out = "00-<trace_hex>-<span_hex>-01" (a new sampled trace; 32 and 16 hex). */
 void upstream_traceparent_new(const char *trace_hex, const char *span_hex, char out[56]);
+/* The traceparent of an outbound call: a child of in with a fresh random span id
+ * (upstream_traceparent_child), 1; when in is not a traceparent, 0 and out untouched,
+ * unless new_trace: then a new trace with fresh random ids, 1. */
+int upstream_traceparent_outbound(const char *in, int new_trace, char out[56]);
 
 #endif
