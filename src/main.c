@@ -274,6 +274,7 @@ static void open_auth_trace(app *a)
     tcfg.default_tenant_id = a->cfg->default_tenant_id;
     tcfg.default_business_domain = a->cfg->default_business_domain;
     tcfg.lease_ttl_s = (int)a->cfg->trace_core_lease_cache_ttl_s;
+    tcfg.pipeline = a->cfg->trace_core_pipeline != 0;
     a->trace = trace_new(a->base, a->fetch, &tcfg);
 }
 

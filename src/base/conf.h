@@ -30,8 +30,7 @@
     X(workers, "workers", NULL, WORKERS, "1",                                                      \
       "processes serving the public listener: 1..64, or auto (online CPUs, at most 64); more "     \
       "than 1 needs a redis state_store")                                                          \
-    X(tools_dir, "tools_dir", NULL, PATH, "tools",                                                 \
-      "directory of tool scripts")                                                                 \
+    X(tools_dir, "tools_dir", NULL, PATH, "tools", "directory of tool scripts")                    \
     X(tools_watch, "tools.watch", NULL, BOOL, "false",                                             \
       "reload when files in tools_dir change (inotify, debounced; editor temp files ignored)")     \
     X(tools_watch_debounce_ms, "tools.watch_debounce_ms", NULL, INT, "300",                        \
@@ -123,6 +122,9 @@
     X(trace_core_lease_cache_ttl_s, "trace_core.lease_cache_ttl_s", NULL, INT, "10",               \
       "reuse an interaction's lease between calls of one turn for this long (0: look it up "       \
       "every call); Trace Core still checks it on every operation")                                \
+    X(trace_core_pipeline, "trace_core.pipeline", NULL, BOOL, "true",                              \
+      "Trace Core requests that start together go out on one kept connection in one write "        \
+      "(HTTP/1.1 pipelining); false: one request per connection at a time")                        \
     X(trace_core_probe_tries, "trace_core.probe_tries", NULL, INT, "3",                            \
       "availability probe: tries")                                                                 \
     X(trace_core_probe_budget_ms, "trace_core.probe_budget_ms", NULL, INT, "1500",                 \
@@ -211,13 +213,13 @@
     X(mcp_keepalive_s, "mcp.keepalive_s", NULL, INT, "15",                                         \
       "every open MCP event stream (a session's GET stream, a subscriptions/listen) gets a "       \
       "keep-alive comment this often; 0 disables")                                                 \
-    X(mcp_listen_max_per_principal, "mcp.listen_max_per_principal", NULL, INT, "8",               \
+    X(mcp_listen_max_per_principal, "mcp.listen_max_per_principal", NULL, INT, "8",                \
       "open subscriptions/listen streams one caller may hold; one more is refused with 429")       \
     X(confirm_tools, "confirm.tools", NULL, STR, "",                                               \
       "comma-separated tools a person must confirm before they run (tool, tool@kn_id or "          \
       "tool@kn_id/at_id; kn_id may be *), e.g. execute_action,execute_skill; empty: none")         \
     X(confirm_ttl_s, "confirm.ttl_s", NULL, INT, "600",                                            \
-      "how long a confirmation question stays answerable (its signed state expires after it)")    \
+      "how long a confirmation question stays answerable (its signed state expires after it)")     \
     X(shutdown_grace_s, "shutdown_grace_s", NULL, INT, "10",                                       \
       "SIGTERM: time allowed for in-flight calls")                                                 \
     X(access_log, "access_log", NULL, BOOL, "true", "one JSON line per request on stderr")

@@ -667,6 +667,7 @@ static void try_send(trace_call *c)
     rq.body_len = c->body_len;
     rq.timeout_ms = t->cfg.timeout_ms;
     rq.max_response = MAX_RESPONSE;
+    rq.pipeline = t->cfg.pipeline;
     c->tries++;
     t->st.http_calls++;
     c->fr = fetch_start(t->fetch, &rq, request_fetched, c, &err);

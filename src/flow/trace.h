@@ -41,6 +41,7 @@ typedef struct trace_config {
     const char *default_tenant_id;       /* fallback for x-tenant-id; may be NULL */
     const char *default_business_domain; /* fallback for x-business-domain; may be NULL */
     int lease_ttl_s;                     /* interaction lease cache TTL; 0 = no cache */
+    int pipeline; /* requests may be written behind others on a kept connection */
 } trace_config;
 
 /* Returns a context using base and fetch (both borrowed; they must outlive it).

@@ -601,8 +601,8 @@ static fetch_req *start(fetch_ctx *ctx, const fetch_request *req, fetch_cb cb, v
         r->state = REQ_RUNNING;
         r->hc = hc_start(ctx->hc, target, req->url ? NULL : req->path, req->url ? 0 : req->path_len,
                          req->method, req->headers, req->n_headers, req->body, req->body_len,
-                         !is_head && (req->body || method_has_body(req->method)), timeout_ms,
-                         r->max_response, hc_done, r, err);
+                         !is_head && (req->body || method_has_body(req->method)), req->pipeline,
+                         timeout_ms, r->max_response, hc_done, r, err);
         if (!r->hc)
             goto fail;
         TAILQ_INSERT_TAIL(&ctx->running, r, link);

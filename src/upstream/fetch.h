@@ -54,6 +54,11 @@ typedef struct fetch_request {
     const fetch_base *base; /* with url NULL: the URL is base's URL followed by path */
     const char *path;       /* path_len bytes (path and query), with base */
     size_t path_len;
+    /* The lean client may write it on a kept connection right behind other such
+     * requests, in one write, before their answers are in (HTTP/1.1 pipelining; see
+     * hclient.h for what happens when that connection fails). For a server known to
+     * answer in order; libcurl ignores it. */
+    int pipeline;
 } fetch_request;
 
 typedef enum {

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define HC_MAX_HEAD (256u * 1024u) /* status line + headers (or trailers) of a response */
@@ -29,6 +30,11 @@
  * buffer made per request), and the largest head buffer such a request keeps. */
 #define HC_SPARE_REQS 64
 #define HC_SPARE_OUT 16384u
+/* Pipelined requests gathered for one write on one connection: at most this many,
+ * of at most this many bytes together (so the server's answers never wait on a write
+ * of ours that waits on them). */
+#define HC_PIPELINE_MAX 16
+#define HC_PIPELINE_BYTES (64u * 1024u)
 
 /* ---- response parser ---- */
 
@@ -434,6 +440,8 @@ enum { C_CONNECTING, C_WRITING, C_READING, C_IDLE };
 typedef struct hc_host hc_host;
 typedef struct hc_conn hc_conn;
 
+TAILQ_HEAD(hc_req_list, hc_req);
+
 struct hc_conn {
     hc_host *host;
     int fd;
@@ -443,8 +451,11 @@ struct hc_conn {
     short ev_what;   /* what ev is assigned for */
     int kicked;      /* in ctx->kicks */
     struct event *ev;
-    hc_req *req;
-    unsigned nreq; /* responses completed on this connection */
+    struct hc_req_list reqs; /* in the order written: the first is answered next */
+    hc_req *unsent;          /* the first request not wholly written; NULL when all are */
+    unsigned n_reqs;         /* on reqs, abandoned ones included */
+    size_t unsent_bytes;     /* of the requests gathered for one write */
+    unsigned nreq;           /* responses completed on this connection */
     int64_t idle_since;
     buf in;
     size_t in_off;
@@ -459,14 +470,18 @@ struct hc_req {
     buf out; /* the whole request */
     size_t out_off;
     int idempotent, retried, on_reused, queued, no_body;
-    size_t got; /* response bytes received on the current connection */
+    int pipeline;  /* may be written behind others on one connection */
+    int abandoned; /* cancelled or timed out while others on its connection wait: its
+                      answer is read and dropped */
+    size_t got;    /* response bytes parsed for it on the current connection */
     size_t max_response;
     hc_parser p;
     struct event *timer;
     hc_done_cb cb;
     void *arg;
-    TAILQ_ENTRY(hc_req) link; /* in host->pending */
-    hc_req *next_spare;       /* in ctx->spare */
+    TAILQ_ENTRY(hc_req) link;  /* in host->pending */
+    TAILQ_ENTRY(hc_req) clink; /* in conn->reqs */
+    hc_req *next_spare;        /* in ctx->spare */
 };
 
 struct hc_host {
@@ -475,7 +490,9 @@ struct hc_host {
     socklen_t addrlen;
     long n_conns; /* connecting + busy + idle */
     TAILQ_HEAD(, hc_conn) idle, busy;
-    TAILQ_HEAD(, hc_req) pending;
+    struct hc_req_list pending;
+    hc_conn *gather; /* a reused connection whose write is still to come: pipelined
+                        requests join it and go out in the same write */
     hc_host *next;
 };
 
@@ -529,105 +546,6 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* Frees the connection; its request (if any) stays alive, detached. */
-static void conn_destroy(hc_conn *c)
-{
-    hc_host *h = c->host;
-    if (c->state == C_IDLE)
-        TAILQ_REMOVE(&h->idle, c, link);
-    else
-        TAILQ_REMOVE(&h->busy, c, link);
-    if (c->req)
-        c->req->conn = NULL;
-    if (c->kicked)
-        TAILQ_REMOVE(&h->ctx->kicks, c, kick_link);
-    event_free(c->ev);
-    if (c->fd >= 0)
-        close(c->fd);
-    buf_free(&c->in);
-    free(c);
-    h->n_conns--;
-}
-
-static hc_conn *conn_open(hc_host *h)
-{
-    hc_conn *c = xcalloc(1, sizeof(*c));
-    c->host = h;
-    c->state = C_CONNECTING;
-    c->fd = socket(h->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (c->fd < 0) {
-        c->connect_err = errno ? errno : EMFILE;
-    } else {
-        int one = 1;
-        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-        if (connect(c->fd, (struct sockaddr *)&h->addr, h->addrlen) != 0 && errno != EINPROGRESS)
-            c->connect_err = errno ? errno : ECONNREFUSED;
-    }
-    c->ev = event_new(h->ctx->base, c->fd, EV_WRITE | EV_PERSIST, conn_cb, c);
-    if (!c->ev)
-        abort(); /* allocation failure, like xmalloc */
-    c->ev_what = EV_WRITE;
-    h->n_conns++;
-    h->ctx->opened++;
-    TAILQ_INSERT_TAIL(&h->busy, c, link);
-    return c;
-}
-
-static void req_attach(hc_req *r, hc_conn *c)
-{
-    r->conn = c;
-    c->req = r;
-    r->on_reused = c->nreq > 0;
-    r->out_off = 0;
-    r->got = 0;
-    if (c->state == C_CONNECTING) {
-        if (c->connect_err)
-            conn_kick(c);
-        else
-            conn_watch(c, EV_WRITE);
-        return;
-    }
-    c->state = C_WRITING;
-    conn_kick(c);
-}
-
-/* Gives r a connection: an idle one, a new one, or a place in the queue. */
-static void req_dispatch(hc_req *r)
-{
-    hc_host *h = r->host;
-    hc_conn *c;
-    int64_t now = now_mono_ms();
-    while ((c = TAILQ_FIRST(&h->idle))) {
-        if (now - c->idle_since > HC_IDLE_MAX_MS) {
-            conn_destroy(c);
-            continue;
-        }
-        TAILQ_REMOVE(&h->idle, c, link);
-        TAILQ_INSERT_TAIL(&h->busy, c, link);
-        req_attach(r, c);
-        return;
-    }
-    if (h->n_conns < h->ctx->max_conns) {
-        req_attach(r, conn_open(h));
-        return;
-    }
-    r->queued = 1;
-    TAILQ_INSERT_TAIL(&h->pending, r, link);
-}
-
-/* Serves waiting requests while a connection is available. */
-static void host_pump(hc_host *h)
-{
-    hc_req *r;
-    while ((r = TAILQ_FIRST(&h->pending)) &&
-           (!TAILQ_EMPTY(&h->idle) || h->n_conns < h->ctx->max_conns)) {
-        TAILQ_REMOVE(&h->pending, r, link);
-        r->queued = 0;
-        req_dispatch(r);
-    }
-}
-
 static void req_free(hc_req *r)
 {
     hc_ctx *ctx = r->ctx;
@@ -649,57 +567,274 @@ static void req_free(hc_req *r)
     free(r);
 }
 
-/* Detaches r from its connection (closing that) or the queue. */
-static void req_detach(hc_req *r)
+/* Takes r off its connection (which stays as it is otherwise). */
+static void conn_remove(hc_conn *c, hc_req *r)
+{
+    if (c->unsent == r)
+        c->unsent = TAILQ_NEXT(r, clink);
+    TAILQ_REMOVE(&c->reqs, r, clink);
+    c->n_reqs--;
+    r->conn = NULL;
+}
+
+/* Frees the connection and the abandoned requests on it; a live request still on it
+ * stays alive, detached. */
+static void conn_destroy(hc_conn *c)
+{
+    hc_host *h = c->host;
+    hc_req *r;
+    while ((r = TAILQ_FIRST(&c->reqs))) {
+        conn_remove(c, r);
+        if (r->abandoned)
+            req_free(r);
+    }
+    if (c->state == C_IDLE)
+        TAILQ_REMOVE(&h->idle, c, link);
+    else
+        TAILQ_REMOVE(&h->busy, c, link);
+    if (h->gather == c)
+        h->gather = NULL;
+    if (c->kicked)
+        TAILQ_REMOVE(&h->ctx->kicks, c, kick_link);
+    event_free(c->ev);
+    if (c->fd >= 0)
+        close(c->fd);
+    buf_free(&c->in);
+    free(c);
+    h->n_conns--;
+}
+
+static hc_conn *conn_open(hc_host *h)
+{
+    hc_conn *c = xcalloc(1, sizeof(*c));
+    c->host = h;
+    c->state = C_CONNECTING;
+    TAILQ_INIT(&c->reqs);
+    c->fd = socket(h->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd < 0) {
+        c->connect_err = errno ? errno : EMFILE;
+    } else {
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+        if (connect(c->fd, (struct sockaddr *)&h->addr, h->addrlen) != 0 && errno != EINPROGRESS)
+            c->connect_err = errno ? errno : ECONNREFUSED;
+    }
+    c->ev = event_new(h->ctx->base, c->fd, EV_WRITE | EV_PERSIST, conn_cb, c);
+    if (!c->ev)
+        abort(); /* allocation failure, like xmalloc */
+    c->ev_what = EV_WRITE;
+    h->n_conns++;
+    h->ctx->opened++;
+    TAILQ_INSERT_TAIL(&h->busy, c, link);
+    return c;
+}
+
+/* Puts r last on c; c is written from the loop (or once connected). */
+static void req_attach(hc_req *r, hc_conn *c)
+{
+    r->conn = c;
+    r->on_reused = c->nreq > 0;
+    r->out_off = 0;
+    r->got = 0;
+    TAILQ_INSERT_TAIL(&c->reqs, r, clink);
+    c->n_reqs++;
+    if (!c->unsent) {
+        c->unsent = r;
+        c->unsent_bytes = 0;
+    }
+    c->unsent_bytes += r->out.len;
+    if (c->state == C_CONNECTING) {
+        if (c->connect_err)
+            conn_kick(c);
+        else
+            conn_watch(c, EV_WRITE);
+        return;
+    }
+    c->state = C_WRITING;
+    conn_kick(c);
+}
+
+/* The connection r may join: the host's gathering one while it has room. */
+static hc_conn *gather_for(hc_host *h, const hc_req *r)
+{
+    hc_conn *g = h->gather;
+    if (!r->pipeline || !g || g->n_reqs >= HC_PIPELINE_MAX ||
+        g->unsent_bytes + r->out.len > HC_PIPELINE_BYTES)
+        return NULL;
+    return g;
+}
+
+/* Gives r a connection: the gathering one, an idle one, a new one, or a place in
+ * the queue. */
+static void req_dispatch(hc_req *r)
 {
     hc_host *h = r->host;
-    if (r->conn) {
-        conn_destroy(r->conn);
-        host_pump(h);
+    hc_conn *c = gather_for(h, r);
+    if (c) {
+        req_attach(r, c);
+        return;
     }
-    if (r->queued) {
+    int64_t now = now_mono_ms();
+    while ((c = TAILQ_FIRST(&h->idle))) {
+        if (now - c->idle_since > HC_IDLE_MAX_MS) {
+            conn_destroy(c);
+            continue;
+        }
+        TAILQ_REMOVE(&h->idle, c, link);
+        TAILQ_INSERT_TAIL(&h->busy, c, link);
+        req_attach(r, c);
+        if (r->pipeline) /* a reused connection: others may follow in its write */
+            h->gather = c;
+        return;
+    }
+    if (h->n_conns < h->ctx->max_conns) {
+        req_attach(r, conn_open(h));
+        return;
+    }
+    r->queued = 1;
+    TAILQ_INSERT_TAIL(&h->pending, r, link);
+}
+
+/* Serves waiting requests while a connection is available. */
+static void host_pump(hc_host *h)
+{
+    hc_req *r;
+    while ((r = TAILQ_FIRST(&h->pending)) &&
+           (!TAILQ_EMPTY(&h->idle) || h->n_conns < h->ctx->max_conns || gather_for(h, r))) {
         TAILQ_REMOVE(&h->pending, r, link);
         r->queued = 0;
+        req_dispatch(r);
     }
 }
 
-static void req_complete(hc_req *r, fetch_result res, const char *error)
+/* Runs r's callback (none for an abandoned request) and frees r, which is on no
+ * connection or queue any more. */
+static void req_done(hc_req *r, fetch_result res, const char *error)
 {
-    req_detach(r);
-    hc_result out = {res, res == FETCH_OK ? NULL : error, &r->p};
-    r->cb(&out, r->arg);
+    if (!r->abandoned) {
+        hc_result out = {res, res == FETCH_OK ? NULL : error, &r->p};
+        r->cb(&out, r->arg);
+    }
     req_free(r);
 }
 
-/* The response is complete: the connection goes back to the pool (or serves the
- * next waiting request) when the response allows it, else it is closed. */
+/* Whether a request the connection failed under may go to a new one: once, when the
+ * connection was a reused one (the server may have closed it while idle), nothing of
+ * the answer came, and the method is idempotent or nothing of the request was sent. */
+static int may_retry(const hc_req *r)
+{
+    return r->on_reused && !r->retried && !r->got && (r->idempotent || r->out_off == 0);
+}
+
+/* r again, on a new connection when one may be opened (else first in the queue). */
+static void req_retry(hc_req *r)
+{
+    hc_host *h = r->host;
+    r->retried = 1;
+    r->pipeline = 0; /* alone: after a failed connection nothing is written behind it */
+    hc_parser_free(&r->p);
+    hc_parser_init(&r->p, r->no_body, r->max_response);
+    if (h->n_conns < h->ctx->max_conns) {
+        req_attach(r, conn_open(h));
+    } else {
+        r->queued = 1;
+        TAILQ_INSERT_HEAD(&h->pending, r, link);
+    }
+}
+
+/* The connection cannot go on: every request on it is retried (may_retry, or, with
+ * announced, a request the server said it would not read: it announced the close in
+ * the answer before it) or fails - the first with (res, why), the ones written
+ * behind it with behind_why - and the connection is closed. */
+static void conn_drop(hc_conn *c, fetch_result res, const char *why, const char *behind_why,
+                      int announced)
+{
+    hc_host *h = c->host;
+    struct hc_req_list retry, failed;
+    TAILQ_INIT(&retry);
+    TAILQ_INIT(&failed);
+    hc_req *first = TAILQ_FIRST(&c->reqs), *r;
+    while ((r = TAILQ_FIRST(&c->reqs))) {
+        conn_remove(c, r);
+        if (r->abandoned)
+            req_free(r);
+        else if (announced || may_retry(r))
+            TAILQ_INSERT_TAIL(&retry, r, link);
+        else
+            TAILQ_INSERT_TAIL(&failed, r, link);
+    }
+    conn_destroy(c);
+    while ((r = TAILQ_FIRST(&retry))) {
+        TAILQ_REMOVE(&retry, r, link);
+        req_retry(r);
+    }
+    host_pump(h);
+    while ((r = TAILQ_FIRST(&failed))) {
+        TAILQ_REMOVE(&failed, r, link);
+        if (r == first && why)
+            req_done(r, res, why);
+        else
+            req_done(r, res == FETCH_TOO_LARGE ? FETCH_ERROR : res, behind_why);
+    }
+}
+
+/* Detaches r from its connection or the queue. Returns 1 when r is free to go, 0 when
+ * it stays on its connection, abandoned, because other requests written there still
+ * wait for their answers behind or after it. A connection left with no live request
+ * is closed (its answers would have no taker). */
+static int req_release(hc_req *r)
+{
+    hc_host *h = r->host;
+    hc_conn *c = r->conn;
+    if (r->queued) {
+        TAILQ_REMOVE(&h->pending, r, link);
+        r->queued = 0;
+        return 1;
+    }
+    if (!c)
+        return 1;
+    int written = r->out_off > 0;
+    if (written) {
+        for (hc_req *o = TAILQ_FIRST(&c->reqs); o; o = TAILQ_NEXT(o, clink))
+            if (o != r && !o->abandoned) {
+                r->abandoned = 1;
+                evtimer_del(r->timer);
+                return 0;
+            }
+    } else {
+        conn_remove(c, r); /* never sent: nobody will answer it */
+        for (hc_req *o = TAILQ_FIRST(&c->reqs); o; o = TAILQ_NEXT(o, clink))
+            if (!o->abandoned)
+                return 1;
+    }
+    if (r->conn)
+        conn_remove(c, r);
+    conn_destroy(c);
+    host_pump(h);
+    return 1;
+}
+
+/* The last request on c has its answer: the connection goes back to the pool (or
+ * serves the next waiting request) when the answer allows it, else it is closed. */
 static void conn_finish(hc_conn *c, int reusable)
 {
-    hc_req *r = c->req;
+    hc_req *r = TAILQ_FIRST(&c->reqs);
     hc_host *h = c->host;
-    r->conn = NULL;
-    c->req = NULL;
+    conn_remove(c, r);
     if (!reusable) {
         conn_destroy(c);
-        host_pump(h);
     } else {
         c->nreq++;
         c->in.len = c->in_off = 0;
         c->state = C_IDLE;
         c->idle_since = now_mono_ms();
         TAILQ_REMOVE(&h->busy, c, link);
-        hc_req *next = TAILQ_FIRST(&h->pending);
-        if (next) {
-            TAILQ_REMOVE(&h->pending, next, link);
-            next->queued = 0;
-            TAILQ_INSERT_TAIL(&h->busy, c, link);
-            req_attach(next, c);
-        } else {
-            TAILQ_INSERT_HEAD(&h->idle, c, link); /* LIFO: the warmest first */
-            conn_watch(c, EV_READ);
-        }
+        TAILQ_INSERT_HEAD(&h->idle, c, link); /* LIFO: the warmest first */
+        conn_watch(c, EV_READ);
     }
-    req_complete(r, FETCH_OK, NULL);
+    host_pump(h);
+    req_done(r, FETCH_OK, NULL);
 }
 
 /* Nothing readable and no end on a pooled connection: what is readable there now
@@ -711,24 +846,88 @@ static int conn_quiet(hc_conn *c)
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-/* The connection failed before any response byte; retry once on a new connection
- * when it was a reused one (the server may have closed it while idle). */
-static int maybe_retry(hc_req *r, int sent_nothing)
+/* Parses the bytes read into the answers of the requests on c, in their order.
+ * Returns 1 while c waits for more bytes, 0 when c is done with (pooled, serving the
+ * next request, or closed). */
+static int conn_parse(hc_conn *c)
 {
-    if (!r->on_reused || r->retried || r->got || !(r->idempotent || sent_nothing))
-        return 0;
-    hc_host *h = r->host;
-    conn_destroy(r->conn);
-    r->retried = 1;
-    hc_parser_free(&r->p);
-    hc_parser_init(&r->p, r->no_body, r->max_response);
-    req_attach(r, conn_open(h));
+    while (c->in_off < c->in.len) {
+        hc_req *r = TAILQ_FIRST(&c->reqs);
+        hc_parser *p = &r->p;
+        size_t used = 0;
+        int rc = hc_parser_feed(p, c->in.data + c->in_off, c->in.len - c->in_off, &used);
+        c->in_off += used;
+        r->got += used;
+        if (rc == HC_MORE)
+            break;
+        if (rc != HC_DONE) {
+            conn_drop(c, rc == HC_TOO_LARGE ? FETCH_TOO_LARGE : FETCH_ERROR,
+                      rc == HC_TOO_LARGE ? "response body exceeds the size limit" : p->error,
+                      "connection closed after a bad answer to an earlier request on it", 0);
+            return 0;
+        }
+        int clean = p->http11 && !p->conn_close && !p->close_framed && !p->no_reuse;
+        if (!TAILQ_NEXT(r, clink)) {
+            if (c->in_off != c->in.len && !p->no_body) {
+                /* Bytes beyond the last answer: nothing was written after its request,
+                 * so the server sent two answers to one request, and which one is this
+                 * request's cannot be told. (After HEAD they are the body some servers
+                 * send anyway: the connection is closed.) */
+                conn_drop(c, FETCH_ERROR, "the server sent more than one response",
+                          "the server sent more than one response", 0);
+                return 0;
+            }
+            conn_finish(c, clean && c->in_off == c->in.len);
+            return 0;
+        }
+        conn_remove(c, r);
+        if (!clean) {
+            /* The requests written behind r have no answer to trust on this
+             * connection; a server that announced the close has not read them. */
+            conn_drop(c, FETCH_ERROR, NULL,
+                      "connection closed before the answer to a request written behind another",
+                      p->conn_close);
+            req_done(r, FETCH_OK, NULL);
+            return 0;
+        }
+        c->nreq++; /* the next answer starts in the bytes that follow */
+        req_done(r, FETCH_OK, NULL);
+    }
+    if (c->in_off == c->in.len) {
+        c->in.len = c->in_off = 0;
+    } else if (c->in_off) {
+        memmove(c->in.data, c->in.data + c->in_off, c->in.len - c->in_off);
+        c->in.len -= c->in_off;
+        c->in_off = 0;
+    }
     return 1;
+}
+
+/* The connection ended (clean) or failed while answers were awaited. */
+static void conn_ended(hc_conn *c, int clean)
+{
+    hc_req *r = TAILQ_FIRST(&c->reqs);
+    if (clean && hc_parser_eof(&r->p) == HC_DONE) {
+        if (TAILQ_NEXT(r, clink)) { /* a close-delimited answer, requests behind it */
+            conn_remove(c, r);
+            conn_drop(c, FETCH_ERROR, NULL,
+                      "connection closed before the answer to a request written behind another", 0);
+            req_done(r, FETCH_OK, NULL);
+        } else {
+            conn_finish(c, 0);
+        }
+        return;
+    }
+    conn_drop(c, FETCH_ERROR,
+              clean ? (r->p.error ? r->p.error : "connection closed before the response")
+                    : "connection reset while reading the response",
+              clean ? "connection closed before the response"
+                    : "connection reset while reading the response",
+              0);
 }
 
 static void on_readable(hc_conn *c)
 {
-    hc_req *r = c->req;
     for (;;) {
         buf_reserve(&c->in, HC_READ_CHUNK);
         size_t room = c->in.cap - c->in.len - 1;
@@ -736,50 +935,12 @@ static void on_readable(hc_conn *c)
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
             return;
         if (n <= 0) {
-            if (maybe_retry(r, 0))
-                return;
-            if (n == 0 && hc_parser_eof(&r->p) == HC_DONE) {
-                conn_finish(c, 0);
-                return;
-            }
-            req_complete(r, FETCH_ERROR,
-                         n == 0 ? r->p.error : "connection reset while reading the response");
+            conn_ended(c, n == 0);
             return;
         }
-        r->got += (size_t)n;
         c->in.len += (size_t)n;
-        size_t used = 0;
-        int rc = hc_parser_feed(&r->p, c->in.data + c->in_off, c->in.len - c->in_off, &used);
-        c->in_off += used;
-        if (rc == HC_DONE) {
-            hc_parser *p = &r->p;
-            if (c->in_off != c->in.len && !p->no_body) {
-                /* Bytes beyond the response: we never send a request before the last
-                 * one's answer is in, so the server sent two answers to one request,
-                 * and which one is this request's cannot be told. (After HEAD they
-                 * are the body some servers send anyway: the connection is closed.) */
-                req_complete(r, FETCH_ERROR, "the server sent more than one response");
-                return;
-            }
-            conn_finish(c, p->http11 && !p->conn_close && !p->close_framed && !p->no_reuse &&
-                               c->in_off == c->in.len);
+        if (!conn_parse(c))
             return;
-        }
-        if (rc == HC_TOO_LARGE) {
-            req_complete(r, FETCH_TOO_LARGE, "response body exceeds the size limit");
-            return;
-        }
-        if (rc == HC_FAIL) {
-            req_complete(r, FETCH_ERROR, r->p.error);
-            return;
-        }
-        if (c->in_off == c->in.len) {
-            c->in.len = c->in_off = 0;
-        } else if (c->in_off) {
-            memmove(c->in.data, c->in.data + c->in_off, c->in.len - c->in_off);
-            c->in.len -= c->in_off;
-            c->in_off = 0;
-        }
         if ((size_t)n < room)
             return; /* drained; the next readiness brings more */
     }
@@ -787,27 +948,54 @@ static void on_readable(hc_conn *c)
 
 static void on_writable(hc_conn *c)
 {
-    hc_req *r = c->req;
-    if (r->on_reused && r->out_off == 0 && !conn_quiet(c)) {
+    hc_host *h = c->host;
+    if (h->gather == c)
+        h->gather = NULL; /* this write takes what gathered */
+    hc_req *first = TAILQ_FIRST(&c->reqs);
+    if (c->nreq > 0 && first == c->unsent && first->out_off == 0 && !conn_quiet(c)) {
         /* the server sent something (or closed) while the connection was pooled: close
-         * it, the request goes to a new connection */
-        if (!maybe_retry(r, 1))
-            req_complete(r, FETCH_ERROR, "unexpected data on a pooled connection");
+         * it, the requests go to a new connection */
+        conn_drop(c, FETCH_ERROR, "unexpected data on a pooled connection",
+                  "unexpected data on a pooled connection", 0);
         return;
     }
-    while (r->out_off < r->out.len) {
-        ssize_t n = send(c->fd, r->out.data + r->out_off, r->out.len - r->out_off, MSG_NOSIGNAL);
+    while (c->unsent) {
+        struct iovec iov[HC_PIPELINE_MAX];
+        int n_iov = 0;
+        for (hc_req *r = c->unsent; r && n_iov < HC_PIPELINE_MAX; r = TAILQ_NEXT(r, clink)) {
+            iov[n_iov].iov_base = r->out.data + r->out_off;
+            iov[n_iov].iov_len = r->out.len - r->out_off;
+            n_iov++;
+        }
+        ssize_t n;
+        if (n_iov == 1) {
+            n = send(c->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+        } else {
+            struct msghdr msg = {0};
+            msg.msg_iov = iov;
+            msg.msg_iovlen = (size_t)n_iov;
+            n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+        }
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             conn_watch(c, EV_WRITE);
             return;
         }
         if (n < 0) {
-            if (maybe_retry(r, r->out_off == 0))
-                return;
-            req_complete(r, FETCH_ERROR, "connection lost while sending the request");
+            conn_drop(c, FETCH_ERROR, "connection lost while sending the request",
+                      "connection lost while sending the request", 0);
             return;
         }
-        r->out_off += (size_t)n;
+        size_t left = (size_t)n;
+        while (left && c->unsent) {
+            hc_req *r = c->unsent;
+            size_t take = r->out.len - r->out_off;
+            if (take > left)
+                take = left;
+            r->out_off += take;
+            left -= take;
+            if (r->out_off == r->out.len)
+                c->unsent = TAILQ_NEXT(r, clink);
+        }
     }
     c->state = C_READING;
     conn_watch(c, EV_READ);
@@ -828,7 +1016,8 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
         if (!err && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
             err = errno;
         if (err) {
-            req_complete(c->req, FETCH_CONNECT, "could not connect to the server");
+            conn_drop(c, FETCH_CONNECT, "could not connect to the server",
+                      "could not connect to the server", 0);
             return;
         }
         c->state = C_WRITING;
@@ -841,7 +1030,12 @@ static void conn_cb(evutil_socket_t fd, short what, void *arg)
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-    req_complete(arg, FETCH_TIMEOUT, "request timed out");
+    hc_req *r = arg;
+    int gone = req_release(r);
+    hc_result out = {FETCH_TIMEOUT, "request timed out", &r->p};
+    r->cb(&out, r->arg);
+    if (gone)
+        req_free(r);
 }
 
 hc_ctx *hc_new(struct event_base *base, long max_conns)
@@ -872,10 +1066,11 @@ void hc_free(hc_ctx *ctx)
         }
         hc_conn *c;
         while ((c = TAILQ_FIRST(&h->busy))) {
-            hc_req *cr = c->req;
+            while ((r = TAILQ_FIRST(&c->reqs))) {
+                conn_remove(c, r);
+                req_free(r);
+            }
             conn_destroy(c);
-            if (cr)
-                req_free(cr);
         }
         while ((c = TAILQ_FIRST(&h->idle)))
             conn_destroy(c);
@@ -1010,7 +1205,7 @@ static hc_req *req_new(hc_ctx *ctx)
 
 hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *path, size_t path_len,
                  const char *method, const fetch_header *headers, size_t n_headers,
-                 const char *body, size_t body_len, int send_body, long timeout_ms,
+                 const char *body, size_t body_len, int send_body, int pipeline, long timeout_ms,
                  size_t max_response, hc_done_cb cb, void *arg, const char **err)
 {
     if (!ctx || !t || !method || !cb) {
@@ -1027,6 +1222,7 @@ hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *path, size_t path_
     r->arg = arg;
     r->no_body = strcmp(method, "HEAD") == 0;
     r->idempotent = is_idempotent(method);
+    r->pipeline = pipeline && !r->no_body;
     r->max_response = max_response;
     hc_parser_init(&r->p, r->no_body, max_response);
 
@@ -1094,10 +1290,8 @@ hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *path, size_t path_
 
 void hc_cancel(hc_req *r)
 {
-    if (!r)
-        return;
-    req_detach(r);
-    req_free(r);
+    if (r && req_release(r))
+        req_free(r);
 }
 
 size_t hc_connections_opened(const hc_ctx *ctx)

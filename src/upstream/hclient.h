@@ -24,9 +24,27 @@
  * byte of the response is retried once on a new connection when the method is
  * idempotent or nothing of the request was sent.
  *
+ * Pipelining (asked per request, never for HEAD): requests that start before the loop
+ * writes a kept connection join it - up to 16 requests, 64 KiB together - and go out
+ * in one write; their answers are read in order, each request taking the next answer
+ * (HTTP/1.1 answers in request order), and bytes beyond one answer begin the next.
+ * Only the last request's answer is held to the rules above on extra bytes. When an
+ * answer leaves the connection unusable (a close, a framing in doubt, a bad answer,
+ * a reset), the requests written behind it are retried once on new connections, alone,
+ * when the rule above allows it or when the server announced the close ("Connection:
+ * close": it reads nothing after that answer); otherwise they fail - a server may
+ * have acted on a POST whose answer was lost, so a pipeline costs a lost connection
+ * more failed requests than a request per connection does. A request cancelled or
+ * timed out after its write, while others on its connection still wait, stays there
+ * as a placeholder: its answer is read and dropped, so no answer ever reaches another
+ * request; one not yet written is taken off. A connection left with placeholders only
+ * is closed.
+ *
  * The completion callback runs from the event loop (never inside hc_start); the
- * hc_req is freed right after it returns. Ownership: hc_start copies everything it
- * needs; the hc_result passed to the callback owns its headers, arena and body, which
+ * hc_req is freed right after it returns. It must not call into the client (start,
+ * cancel, free): several may run in one pass over a connection's answers (fetch.c's
+ * only takes the answer over and delivers it from its own event). Ownership: hc_start copies
+ * everything it needs; the hc_result passed to the callback owns its headers, arena and body, which
  * the callback may take (set the pointers to NULL / steal the buf). */
 #ifndef CL_HCLIENT_H
 #define CL_HCLIENT_H
@@ -112,7 +130,7 @@ void hc_free(hc_ctx *ctx);
  * written. */
 hc_req *hc_start(hc_ctx *ctx, const hc_target *t, const char *path, size_t path_len,
                  const char *method, const fetch_header *headers, size_t n_headers,
-                 const char *body, size_t body_len, int send_body, long timeout_ms,
+                 const char *body, size_t body_len, int send_body, int pipeline, long timeout_ms,
                  size_t max_response, hc_done_cb cb, void *arg, const char **err);
 /* No callback afterwards; the request's connection is closed if it was busy. */
 void hc_cancel(hc_req *r);

@@ -27,6 +27,7 @@ static int port;
 static unsigned char seen_port[65536];
 static int n_conns;      /* distinct client ports seen since the last reset */
 static int slow_pending; /* slow replies not yet sent */
+static int g_pipeline;   /* the requests started ask for pipelining */
 
 /* ---- server ---- */
 
@@ -231,7 +232,7 @@ static fetch_req *start(fetch_ctx *f, const char *method, const char *path, cons
 {
     const char *err = NULL;
     fetch_request rq = {method,  url(path), h,    nh,   body, body ? strlen(body) : 0,
-                        timeout, max,       NULL, NULL, 0};
+                        timeout, max,       NULL, NULL, 0,    g_pipeline};
     fetch_req *r = fetch_start(f, &rq, cb, arg, &err);
     if (!r)
         fprintf(stderr, "fetch_start: %s\n", err);
@@ -636,15 +637,21 @@ static struct {
     int lfd;
     struct event *lev;
     int port;
-    const char *resp; /* the response to every request */
+    const char *resp; /* the response to every request (unless echo) */
     size_t resp_len;
     int bytewise;    /* one byte per loop turn */
     size_t split;    /* else: this many bytes first, the rest a moment later */
     int close_after; /* close the connection after the response */
     int drop_on;     /* close without a reply on this request of a connection (1-based) */
-    int accepted;    /* connections accepted since fake_set */
-    int requests;    /* requests read since fake_set */
-    int open;        /* connections open */
+    int echo;        /* answer each request with its own body (200, Content-Length) */
+    int close_on;    /* echo: this request of a connection is answered with
+                        "Connection: close", and the connection closed after it */
+    int hold_on;     /* this request of a connection is answered hold_ms late */
+    int hold_ms;
+    int accepted;  /* connections accepted since fake_set */
+    int requests;  /* requests read since fake_set */
+    int max_batch; /* most whole requests one read brought */
+    int open;      /* connections open */
 } fk;
 
 typedef struct fake_conn {
@@ -652,9 +659,10 @@ typedef struct fake_conn {
     int fd;
     struct event *ev, *tmr;
     buf in;
+    buf out; /* the answer being sent */
     int nreq;
     size_t out_off;
-    int sending;
+    int sending, closing;
 } fake_conn;
 
 static LIST_HEAD(, fake_conn) fake_conns = LIST_HEAD_INITIALIZER(fake_conns);
@@ -667,7 +675,8 @@ static void fake_set(const char *resp, size_t len)
     fk.split = 0;
     fk.close_after = 0;
     fk.drop_on = 0;
-    fk.accepted = fk.requests = 0;
+    fk.echo = fk.close_on = fk.hold_on = fk.hold_ms = 0;
+    fk.accepted = fk.requests = fk.max_batch = 0;
 }
 
 static void fake_close(fake_conn *c)
@@ -677,18 +686,21 @@ static void fake_close(fake_conn *c)
     event_free(c->tmr);
     close(c->fd);
     buf_free(&c->in);
+    buf_free(&c->out);
     free(c);
     fk.open--;
 }
 
+static void fake_serve(fake_conn *c);
+
 static void fake_send_step(fake_conn *c)
 {
-    size_t left = fk.resp_len - c->out_off;
+    size_t left = c->out.len - c->out_off;
     size_t n = fk.bytewise ? 1 : (c->out_off == 0 && fk.split ? fk.split : left);
     if (n > left)
         n = left;
     while (n) {
-        ssize_t w = send(c->fd, fk.resp + c->out_off, n, MSG_NOSIGNAL);
+        ssize_t w = send(c->fd, c->out.data + c->out_off, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EAGAIN)
             continue; /* small responses on loopback: a short spin at most */
         if (w <= 0) {
@@ -698,14 +710,17 @@ static void fake_send_step(fake_conn *c)
         c->out_off += (size_t)w;
         n -= (size_t)w;
     }
-    if (c->out_off < fk.resp_len) {
+    if (c->out_off < c->out.len) {
         struct timeval tv = {0, 1000};
         evtimer_add(c->tmr, &tv);
         return;
     }
     c->sending = 0;
-    if (fk.close_after)
+    if (fk.close_after || c->closing) {
         fake_close(c);
+        return;
+    }
+    fake_serve(c); /* requests that came pipelined behind it */
 }
 
 static void fake_tmr(evutil_socket_t fd, short what, void *arg)
@@ -713,19 +728,55 @@ static void fake_tmr(evutil_socket_t fd, short what, void *arg)
     fake_send_step(arg);
 }
 
-/* Length of the first complete request in c->in (headers + Content-Length body), or 0. */
-static size_t fake_request_len(fake_conn *c)
+/* Length of the first complete request in c->in (headers + Content-Length body), or 0;
+ * *body_off says where its body starts. */
+static size_t fake_request_at(const char *s, size_t len, size_t *body_off)
 {
-    if (!c->in.len)
-        return 0;
-    const char *end = strstr(c->in.data, "\r\n\r\n");
+    const char *end = len ? strstr(s, "\r\n\r\n") : NULL;
     if (!end)
         return 0;
-    size_t head = (size_t)(end - c->in.data) + 4, body = 0;
-    const char *cl = strstr(c->in.data, "\r\nContent-Length:");
+    size_t head = (size_t)(end - s) + 4, body = 0;
+    const char *cl = strstr(s, "\r\nContent-Length:");
     if (cl && cl < end)
         body = strtoul(cl + 17, NULL, 10);
-    return c->in.len >= head + body ? head + body : 0;
+    if (body_off)
+        *body_off = head;
+    return len >= head + body ? head + body : 0;
+}
+
+/* Answers the next buffered request (one at a time: the next when this one is sent). */
+static void fake_serve(fake_conn *c)
+{
+    size_t len, body_off = 0;
+    if (c->sending || !(len = fake_request_at(c->in.data, c->in.len, &body_off)))
+        return;
+    c->nreq++;
+    fk.requests++;
+    if (c->nreq == fk.drop_on) {
+        fake_close(c);
+        return;
+    }
+    buf_reset(&c->out);
+    if (fk.echo) {
+        char head[160];
+        c->closing = c->nreq == fk.close_on;
+        snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n",
+                 len - body_off, c->closing ? "Connection: close\r\n" : "");
+        buf_puts(&c->out, head);
+        buf_append(&c->out, c->in.data + body_off, len - body_off);
+    } else {
+        buf_append(&c->out, fk.resp, fk.resp_len);
+    }
+    memmove(c->in.data, c->in.data + len, c->in.len - len + 1);
+    c->in.len -= len;
+    c->sending = 1;
+    c->out_off = 0;
+    if (c->nreq == fk.hold_on) {
+        struct timeval tv = {fk.hold_ms / 1000, (fk.hold_ms % 1000) * 1000};
+        evtimer_add(c->tmr, &tv);
+        return;
+    }
+    fake_send_step(c); /* c may be gone */
 }
 
 static void fake_read(evutil_socket_t fd, short what, void *arg)
@@ -739,21 +790,13 @@ static void fake_read(evutil_socket_t fd, short what, void *arg)
         return;
     }
     buf_append(&c->in, tmp, (size_t)n);
-    size_t len;
-    while (!c->sending && (len = fake_request_len(c))) {
-        memmove(c->in.data, c->in.data + len, c->in.len - len + 1);
-        c->in.len -= len;
-        c->nreq++;
-        fk.requests++;
-        if (c->nreq == fk.drop_on) {
-            fake_close(c);
-            return;
-        }
-        c->sending = 1;
-        c->out_off = 0;
-        fake_send_step(c);
-        return; /* c may be gone */
-    }
+    int whole = 0;
+    for (size_t off = 0, len; (len = fake_request_at(c->in.data + off, c->in.len - off, NULL));
+         off += len)
+        whole++;
+    if (whole > fk.max_batch)
+        fk.max_batch = whole;
+    fake_serve(c);
 }
 
 static void fake_accept(evutil_socket_t lfd, short what, void *arg)
@@ -812,7 +855,7 @@ static fetch_req *fake_start(fetch_ctx *f, const char *method, const char *body,
     const char *err = NULL;
     snprintf(u, sizeof(u), "http://127.0.0.1:%d/fake", fk.port);
     fetch_request rq = {method,  u,   NULL, 0,    body, body ? strlen(body) : 0,
-                        timeout, max, NULL, NULL, 0};
+                        timeout, max, NULL, NULL, 0,    g_pipeline};
     fetch_req *q = fetch_start(f, &rq, collect_cb, r, &err);
     if (!q)
         fprintf(stderr, "fetch_start: %s\n", err);
@@ -1010,7 +1053,8 @@ static void test_fake_keepalive(fetch_ctx *f, int lean)
     }
     static const char *const closes[] = {
         "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-        "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: "
+        "2\r\n\r\nok",
         "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n",
         "HTTP/1.1 204 No Content\r\nContent-Length: 2\r\n\r\n",
         "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -1033,7 +1077,8 @@ static void test_fake_keepalive(fetch_ctx *f, int lean)
                  "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno"));
     CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_ERROR);
     fake_fresh();
-    fake_set(LIT("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"));
+    fake_set(
+        LIT("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"));
     for (int i = 0; i < 3; i++)
         CHECK(fake_fetch(f, "GET", 0, &r) == FETCH_OK);
     CHECK(fk.accepted == 1);
@@ -1123,6 +1168,141 @@ static void test_fake_pool_bound(void)
     CHECK(fk.accepted >= 1 && fk.accepted <= 2);
     fetch_free(f);
     run_for(20);
+}
+
+/* ---- pipelining (the lean client) ---- */
+
+enum { NPIPE = 5 };
+static result pipe_rs[NPIPE];
+static char pipe_bodies[NPIPE][16];
+static fetch_req *pipe_fr[NPIPE];
+
+/* A pooled connection first (one request answered and kept), then NPIPE requests
+ * started in one loop turn with their own bodies, the server echoing each. */
+static void pipe_start(fetch_ctx *f, const char *method, int pipeline, long timeout)
+{
+    result warm = {0};
+    fake_fresh();
+    fake_set(NULL, 0);
+    fk.echo = 1;
+    g_pipeline = pipeline;
+    CHECK(fake_fetch(f, "POST", 0, &warm) == FETCH_OK);
+    result_clear(&warm);
+    fk.accepted = fk.requests = fk.max_batch = 0;
+    for (int i = 0; i < NPIPE; i++) {
+        result_clear(&pipe_rs[i]);
+        snprintf(pipe_bodies[i], sizeof(pipe_bodies[i]), "answer-%d", i);
+        pipe_fr[i] =
+            fake_start(f, method, pipe_bodies[i], 0, i == 0 ? timeout : 30000, &pipe_rs[i]);
+        CHECK(pipe_fr[i] != NULL);
+    }
+    g_pipeline = 0;
+}
+
+/* Requests done of the batch (each one's callback at most once, checked). */
+static int pipe_wait(int want)
+{
+    check_wait w = check_wait_start(40000); /* liveness only */
+    int done = 0;
+    while (check_wait_on(&w)) {
+        event_base_loop(base, EVLOOP_ONCE);
+        done = 0;
+        for (int i = 0; i < NPIPE; i++) {
+            CHECK(pipe_rs[i].done <= 1);
+            done += pipe_rs[i].done;
+        }
+        if (done >= want)
+            break;
+    }
+    return done;
+}
+
+/* Each answered request got its own answer. */
+static int pipe_own(int from)
+{
+    int ok = 0;
+    for (int i = from; i < NPIPE; i++)
+        ok += pipe_rs[i].res == FETCH_OK && pipe_rs[i].body &&
+              strcmp(pipe_rs[i].body, pipe_bodies[i]) == 0;
+    return ok;
+}
+
+static void test_pipeline(fetch_ctx *f)
+{
+    /* Asked for: the batch goes out in one write on the kept connection, and every
+     * request gets its own answer, in order. */
+    pipe_start(f, "POST", 1, 30000);
+    CHECK(pipe_wait(NPIPE) == NPIPE);
+    CHECK(pipe_own(0) == NPIPE);
+    CHECK(fk.accepted == 0 && fk.requests == NPIPE && fk.max_batch == NPIPE);
+    /* the connection is kept after the batch */
+    result r = {0};
+    CHECK(fake_fetch(f, "POST", 0, &r) == FETCH_OK && fk.accepted == 0);
+    result_clear(&r);
+
+    /* Not asked for: one request per connection at a time, as before. */
+    pipe_start(f, "POST", 0, 30000);
+    CHECK(pipe_wait(NPIPE) == NPIPE);
+    CHECK(pipe_own(0) == NPIPE);
+    CHECK(fk.accepted == NPIPE - 1 && fk.max_batch == 1);
+
+    /* The server announces the close in its answer to the second request: it read
+     * none of the requests behind it, so they go to new connections and are answered,
+     * POST as they are. */
+    pipe_start(f, "POST", 1, 30000);
+    fk.close_on = 2;
+    CHECK(pipe_wait(NPIPE) == NPIPE);
+    CHECK(pipe_own(0) == NPIPE);
+    CHECK(fk.accepted >= 1);
+
+    /* The server closes without answering the third request: the ones answered keep
+     * their answers; the POSTs written behind fail (the server may have acted on
+     * them), no answer crosses. */
+    pipe_start(f, "POST", 1, 30000);
+    fk.drop_on = 4; /* the warm-up was the connection's first request */
+    CHECK(pipe_wait(NPIPE) == NPIPE);
+    CHECK(pipe_own(0) == 2);
+    for (int i = 2; i < NPIPE; i++)
+        CHECK(pipe_rs[i].res == FETCH_ERROR);
+    /* ... and idempotent requests written behind are sent again, once, and answered */
+    pipe_start(f, "PUT", 1, 30000);
+    fk.drop_on = 4; /* the warm-up was the connection's first request */
+    CHECK(pipe_wait(NPIPE) == NPIPE);
+    CHECK(pipe_own(0) == NPIPE);
+
+    /* The first request times out while the server holds its answer: the others get
+     * their own answers (the late one is read and dropped), and the connection stays. */
+    pipe_start(f, "POST", 1, 150);
+    fk.hold_on = 2; /* the warm-up was the connection's first request */
+    fk.hold_ms = 400;
+    CHECK(pipe_wait(NPIPE) == NPIPE);
+    CHECK(pipe_rs[0].res == FETCH_TIMEOUT);
+    CHECK(pipe_own(1) == NPIPE - 1);
+    CHECK(fk.accepted == 0);
+
+    /* A request cancelled after its write: its answer is read and dropped, the others
+     * get theirs, the connection stays; one cancelled before the write is never sent. */
+    pipe_start(f, "POST", 1, 30000);
+    fk.hold_on = 2; /* every answer waits behind the first one's */
+    fk.hold_ms = 200;
+    g_pipeline = 1; /* joins the batch's write */
+    fetch_req *later = fake_start(f, "POST", "never-sent", 0, 30000, &r);
+    g_pipeline = 0;
+    CHECK(later != NULL);
+    fetch_cancel(later);
+    check_wait w = check_wait_start(40000);
+    while (fk.max_batch == 0 && check_wait_on(&w))
+        event_base_loop(base, EVLOOP_ONCE);
+    CHECK(fk.max_batch == NPIPE && pipe_rs[2].done == 0);
+    fetch_cancel(pipe_fr[2]);
+    CHECK(pipe_wait(NPIPE - 1) == NPIPE - 1);
+    run_for(50);
+    CHECK(pipe_rs[2].done == 0 && r.done == 0);
+    CHECK(pipe_own(0) == NPIPE - 1 && fk.requests == NPIPE && fk.accepted == 0);
+    CHECK(fake_fetch(f, "POST", 0, &r) == FETCH_OK && fk.accepted == 0);
+    result_clear(&r);
+    for (int i = 0; i < NPIPE; i++)
+        result_clear(&pipe_rs[i]);
 }
 
 /* ---- the lean client's parser, fed directly ---- */
@@ -1349,6 +1529,8 @@ int main(void)
         test_fake_keepalive(f, client == FETCH_CLIENT_LEAN);
         test_fake_retry(f, client == FETCH_CLIENT_LEAN);
         test_fake_timeout(f);
+        if (client == FETCH_CLIENT_LEAN)
+            test_pipeline(f);
         fetch_free(f);
         test_fake_pool_bound();
     }
