@@ -12,9 +12,11 @@
 # Then: (m) the managed MCP call (capture enabled, bkn_context of a started
 # interaction: an Operation ensured, the tool run, the attempt completed with a
 # receipt) against the same ad hoc call (b), at every connection count. Trace Core is
-# a canned stand-in (gateway/trace-core.conf: nginx serving the simulator's answers
-# to one managed call, captured once by gateway/trace-capture.mjs), so the gateway,
-# not the Node simulator, is what the (m) rows measure.
+# a canned stand-in serving the simulator's answers to one managed call, captured once
+# by gateway/trace-capture.mjs: gateway/trace-standin.c (one thread, epoll, the answers
+# in memory, pipelined requests answered with one send; compiled into the work
+# directory at the start) or, with TRACE_STANDIN=nginx, nginx (gateway/trace-core.conf),
+# so the gateway, not the Node simulator, is what the (m) rows measure.
 # Prints requests/s, p50/p99, latency added over (u), the server's CPU time (user +
 # system, its processes and their children) per request, how busy the machine's cores
 # were during the cell, the canned upstream's (and, for (m), the canned Trace Core's)
@@ -25,6 +27,7 @@
 #   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
 #   WORKERS=N: the gateway runs N worker processes (config key workers; N > 1 starts
 #   a redis-server for the shared state store)
+#   TRACE_STANDIN=nginx: Trace Core answered by nginx instead of the C stand-in
 set -eu
 . "$(dirname "$0")/gateway/common.sh"
 BUILD=${1:-$ROOT/build-bench}

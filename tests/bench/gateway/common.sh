@@ -98,16 +98,40 @@ start_upstream() {
   wait_port "$UPSTREAM_PORT"
   UPSTREAM=http://127.0.0.1:$UPSTREAM_PORT
 }
-# The canned Trace Core (gateway/trace-core.conf): the simulator's answers to one
-# managed call, captured once into $WORK/tc (gateway/trace-capture.mjs), served by
-# nginx (the answers a managed call waits for written into its configuration); the
-# capture policy starts disabled (trace_core_capture enabled|disabled).
+# The canned Trace Core: the simulator's answers to one managed call, captured once
+# into $WORK/tc (gateway/trace-capture.mjs), served whatever the ids in the path by
+# gateway/trace-standin.c (one process, one thread, epoll; compiled here once per run,
+# the three answers a managed call waits for held in memory, pipelined requests
+# answered with one send per read) or, with TRACE_STANDIN=nginx, by nginx
+# (gateway/trace-core.conf, the answers written into its configuration), to compare
+# the two. TRACE_PID is the stand-in's process (nginx's master: its worker is counted
+# as its child). The capture policy starts disabled (trace_core_capture enabled|disabled).
+# The answers are captured at the first start of a run (the interaction's operation
+# runs only once on the simulator); a later start serves the same ones.
 start_trace_core() {
-  mkdir -p "$WORK/tc"
-  node "$BENCH_DIR/trace-capture.mjs" "$SIM" "$WORK/tc"
+  if [ ! -s "$WORK/tc/managed.json" ]; then
+    mkdir -p "$WORK/tc"
+    node "$BENCH_DIR/trace-capture.mjs" "$SIM" "$WORK/tc"
+  fi
   trace_core_capture disabled
   chmod 755 "$WORK/tc"; chmod 644 "$WORK"/tc/*.json
   TRACE_PORT=$(free_port)
+  case "${TRACE_STANDIN:-c}" in
+    c)
+      cc -O2 -Wall -Wextra -Werror -o "$WORK/trace-standin" "$BENCH_DIR/trace-standin.c"
+      "$WORK/trace-standin" "$TRACE_PORT" "$WORK/tc" 2>"$WORK/trace-core-error.log" &
+      ;;
+    nginx)
+      start_trace_core_nginx
+      ;;
+    *) echo "TRACE_STANDIN=c (default) or TRACE_STANDIN=nginx" >&2; return 1 ;;
+  esac
+  TRACE_PID=$!; BENCH_PIDS="$BENCH_PIDS $TRACE_PID"
+  wait_port "$TRACE_PORT"
+  TRACE_CORE=http://127.0.0.1:$TRACE_PORT
+}
+# Starts nginx (in the background) on gateway/trace-core.conf rendered for $TRACE_PORT.
+start_trace_core_nginx() {
   render_conf "$BENCH_DIR/trace-core.conf" "$WORK/trace-core.conf.in"
   # @BODY:name@ -> the captured $WORK/tc/name.json as an nginx single-quoted string
   # (backslash and quote escaped; a '$' would start a variable, so none may occur).
@@ -119,9 +143,6 @@ start_trace_core() {
       return b.replace(/[\\\x27]/g, (c) => "\\" + c);
     }));' "$WORK/trace-core.conf.in" "$WORK/tc" >"$WORK/trace-core.conf"
   nginx -p "$WORK" -c "$WORK/trace-core.conf" -e "$WORK/trace-core-error.log" &
-  TRACE_PID=$!; BENCH_PIDS="$BENCH_PIDS $TRACE_PID"
-  wait_port "$TRACE_PORT"
-  TRACE_CORE=http://127.0.0.1:$TRACE_PORT
 }
 trace_core_capture() { # enabled|disabled
   cp "$WORK/tc/policy-$1.json" "$WORK/tc/policy.json.new" && mv "$WORK/tc/policy.json.new" "$WORK/tc/policy.json"
