@@ -441,6 +441,7 @@ typedef struct hc_host hc_host;
 typedef struct hc_conn hc_conn;
 
 TAILQ_HEAD(hc_req_list, hc_req);
+TAILQ_HEAD(hc_conn_list, hc_conn);
 
 struct hc_conn {
     hc_host *host;
@@ -449,7 +450,7 @@ struct hc_conn {
     int connect_err; /* errno of a connect that failed at once */
     int ev_added;    /* ev is pending */
     short ev_what;   /* what ev is assigned for */
-    int kicked;      /* in ctx->kicks */
+    int kicked;      /* in ctx->kicks (1) or ctx->later (2) */
     struct event *ev;
     struct hc_req_list reqs; /* in the order written: the first is answered next */
     hc_req *unsent;          /* the first request not wholly written; NULL when all are */
@@ -498,8 +499,10 @@ struct hc_host {
 
 struct hc_ctx {
     struct event_base *base;
-    struct event *kick_ev;       /* runs the kicked connections */
-    TAILQ_HEAD(, hc_conn) kicks; /* connections to write (or fail) next */
+    struct event *kick_ev;     /* runs the kicked connections */
+    struct hc_conn_list kicks; /* connections to write (or fail) next */
+    struct event *later_ev;    /* a timer due at once: runs on the loop's next pass */
+    struct hc_conn_list later; /* gathering connections, written on the next pass */
     long max_conns;
     hc_host *hosts;
     size_t opened;
@@ -535,15 +538,40 @@ static void conn_kick(hc_conn *c)
     event_active(ctx->kick_ev, 0, 0);
 }
 
-static void kick_cb(evutil_socket_t fd, short what, void *arg)
+/* A gathering connection is written on the loop's next pass, after that pass's
+ * ready events: the requests those start join the same write. (A timer due at once
+ * fires on the next pass, where an activated event would run on this one.) */
+static void conn_kick_later(hc_conn *c)
 {
-    hc_ctx *ctx = arg;
+    hc_ctx *ctx = c->host->ctx;
+    if (c->kicked)
+        return;
+    c->kicked = 2;
+    TAILQ_INSERT_TAIL(&ctx->later, c, kick_link);
+    if (!evtimer_pending(ctx->later_ev, NULL)) {
+        struct timeval now = {0, 0};
+        evtimer_add(ctx->later_ev, &now);
+    }
+}
+
+static void run_kicked(struct hc_conn_list *q)
+{
     hc_conn *c;
-    while ((c = TAILQ_FIRST(&ctx->kicks))) {
-        TAILQ_REMOVE(&ctx->kicks, c, kick_link);
+    while ((c = TAILQ_FIRST(q))) {
+        TAILQ_REMOVE(q, c, kick_link);
         c->kicked = 0;
         conn_cb(c->fd, EV_WRITE, c);
     }
+}
+
+static void kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    run_kicked(&((hc_ctx *)arg)->kicks);
+}
+
+static void later_cb(evutil_socket_t fd, short what, void *arg)
+{
+    run_kicked(&((hc_ctx *)arg)->later);
 }
 
 static void req_free(hc_req *r)
@@ -595,7 +623,7 @@ static void conn_destroy(hc_conn *c)
     if (h->gather == c)
         h->gather = NULL;
     if (c->kicked)
-        TAILQ_REMOVE(&h->ctx->kicks, c, kick_link);
+        TAILQ_REMOVE(c->kicked == 2 ? &h->ctx->later : &h->ctx->kicks, c, kick_link);
     event_free(c->ev);
     if (c->fd >= 0)
         close(c->fd);
@@ -652,7 +680,10 @@ static void req_attach(hc_req *r, hc_conn *c)
         return;
     }
     c->state = C_WRITING;
-    conn_kick(c);
+    if (r->pipeline && c->nreq > 0)
+        conn_kick_later(c); /* it gathers: others may follow in its write */
+    else
+        conn_kick(c);
 }
 
 /* The connection r may join: the host's gathering one while it has room. */
@@ -1044,8 +1075,14 @@ hc_ctx *hc_new(struct event_base *base, long max_conns)
     ctx->base = base;
     ctx->max_conns = max_conns > 0 ? max_conns : 64;
     TAILQ_INIT(&ctx->kicks);
+    TAILQ_INIT(&ctx->later);
     ctx->kick_ev = event_new(base, -1, 0, kick_cb, ctx);
-    if (!ctx->kick_ev) {
+    ctx->later_ev = evtimer_new(base, later_cb, ctx);
+    if (!ctx->kick_ev || !ctx->later_ev) {
+        if (ctx->kick_ev)
+            event_free(ctx->kick_ev);
+        if (ctx->later_ev)
+            event_free(ctx->later_ev);
         free(ctx);
         return NULL;
     }
@@ -1084,6 +1121,7 @@ void hc_free(hc_ctx *ctx)
         free(r);
     }
     event_free(ctx->kick_ev);
+    event_free(ctx->later_ev);
     free(ctx);
 }
 

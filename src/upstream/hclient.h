@@ -24,9 +24,11 @@
  * byte of the response is retried once on a new connection when the method is
  * idempotent or nothing of the request was sent.
  *
- * Pipelining (asked per request, never for HEAD): requests that start before the loop
- * writes a kept connection join it - up to 16 requests, 64 KiB together - and go out
- * in one write; their answers are read in order, each request taking the next answer
+ * Pipelining (asked per request, never for HEAD): a kept connection that takes such a
+ * request is written on the loop's next pass, after that pass's ready events, and the
+ * requests that start until then join it - up to 16 requests, 64 KiB together - and go
+ * out in one write (at most one pass of delay: with nothing else ready the next pass
+ * comes at once); their answers are read in order, each request taking the next answer
  * (HTTP/1.1 answers in request order), and bytes beyond one answer begin the next.
  * Only the last request's answer is held to the rules above on extra bytes. When an
  * answer leaves the connection unusable (a close, a framing in doubt, a bad answer,

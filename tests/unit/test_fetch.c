@@ -1227,6 +1227,57 @@ static int pipe_own(int from)
     return ok;
 }
 
+/* Requests that start on the loop's pass after another's (here: from a socket that
+ * turns readable on that pass) join its write: it is written after that pass's events. */
+static fetch_ctx *nx_f;
+static result nx_r[2];
+static int nx_pair[2];
+static void nx_second(evutil_socket_t fd, short what, void *arg)
+{
+    char b;
+    CHECK(recv(fd, &b, 1, 0) == 1);
+    g_pipeline = 1;
+    CHECK(fake_start(nx_f, "POST", "second", 0, 30000, &nx_r[1]) != NULL);
+    g_pipeline = 0;
+}
+static void nx_first(evutil_socket_t fd, short what, void *arg)
+{
+    g_pipeline = 1;
+    CHECK(fake_start(nx_f, "POST", "first", 0, 30000, &nx_r[0]) != NULL);
+    g_pipeline = 0;
+    CHECK(send(nx_pair[1], "x", 1, 0) == 1);
+}
+static void test_pipeline_next_pass(fetch_ctx *f)
+{
+    result warm = {0};
+    fake_fresh();
+    fake_set(NULL, 0);
+    fk.echo = 1;
+    g_pipeline = 1;
+    CHECK(fake_fetch(f, "POST", 0, &warm) == FETCH_OK);
+    g_pipeline = 0;
+    result_clear(&warm);
+    fk.accepted = fk.requests = fk.max_batch = 0;
+    nx_f = f;
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, nx_pair) == 0);
+    struct event *second = event_new(base, nx_pair[0], EV_READ, nx_second, NULL);
+    struct event *first = event_new(base, -1, 0, nx_first, NULL);
+    event_add(second, NULL);
+    event_active(first, 0, 0);
+    check_wait w = check_wait_start(40000); /* liveness only */
+    while ((nx_r[0].done + nx_r[1].done) < 2 && check_wait_on(&w))
+        event_base_loop(base, EVLOOP_ONCE);
+    CHECK(nx_r[0].res == FETCH_OK && nx_r[0].body && strcmp(nx_r[0].body, "first") == 0);
+    CHECK(nx_r[1].res == FETCH_OK && nx_r[1].body && strcmp(nx_r[1].body, "second") == 0);
+    CHECK(fk.max_batch == 2 && fk.accepted == 0);
+    event_free(first);
+    event_free(second);
+    close(nx_pair[0]);
+    close(nx_pair[1]);
+    result_clear(&nx_r[0]);
+    result_clear(&nx_r[1]);
+}
+
 static void test_pipeline(fetch_ctx *f)
 {
     /* Asked for: the batch goes out in one write on the kept connection, and every
@@ -1529,8 +1580,10 @@ int main(void)
         test_fake_keepalive(f, client == FETCH_CLIENT_LEAN);
         test_fake_retry(f, client == FETCH_CLIENT_LEAN);
         test_fake_timeout(f);
-        if (client == FETCH_CLIENT_LEAN)
+        if (client == FETCH_CLIENT_LEAN) {
             test_pipeline(f);
+            test_pipeline_next_pass(f);
+        }
         fetch_free(f);
         test_fake_pool_bound();
     }
