@@ -1291,6 +1291,13 @@ static void test_pipeline(fetch_ctx *f)
     CHECK(fake_fetch(f, "POST", 0, &r) == FETCH_OK && fk.accepted == 0);
     result_clear(&r);
 
+    /* The answers a byte at a time: each request still takes exactly its own. */
+    pipe_start(f, "POST", 1, 30000);
+    fk.bytewise = 1;
+    CHECK(pipe_wait(NPIPE) == NPIPE);
+    CHECK(pipe_own(0) == NPIPE);
+    CHECK(fk.accepted == 0 && fk.max_batch == NPIPE);
+
     /* Not asked for: one request per connection at a time, as before. */
     pipe_start(f, "POST", 0, 30000);
     CHECK(pipe_wait(NPIPE) == NPIPE);
