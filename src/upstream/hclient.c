@@ -526,29 +526,20 @@ static void conn_watch(hc_conn *c, short what)
     c->ev_added = 1;
 }
 
-/* Runs conn_cb from the loop as if the socket were writable; the socket's event
- * stays as it is. */
-static void conn_kick(hc_conn *c)
+/* Runs conn_cb from the loop as if the socket were writable (the socket's event stays
+ * as it is): on this pass, or with later on the next one, after that pass's ready
+ * events, so that the requests those start join a gathering connection's write (a timer
+ * due at once fires on the next pass, where an activated event runs on this one). */
+static void conn_kick(hc_conn *c, int later)
 {
     hc_ctx *ctx = c->host->ctx;
     if (c->kicked)
         return;
-    c->kicked = 1;
-    TAILQ_INSERT_TAIL(&ctx->kicks, c, kick_link);
-    event_active(ctx->kick_ev, 0, 0);
-}
-
-/* A gathering connection is written on the loop's next pass, after that pass's
- * ready events: the requests those start join the same write. (A timer due at once
- * fires on the next pass, where an activated event would run on this one.) */
-static void conn_kick_later(hc_conn *c)
-{
-    hc_ctx *ctx = c->host->ctx;
-    if (c->kicked)
-        return;
-    c->kicked = 2;
-    TAILQ_INSERT_TAIL(&ctx->later, c, kick_link);
-    if (!evtimer_pending(ctx->later_ev, NULL)) {
+    c->kicked = later ? 2 : 1;
+    TAILQ_INSERT_TAIL(later ? &ctx->later : &ctx->kicks, c, kick_link);
+    if (!later) {
+        event_active(ctx->kick_ev, 0, 0);
+    } else if (!evtimer_pending(ctx->later_ev, NULL)) {
         struct timeval now = {0, 0};
         evtimer_add(ctx->later_ev, &now);
     }
@@ -674,16 +665,13 @@ static void req_attach(hc_req *r, hc_conn *c)
     c->unsent_bytes += r->out.len;
     if (c->state == C_CONNECTING) {
         if (c->connect_err)
-            conn_kick(c);
+            conn_kick(c, 0);
         else
             conn_watch(c, EV_WRITE);
         return;
     }
     c->state = C_WRITING;
-    if (r->pipeline && c->nreq > 0)
-        conn_kick_later(c); /* it gathers: others may follow in its write */
-    else
-        conn_kick(c);
+    conn_kick(c, r->pipeline && c->nreq > 0); /* gathering: others may follow in its write */
 }
 
 /* The connection r may join: the host's gathering one while it has room. */

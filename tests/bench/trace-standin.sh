@@ -5,7 +5,7 @@
 # command (CONNS connections, default 16, DURATION seconds, default 5) POSTing an
 # operations:ensure body, one request at a time on each connection (gateway/wrk-post.lua)
 # and, for each depth > 1 in DEPTHS (default "1 4"), that many requests written at once
-# (pipelined, gateway/wrk-pipeline.lua); prints req/s and the stand-in's CPU time
+# (pipelined, gateway/wrk-post.lua with WRK_DEPTH); prints req/s and the stand-in's CPU time
 # (user + system, its process and children, from /proc) and its wake-ups (voluntary
 # context switches: sleeps in epoll_wait) per request. wrk drives the stand-in alone
 # here; inside a managed run it gets fewer requests per wake-up and costs more per
@@ -45,12 +45,10 @@ for standin in c nginx; do
   curl -sf -X POST "$TRACE_CORE$ENSURE_PATH" --data-binary @"$WORK/ensure-body.json" | cmp -s - <(tr -d '\n' <"$WORK/tc/ensure.json") ||
     { echo "$standin: the ensure answer differs from the capture" >&2; exit 1; }
   for depth in $DEPTHS; do
-    script=wrk-post.lua
-    [ "$depth" = 1 ] || script=wrk-pipeline.lua
     for run in $(seq "$RUNS"); do
       c0=$(cpu_ticks "$TRACE_PID"); w0=$(wakeups "$TRACE_PID")
       line=$(WRK_BODY_FILE=$WORK/ensure-body.json WRK_DEPTH=$depth wrk -t1 -c"$CONNS" -d"${DURATION}s" \
-        -s "$BENCH_DIR/$script" "$TRACE_CORE$ENSURE_PATH" | grep '^WRK ')
+        -s "$BENCH_DIR/wrk-post.lua" "$TRACE_CORE$ENSURE_PATH" | grep '^WRK ')
       c1=$(cpu_ticks "$TRACE_PID"); w1=$(wakeups "$TRACE_PID")
       echo "$line" | awk -v s="$standin" -v d="$depth" -v r="$run" -v t=$((c1 - c0)) -v w=$((w1 - w0)) -v hz="$HZ" \
         '{ if ($6 + $7 > 0) { print s ": " $6 + $7 " failed requests" > "/dev/stderr"; exit 1 }

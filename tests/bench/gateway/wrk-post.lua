@@ -6,6 +6,9 @@
 -- sent at most n times (the managed calls: one Trace Core interaction per line);
 -- WRK_BODY_SKIP lines are skipped (spent by an earlier run). Thread k of T takes
 -- lines k, k+T, k+2T, ... (T = $WRK_THREADS) so no two threads share an interaction.
+-- With WRK_DEPTH=n (n > 1, not with WRK_BODY_REUSE) each connection writes n requests at
+-- once (pipelined: the next batch goes when all their answers are in); latency is then
+-- per batch.
 local f = assert(io.open(os.getenv("WRK_BODY_FILE"), "rb"))
 wrk.method = "POST"
 wrk.body = f:read("*a")
@@ -44,6 +47,18 @@ local threads = {}
 function setup(thread) -- luacheck: ignore
     threads[#threads + 1] = thread
     thread:set("thread_index", #threads)
+end
+
+local depth = tonumber(os.getenv("WRK_DEPTH") or "1")
+if depth > 1 and not reuse then
+    local batch
+    function init() -- luacheck: ignore
+        local one = wrk.format()
+        batch = one:rep(depth)
+    end
+    function request() -- luacheck: ignore
+        return batch
+    end
 end
 
 if reuse then
