@@ -252,6 +252,14 @@ const json_value *json_get(const json_value *obj, const char *key)
     return i < 0 ? NULL : obj->u.obj.m[i].val;
 }
 
+const json_value *json_get_n(const json_value *obj, const char *key, size_t klen)
+{
+    if (!obj || obj->type != JSON_OBJECT)
+        return NULL;
+    ptrdiff_t i = find_member(obj, key, klen);
+    return i < 0 ? NULL : obj->u.obj.m[i].val;
+}
+
 const char *json_get_string(const json_value *obj, const char *key)
 {
     const json_value *v = json_get(obj, key);

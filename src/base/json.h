@@ -77,6 +77,9 @@ const json_value *json_at(const json_value *arr, size_t i);
 const char *json_key_at(const json_value *obj, size_t i, size_t *klen);
 const json_value *json_val_at(const json_value *obj, size_t i);
 const json_value *json_get(const json_value *obj, const char *key); /* NULL if absent */
+/* The member named by klen bytes of key (the last one when duplicated), NULL if absent
+ * or obj is not an object. */
+const json_value *json_get_n(const json_value *obj, const char *key, size_t klen);
 /* String member or NULL (absent or not a string). */
 const char *json_get_string(const json_value *obj, const char *key);
 

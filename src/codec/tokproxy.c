@@ -1,59 +1,93 @@
 /* tokproxy: the token estimate (tokproxy.h). */
 #include "tokproxy.h"
 
-static int is_word(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
-}
+#include <stdint.h>
 
-static int is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
+/* Byte classes: a run is one class from its first byte on (see tokproxy.h). */
+enum { C_WORD = 1, C_DIGIT, C_SPACE, C_BREAK, C_PUNCT, C_CTRL, C_HIGH };
 
-static int is_break(unsigned char c)
-{
-    return c == '\n' || c == '\r' || c == '\t';
-}
+#define R4(x) x, x, x, x
+#define R8(x) R4(x), R4(x)
+#define R16(x) R8(x), R8(x)
+/* C_PUNCT: printable ASCII (past the space) that is neither a word byte nor a digit,
+ * and DEL - the bytes that continue a run of punctuation; C_CTRL: the other control
+ * bytes, which start such a run but do not continue one. */
+static const uint8_t cls[256] = {
+    /* 0x00 */ R8(C_CTRL), C_CTRL, C_BREAK, C_BREAK, C_CTRL, C_CTRL, C_BREAK, C_CTRL, C_CTRL,
+    /* 0x10 */ R16(C_CTRL),
+    /* 0x20 */ C_SPACE, R8(C_PUNCT), R4(C_PUNCT), C_PUNCT, C_PUNCT, C_PUNCT,
+    /* 0x30 */ R8(C_DIGIT), C_DIGIT, C_DIGIT, R4(C_PUNCT), C_PUNCT, C_PUNCT,
+    /* 0x40 */ C_PUNCT, R8(C_WORD), R4(C_WORD), C_WORD, C_WORD, C_WORD,
+    /* 0x50 */ R8(C_WORD), C_WORD, C_WORD, C_WORD, R4(C_PUNCT), C_WORD,
+    /* 0x60 */ C_PUNCT, R8(C_WORD), R4(C_WORD), C_WORD, C_WORD, C_WORD,
+    /* 0x70 */ R8(C_WORD), C_WORD, C_WORD, C_WORD, R4(C_PUNCT), C_PUNCT,
+    /* 0x80 */ R16(C_HIGH), R16(C_HIGH), R16(C_HIGH), R16(C_HIGH),
+    R16(C_HIGH), R16(C_HIGH), R16(C_HIGH), R16(C_HIGH),
+};
 
-size_t tokproxy_count(const char *s, size_t len)
+/* The estimate of s, stopping as soon as it reaches cap (then the value returned is
+ * at least cap): a count only grows, run by run, so a prefix's count is a lower
+ * bound of the whole's. */
+static size_t count_upto(const char *s, size_t len, size_t cap)
 {
     const unsigned char *p = (const unsigned char *)s;
-    size_t n = 0, i = 0;
-    while (i < len) {
-        unsigned char c = p[i];
-        size_t j = i + 1;
-        if (is_word(c)) {
-            while (j < len && is_word(p[j]))
-                j++;
-            n += 1 + (j - i - 1) / 6;
-        } else if (is_digit(c)) {
-            while (j < len && is_digit(p[j]))
-                j++;
-            n += (j - i + 2) / 3;
-        } else if (c == ' ') {
-            while (j < len && p[j] == ' ')
-                j++;
-            if (!(j - i == 1 && j < len && (is_word(p[j]) || is_digit(p[j]))))
-                n++; /* a single space before a word belongs to it */
-        } else if (is_break(c)) {
-            while (j < len && is_break(p[j]))
-                j++;
+    const unsigned char *end = p + len;
+    size_t n = 0;
+    while (p < end && n < cap) {
+        const unsigned char *q = p + 1;
+        switch (cls[*p]) {
+        case C_WORD:
+            while (q < end && cls[*q] == C_WORD)
+                q++;
+            n += 1 + (size_t)(q - p - 1) / 6;
+            break;
+        case C_DIGIT:
+            while (q < end && cls[*q] == C_DIGIT)
+                q++;
+            n += (size_t)(q - p + 2) / 3;
+            break;
+        case C_SPACE:
+            while (q < end && *q == ' ')
+                q++;
+            /* a single space before a word or a number belongs to it */
+            if (!(q - p == 1 && q < end && (cls[*q] == C_WORD || cls[*q] == C_DIGIT)))
+                n++;
+            break;
+        case C_BREAK:
+            while (q < end && cls[*q] == C_BREAK)
+                q++;
             n++;
-        } else if (c < 0x80) {
-            while (j < len && p[j] < 0x80 && p[j] > ' ' && !is_word(p[j]) && !is_digit(p[j]))
-                j++;
-            n += 1 + (j - i - 1) / 3;
-        } else {
-            j = i + (c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1);
+            break;
+        case C_PUNCT:
+        case C_CTRL:
+            while (q < end && cls[*q] == C_PUNCT)
+                q++;
+            n += 1 + (size_t)(q - p - 1) / 3;
+            break;
+        default: { /* a code point of 2 to 4 bytes (a stray byte: 1) */
+            unsigned char c = *p;
+            size_t step = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+            q = (size_t)(end - p) > step ? p + step : end;
             n++;
+            break;
         }
-        i = j;
+        }
+        p = q;
     }
     return n;
 }
 
+size_t tokproxy_count(const char *s, size_t len)
+{
+    return count_upto(s, len, SIZE_MAX);
+}
+
 int tokproxy_prefer(const char *text, size_t text_len, const char *json, size_t json_len)
 {
-    return tokproxy_count(text, text_len) * 100 <= tokproxy_count(json, json_len) * TOKPROXY_PERCENT;
+    /* text wins when count(text) * 100 <= count(json) * TOKPROXY_PERCENT, that is
+     * when count(json) reaches the smallest whole number that satisfies it: json is
+     * counted only that far. */
+    size_t t = tokproxy_count(text, text_len);
+    size_t need = (t * 100 + TOKPROXY_PERCENT - 1) / TOKPROXY_PERCENT;
+    return count_upto(json, json_len, need) >= need;
 }

@@ -58,21 +58,23 @@ static int is_array(const json_value *v)
 /* The member of obj named k (the last one when duplicated), or NULL. */
 static const json_value *get(const json_value *obj, const char *k, size_t len)
 {
-    for (size_t i = json_count(obj); i-- > 0;) {
-        size_t kl;
-        const char *key = json_key_at(obj, i, &kl);
-        if (kl == len && memcmp(key, k, len) == 0)
-            return json_val_at(obj, i);
-    }
-    return NULL;
+    return json_get_n(obj, k, len);
 }
 
+/* Every key of a is a key of b, and they have as many members. */
 static int same_keys(const json_value *a, const json_value *b)
 {
     size_t n = json_count(a);
     if (n != json_count(b))
         return 0;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    for (; i < n; i++) { /* the common case: the same keys in the same order */
+        size_t ka, kb;
+        const char *x = json_key_at(a, i, &ka), *y = json_key_at(b, i, &kb);
+        if (ka != kb || memcmp(x, y, ka) != 0)
+            break;
+    }
+    for (; i < n; i++) {
         size_t kl;
         const char *k = json_key_at(a, i, &kl);
         if (!get(b, k, kl))
