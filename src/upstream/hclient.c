@@ -798,6 +798,15 @@ static void conn_drop(hc_conn *c, fetch_result res, const char *why, const char 
     }
 }
 
+/* Whether a request on c still waits for its answer (one not abandoned). */
+static int conn_has_live(const hc_conn *c)
+{
+    for (const hc_req *o = TAILQ_FIRST(&c->reqs); o; o = TAILQ_NEXT(o, clink))
+        if (!o->abandoned)
+            return 1;
+    return 0;
+}
+
 /* Detaches r from its connection or the queue. Returns 1 when r is free to go, 0 when
  * it stays on its connection, abandoned, because other requests written there still
  * wait for their answers behind or after it. A connection left with no live request
@@ -813,22 +822,17 @@ static int req_release(hc_req *r)
     }
     if (!c)
         return 1;
-    int written = r->out_off > 0;
-    if (written) {
-        for (hc_req *o = TAILQ_FIRST(&c->reqs); o; o = TAILQ_NEXT(o, clink))
-            if (o != r && !o->abandoned) {
-                r->abandoned = 1;
-                evtimer_del(r->timer);
-                return 0;
-            }
-    } else {
-        conn_remove(c, r); /* never sent: nobody will answer it */
-        for (hc_req *o = TAILQ_FIRST(&c->reqs); o; o = TAILQ_NEXT(o, clink))
-            if (!o->abandoned)
-                return 1;
+    if (r->out_off > 0) {
+        r->abandoned = 1; /* written: its answer will come, and must not go to another */
+        if (conn_has_live(c)) {
+            evtimer_del(r->timer);
+            return 0;
+        }
+        r->abandoned = 0;
     }
-    if (r->conn)
-        conn_remove(c, r);
+    conn_remove(c, r); /* never sent (nobody will answer it), or the last live one */
+    if (conn_has_live(c))
+        return 1;
     conn_destroy(c);
     host_pump(h);
     return 1;
@@ -910,6 +914,12 @@ static int conn_parse(hc_conn *c)
             return 0;
         }
         c->nreq++; /* the next answer starts in the bytes that follow */
+        if (!conn_has_live(c)) {
+            /* only placeholders left, with no timer: their answers may never come */
+            conn_drop(c, FETCH_ERROR, NULL, NULL, 0);
+            req_done(r, FETCH_OK, NULL);
+            return 0;
+        }
         req_done(r, FETCH_OK, NULL);
     }
     if (c->in_off == c->in.len) {

@@ -1359,6 +1359,23 @@ static void test_pipeline(fetch_ctx *f)
     CHECK(pipe_own(0) == NPIPE - 1 && fk.requests == NPIPE && fk.accepted == 0);
     CHECK(fake_fetch(f, "POST", 0, &r) == FETCH_OK && fk.accepted == 0);
     result_clear(&r);
+
+    /* The last request is cancelled while its answer is held: once the others have
+     * theirs, only a placeholder is left, with no timer, and the connection is closed
+     * rather than kept waiting for an answer that may never come. */
+    pipe_start(f, "POST", 1, 30000);
+    fk.hold_on = 1 + NPIPE; /* the warm-up was the connection's first request */
+    fk.hold_ms = 60000;
+    w = check_wait_start(40000);
+    while (fk.max_batch == 0 && check_wait_on(&w))
+        event_base_loop(base, EVLOOP_ONCE);
+    fetch_cancel(pipe_fr[NPIPE - 1]);
+    CHECK(pipe_wait(NPIPE - 1) == NPIPE - 1);
+    CHECK(pipe_own(0) == NPIPE - 1);
+    w = check_wait_start(40000); /* liveness only: the client's close reaches the server */
+    while (fk.open > 0 && check_wait_on(&w))
+        event_base_loop(base, EVLOOP_ONCE);
+    CHECK(fk.open == 0);
     for (int i = 0; i < NPIPE; i++)
         result_clear(&pipe_rs[i]);
 }
