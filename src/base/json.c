@@ -113,11 +113,78 @@ void json_free(json_value *v)
     free(v);
 }
 
+/* An object of n members in one block, packed as the parser packs it (its members,
+ * then their keys), values NULL: the keys of src (NULL: keys[i], klens[i] bytes). */
+static json_value *packed_object(size_t n, const json_member *src, const char *const *keys,
+                                 const size_t *klens)
+{
+    size_t kbytes = 0;
+    for (size_t i = 0; i < n; i++)
+        kbytes += (src ? src[i].klen : klens[i]) + 1;
+    size_t tail = n * sizeof(json_member) + kbytes;
+    json_value *c;
+    if (tail > UINT32_MAX) {
+        c = new_value(JSON_OBJECT);
+        c->u.obj.m = xmalloc(n * sizeof(json_member));
+    } else {
+        c = xmalloc(sizeof *c + tail);
+        memset(c, 0, sizeof *c);
+        c->type = JSON_OBJECT;
+        c->packed = (uint32_t)tail;
+        c->u.obj.m = n ? (json_member *)(c + 1) : NULL;
+    }
+    char *kp = c->packed ? (char *)(c + 1) + n * sizeof(json_member) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *k = src ? src[i].key : keys[i];
+        size_t kl = src ? src[i].klen : klens[i];
+        char *to = kp ? kp : xmalloc(kl + 1);
+        if (kl)
+            memcpy(to, k, kl);
+        to[kl] = '\0';
+        if (kp)
+            kp += kl + 1;
+        c->u.obj.m[i].key = to;
+        c->u.obj.m[i].klen = kl;
+        c->u.obj.m[i].val = NULL;
+    }
+    c->u.obj.n = c->u.obj.cap = n;
+    return c;
+}
+
+json_value *json_new_object_of(size_t n, const char *const *keys, const size_t *klens,
+                               json_value *const *vals)
+{
+    json_value *c = packed_object(n, NULL, keys, klens);
+    for (size_t i = 0; i < n; i++)
+        c->u.obj.m[i].val = vals[i];
+    return c;
+}
+
+static json_value *clone_object(const json_value *v)
+{
+    json_value *c = packed_object(v->u.obj.n, v->u.obj.m, NULL, NULL);
+    for (size_t i = 0; i < v->u.obj.n; i++)
+        c->u.obj.m[i].val = json_clone(v->u.obj.m[i].val);
+    return c;
+}
+
 json_value *json_clone(const json_value *v)
 {
     if (!v)
         return NULL;
-    json_value *c = new_value(v->type);
+    json_value *c;
+    switch (v->type) {
+    case JSON_STRING:
+    case JSON_NUMTEXT:
+        c = new_str_packed(v->u.str.s, v->u.str.len);
+        c->type = v->type;
+        return c;
+    case JSON_OBJECT:
+        return clone_object(v);
+    default:
+        break;
+    }
+    c = new_value(v->type);
     switch (v->type) {
     case JSON_INT:
         c->u.i = v->u.i;
@@ -125,26 +192,11 @@ json_value *json_clone(const json_value *v)
     case JSON_DOUBLE:
         c->u.d = v->u.d;
         break;
-    case JSON_STRING:
-    case JSON_NUMTEXT:
-        c->u.str.s = xstrndup(v->u.str.s, v->u.str.len);
-        c->u.str.len = v->u.str.len;
-        break;
     case JSON_ARRAY:
         c->u.arr.n = c->u.arr.cap = v->u.arr.n;
         c->u.arr.v = xmalloc(v->u.arr.n * sizeof(json_value *));
         for (size_t i = 0; i < v->u.arr.n; i++)
             c->u.arr.v[i] = json_clone(v->u.arr.v[i]);
-        break;
-    case JSON_OBJECT:
-        c->u.obj.n = c->u.obj.cap = v->u.obj.n;
-        c->u.obj.m = xmalloc(v->u.obj.n * sizeof(json_member));
-        for (size_t i = 0; i < v->u.obj.n; i++) {
-            const json_member *m = &v->u.obj.m[i];
-            c->u.obj.m[i].key = xstrndup(m->key, m->klen);
-            c->u.obj.m[i].klen = m->klen;
-            c->u.obj.m[i].val = json_clone(m->val);
-        }
         break;
     default:
         break;
@@ -292,18 +344,14 @@ json_value *json_new_double(double d)
 
 json_value *json_new_numtext(const char *text, size_t len)
 {
-    json_value *v = new_value(JSON_NUMTEXT);
-    v->u.str.s = xstrndup(text, len);
-    v->u.str.len = len;
+    json_value *v = new_str_packed(text, len);
+    v->type = JSON_NUMTEXT;
     return v;
 }
 
 json_value *json_new_str(const char *s, size_t len)
 {
-    json_value *v = new_value(JSON_STRING);
-    v->u.str.s = xstrndup(s, len);
-    v->u.str.len = len;
-    return v;
+    return new_str_packed(s, len);
 }
 
 json_value *json_new_array(void)

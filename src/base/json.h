@@ -92,6 +92,10 @@ json_value *json_new_numtext(const char *text, size_t len); /* text must be a va
 json_value *json_new_str(const char *s, size_t len);
 json_value *json_new_array(void);
 json_value *json_new_object(void);
+/* An object of n members named by keys[i] (klens[i] bytes, copied), valued vals[i]
+ * (each owned from here), all in one block; the caller knows the keys unique. */
+json_value *json_new_object_of(size_t n, const char *const *keys, const size_t *klens,
+                               json_value *const *vals);
 void json_push(json_value *arr, json_value *val);
 void json_set(json_value *obj, const char *key, json_value *val); /* replaces or appends */
 /* Appends a member without looking for an existing one (key may hold \0; it is

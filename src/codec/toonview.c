@@ -236,16 +236,23 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
     if (cs.n == 0)
         goto out;
     json_value *table = json_new_array();
+    const char **names = xmalloc(cs.n * sizeof *names);
+    size_t *nlens = xmalloc(cs.n * sizeof *nlens);
+    json_value **cells = xmalloc(cs.n * sizeof *cells);
+    for (size_t c = 0; c < cs.n; c++)
+        names[c] = cs.v[c].name.data, nlens[c] = cs.v[c].name.len;
     for (size_t i = 0; i < n; i++) {
-        json_value *t = json_new_object();
         for (size_t c = 0; c < cs.n; c++) {
             const json_value *x = rv[i];
             for (size_t d = 0; d < cs.v[c].depth; d++)
                 x = get(x, cs.v[c].path[d].k, cs.v[c].path[d].len);
-            json_obj_append(t, cs.v[c].name.data, cs.v[c].name.len, json_clone(x));
+            cells[c] = json_clone(x);
         }
-        json_push(table, t);
+        json_push(table, json_new_object_of(cs.n, names, nlens, cells));
     }
+    free(names);
+    free(nlens);
+    free(cells);
     json_obj_append(out, name, nlen, table);
     for (size_t s = 0; s < nsides; s++) {
         json_value *list = json_new_array();

@@ -457,6 +457,54 @@ static void test_wide(void)
     }
 }
 
+/* A copy is one block per object and per string, as a parsed tree is: it can grow,
+ * lose members and be changed like any tree; json_new_object_of builds such an object
+ * from its keys and values; json_get_n finds a member by key and length (the last of
+ * duplicates, a key holding \0). */
+static void test_packed_copies(void)
+{
+    char err[128];
+    const char *text = "{\"a\":\"x\",\"b\":{\"c\":[1,\"d\"],\"e\":{}},\"a\":\"y\",\"n\":12345678901234567890}";
+    json_value *v = json_parse(text, strlen(text), NULL, err, sizeof err);
+    CHECK(v != NULL);
+    json_value *c = json_clone(v);
+    json_free(v);
+    CHECK_STR(json_get_str(json_get_n(c, "a", 1), NULL), "y");
+    CHECK(json_get_n(c, "ab", 1) == json_get(c, "a"));
+    CHECK(json_get_n(c, "zz", 2) == NULL && json_get_n(json_get(c, "a"), "a", 1) == NULL);
+    CHECK(json_typeof(json_get(c, "n")) == JSON_NUMTEXT);
+    for (int i = 0; i < 9; i++) {
+        char k[8];
+        snprintf(k, sizeof k, "g%d", i);
+        json_set(c, k, json_new_int(i));
+    }
+    json_set((json_value *)json_get(c, "b"), "e", json_new_str("f", 1));
+    CHECK(json_remove(c, "a") && json_remove(c, "g4"));
+    buf b = BUF_INIT;
+    json_write(&b, c, 0);
+    CHECK_STR(b.data, "{\"b\":{\"c\":[1,\"d\"],\"e\":\"f\"},\"n\":12345678901234567890,\"g0\":0,"
+                      "\"g1\":1,\"g2\":2,\"g3\":3,\"g5\":5,\"g6\":6,\"g7\":7,\"g8\":8}");
+    json_free(c);
+    const char *keys[] = {"k", "l\0m", ""};
+    size_t klens[] = {1, 3, 0};
+    json_value *vals[] = {json_new_str("v", 1), json_new_array(), json_new_null()};
+    json_value *o = json_new_object_of(3, keys, klens, vals);
+    CHECK(json_get_n(o, "l\0m", 3) == vals[1] && json_get_n(o, "l", 1) == NULL);
+    CHECK(json_get_n(o, "", 0) == vals[2]);
+    json_obj_append(o, "p", 1, json_new_int(7));
+    buf_reset(&b);
+    json_write(&b, o, 0);
+    CHECK_STR(b.data, "{\"k\":\"v\",\"l\\u0000m\":[],\"\":null,\"p\":7}");
+    json_value *e = json_new_object_of(0, NULL, NULL, NULL);
+    json_obj_append(e, "q", 1, json_clone(o));
+    json_free(o);
+    buf_reset(&b);
+    json_write(&b, e, 0);
+    CHECK_STR(b.data, "{\"q\":{\"k\":\"v\",\"l\\u0000m\":[],\"\":null,\"p\":7}}");
+    json_free(e);
+    buf_free(&b);
+}
+
 static void test_builders(void)
 {
     json_value *o = json_new_object();
@@ -1391,6 +1439,7 @@ static int run_unit(void)
     test_limits();
     test_wide();
     test_builders();
+    test_packed_copies();
     test_lua_bridge();
     test_push_order();
     test_lua_encode_equivalence();
