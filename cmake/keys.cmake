@@ -21,6 +21,11 @@ add_executable(test_tokproxy ${CMAKE_SOURCE_DIR}/tests/unit/test_tokproxy.c)
 target_link_libraries(test_tokproxy PRIVATE clcore)
 add_test(NAME unit_tokproxy COMMAND test_tokproxy)
 set_tests_properties(unit_tokproxy PROPERTIES TIMEOUT 60)
+# The token-saving view's texts against texts recorded on a corpus (codec/toonview.c).
+add_executable(test_toonview ${CMAKE_SOURCE_DIR}/tests/unit/test_toonview.c)
+target_link_libraries(test_toonview PRIVATE clcore)
+add_test(NAME unit_toonview COMMAND test_toonview)
+set_tests_properties(unit_toonview PROPERTIES TIMEOUT 60)
 # Confirmation by a person (confirm.c): which calls confirm.tools names, and the
 # signed state bound to principal, tool, arguments, interaction and secret.
 add_executable(test_confirm ${CMAKE_SOURCE_DIR}/tests/unit/test_confirm.c)

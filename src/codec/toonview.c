@@ -19,6 +19,7 @@ typedef struct col {
     buf name;
     seg *path;
     size_t depth;
+    size_t top; /* the index of path[0] among the first row's keys */
 } col;
 
 typedef struct cols {
@@ -61,7 +62,8 @@ static const json_value *get(const json_value *obj, const char *k, size_t len)
     return json_get_n(obj, k, len);
 }
 
-/* Every key of a is a key of b, and they have as many members. */
+/* Every key of a is a key of b, and they have as many members: 2 when b's keys are
+ * a's in the same order, 1 otherwise, 0 when not. */
 static int same_keys(const json_value *a, const json_value *b)
 {
     size_t n = json_count(a);
@@ -74,6 +76,8 @@ static int same_keys(const json_value *a, const json_value *b)
         if (ka != kb || memcmp(x, y, ka) != 0)
             break;
     }
+    if (i == n)
+        return 2;
     for (; i < n; i++) {
         size_t kl;
         const char *k = json_key_at(a, i, &kl);
@@ -81,6 +85,31 @@ static int same_keys(const json_value *a, const json_value *b)
             return 0;
     }
     return 1;
+}
+
+/* No two keys of obj are the same. */
+static int keys_unique(const json_value *obj)
+{
+    size_t n = json_count(obj);
+    for (size_t i = 1; i < n; i++) {
+        size_t kl;
+        const char *k = json_key_at(obj, i, &kl);
+        for (size_t j = 0; j < i; j++) {
+            size_t jl;
+            const char *jk = json_key_at(obj, j, &jl);
+            if (jl == kl && memcmp(jk, k, kl) == 0)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* The member of row i named k, the first row's key j: at j itself when the row's
+ * keys are the first row's, in order and unique (aligned[i]). */
+static const json_value *cell(const json_value *const *rv, const unsigned char *aligned, size_t i,
+                              size_t j, const char *k, size_t kl)
+{
+    return aligned[i] ? json_val_at(rv[i], j) : get(rv[i], k, kl);
 }
 
 static int is_ident(const char *k, size_t len)
@@ -193,32 +222,39 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
     const json_value **rv = xmalloc(n * sizeof *rv);
     cols cs = {0};
     seg *sides = NULL;
+    size_t *side_at = NULL; /* the index of each side list's key in the first row */
     segs path = {xmalloc(4 * sizeof(seg)), 4};
     size_t nsides = 0;
     int ok = 0;
+    unsigned char *aligned = xmalloc(n);
+    int uniq = is_record(first) && keys_unique(first);
     for (size_t i = 0; i < n; i++) {
         rv[i] = json_at(rows, i);
-        if (i > 0 && (!is_record(rv[i]) || !same_keys(first, rv[i])))
+        int same = i == 0 ? 2 : is_record(rv[i]) ? same_keys(first, rv[i]) : 0;
+        if (!same)
             goto out;
+        aligned[i] = uniq && same == 2;
     }
     size_t nk = json_count(first);
     sides = xmalloc((nk ? nk : 1) * sizeof *sides);
+    side_at = xmalloc((nk ? nk : 1) * sizeof *side_at);
     for (size_t j = 0; j < nk; j++) {
         size_t kl;
         const char *k = json_key_at(first, j, &kl);
         int prim = 1;
         for (size_t i = 0; i < n && prim; i++)
-            prim = is_prim(get(rv[i], k, kl));
+            prim = is_prim(cell(rv, aligned, i, j, k, kl));
         if (memchr(k, '.', kl))
             goto out; /* a dotted key would read as a dotted column */
         path.v[0] = (seg){k, kl};
+        size_t mark = cs.n;
         if (prim) {
             if (!(omit && kl == omit->len && memcmp(k, omit->k, kl) == 0))
                 cols_add(&cs, path.v, 1);
         } else if (!is_ident(k, kl) || fold(&cs, rv, n, &path, 1) < 0) {
             /* a list of records keeps its own table only inside its row's record */
             for (size_t i = 0; i < n; i++) {
-                const json_value *x = get(rv[i], k, kl);
+                const json_value *x = cell(rv, aligned, i, j, k, kl);
                 if (is_array(x) && json_count(x) > 0 && is_record(json_at(x, 0)))
                     goto out;
             }
@@ -230,8 +266,11 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
             buf_free(&side);
             if (bad)
                 goto out;
+            side_at[nsides] = j;
             sides[nsides++] = (seg){k, kl};
         }
+        for (size_t c = mark; c < cs.n; c++)
+            cs.v[c].top = j;
     }
     if (cs.n == 0)
         goto out;
@@ -243,9 +282,10 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
         names[c] = cs.v[c].name.data, nlens[c] = cs.v[c].name.len;
     for (size_t i = 0; i < n; i++) {
         for (size_t c = 0; c < cs.n; c++) {
-            const json_value *x = rv[i];
-            for (size_t d = 0; d < cs.v[c].depth; d++)
-                x = get(x, cs.v[c].path[d].k, cs.v[c].path[d].len);
+            const seg *p = cs.v[c].path;
+            const json_value *x = cell(rv, aligned, i, cs.v[c].top, p[0].k, p[0].len);
+            for (size_t d = 1; d < cs.v[c].depth; d++)
+                x = get(x, p[d].k, p[d].len);
             cells[c] = json_clone(x);
         }
         json_push(table, json_new_object_of(cs.n, names, nlens, cells));
@@ -257,7 +297,7 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
     for (size_t s = 0; s < nsides; s++) {
         json_value *list = json_new_array();
         for (size_t i = 0; i < n; i++)
-            json_push(list, view(get(rv[i], sides[s].k, sides[s].len), NULL));
+            json_push(list, view(cell(rv, aligned, i, side_at[s], sides[s].k, sides[s].len), NULL));
         buf side = {0};
         buf_append(&side, name, nlen);
         buf_putc(&side, '_');
@@ -270,8 +310,10 @@ out:
     cols_truncate(&cs, 0);
     free(cs.v);
     free(sides);
+    free(side_at);
     free(path.v);
     free(rv);
+    free(aligned);
     return ok;
 }
 
