@@ -312,6 +312,20 @@ const json_value *json_get_n(const json_value *obj, const char *key, size_t klen
     return i < 0 ? NULL : obj->u.obj.m[i].val;
 }
 
+json_value *json_take_at(json_value *v, size_t i)
+{
+    json_value **slot = NULL;
+    if (v && v->type == JSON_ARRAY && i < v->u.arr.n)
+        slot = &v->u.arr.v[i];
+    else if (v && v->type == JSON_OBJECT && i < v->u.obj.n)
+        slot = &v->u.obj.m[i].val;
+    if (!slot)
+        return NULL;
+    json_value *x = *slot;
+    *slot = NULL;
+    return x;
+}
+
 const char *json_get_string(const json_value *obj, const char *key)
 {
     const json_value *v = json_get(obj, key);

@@ -80,6 +80,10 @@ const json_value *json_get(const json_value *obj, const char *key); /* NULL if a
 /* The member named by klen bytes of key (the last one when duplicated), NULL if absent
  * or obj is not an object. */
 const json_value *json_get_n(const json_value *obj, const char *key, size_t klen);
+/* Takes the i-th element of an array, or the value of the i-th member of an object,
+ * out of it: the caller owns it, NULL is left in its place (a container holding such
+ * holes is only to be freed). NULL when there is none. */
+json_value *json_take_at(json_value *v, size_t i);
 /* String member or NULL (absent or not a string). */
 const char *json_get_string(const json_value *obj, const char *key);
 

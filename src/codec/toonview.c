@@ -209,13 +209,30 @@ static void names_add(names *t, const char *k, size_t len)
     t->v[t->n++] = (seg){k, len};
 }
 
-static json_value *view(const json_value *v, const seg *omit);
+static json_value *view(json_value *v, const seg *omit, int take);
+
+/* The cell of column c in row i: a copy, or with take, when the row's keys are unique
+ * (aligned) and the cell is one of them, the value itself taken out of the row (a
+ * repeated key can give two columns the same value: those are copied). */
+static json_value *cell_of(const json_value *const *rv, const unsigned char *aligned, size_t i,
+                           const col *c, int take)
+{
+    const seg *p = c->path;
+    if (take && aligned[i] && c->depth == 1)
+        return json_take_at((json_value *)rv[i], c->top);
+    const json_value *x = cell(rv, aligned, i, c->top, p[0].k, p[0].len);
+    for (size_t d = 1; d < c->depth; d++)
+        x = get(x, p[d].k, p[d].len);
+    return json_clone(x);
+}
 
 /* Appends `name` = rows as a table to out, then its side lists (their names added to
  * taken). Returns 1, or 0 with out unchanged when the rows stay a list. omit (may be
- * NULL): the name of a primitive column to leave out. */
+ * NULL): the name of a primitive column to leave out. take: the rows' values are
+ * moved into the table instead of copied (rows is then only to be freed; only when 1
+ * is returned). */
 static int put_table(json_value *out, const char *name, size_t nlen, const json_value *rows,
-                     names *taken, const seg *omit)
+                     names *taken, const seg *omit, int take)
 {
     size_t n = json_count(rows);
     const json_value *first = json_at(rows, 0);
@@ -281,13 +298,8 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
     for (size_t c = 0; c < cs.n; c++)
         names[c] = cs.v[c].name.data, nlens[c] = cs.v[c].name.len;
     for (size_t i = 0; i < n; i++) {
-        for (size_t c = 0; c < cs.n; c++) {
-            const seg *p = cs.v[c].path;
-            const json_value *x = cell(rv, aligned, i, cs.v[c].top, p[0].k, p[0].len);
-            for (size_t d = 1; d < cs.v[c].depth; d++)
-                x = get(x, p[d].k, p[d].len);
-            cells[c] = json_clone(x);
-        }
+        for (size_t c = 0; c < cs.n; c++)
+            cells[c] = cell_of(rv, aligned, i, &cs.v[c], take);
         json_push(table, json_new_object_of(cs.n, names, nlens, cells));
     }
     free(names);
@@ -296,8 +308,13 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
     json_obj_append(out, name, nlen, table);
     for (size_t s = 0; s < nsides; s++) {
         json_value *list = json_new_array();
-        for (size_t i = 0; i < n; i++)
-            json_push(list, view(cell(rv, aligned, i, side_at[s], sides[s].k, sides[s].len), NULL));
+        for (size_t i = 0; i < n; i++) {
+            int mine = take && aligned[i]; /* as cell_of: taken only from a row of unique keys */
+            json_value *x = mine ? json_take_at((json_value *)rv[i], side_at[s])
+                                 : (json_value *)cell(rv, aligned, i, side_at[s], sides[s].k,
+                                                      sides[s].len);
+            json_push(list, view(x, NULL, mine));
+        }
         buf side = {0};
         buf_append(&side, name, nlen);
         buf_putc(&side, '_');
@@ -317,16 +334,20 @@ out:
     return ok;
 }
 
-static json_value *view(const json_value *v, const seg *omit)
+/* The view of v: a new tree (v unchanged), or with take made of v's own values (v is
+ * consumed). */
+static json_value *view(json_value *v, const seg *omit, int take)
 {
     if (json_typeof(v) == JSON_ARRAY) {
         json_value *a = json_new_array();
         for (size_t i = 0; i < json_count(v); i++)
-            json_push(a, view(json_at(v, i), NULL));
+            json_push(a, view(take ? json_take_at(v, i) : (json_value *)json_at(v, i), NULL, take));
+        if (take)
+            json_free(v);
         return a;
     }
     if (json_typeof(v) != JSON_OBJECT)
-        return json_clone(v);
+        return take ? v : json_clone(v);
     size_t n = json_count(v);
     json_value *out = json_new_object();
     names taken = {0};
@@ -339,16 +360,20 @@ static json_value *view(const json_value *v, const seg *omit)
     for (size_t i = 0; i < n; i++) {
         size_t kl;
         const char *k = json_key_at(v, i, &kl);
-        const json_value *x = json_val_at(v, i);
+        json_value *x = take ? json_take_at(v, i) : (json_value *)json_val_at(v, i);
         int done = 0;
         if (is_array(x) && json_count(x) > 0 && is_record(json_at(x, 0)))
-            done = put_table(out, k, kl, x, &taken, omit);
+            done = put_table(out, k, kl, x, &taken, omit, take);
         if (!done)
-            json_obj_append(out, k, kl, view(x, NULL));
+            json_obj_append(out, k, kl, view(x, NULL, take));
+        else if (take)
+            json_free(x); /* what the table left of the rows */
     }
     for (size_t i = taken.borrowed; i < taken.n; i++)
         free((char *)taken.v[i].k);
     free(taken.v);
+    if (take)
+        json_free(v); /* its keys were borrowed until here */
     return out;
 }
 
@@ -413,17 +438,22 @@ static int id_implied(const json_value *v, const toonview_omit *o)
     return ok;
 }
 
-json_value *toonview_build(const json_value *v, const toonview_omit *omit)
+static json_value *build(json_value *v, const toonview_omit *omit, int take)
 {
     seg col = {omit ? omit->id : NULL, omit ? omit->id_len : 0};
     int leave_out = omit && (!omit->prefix || id_implied(v, omit));
-    return view(v, leave_out ? &col : NULL);
+    return view(v, leave_out ? &col : NULL, take);
 }
 
-int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
-                    const toonview_omit *omit, char *err, size_t errlen)
+json_value *toonview_build(const json_value *v, const toonview_omit *omit)
 {
-    json_value *v = toonview_build(result, omit);
+    return build((json_value *)v, omit, 0);
+}
+
+static int render(buf *out, json_value *result, int take, const char *json, size_t json_len,
+                  int rest, const toonview_omit *omit, char *err, size_t errlen)
+{
+    json_value *v = build(result, omit, take);
     buf text = {0};
     int rc = toon_encode(&text, v, NULL, err, errlen);
     if (rc >= 0) {
@@ -436,4 +466,16 @@ int toonview_render(buf *out, const json_value *result, const char *json, size_t
     buf_free(&text);
     json_free(v);
     return rc;
+}
+
+int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
+                    const toonview_omit *omit, char *err, size_t errlen)
+{
+    return render(out, (json_value *)result, 0, json, json_len, rest, omit, err, errlen);
+}
+
+int toonview_render_take(buf *out, json_value *result, const char *json, size_t json_len, int rest,
+                         const toonview_omit *omit, char *err, size_t errlen)
+{
+    return render(out, result, 1, json, json_len, rest, omit, err, errlen);
 }

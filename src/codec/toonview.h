@@ -15,8 +15,9 @@
  * key with a dot, or whose side name is taken stays a list of records (their own
  * arrays viewed).
  *
- * Ownership: both functions only read their inputs; toonview_build returns a new tree
- * owned by the caller (json_free). */
+ * Ownership: toonview_build and toonview_render only read their inputs (toonview_build
+ * returns a new tree owned by the caller, json_free); toonview_render_take consumes
+ * the result it is given. */
 #ifndef CL_TOONVIEW_H
 #define CL_TOONVIEW_H
 
@@ -44,5 +45,9 @@ json_value *toonview_build(const json_value *v, const toonview_omit *omit);
  * with err set when the view cannot be encoded (out unchanged). */
 int toonview_render(buf *out, const json_value *result, const char *json, size_t json_len, int rest,
                     const toonview_omit *omit, char *err, size_t errlen);
+/* toonview_render that builds the view from result's own values instead of copies:
+ * result is consumed (freed), whatever is returned. The same text. */
+int toonview_render_take(buf *out, json_value *result, const char *json, size_t json_len, int rest,
+                         const toonview_omit *omit, char *err, size_t errlen);
 
 #endif

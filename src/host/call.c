@@ -97,6 +97,7 @@ struct call {
     int toon_wanted;
     size_t output_bytes; /* set when the result was over cfg->max_output_bytes */
     int want_value;      /* build the result tree (value) */
+    int keep_value;      /* the tree goes to the callback (else it serves the TOON text only) */
     json_value *value;   /* the result or error object as a tree, or NULL */
     char *error_code;
     char incident[24];
@@ -869,8 +870,18 @@ static int collect_p(lua_State *L)
             prefix = lua_tolstring(L, 6, &plen);
         int has_omit = prefix && cltoon_omit_rule(L, 5, prefix, plen, &omit);
         int rest = c->surface && strcmp(c->surface, "rest") == 0;
-        if (toonview_render(&c->toon, c->value, c->body.data ? c->body.data : "", c->body.len, rest,
-                            has_omit ? &omit : NULL, err, sizeof err) < 0)
+        const char *json = c->body.data ? c->body.data : "";
+        int rc;
+        if (c->keep_value) {
+            rc = toonview_render(&c->toon, c->value, json, c->body.len, rest,
+                                 has_omit ? &omit : NULL, err, sizeof err);
+        } else {
+            /* the tree serves this text only: the view is made of its own values */
+            rc = toonview_render_take(&c->toon, c->value, json, c->body.len, rest,
+                                      has_omit ? &omit : NULL, err, sizeof err);
+            c->value = NULL;
+        }
+        if (rc < 0)
             log_call(c, LOG_ERROR, "toon rendering failed", "error", err, NULL, NULL);
         else
             c->toon_set = 1, ruled = !rest;
@@ -1547,6 +1558,7 @@ call *call_start(tools_gen *gen, const tools_info *info, const json_value *args,
     c->env_config = env ? env->config : NULL;
     c->toon_wanted = env ? env->toon : 0;
     c->want_value = env ? env->want_value || env->toon : 0;
+    c->keep_value = env ? env->want_value : 0;
     c->env_bkn = env ? env->bkn_context : NULL;
     lvm_set_budget(c->vm, &c->budget);
     int setup_rc = lvm_cpcall(c->L, setup_p, c, &err);

@@ -17,7 +17,8 @@
  * The token-saving view (src/codec/toonview.c) of the same value, with the _instance_id
  * rule's prefix when byte 1 bit 7 is set: it encodes with the default options
  * whenever the value does, under the same line rules, deterministically; the MCP
- * text is that encoding or exactly the compact JSON, the REST text always the view. */
+ * text is that encoding or exactly the compact JSON, the REST text always the view;
+ * the view made of a copy's own values (toonview_render_take) is the same text. */
 #include <string.h>
 
 #include "fuzz_common.h"
@@ -59,6 +60,12 @@ static void check_view(const json_value *v, int prefixed)
         int is_json = mcp.len == json.len && !memcmp(mcp.data, json.data, json.len);
         fuzz_must(tokproxy_prefer(s, rest.len, json.data, json.len) ? is_view : is_json, T,
                   "MCP sends the view when it is the cheaper text in tokens, else the compact JSON");
+        buf took = BUF_INIT;
+        fuzz_must(toonview_render_take(&took, json_clone(v), json.data, json.len, 1, omit, err,
+                                       sizeof err) == 0 &&
+                      took.len == rest.len && !memcmp(took.data ? took.data : "", s, rest.len),
+                  T, "the view made of the tree's own values is the same text");
+        buf_free(&took);
     }
     buf_free(&plain);
     buf_free(&json);

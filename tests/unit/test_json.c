@@ -502,6 +502,19 @@ static void test_packed_copies(void)
     json_write(&b, e, 0);
     CHECK_STR(b.data, "{\"q\":{\"k\":\"v\",\"l\\u0000m\":[],\"\":null,\"p\":7}}");
     json_free(e);
+    /* a value taken out of an array or an object leaves a hole: the container is freed
+     * without it, the value lives on */
+    v = json_parse("{\"a\":[1,\"s\"],\"b\":{\"c\":\"d\"}}", 27, NULL, err, sizeof err);
+    CHECK(v != NULL);
+    json_value *s = json_take_at((json_value *)json_get(v, "a"), 1);
+    json_value *bv = json_take_at(v, 1);
+    CHECK(json_take_at(v, 2) == NULL && json_take_at(s, 0) == NULL);
+    CHECK(json_get(v, "b") == NULL && json_count(v) == 2);
+    json_free(v);
+    CHECK_STR(json_get_str(s, NULL), "s");
+    CHECK_STR(json_get_string(bv, "c"), "d");
+    json_free(s);
+    json_free(bv);
     buf_free(&b);
 }
 

@@ -3,7 +3,8 @@
  * corpus and cases of repeated, reordered and nested keys), so a change made for
  * speed cannot move a byte: for each value, the REST text (always the view) and the
  * MCP text (the view or the compact JSON, whichever the token estimate prefers),
- * without and with the instance id rule.
+ * without and with the instance id rule; and toonview_render_take (the view made of
+ * the tree's own values, the tree consumed) gives the same texts.
  *
  * `test_toonview gen FILE` prints the golden file for FILE (a JSON array of JSON
  * texts) with the code it is built from. */
@@ -20,14 +21,17 @@
 static const toonview_omit RULE = {"datas", "_instance_id", "_instance_identity", "kn-ot-",
                                    5,       12,             18,                   6};
 
-/* The view's text of v into out (rest or MCP), "" with rc -1 on failure. */
-static int render(buf *out, const json_value *v, int rest, int prefixed)
+/* The view's text of v into out (rest or MCP), "" with rc -1 on failure; take: made
+ * by toonview_render_take from a copy of v. */
+static int render(buf *out, const json_value *v, int rest, int prefixed, int take)
 {
     buf json = BUF_INIT;
     char err[200] = "";
     json_write(&json, v, 0);
-    int rc = toonview_render(out, v, json.data ? json.data : "", json.len, rest,
-                             prefixed ? &RULE : NULL, err, sizeof err);
+    int rc = take ? toonview_render_take(out, json_clone(v), json.data ? json.data : "", json.len,
+                                         rest, prefixed ? &RULE : NULL, err, sizeof err)
+                  : toonview_render(out, v, json.data ? json.data : "", json.len, rest,
+                                    prefixed ? &RULE : NULL, err, sizeof err);
     buf_free(&json);
     return rc;
 }
@@ -54,7 +58,7 @@ static int gen(const char *path)
         json_set(c, "json", json_new_str(j, jl));
         for (int f = 0; f < 4; f++) {
             buf b = BUF_INIT;
-            if (render(&b, v, !(f & 1), f >= 2) == 0)
+            if (render(&b, v, !(f & 1), f >= 2, 0) == 0)
                 json_set(c, FIELDS[f], json_new_str(b.data ? b.data : "", b.len));
             buf_free(&b);
         }
@@ -87,16 +91,16 @@ int main(int argc, char **argv)
         const char *j = json_get_str(json_get(c, "json"), &jl);
         json_value *v = json_parse(j, jl, NULL, err, sizeof err);
         CHECK(v != NULL);
-        for (int f = 0; f < 4 && v; f++) {
+        for (int f = 0; f < 8 && v; f++) {
             buf b = BUF_INIT;
             size_t wl = 0;
-            const char *want = json_get_str(json_get(c, FIELDS[f]), &wl);
-            int rc = render(&b, v, !(f & 1), f >= 2);
+            const char *want = json_get_str(json_get(c, FIELDS[f & 3]), &wl);
+            int rc = render(&b, v, !(f & 1), (f & 3) >= 2, f >= 4);
             int same = want ? rc == 0 && b.len == wl && memcmp(b.data ? b.data : "", want, wl) == 0
                             : rc != 0;
             if (!same)
-                fprintf(stderr, "case %zu (%s): the text differs from the recorded one\n", i,
-                        FIELDS[f]);
+                fprintf(stderr, "case %zu (%s%s): the text differs from the recorded one\n", i,
+                        FIELDS[f & 3], f >= 4 ? ", take" : "");
             CHECK(same);
             buf_free(&b);
         }
