@@ -25,15 +25,16 @@ static const uint8_t cls[256] = {
     R16(C_HIGH), R16(C_HIGH), R16(C_HIGH), R16(C_HIGH),
 };
 
-/* The estimate of s, stopping as soon as it reaches cap (then the value returned is
- * at least cap): a count only grows, run by run, so a prefix's count is a lower
- * bound of the whole's. */
+/* The estimate of s, or a number at least cap once the count reaches cap (it is
+ * looked at after each run of punctuation, which every JSON text has between its
+ * tokens): a count only grows, run by run, so a prefix's count is a lower bound of
+ * the whole's. */
 static size_t count_upto(const char *s, size_t len, size_t cap)
 {
     const unsigned char *p = (const unsigned char *)s;
     const unsigned char *end = p + len;
     size_t n = 0;
-    while (p < end && n < cap) {
+    while (p < end) {
         const unsigned char *q = p + 1;
         switch (cls[*p]) {
         case C_WORD:
@@ -63,6 +64,8 @@ static size_t count_upto(const char *s, size_t len, size_t cap)
             while (q < end && cls[*q] == C_PUNCT)
                 q++;
             n += 1 + (size_t)(q - p - 1) / 3;
+            if (n >= cap)
+                return n;
             break;
         default: { /* a code point of 2 to 4 bytes (a stray byte: 1) */
             unsigned char c = *p;
