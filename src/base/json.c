@@ -312,6 +312,18 @@ const json_value *json_get_n(const json_value *obj, const char *key, size_t klen
     return i < 0 ? NULL : obj->u.obj.m[i].val;
 }
 
+int json_key_is(const json_value *obj, size_t i, const char *key, size_t klen,
+                const json_value **val)
+{
+    if (!obj || obj->type != JSON_OBJECT || i >= obj->u.obj.n)
+        return 0;
+    const json_member *m = &obj->u.obj.m[i];
+    if (m->klen != klen || memcmp(m->key, key, klen) != 0)
+        return 0;
+    *val = m->val;
+    return 1;
+}
+
 json_value *json_take_at(json_value *v, size_t i)
 {
     json_value **slot = NULL;

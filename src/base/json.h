@@ -80,6 +80,10 @@ const json_value *json_get(const json_value *obj, const char *key); /* NULL if a
 /* The member named by klen bytes of key (the last one when duplicated), NULL if absent
  * or obj is not an object. */
 const json_value *json_get_n(const json_value *obj, const char *key, size_t klen);
+/* 1 when the i-th member of obj is named by klen bytes of key (its value into *val),
+ * else 0 (also when obj is not an object or has no i-th member). */
+int json_key_is(const json_value *obj, size_t i, const char *key, size_t klen,
+                const json_value **val);
 /* Takes the i-th element of an array, or the value of the i-th member of an object,
  * out of it: the caller owns it, NULL is left in its place (a container holding such
  * holes is only to be freed). NULL when there is none. */

@@ -489,13 +489,11 @@ static int write_primitive(enc *e, const json_value *v)
  * their key order), else the last one with that name. */
 static const json_value *row_get(const json_value *row, size_t pos, const char *k, size_t klen)
 {
+    const json_value *v;
+    if (json_key_is(row, pos, k, klen, &v))
+        return v;
     size_t n = json_count(row), l;
     const char *rk;
-    if (pos < n) {
-        rk = json_key_at(row, pos, &l);
-        if (l == klen && memcmp(rk, k, klen) == 0)
-            return json_val_at(row, pos);
-    }
     for (size_t i = n; i-- > 0;) {
         rk = json_key_at(row, i, &l);
         if (l == klen && memcmp(rk, k, klen) == 0)

@@ -491,6 +491,11 @@ static void test_packed_copies(void)
     json_value *o = json_new_object_of(3, keys, klens, vals);
     CHECK(json_get_n(o, "l\0m", 3) == vals[1] && json_get_n(o, "l", 1) == NULL);
     CHECK(json_get_n(o, "", 0) == vals[2]);
+    const json_value *got = NULL;
+    CHECK(json_key_is(o, 1, "l\0m", 3, &got) && got == vals[1]);
+    CHECK(!json_key_is(o, 1, "l", 1, &got) && !json_key_is(o, 0, "l\0m", 3, &got));
+    CHECK(!json_key_is(o, 3, "k", 1, &got) && !json_key_is(vals[1], 0, "k", 1, &got));
+    CHECK(json_key_is(o, 2, "", 0, &got) && got == vals[2]);
     json_obj_append(o, "p", 1, json_new_int(7));
     buf_reset(&b);
     json_write(&b, o, 0);
