@@ -23,6 +23,8 @@
 # CPU per call beside the gateway's, the ratios, the CPU per call of the managed and
 # the ad hoc MCP call with both stand-ins and wrk counted, and a diff showing
 # that (d) corrupts the 64-bit ids and empty arrays that (a) keeps exact.
+# Each (m) cell is paired with an ad hoc (b) cell run just before it (PAIRED=1, the
+# default): the ratios and the per-call totals use that (b) cell.
 # Usage: tests/bench/gateway-bench.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
 #   WORKERS=N: the gateway runs N worker processes (config key workers; N > 1 starts
@@ -162,7 +164,19 @@ post "$B_URL" "$WORK/managed.json" "$MCPH" >"$WORK/out-m.json"
 grep -q 'bkn_receipt' "$WORK/out-m.json" && grep -q '"drug_id":9007199254740993' "$WORK/out-m.json" ||
   { echo "managed call has no receipt or rows:" >&2; head -c 600 "$WORK/out-m.json" >&2; exit 1; }
 warm m "$B_URL" "$WORK/managed.json" "$MCPH"
+# Each managed cell runs right after an ad hoc cell (b) at the same connection count
+# (capture switched off and on around it; the gateway re-reads the policy within a
+# second), and that later (b) cell is the one the report pairs with it: a slow minute of
+# the machine weighs on both cells of the ratio alike. PAIRED=0 keeps the (b) cells of
+# the first pass.
 for c in $CONNS; do
+  if [ "${PAIRED:-1}" = 1 ]; then
+    trace_core_capture disabled
+    sleep 2
+    run_wrk b "$c" "$B_URL" "$WORK/mcp.json" "$MCPH"
+    trace_core_capture enabled
+    sleep 2
+  fi
   run_wrk m "$c" "$B_URL" "$WORK/managed.json" "$MCPH"
 done
 
