@@ -773,12 +773,14 @@ static void conn_drop(hc_conn *c, fetch_result res, const char *why, const char 
     struct hc_req_list retry, failed;
     TAILQ_INIT(&retry);
     TAILQ_INIT(&failed);
-    hc_req *first = TAILQ_FIRST(&c->reqs), *r;
+    hc_req *first = TAILQ_FIRST(&c->reqs), *r; /* NULL once known abandoned (freed) */
     while ((r = TAILQ_FIRST(&c->reqs))) {
         conn_remove(c, r);
-        if (r->abandoned)
+        if (r->abandoned) {
+            if (r == first)
+                first = NULL;
             req_free(r);
-        else if (announced || may_retry(r))
+        } else if (announced || may_retry(r))
             TAILQ_INSERT_TAIL(&retry, r, link);
         else
             TAILQ_INSERT_TAIL(&failed, r, link);
@@ -798,11 +800,12 @@ static void conn_drop(hc_conn *c, fetch_result res, const char *why, const char 
     }
 }
 
-/* Whether a request on c still waits for its answer (one not abandoned). */
-static int conn_has_live(const hc_conn *c)
+/* Whether a request on c other than except (may be NULL) still waits for its answer
+ * (one not abandoned). */
+static int conn_has_live(const hc_conn *c, const hc_req *except)
 {
     for (const hc_req *o = TAILQ_FIRST(&c->reqs); o; o = TAILQ_NEXT(o, clink))
-        if (!o->abandoned)
+        if (o != except && !o->abandoned)
             return 1;
     return 0;
 }
@@ -822,20 +825,29 @@ static int req_release(hc_req *r)
     }
     if (!c)
         return 1;
-    if (r->out_off > 0) {
+    if (r->out_off > 0 && conn_has_live(c, r)) {
         r->abandoned = 1; /* written: its answer will come, and must not go to another */
-        if (conn_has_live(c)) {
-            evtimer_del(r->timer);
-            return 0;
-        }
-        r->abandoned = 0;
+        evtimer_del(r->timer);
+        return 0;
     }
     conn_remove(c, r); /* never sent (nobody will answer it), or the last live one */
-    if (conn_has_live(c))
+    if (conn_has_live(c, NULL))
         return 1;
     conn_destroy(c);
     host_pump(h);
     return 1;
+}
+
+/* r, first on c, has its answer, but c cannot serve the requests behind it (an answer
+ * that leaves the connection unusable, or only placeholders left): they are retried or
+ * fail as conn_drop says (announced: the server announced the close in r's answer),
+ * then r completes. */
+static void conn_answered_drop_rest(hc_conn *c, hc_req *r, int announced)
+{
+    conn_remove(c, r);
+    conn_drop(c, FETCH_ERROR, NULL,
+              "connection closed before the answer to a request written behind another", announced);
+    req_done(r, FETCH_OK, NULL);
 }
 
 /* The last request on c has its answer: the connection goes back to the pool (or
@@ -903,23 +915,16 @@ static int conn_parse(hc_conn *c)
             conn_finish(c, clean && c->in_off == c->in.len);
             return 0;
         }
+        /* The requests written behind r have no answer to trust on this connection
+         * when r's leaves it unusable (a server that announced the close has not read
+         * them); with only placeholders left, which have no timer, their answers may
+         * never come. */
+        if (!clean || !conn_has_live(c, r)) {
+            conn_answered_drop_rest(c, r, p->conn_close);
+            return 0;
+        }
         conn_remove(c, r);
-        if (!clean) {
-            /* The requests written behind r have no answer to trust on this
-             * connection; a server that announced the close has not read them. */
-            conn_drop(c, FETCH_ERROR, NULL,
-                      "connection closed before the answer to a request written behind another",
-                      p->conn_close);
-            req_done(r, FETCH_OK, NULL);
-            return 0;
-        }
         c->nreq++; /* the next answer starts in the bytes that follow */
-        if (!conn_has_live(c)) {
-            /* only placeholders left, with no timer: their answers may never come */
-            conn_drop(c, FETCH_ERROR, NULL, NULL, 0);
-            req_done(r, FETCH_OK, NULL);
-            return 0;
-        }
         req_done(r, FETCH_OK, NULL);
     }
     if (c->in_off == c->in.len) {
@@ -937,14 +942,10 @@ static void conn_ended(hc_conn *c, int clean)
 {
     hc_req *r = TAILQ_FIRST(&c->reqs);
     if (clean && hc_parser_eof(&r->p) == HC_DONE) {
-        if (TAILQ_NEXT(r, clink)) { /* a close-delimited answer, requests behind it */
-            conn_remove(c, r);
-            conn_drop(c, FETCH_ERROR, NULL,
-                      "connection closed before the answer to a request written behind another", 0);
-            req_done(r, FETCH_OK, NULL);
-        } else {
+        if (TAILQ_NEXT(r, clink)) /* a close-delimited answer, requests behind it */
+            conn_answered_drop_rest(c, r, 0);
+        else
             conn_finish(c, 0);
-        }
         return;
     }
     conn_drop(c, FETCH_ERROR,
@@ -996,15 +997,10 @@ static void on_writable(hc_conn *c)
             iov[n_iov].iov_len = r->out.len - r->out_off;
             n_iov++;
         }
-        ssize_t n;
-        if (n_iov == 1) {
-            n = send(c->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
-        } else {
-            struct msghdr msg = {0};
-            msg.msg_iov = iov;
-            msg.msg_iovlen = (size_t)n_iov;
-            n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
-        }
+        struct msghdr msg = {0};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = (size_t)n_iov;
+        ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
             conn_watch(c, EV_WRITE);
             return;
