@@ -245,7 +245,13 @@ static struct event_base *new_event_base(void)
         base = event_base_new_with_config(cfg);
         event_config_free(cfg);
     }
-    return base ? base : event_base_new();
+    if (!base)
+        base = event_base_new();
+    if (base && event_base_priority_init(base, CL_EV_PRIORITIES) < 0) {
+        event_base_free(base);
+        base = NULL;
+    }
+    return base;
 }
 /* The introspection client and the Trace Core client, from the configuration. */
 static void open_auth_trace(app *a)

@@ -8,6 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Priorities of the worker's event loop (event_base_priority_init with
+ * CL_EV_PRIORITIES): every event runs at the default, CL_EV_PRIO_NORMAL; an event at
+ * CL_EV_PRIO_IDLE runs only on a pass where no other event is ready. */
+#define CL_EV_PRIORITIES 3
+#define CL_EV_PRIO_NORMAL 1
+#define CL_EV_PRIO_IDLE 2
+
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);

@@ -35,6 +35,9 @@
  * of ours that waits on them). */
 #define HC_PIPELINE_MAX 16
 #define HC_PIPELINE_BYTES (64u * 1024u)
+/* The longest a gathering connection waits for the loop to run out of ready events
+ * (a loop that never does, under a flood of other work, still writes it). */
+#define HC_GATHER_WAIT_MAX_US 1000
 
 /* ---- response parser ---- */
 
@@ -499,10 +502,11 @@ struct hc_host {
 
 struct hc_ctx {
     struct event_base *base;
-    struct event *kick_ev;     /* runs the kicked connections */
-    struct hc_conn_list kicks; /* connections to write (or fail) next */
-    struct event *later_ev;    /* a timer due at once: runs on the loop's next pass */
-    struct hc_conn_list later; /* gathering connections, written on the next pass */
+    struct event *kick_ev;      /* runs the kicked connections */
+    struct hc_conn_list kicks;  /* connections to write (or fail) next */
+    struct event *later_ev;     /* a timer due at once, at idle priority (hc_new) */
+    struct event *later_max_ev; /* the same, HC_GATHER_WAIT_MAX_US on, at normal priority */
+    struct hc_conn_list later;  /* gathering connections, written when either fires */
     long max_conns;
     hc_host *hosts;
     size_t opened;
@@ -527,9 +531,11 @@ static void conn_watch(hc_conn *c, short what)
 }
 
 /* Runs conn_cb from the loop as if the socket were writable (the socket's event stays
- * as it is): on this pass, or with later on the next one, after that pass's ready
- * events, so that the requests those start join a gathering connection's write (a timer
- * due at once fires on the next pass, where an activated event runs on this one). */
+ * as it is): on this pass, or with later once the loop has run the events that are
+ * ready, so that the requests those start join a gathering connection's write. A timer
+ * due at once fires on the next pass, where an activated event runs on this one; at
+ * idle priority (a loop with CL_EV_PRIORITIES) it waits for a pass with nothing else
+ * ready, and at most HC_GATHER_WAIT_MAX_US. */
 static void conn_kick(hc_conn *c, int later)
 {
     hc_ctx *ctx = c->host->ctx;
@@ -540,9 +546,21 @@ static void conn_kick(hc_conn *c, int later)
     if (!later) {
         event_active(ctx->kick_ev, 0, 0);
     } else if (!evtimer_pending(ctx->later_ev, NULL)) {
-        struct timeval now = {0, 0};
+        struct timeval now = {0, 0}, max = {0, HC_GATHER_WAIT_MAX_US};
         evtimer_add(ctx->later_ev, &now);
+        evtimer_add(ctx->later_max_ev, &max);
     }
+}
+
+/* A gathering connection that can take no more requests is written on this pass. */
+static void conn_kick_full(hc_conn *c)
+{
+    hc_ctx *ctx = c->host->ctx;
+    if (c->kicked != 2 || c->n_reqs < HC_PIPELINE_MAX)
+        return;
+    TAILQ_REMOVE(&ctx->later, c, kick_link);
+    c->kicked = 0;
+    conn_kick(c, 0);
 }
 
 static void run_kicked(struct hc_conn_list *q)
@@ -562,7 +580,10 @@ static void kick_cb(evutil_socket_t fd, short what, void *arg)
 
 static void later_cb(evutil_socket_t fd, short what, void *arg)
 {
-    run_kicked(&((hc_ctx *)arg)->later);
+    hc_ctx *ctx = arg;
+    evtimer_del(ctx->later_ev);
+    evtimer_del(ctx->later_max_ev);
+    run_kicked(&ctx->later);
 }
 
 static void req_free(hc_req *r)
@@ -672,6 +693,7 @@ static void req_attach(hc_req *r, hc_conn *c)
     }
     c->state = C_WRITING;
     conn_kick(c, r->pipeline && c->nreq > 0); /* gathering: others may follow in its write */
+    conn_kick_full(c);
 }
 
 /* The connection r may join: the host's gathering one while it has room. */
@@ -1072,14 +1094,19 @@ hc_ctx *hc_new(struct event_base *base, long max_conns)
     TAILQ_INIT(&ctx->later);
     ctx->kick_ev = event_new(base, -1, 0, kick_cb, ctx);
     ctx->later_ev = evtimer_new(base, later_cb, ctx);
-    if (!ctx->kick_ev || !ctx->later_ev) {
+    ctx->later_max_ev = evtimer_new(base, later_cb, ctx);
+    if (!ctx->kick_ev || !ctx->later_ev || !ctx->later_max_ev) {
         if (ctx->kick_ev)
             event_free(ctx->kick_ev);
         if (ctx->later_ev)
             event_free(ctx->later_ev);
+        if (ctx->later_max_ev)
+            event_free(ctx->later_max_ev);
         free(ctx);
         return NULL;
     }
+    if (event_base_get_npriorities(base) >= CL_EV_PRIORITIES)
+        event_priority_set(ctx->later_ev, CL_EV_PRIO_IDLE);
     return ctx;
 }
 
@@ -1116,6 +1143,7 @@ void hc_free(hc_ctx *ctx)
     }
     event_free(ctx->kick_ev);
     event_free(ctx->later_ev);
+    event_free(ctx->later_max_ev);
     free(ctx);
 }
 

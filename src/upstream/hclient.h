@@ -25,10 +25,13 @@
  * idempotent or nothing of the request was sent.
  *
  * Pipelining (asked per request, never for HEAD): a kept connection that takes such a
- * request is written on the loop's next pass, after that pass's ready events, and the
- * requests that start until then join it - up to 16 requests, 64 KiB together - and go
- * out in one write (at most one pass of delay: with nothing else ready the next pass
- * comes at once); their answers are read in order, each request taking the next answer
+ * request is written once the loop has run the events that are ready, and the requests
+ * that start until then join it - up to 16 requests, 64 KiB together - and go out in
+ * one write. In a loop with the worker's priorities (CL_EV_PRIORITIES in util.h) the
+ * write waits for the first pass with nothing else ready (at once when the loop has
+ * nothing else to do, at most 1 ms under a flood of other work), or comes on the pass
+ * that brings the 16th request; in any other loop it comes on the next pass. Their
+ * answers are read in order, each request taking the next answer
  * (HTTP/1.1 answers in request order), and bytes beyond one answer begin the next.
  * Only the last request's answer is held to the rules above on extra bytes. When an
  * answer leaves the connection unusable (a close, a framing in doubt, a bad answer,

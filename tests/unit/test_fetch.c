@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -1278,6 +1279,143 @@ static void test_pipeline_next_pass(fetch_ctx *f)
     result_clear(&nx_r[1]);
 }
 
+/* In a loop with the worker's priorities (main), a gathering connection is written
+ * once the loop has run out of ready events: requests that start over several passes
+ * of other work all join one write; a connection that takes its 16th request
+ * (HC_PIPELINE_MAX) is written on that pass; and a loop that never runs out of work
+ * still writes it (after at most HC_GATHER_WAIT_MAX_US). */
+enum { IP_MAX = 16 };
+static fetch_ctx *ip_f;
+static result ip_r[IP_MAX];
+static char ip_bodies[IP_MAX][16];
+static int ip_started, ip_want;
+static int ip_busy_passes, ip_busy_stop;
+static long ip_unread = -1; /* bytes of requests at the server when ip_probe ran */
+static struct event *ip_probe_ev;
+
+static void ip_start_one(void)
+{
+    snprintf(ip_bodies[ip_started], sizeof(ip_bodies[0]), "idle-%d", ip_started);
+    g_pipeline = 1;
+    CHECK(fake_start(ip_f, "POST", ip_bodies[ip_started], 0, 30000, &ip_r[ip_started]) != NULL);
+    g_pipeline = 0;
+    ip_started++;
+}
+/* One request a pass, a pass each: a timer due at once, added again. */
+static void ip_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct event *self = arg;
+    ip_start_one();
+    if (ip_started < ip_want) {
+        struct timeval now = {0, 0};
+        evtimer_add(self, &now);
+    }
+}
+/* A loop with something ready on every pass until ip_busy_stop. */
+static void ip_busy(evutil_socket_t fd, short what, void *arg)
+{
+    struct event *self = arg;
+    ip_busy_passes++;
+    if (!ip_busy_stop) {
+        struct timeval now = {0, 0};
+        evtimer_add(self, &now);
+    }
+}
+/* ip_want requests from one event, then a look at the server's socket on the same
+ * pass, after the writes that pass makes. */
+static void ip_burst(evutil_socket_t fd, short what, void *arg)
+{
+    while (ip_started < ip_want)
+        ip_start_one();
+    event_active(ip_probe_ev, 0, 0);
+}
+static void ip_probe(evutil_socket_t fd, short what, void *arg)
+{
+    int n = 0;
+    CHECK(!LIST_EMPTY(&fake_conns) && LIST_NEXT(LIST_FIRST(&fake_conns), link) == NULL);
+    CHECK(ioctl(LIST_FIRST(&fake_conns)->fd, FIONREAD, &n) == 0);
+    ip_unread = n;
+}
+static int ip_wait(void)
+{
+    check_wait w = check_wait_start(40000); /* liveness only */
+    int done = 0;
+    while (check_wait_on(&w)) {
+        event_base_loop(base, EVLOOP_ONCE);
+        done = 0;
+        for (int i = 0; i < ip_want; i++) {
+            CHECK(ip_r[i].done <= 1);
+            done += ip_r[i].done;
+        }
+        if (done >= ip_want)
+            break;
+    }
+    return done;
+}
+static int ip_own(void)
+{
+    int ok = 0;
+    for (int i = 0; i < ip_want; i++)
+        ok += ip_r[i].res == FETCH_OK && ip_r[i].body && strcmp(ip_r[i].body, ip_bodies[i]) == 0;
+    return ok;
+}
+static void ip_fresh(fetch_ctx *f, int want)
+{
+    result warm = {0};
+    fake_fresh();
+    fake_set(NULL, 0);
+    fk.echo = 1;
+    g_pipeline = 1;
+    CHECK(fake_fetch(f, "POST", 0, &warm) == FETCH_OK); /* a kept connection */
+    g_pipeline = 0;
+    result_clear(&warm);
+    fk.accepted = fk.requests = fk.max_batch = 0;
+    for (int i = 0; i < IP_MAX; i++)
+        result_clear(&ip_r[i]);
+    ip_f = f;
+    ip_started = 0;
+    ip_want = want;
+    ip_unread = -1;
+}
+static void test_pipeline_idle(fetch_ctx *f)
+{
+    /* Six requests on six passes: one write. */
+    ip_fresh(f, 6);
+    struct event *tick = evtimer_new(base, ip_tick, event_self_cbarg());
+    struct timeval now = {0, 0};
+    evtimer_add(tick, &now);
+    CHECK(ip_wait() == 6 && ip_own() == 6);
+    CHECK(fk.accepted == 0 && fk.requests == 6 && fk.max_batch == 6);
+    event_free(tick);
+
+    /* Fifteen from one event: nothing written on that pass; sixteen: written on it. */
+    ip_probe_ev = event_new(base, -1, 0, ip_probe, NULL);
+    struct event *burst = event_new(base, -1, 0, ip_burst, NULL);
+    for (int want = IP_MAX - 1; want <= IP_MAX; want++) {
+        ip_fresh(f, want);
+        event_active(burst, 0, 0);
+        CHECK(ip_wait() == want && ip_own() == want);
+        CHECK(want == IP_MAX ? ip_unread > 0 : ip_unread == 0);
+        CHECK(fk.accepted == 0 && fk.requests == want && fk.max_batch == want);
+    }
+    event_free(burst);
+    event_free(ip_probe_ev);
+
+    /* Something ready on every pass: the request is still written, and answered while
+     * the loop stays busy. */
+    ip_fresh(f, 1);
+    ip_busy_passes = ip_busy_stop = 0;
+    struct event *busy = evtimer_new(base, ip_busy, event_self_cbarg());
+    evtimer_add(busy, &now);
+    ip_start_one();
+    CHECK(ip_wait() == 1 && ip_own() == 1);
+    CHECK(ip_busy_passes > 0);
+    ip_busy_stop = 1;
+    CHECK(evtimer_pending(busy, NULL)); /* busy to the end */
+    run_for(5);
+    event_free(busy);
+}
+
 static void test_pipeline(fetch_ctx *f)
 {
     /* Asked for: the batch goes out in one write on the kept connection, and every
@@ -1551,6 +1689,7 @@ static void test_parser_errors(void)
 int main(void)
 {
     base = event_base_new();
+    CHECK(event_base_priority_init(base, CL_EV_PRIORITIES) == 0); /* as the worker's */
     http = evhttp_new(base);
     evhttp_set_allowed_methods(http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                          EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
@@ -1607,6 +1746,7 @@ int main(void)
         if (client == FETCH_CLIENT_LEAN) {
             test_pipeline(f);
             test_pipeline_next_pass(f);
+            test_pipeline_idle(f);
         }
         fetch_free(f);
         test_fake_pool_bound();
