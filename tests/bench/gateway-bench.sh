@@ -23,8 +23,8 @@
 # CPU per call beside the gateway's, the ratios, the CPU per call of the managed and
 # the ad hoc MCP call with both stand-ins and wrk counted, and a diff showing
 # that (d) corrupts the 64-bit ids and empty arrays that (a) keeps exact.
-# Each (m) cell is paired with an ad hoc (b) cell run just before it (PAIRED=1, the
-# default): the ratios and the per-call totals use that (b) cell.
+# Each (m) cell is paired with an ad hoc (b) cell run just before it, PAIRS times (default
+# 3): the ratios and the per-call totals use the pair of median ratio; every pair is listed.
 # Usage: tests/bench/gateway-bench.sh [BUILD_DIR]   (default build-bench, RelWithDebInfo)
 #   DURATION=10 CONNS="1 16 256" NO_BUILD=1 (use BUILD_DIR as it is)
 #   WORKERS=N: the gateway runs N worker processes (config key workers; N > 1 starts
@@ -167,17 +167,33 @@ warm m "$B_URL" "$WORK/managed.json" "$MCPH"
 # Each managed cell runs right after an ad hoc cell (b) at the same connection count
 # (capture switched off and on around it; the gateway re-reads the policy within a
 # second), and that later (b) cell is the one the report pairs with it: a slow minute of
-# the machine weighs on both cells of the ratio alike. PAIRED=0 keeps the (b) cells of
-# the first pass.
+# the machine weighs on both cells of the ratio alike. PAIRS such pairs run in turn
+# (default 3) and the report takes the pair whose ratio is the median, printing every
+# pair's; so one cell that something outside the bench slowed moves neither the ratio
+# nor the cells shown. PAIRS=0 keeps the (b) cells of the first pass.
+PAIRS=${PAIRS:-3}
+MAIN_RES=$RES
 for c in $CONNS; do
-  if [ "${PAIRED:-1}" = 1 ]; then
-    trace_core_capture disabled
-    sleep 2
-    run_wrk b "$c" "$B_URL" "$WORK/mcp.json" "$MCPH"
-    trace_core_capture enabled
-    sleep 2
+  : >"$WORK/pairs-$c.txt"
+  if [ "$PAIRS" -ge 1 ]; then
+    for k in $(seq "$PAIRS"); do
+      trace_core_capture disabled
+      sleep 2
+      RES=$WORK/pair-b.txt; : >"$RES"
+      run_wrk b "$c" "$B_URL" "$WORK/mcp.json" "$MCPH"
+      trace_core_capture enabled
+      sleep 2
+      RES=$WORK/pair-m.txt; : >"$RES"
+      run_wrk m "$c" "$B_URL" "$WORK/managed.json" "$MCPH"
+      awk -v k="$k" 'NR == FNR { b = $0; brps = $3; next }
+        { printf "%.4f|%d|%s|%s\n", (brps > 0 ? $3 / brps : 0), k, b, $0 }' \
+        "$WORK/pair-b.txt" "$WORK/pair-m.txt" >>"$WORK/pairs-$c.txt"
+    done
+    RES=$MAIN_RES
+    sort -t'|' -k1,1n "$WORK/pairs-$c.txt" | awk -F'|' -v n="$PAIRS" 'NR == int((n + 1) / 2) { print $3; print $4 }' >>"$RES"
+  else
+    run_wrk m "$c" "$B_URL" "$WORK/managed.json" "$MCPH"
   fi
-  run_wrk m "$c" "$B_URL" "$WORK/managed.json" "$MCPH"
 done
 
 # ---- report
@@ -240,4 +256,13 @@ awk -v dur="$DURATION" -v nproc="$(nproc)" -v workers="${WORKERS:-1}" -v hz="$HZ
         c, tm, cpu[k], upc[k], tcc[k], wrkc[k], tb, cpu["b," c], upc["b," c], wrkc["b," c], tm ? tb / tm : 0
     }
   }' "$RES"
+if [ "$PAIRS" -ge 1 ]; then
+  echo
+  echo "== managed/(b) of every pair, in the order run (each: (m) req/s / (b) req/s; the cells above are the median pair's)"
+  for c in $CONNS; do
+    awk -F'|' -v c="$c" '{ split($3, b, " "); split($4, m, " ")
+        s = s sprintf("%s%.2fx (%.0f / %.0f)", NR > 1 ? ", " : "", $1, m[3], b[3]) }
+      END { printf "%-5s %s\n", c, s }' "$WORK/pairs-$c.txt"
+  done
+fi
 if [ -n "${RESULTS_FILE:-}" ]; then cp "$RES" "$RESULTS_FILE"; fi
