@@ -1200,22 +1200,29 @@ static void pipe_start(fetch_ctx *f, const char *method, int pipeline, long time
     g_pipeline = 0;
 }
 
-/* Requests done of the batch (each one's callback at most once, checked). */
-static int pipe_wait(int want)
+/* Runs the loop until want of the n requests of rs are done; how many are (each one's
+ * callback at most once, checked). */
+static int results_wait(const result *rs, int n, int want)
 {
     check_wait w = check_wait_start(40000); /* liveness only */
     int done = 0;
     while (check_wait_on(&w)) {
         event_base_loop(base, EVLOOP_ONCE);
         done = 0;
-        for (int i = 0; i < NPIPE; i++) {
-            CHECK(pipe_rs[i].done <= 1);
-            done += pipe_rs[i].done;
+        for (int i = 0; i < n; i++) {
+            CHECK(rs[i].done <= 1);
+            done += rs[i].done;
         }
         if (done >= want)
             break;
     }
     return done;
+}
+
+/* Requests done of the batch. */
+static int pipe_wait(int want)
+{
+    return results_wait(pipe_rs, NPIPE, want);
 }
 
 /* Each answered request got its own answer. */
@@ -1338,19 +1345,7 @@ static void ip_probe(evutil_socket_t fd, short what, void *arg)
 }
 static int ip_wait(void)
 {
-    check_wait w = check_wait_start(40000); /* liveness only */
-    int done = 0;
-    while (check_wait_on(&w)) {
-        event_base_loop(base, EVLOOP_ONCE);
-        done = 0;
-        for (int i = 0; i < ip_want; i++) {
-            CHECK(ip_r[i].done <= 1);
-            done += ip_r[i].done;
-        }
-        if (done >= ip_want)
-            break;
-    }
-    return done;
+    return results_wait(ip_r, ip_want, ip_want);
 }
 static int ip_own(void)
 {
