@@ -210,5 +210,9 @@ if [ "${MANAGED:-1}" != 0 ]; then
     printf "instructions per bkn_finish_interaction: %.0f (outcome completed, with an answer), Trace Core round trips: %.2f\n", f / fn, ft / fn }'
 fi
 if [ -n "${KEEP_WORK:-}" ]; then
-  echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.{$legacy_dumps}, stateless: .{$modern_dumps}, starts: .$((dumps - 2)), managed calls: .$((dumps - 1)), finishes: .$dumps)"
+  if [ "${MANAGED:-1}" != 0 ]; then
+    echo "callgrind file: $WORK/callgrind.out (session-era calls: callgrind.out.{$legacy_dumps}, stateless: .{$modern_dumps}, starts: .$((dumps - 2)), managed calls: .$((dumps - 1)), finishes: .$dumps)"
+  else
+    echo "callgrind file: $WORK/callgrind.out (the mix; no managed phases with MANAGED=0)"
+  fi
 fi
