@@ -296,20 +296,17 @@ static ptrdiff_t find_member(const json_value *obj, const char *key, size_t klen
     return -1;
 }
 
-const json_value *json_get(const json_value *obj, const char *key)
-{
-    if (!obj || obj->type != JSON_OBJECT || !key)
-        return NULL;
-    ptrdiff_t i = find_member(obj, key, strlen(key));
-    return i < 0 ? NULL : obj->u.obj.m[i].val;
-}
-
 const json_value *json_get_n(const json_value *obj, const char *key, size_t klen)
 {
     if (!obj || obj->type != JSON_OBJECT)
         return NULL;
     ptrdiff_t i = find_member(obj, key, klen);
     return i < 0 ? NULL : obj->u.obj.m[i].val;
+}
+
+const json_value *json_get(const json_value *obj, const char *key)
+{
+    return key ? json_get_n(obj, key, strlen(key)) : NULL;
 }
 
 int json_key_is(const json_value *obj, size_t i, const char *key, size_t klen,
@@ -867,8 +864,8 @@ static ptrdiff_t parse_key(parser *ps, size_t *klen)
 }
 
 /* Checks the number at ps->p against the grammar and moves past it; -1 on error. */
-static int scan_number(parser *ps, int *neg_out, const unsigned char **digits_out,
-                       size_t *nint_out, int *is_int_out)
+static int scan_number(parser *ps, int *neg_out, const unsigned char **digits_out, size_t *nint_out,
+                       int *is_int_out)
 {
     const unsigned char *p = ps->p, *end = ps->end;
     int neg = 0;
@@ -1293,8 +1290,8 @@ static json_value *parse_object(parser *ps, size_t depth, const json_keep *keep)
         o->u.obj.m = xmalloc(n * sizeof(json_member));
         for (size_t i = 0; i < n; i++) {
             o->u.obj.m[i] = ps->ms[base + i];
-            o->u.obj.m[i].key = xstrndup(ps->keys.data + (uintptr_t)ps->ms[base + i].key,
-                                         ps->ms[base + i].klen);
+            o->u.obj.m[i].key =
+                xstrndup(ps->keys.data + (uintptr_t)ps->ms[base + i].key, ps->ms[base + i].klen);
         }
     }
     o->u.obj.n = o->u.obj.cap = n;

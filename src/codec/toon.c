@@ -490,16 +490,7 @@ static int write_primitive(enc *e, const json_value *v)
 static const json_value *row_get(const json_value *row, size_t pos, const char *k, size_t klen)
 {
     const json_value *v;
-    if (json_key_is(row, pos, k, klen, &v))
-        return v;
-    size_t n = json_count(row), l;
-    const char *rk;
-    for (size_t i = n; i-- > 0;) {
-        rk = json_key_at(row, i, &l);
-        if (l == klen && memcmp(rk, k, klen) == 0)
-            return json_val_at(row, i);
-    }
-    return NULL;
+    return json_key_is(row, pos, k, klen, &v) ? v : json_get_n(row, k, klen);
 }
 
 /* §9.3: every element an object with the first element's (non-empty) key set and

@@ -56,12 +56,6 @@ static int is_array(const json_value *v)
     return v && json_typeof(v) == JSON_ARRAY;
 }
 
-/* The member of obj named k (the last one when duplicated), or NULL. */
-static const json_value *get(const json_value *obj, const char *k, size_t len)
-{
-    return json_get_n(obj, k, len);
-}
-
 /* Every key of a is a key of b, and they have as many members: 2 when b's keys are
  * a's in the same order, 1 otherwise, 0 when not. */
 static int same_keys(const json_value *a, const json_value *b)
@@ -81,7 +75,7 @@ static int same_keys(const json_value *a, const json_value *b)
     for (; i < n; i++) {
         size_t kl;
         const char *k = json_key_at(a, i, &kl);
-        if (!get(b, k, kl))
+        if (!json_get_n(b, k, kl))
             return 0;
     }
     return 1;
@@ -109,7 +103,7 @@ static int keys_unique(const json_value *obj)
 static const json_value *cell(const json_value *const *rv, const unsigned char *aligned, size_t i,
                               size_t j, const char *k, size_t kl)
 {
-    return aligned[i] ? json_val_at(rv[i], j) : get(rv[i], k, kl);
+    return aligned[i] ? json_val_at(rv[i], j) : json_get_n(rv[i], k, kl);
 }
 
 static int is_ident(const char *k, size_t len)
@@ -162,7 +156,7 @@ static int fold(cols *cs, const json_value **rows, size_t n, segs *path, size_t 
     int rc = -1;
     const json_value **sub = xmalloc(n * sizeof *sub);
     for (size_t i = 0; i < n; i++) {
-        sub[i] = get(rows[i], key.k, key.len);
+        sub[i] = json_get_n(rows[i], key.k, key.len);
         if (!is_record(sub[i]) || (i == 0 && json_count(sub[0]) == 0) || !same_keys(sub[0], sub[i]))
             goto out;
     }
@@ -177,7 +171,7 @@ static int fold(cols *cs, const json_value **rows, size_t n, segs *path, size_t 
             goto out;
         int all_prim = 1;
         for (size_t i = 0; i < n && all_prim; i++)
-            all_prim = is_prim(get(sub[i], k, kl));
+            all_prim = is_prim(json_get_n(sub[i], k, kl));
         path->v[depth] = (seg){k, kl};
         if (all_prim)
             cols_add(cs, path->v, depth + 1);
@@ -222,7 +216,7 @@ static json_value *cell_of(const json_value *const *rv, const unsigned char *ali
         return json_take_at((json_value *)rv[i], c->top);
     const json_value *x = cell(rv, aligned, i, c->top, p[0].k, p[0].len);
     for (size_t d = 1; d < c->depth; d++)
-        x = get(x, p[d].k, p[d].len);
+        x = json_get_n(x, p[d].k, p[d].len);
     return json_clone(x);
 }
 
@@ -310,9 +304,9 @@ static int put_table(json_value *out, const char *name, size_t nlen, const json_
         json_value *list = json_new_array();
         for (size_t i = 0; i < n; i++) {
             int mine = take && aligned[i]; /* as cell_of: taken only from a row of unique keys */
-            json_value *x = mine ? json_take_at((json_value *)rv[i], side_at[s])
-                                 : (json_value *)cell(rv, aligned, i, side_at[s], sides[s].k,
-                                                      sides[s].len);
+            json_value *x =
+                mine ? json_take_at((json_value *)rv[i], side_at[s])
+                     : (json_value *)cell(rv, aligned, i, side_at[s], sides[s].k, sides[s].len);
             json_push(list, view(x, NULL, mine));
         }
         buf side = {0};
@@ -414,15 +408,16 @@ static int id_text(buf *out, const json_value *v)
  * single value of its o->identity (a record or a list of one). */
 static int id_implied(const json_value *v, const toonview_omit *o)
 {
-    const json_value *rows = json_typeof(v) == JSON_OBJECT ? get(v, o->rows, o->rows_len) : NULL;
+    const json_value *rows =
+        json_typeof(v) == JSON_OBJECT ? json_get_n(v, o->rows, o->rows_len) : NULL;
     if (!is_array(rows) || json_count(rows) == 0)
         return 0;
     buf want = {0};
     int ok = 1;
     for (size_t i = 0; i < json_count(rows) && ok; i++) {
         const json_value *r = json_at(rows, i);
-        const json_value *id = is_record(r) ? get(r, o->identity, o->identity_len) : NULL;
-        const json_value *got = is_record(r) ? get(r, o->id, o->id_len) : NULL;
+        const json_value *id = is_record(r) ? json_get_n(r, o->identity, o->identity_len) : NULL;
+        const json_value *got = is_record(r) ? json_get_n(r, o->id, o->id_len) : NULL;
         const json_value *one = NULL;
         if (is_record(id) && json_count(id) == 1)
             one = json_val_at(id, 0);

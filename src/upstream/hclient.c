@@ -535,11 +535,14 @@ static void conn_watch(hc_conn *c, short what)
  * ready, so that the requests those start join a gathering connection's write. A timer
  * due at once fires on the next pass, where an activated event runs on this one; at
  * idle priority (a loop with CL_EV_PRIORITIES) it waits for a pass with nothing else
- * ready, and at most HC_GATHER_WAIT_MAX_US. */
+ * ready, and at most HC_GATHER_WAIT_MAX_US. A connection waiting for later that is
+ * kicked for this pass moves to this pass. */
 static void conn_kick(hc_conn *c, int later)
 {
     hc_ctx *ctx = c->host->ctx;
-    if (c->kicked)
+    if (c->kicked == 2 && !later)
+        TAILQ_REMOVE(&ctx->later, c, kick_link);
+    else if (c->kicked)
         return;
     c->kicked = later ? 2 : 1;
     TAILQ_INSERT_TAIL(later ? &ctx->later : &ctx->kicks, c, kick_link);
@@ -550,17 +553,6 @@ static void conn_kick(hc_conn *c, int later)
         evtimer_add(ctx->later_ev, &now);
         evtimer_add(ctx->later_max_ev, &max);
     }
-}
-
-/* A gathering connection that can take no more requests is written on this pass. */
-static void conn_kick_full(hc_conn *c)
-{
-    hc_ctx *ctx = c->host->ctx;
-    if (c->kicked != 2 || c->n_reqs < HC_PIPELINE_MAX)
-        return;
-    TAILQ_REMOVE(&ctx->later, c, kick_link);
-    c->kicked = 0;
-    conn_kick(c, 0);
 }
 
 static void run_kicked(struct hc_conn_list *q)
@@ -692,8 +684,8 @@ static void req_attach(hc_req *r, hc_conn *c)
         return;
     }
     c->state = C_WRITING;
-    conn_kick(c, r->pipeline && c->nreq > 0); /* gathering: others may follow in its write */
-    conn_kick_full(c);
+    /* a reused connection gathers while others may follow in its write; full, it goes */
+    conn_kick(c, r->pipeline && c->nreq > 0 && c->n_reqs < HC_PIPELINE_MAX);
 }
 
 /* The connection r may join: the host's gathering one while it has room. */
